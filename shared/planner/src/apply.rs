@@ -1,0 +1,176 @@
+//! The meaning of each [`Action`], applied to a snapshot in memory.
+//!
+//! This is the reference the DynamoDB store implements item by item: the same conditions (revision, absence,
+//! holder), the same effects, `rev` moving to `expected + 1` on every write. Tests and the simulator use it
+//! as their store. Non-write actions ([`Action::Deprovision`], [`Action::CheckPower`]) ask for work outside
+//! the table and change nothing here.
+
+use crate::model::{condition, reason, set_condition, ConditionStatus, NameLease, Snapshot};
+use crate::plan::{Action, Plan};
+
+/// A write whose condition did not hold: someone else acted first. Re-read and re-plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// Index of the action in the plan.
+    pub action: usize,
+    /// Which condition failed.
+    pub what: String,
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "action {}: {}", self.action, self.what)
+    }
+}
+
+impl std::error::Error for Conflict {}
+
+/// Applies `plan` to `snapshot`. `Ok(None)` when the plan deleted the pool.
+pub fn apply(snapshot: &Snapshot, plan: &Plan) -> Result<Option<Snapshot>, Conflict> {
+    let mut s = snapshot.clone();
+    for (i, action) in plan.actions.iter().enumerate() {
+        let conflict = |what: String| Conflict { action: i, what };
+        match action {
+            Action::ReleaseClaim {
+                claim,
+                expected_rev,
+                cluster,
+                ..
+            } => {
+                let pos = s
+                    .claims
+                    .iter()
+                    .position(|c| &c.name == claim && c.rev == *expected_rev)
+                    .ok_or_else(|| conflict(format!("claim {claim} not at rev {expected_rev}")))?;
+                if let Some((id, rev)) = cluster {
+                    let c = s
+                        .clusters
+                        .iter_mut()
+                        .find(|c| &c.id == id && c.rev == *rev)
+                        .ok_or_else(|| conflict(format!("cluster {id} not at rev {rev}")))?;
+                    c.marked_for_deletion = true;
+                    c.rev += 1;
+                }
+                s.claims.remove(pos);
+            }
+            Action::AssignClaim {
+                claim,
+                claim_rev,
+                cluster,
+                cluster_rev,
+                at,
+            } => {
+                let c = s
+                    .clusters
+                    .iter_mut()
+                    .find(|c| {
+                        &c.id == cluster
+                            && c.rev == *cluster_rev
+                            && c.claim.is_none()
+                            && c.is_running()
+                    })
+                    .ok_or_else(|| {
+                        conflict(format!(
+                            "cluster {cluster} not unclaimed and Running at rev {cluster_rev}"
+                        ))
+                    })?;
+                c.claim = Some(claim.clone());
+                c.claimed_at = Some(*at);
+                c.spec_power_state = Some(crate::model::DesiredPower::Running);
+                c.rev += 1;
+                let k = s
+                    .claims
+                    .iter_mut()
+                    .find(|k| &k.name == claim && k.rev == *claim_rev && k.cluster.is_none())
+                    .ok_or_else(|| {
+                        conflict(format!("claim {claim} not pending at rev {claim_rev}"))
+                    })?;
+                k.cluster = Some(cluster.clone());
+                k.assigned_at = Some(*at);
+                set_condition(
+                    &mut k.conditions,
+                    condition::PENDING,
+                    ConditionStatus::False,
+                    reason::CLUSTER_ASSIGNED,
+                    &format!("assigned cluster {cluster}"),
+                    *at,
+                );
+                k.rev += 1;
+            }
+            Action::ReserveName { name, holder, at } => {
+                if s.leases.iter().any(|l| &l.name == name) {
+                    return Err(conflict(format!("name {name} already leased")));
+                }
+                s.leases.push(NameLease {
+                    name: name.clone(),
+                    holder: holder.clone(),
+                    reserved_at: *at,
+                });
+            }
+            Action::ReleaseName { name, holder } => {
+                let pos = s
+                    .leases
+                    .iter()
+                    .position(|l| &l.name == name && &l.holder == holder)
+                    .ok_or_else(|| conflict(format!("name {name} not held by {holder}")))?;
+                s.leases.remove(pos);
+            }
+            Action::CreateCluster { cluster } => {
+                if s.clusters.iter().any(|c| c.id == cluster.id) {
+                    return Err(conflict(format!("cluster {} already exists", cluster.id)));
+                }
+                s.clusters.push((**cluster).clone());
+            }
+            Action::DeleteCluster {
+                cluster,
+                expected_rev,
+                ..
+            } => {
+                let c = s
+                    .clusters
+                    .iter_mut()
+                    .find(|c| &c.id == cluster && c.rev == *expected_rev)
+                    .ok_or_else(|| {
+                        conflict(format!("cluster {cluster} not at rev {expected_rev}"))
+                    })?;
+                c.deleting = true;
+                c.rev += 1;
+            }
+            Action::SetPowerState {
+                cluster,
+                expected_rev,
+                power_state,
+            } => {
+                let c = s
+                    .clusters
+                    .iter_mut()
+                    .find(|c| &c.id == cluster && c.rev == *expected_rev)
+                    .ok_or_else(|| {
+                        conflict(format!("cluster {cluster} not at rev {expected_rev}"))
+                    })?;
+                c.spec_power_state = Some(*power_state);
+                c.rev += 1;
+            }
+            Action::UpdatePool {
+                expected_rev,
+                status,
+                next_wake_at,
+            } => {
+                if s.pool.rev != *expected_rev {
+                    return Err(conflict(format!("pool not at rev {expected_rev}")));
+                }
+                s.pool.status = status.clone();
+                s.pool.next_wake_at = *next_wake_at;
+                s.pool.rev += 1;
+            }
+            Action::DeletePool { expected_rev } => {
+                if s.pool.rev != *expected_rev {
+                    return Err(conflict(format!("pool not at rev {expected_rev}")));
+                }
+                return Ok(None);
+            }
+            Action::Deprovision { .. } | Action::CheckPower { .. } => {}
+        }
+    }
+    Ok(Some(s))
+}

@@ -1,0 +1,748 @@
+//! The domain model: what a pool asks for, and the clusters, claims and name leases it holds.
+//!
+//! These are the items of Apiary's single table (one partition per pool), in domain form. Field names
+//! follow the seeds (Hive's names, camelCase in JSON). Every mutable item carries `rev`, the revision a
+//! conditional write expects; a write sets `rev` to `expected + 1`.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::duration::GoDuration;
+
+/// A point in time. The planner never reads the clock: every `now` is an argument.
+pub type Timestamp = DateTime<Utc>;
+
+/// What an operator asks of a pool (DESIGN.md "Pool spec").
+///
+/// Counts are signed so a negative value reaches [`crate::validate::validate_spec`] and is reported with
+/// its field instead of failing deserialization. The planner treats anything below zero as zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PoolSpec {
+    /// How many unclaimed clusters the pool keeps.
+    pub size: i64,
+    /// How many of the oldest unclaimed clusters are kept Running (seed 000); effective `min(runningCount, size)`.
+    #[serde(default)]
+    pub running_count: i64,
+    /// Upper bound on all clusters of the pool, claimed and deleting included. Unset: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_size: Option<i64>,
+    /// Upper bound on clusters installing or deleting at once. Unset: no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent: Option<i64>,
+    /// A claimed cluster is hibernated this long after it was claimed or last became Running (seed 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hibernate_after: Option<GoDuration>,
+    /// How long a claim keeps its cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_lifetime: Option<ClaimLifetime>,
+    /// Longest a resume may take before the cluster is broken (seed 002). Unset: wait forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub powerstate_transition_to_running_timeout: Option<GoDuration>,
+    /// Longest a hibernation may take before the cluster is broken (seed 002). Unset: wait forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub powerstate_transition_to_hibernating_timeout: Option<GoDuration>,
+    /// Admin-provided cluster names (seed 003).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<Inventory>,
+    /// DNS domain the clusters' names live under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_domain: Option<String>,
+    /// Free-form labels; they never change `poolVersion`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Where and how clusters are made.
+    pub platform: Platform,
+    /// Time windows that override size and runningCount.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<Schedule>,
+}
+
+impl PoolSpec {
+    /// A spec of `size` clusters on `platform`, every other field unset.
+    pub fn new(size: i64, platform: Platform) -> Self {
+        Self {
+            size,
+            running_count: 0,
+            max_size: None,
+            max_concurrent: None,
+            hibernate_after: None,
+            claim_lifetime: None,
+            powerstate_transition_to_running_timeout: None,
+            powerstate_transition_to_hibernating_timeout: None,
+            inventory: None,
+            base_domain: None,
+            labels: BTreeMap::new(),
+            platform,
+            schedules: Vec::new(),
+        }
+    }
+
+    /// The inventory's names, in order, when an inventory is present.
+    pub fn inventory_names(&self) -> Option<Vec<&str>> {
+        self.inventory.as_ref().map(|inv| {
+            inv.cluster_deployments
+                .iter()
+                .filter_map(|e| e.name.as_deref())
+                .filter(|n| !n.is_empty())
+                .collect()
+        })
+    }
+
+    /// The power transition timeouts (seed 002), parsed.
+    pub fn power_timeouts(&self) -> PowerTimeouts {
+        PowerTimeouts {
+            to_running: self
+                .powerstate_transition_to_running_timeout
+                .as_ref()
+                .and_then(GoDuration::get),
+            to_hibernating: self
+                .powerstate_transition_to_hibernating_timeout
+                .as_ref()
+                .and_then(GoDuration::get),
+        }
+    }
+}
+
+/// The seed 002 timeouts of a pool; `None` waits forever.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PowerTimeouts {
+    /// Longest a resume may take.
+    pub to_running: Option<TimeDelta>,
+    /// Longest a hibernation may take.
+    pub to_hibernating: Option<TimeDelta>,
+}
+
+/// Claim lifetime bounds: a claim lives `min(maximum, its own lifetime or default)` from assignment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClaimLifetime {
+    /// Lifetime of a claim that asks for none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<GoDuration>,
+    /// Longest lifetime any claim gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maximum: Option<GoDuration>,
+}
+
+/// The inventory of seed 003: a list of per-cluster entries, for now just names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Inventory {
+    /// One entry per cluster the pool may make.
+    #[serde(default)]
+    pub cluster_deployments: Vec<InventoryEntry>,
+}
+
+impl Inventory {
+    /// An inventory of these names.
+    pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        Self {
+            cluster_deployments: names
+                .into_iter()
+                .map(|n| InventoryEntry {
+                    name: Some(n.to_string()),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One inventory entry. `name` is optional only so that a missing name can be reported by validation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InventoryEntry {
+    /// The cluster's (short) name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// Where clusters are made. Exactly one platform per pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum Platform {
+    /// EC2 instances tagged `kubernetes.io/cluster/<infraId>=owned`.
+    Aws(AwsPlatform),
+    /// Simulated machines, for tests and demos.
+    Fake(FakePlatform),
+}
+
+/// EC2 clusters: N instances from a launch template, or from an image and instance type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AwsPlatform {
+    /// AWS region of the instances.
+    pub region: String,
+    /// Launch template to start instances from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_template: Option<LaunchTemplate>,
+    /// AMI, when no launch template is given (or to override it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    /// Instance type, when no launch template is given (or to override it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    /// Machines per cluster.
+    #[serde(default = "one")]
+    pub machine_count: i64,
+    /// Subnet to launch into; unset uses the default VPC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subnet_id: Option<String>,
+    /// Extra tags on every instance.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+fn one() -> i64 {
+    1
+}
+
+/// An EC2 launch template reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LaunchTemplate {
+    /// `lt-…` id.
+    pub id: String,
+    /// Version number, `$Latest` or `$Default`; unset means `$Default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// Simulated clusters: how long things take and how often they fail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FakePlatform {
+    /// Time from creation to installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_duration: Option<GoDuration>,
+    /// Time from start to Running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_duration: Option<GoDuration>,
+    /// Time from stop to Hibernating.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_duration: Option<GoDuration>,
+    /// Probability in [0, 1] that an install fails.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub install_failure_rate: f64,
+    /// Probability in [0, 1] that a resume never completes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resume_failure_rate: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+impl Default for FakePlatform {
+    fn default() -> Self {
+        Self {
+            install_duration: None,
+            resume_duration: None,
+            stop_duration: None,
+            install_failure_rate: 0.0,
+            resume_failure_rate: 0.0,
+        }
+    }
+}
+
+/// A recurring time window that overrides size and/or runningCount while it is open.
+///
+/// The window opens at each firing of `cron` (standard five fields, evaluated in `timeZone`) and stays open
+/// for `duration`. When several windows are open, the first in spec order wins.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Schedule {
+    /// Name, for status and logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// When the window opens: `minute hour day-of-month month day-of-week`.
+    pub cron: String,
+    /// IANA time zone the cron expression is read in.
+    #[serde(default = "utc")]
+    pub time_zone: String,
+    /// How long the window stays open.
+    pub duration: GoDuration,
+    /// Size while open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<i64>,
+    /// runningCount while open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_count: Option<i64>,
+}
+
+fn utc() -> String {
+    "UTC".to_string()
+}
+
+/// The power state a cluster's spec asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum DesiredPower {
+    /// All machines running.
+    Running,
+    /// All machines stopped.
+    Hibernating,
+}
+
+/// A cluster's observed power state, named exactly as seed 004 names `ClusterPowerState`.
+///
+/// Apiary drives `StartingMachines → WaitingForMachines → WaitingForNodes → Running` and
+/// `Stopping → WaitingForMachinesToStop → Hibernating`, with `FailedToStartMachines` / `FailedToStop` on
+/// actuator errors. The remaining seed states are kept so stored items written by other tools read back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum PowerState {
+    /// All machines are running.
+    Running,
+    /// The machines are stopped.
+    Hibernating,
+    /// Starting cloud VMs failed.
+    FailedToStartMachines,
+    /// Stopping machines for hibernation failed.
+    FailedToStop,
+    /// SyncSets have not been applied yet (Hive only).
+    SyncSetsNotApplied,
+    /// Listing and starting cloud VMs.
+    StartingMachines,
+    /// Transitioning from Running to Hibernating.
+    Stopping,
+    /// Waiting for cloud VMs to stop.
+    WaitingForMachinesToStop,
+    /// Waiting for cloud VMs to start.
+    WaitingForMachines,
+    /// Waiting for nodes to become Ready.
+    WaitingForNodes,
+    /// Pausing for ClusterOperators to settle (Hive only).
+    PausingForClusterOperatorsToSettle,
+    /// Waiting for ClusterOperators (Hive only).
+    WaitingForClusterOperators,
+    /// The machines' state cannot be discovered.
+    Unknown,
+}
+
+impl PowerState {
+    /// States on the way to Running (where a resume timeout applies).
+    pub fn is_resuming(self) -> bool {
+        matches!(
+            self,
+            Self::StartingMachines
+                | Self::WaitingForMachines
+                | Self::WaitingForNodes
+                | Self::FailedToStartMachines
+                | Self::PausingForClusterOperatorsToSettle
+                | Self::WaitingForClusterOperators
+        )
+    }
+
+    /// States on the way to Hibernating (where a hibernate timeout applies).
+    pub fn is_stopping(self) -> bool {
+        matches!(
+            self,
+            Self::Stopping | Self::WaitingForMachinesToStop | Self::FailedToStop
+        )
+    }
+}
+
+/// Status of a condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConditionStatus {
+    /// The item is in the condition.
+    True,
+    /// The item is not in the condition.
+    False,
+    /// It cannot be decided.
+    Unknown,
+}
+
+/// A condition, Kubernetes-style: `lastTransitionTime` moves only when `status` changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The condition's type (`Hibernating`, `Ready`, `Pending`, …).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Whether the item is in the condition.
+    pub status: ConditionStatus,
+    /// One CamelCase word saying why.
+    pub reason: String,
+    /// Human-readable detail.
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed.
+    pub last_transition_time: Timestamp,
+}
+
+/// Condition types.
+pub mod condition {
+    /// Cluster: whether it is hibernating (seed 004).
+    pub const HIBERNATING: &str = "Hibernating";
+    /// Cluster: whether it is running and ready (seed 004).
+    pub const READY: &str = "Ready";
+    /// Cluster: provisioning gave up.
+    pub const PROVISION_STOPPED: &str = "ProvisionStopped";
+    /// Claim: waiting for a cluster.
+    pub const PENDING: &str = "Pending";
+    /// Pool: every unclaimed cluster matches the current poolVersion.
+    pub const ALL_CLUSTERS_CURRENT: &str = "AllClustersCurrent";
+    /// Pool: maxSize leaves room for more clusters.
+    pub const CAPACITY_AVAILABLE: &str = "CapacityAvailable";
+}
+
+/// Condition reasons, exactly as seed 004 (and seed 002 for the timeouts) name them.
+pub mod reason {
+    /// Hibernating=False: the cluster is resuming or running; see Ready.
+    pub const RESUMING_OR_RUNNING: &str = "ResumingOrRunning";
+    /// Hibernating=False: stopping machines.
+    pub const STOPPING: &str = "Stopping";
+    /// Hibernating=False: waiting for cloud VMs to stop.
+    pub const WAITING_FOR_MACHINES_TO_STOP: &str = "WaitingForMachinesToStop";
+    /// Hibernating=True.
+    pub const HIBERNATING: &str = "Hibernating";
+    /// The platform cannot hibernate.
+    pub const UNSUPPORTED: &str = "Unsupported";
+    /// Stopping failed (actuator error, or seed 002's timeout with a "timed out" message).
+    pub const FAILED_TO_STOP: &str = "FailedToStop";
+    /// Seed 002: the resume timed out.
+    pub const FAILED_TO_START: &str = "FailedToStart";
+    /// Hive only.
+    pub const SYNC_SETS_NOT_APPLIED: &str = "SyncSetsNotApplied";
+    /// Hive only.
+    pub const SYNC_SETS_APPLIED: &str = "SyncSetsApplied";
+    /// Power state discovery is paused.
+    pub const POWER_STATE_PAUSED: &str = "PowerStatePaused";
+    /// The cluster is being deleted.
+    pub const CLUSTER_DEPLOYMENT_DELETED: &str = "ClusterDeploymentDeleted";
+    /// Ready=False: the cluster is stopping or hibernating; see Hibernating.
+    pub const STOPPING_OR_HIBERNATING: &str = "StoppingOrHibernating";
+    /// Ready=False: listing and starting cloud VMs.
+    pub const STARTING_MACHINES: &str = "StartingMachines";
+    /// Ready=False: starting cloud VMs failed.
+    pub const FAILED_TO_START_MACHINES: &str = "FailedToStartMachines";
+    /// Ready=False: waiting for cloud VMs to start.
+    pub const WAITING_FOR_MACHINES: &str = "WaitingForMachines";
+    /// Ready=False: waiting for nodes to become Ready.
+    pub const WAITING_FOR_NODES: &str = "WaitingForNodes";
+    /// Hive only.
+    pub const PAUSING_FOR_CLUSTER_OPERATORS_TO_SETTLE: &str = "PausingForClusterOperatorsToSettle";
+    /// Hive only.
+    pub const WAITING_FOR_CLUSTER_OPERATORS: &str = "WaitingForClusterOperators";
+    /// Ready=True.
+    pub const RUNNING: &str = "Running";
+    /// ProvisionStopped=True: the install failed.
+    pub const PROVISION_FAILED: &str = "ProvisionFailed";
+    /// Claim Pending=True: no Running cluster was free.
+    pub const NO_CLUSTERS: &str = "NoClusters";
+    /// Claim Pending=False: a cluster was assigned.
+    pub const CLUSTER_ASSIGNED: &str = "ClusterAssigned";
+}
+
+/// Sets a condition in `conditions`, keeping `lastTransitionTime` when the status is unchanged.
+/// Returns whether anything changed.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> bool {
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status && c.reason == reason && c.message == message => false,
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now;
+            }
+            c.status = status;
+            c.reason = reason.to_string();
+            c.message = message.to_string();
+            true
+        }
+        None => {
+            conditions.push(Condition {
+                type_: type_.to_string(),
+                status,
+                reason: reason.to_string(),
+                message: message.to_string(),
+                last_transition_time: now,
+            });
+            conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+            true
+        }
+    }
+}
+
+/// The condition of `type_`, if set.
+pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// One cluster of a pool (`CLUSTER#<id>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cluster {
+    /// Unique id within the pool: `<name>-<5 chars>`.
+    pub id: String,
+    /// The cluster's name (the inventory name, or the id).
+    pub cluster_name: String,
+    /// Infrastructure id: machines are tagged `kubernetes.io/cluster/<infraId>=owned`.
+    pub infra_id: String,
+    /// The poolVersion the cluster was made from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_version: Option<String>,
+    /// When the cluster was created.
+    pub created_at: Timestamp,
+    /// When installation completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_at: Option<Timestamp>,
+    /// Installation gave up: the cluster is broken.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub provision_stopped: bool,
+    /// The claim holding the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// When it was claimed; never changes once set (seed 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_at: Option<Timestamp>,
+    /// The power state asked for; unset while nobody has decided (seed 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_power_state: Option<DesiredPower>,
+    /// The observed power state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_state: Option<PowerState>,
+    /// When the power transition under way began; timeouts count from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transition_started_at: Option<Timestamp>,
+    /// When the cluster last became Running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_since: Option<Timestamp>,
+    /// When a power transition timed out (seed 002): the cluster is broken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken_at: Option<Timestamp>,
+    /// Hibernating, Ready and ProvisionStopped conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Released by its claim: delete within budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub marked_for_deletion: bool,
+    /// Deprovisioning has started.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
+    /// Revision for conditional writes.
+    #[serde(default)]
+    pub rev: u64,
+}
+
+impl Cluster {
+    /// A new, uninstalled cluster.
+    pub fn new(
+        id: impl Into<String>,
+        cluster_name: impl Into<String>,
+        infra_id: impl Into<String>,
+        created_at: Timestamp,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            cluster_name: cluster_name.into(),
+            infra_id: infra_id.into(),
+            pool_version: None,
+            created_at,
+            installed_at: None,
+            provision_stopped: false,
+            claim: None,
+            claimed_at: None,
+            spec_power_state: None,
+            power_state: None,
+            transition_started_at: None,
+            running_since: None,
+            broken_at: None,
+            conditions: Vec::new(),
+            marked_for_deletion: false,
+            deleting: false,
+            rev: 0,
+        }
+    }
+
+    /// Broken: provisioning stopped, or a power transition timed out (seed 002).
+    pub fn is_broken(&self) -> bool {
+        self.provision_stopped || self.broken_at.is_some()
+    }
+
+    /// Installed and observed Running: the only clusters a claim may get (seed 002).
+    pub fn is_running(&self) -> bool {
+        self.installed_at.is_some() && self.power_state == Some(PowerState::Running)
+    }
+}
+
+/// A request for one cluster (`CLAIM#<name>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Claim {
+    /// Name, unique within the pool.
+    pub name: String,
+    /// The IAM principal that made the claim.
+    pub owner: String,
+    /// When the claim was made; claims are served oldest first.
+    pub created_at: Timestamp,
+    /// Lifetime the claimant asked for; bounded by the pool's claimLifetime.maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifetime: Option<GoDuration>,
+    /// The assigned cluster's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
+    /// When the cluster was assigned; the lifetime counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assigned_at: Option<Timestamp>,
+    /// The claimant released the claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_requested_at: Option<Timestamp>,
+    /// The Pending condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Revision for conditional writes.
+    #[serde(default)]
+    pub rev: u64,
+}
+
+impl Claim {
+    /// A new pending claim.
+    pub fn new(name: impl Into<String>, owner: impl Into<String>, created_at: Timestamp) -> Self {
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            condition::PENDING,
+            ConditionStatus::True,
+            reason::NO_CLUSTERS,
+            "waiting for a Running cluster",
+            created_at,
+        );
+        Self {
+            name: name.into(),
+            owner: owner.into(),
+            created_at,
+            lifetime: None,
+            cluster: None,
+            assigned_at: None,
+            release_requested_at: None,
+            conditions,
+            rev: 0,
+        }
+    }
+
+    /// The claim's lifetime under `pool`: `min(maximum, own or default)`; `None` lives forever.
+    pub fn effective_lifetime(&self, pool: Option<&ClaimLifetime>) -> Option<TimeDelta> {
+        let own = self.lifetime.as_ref().and_then(GoDuration::get);
+        let default = pool
+            .and_then(|p| p.default.as_ref())
+            .and_then(GoDuration::get);
+        let maximum = pool
+            .and_then(|p| p.maximum.as_ref())
+            .and_then(GoDuration::get);
+        match (own.or(default), maximum) {
+            (Some(l), Some(m)) => Some(l.min(m)),
+            (l, m) => l.or(m),
+        }
+    }
+
+    /// When the claim expires, if it is assigned and has a lifetime.
+    pub fn expires_at(&self, pool: Option<&ClaimLifetime>) -> Option<Timestamp> {
+        Some(self.assigned_at? + self.effective_lifetime(pool)?)
+    }
+}
+
+/// An inventory name held by a cluster (`NAME#<clusterName>`, seed 003's ClusterNameUsage).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NameLease {
+    /// The inventory name.
+    pub name: String,
+    /// Id of the cluster holding it (which may not exist yet: the lease is written first).
+    pub holder: String,
+    /// When it was reserved.
+    pub reserved_at: Timestamp,
+}
+
+/// The pool's observed state (`POOL` item status).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStatus {
+    /// The poolVersion of the current spec.
+    #[serde(default)]
+    pub pool_version: String,
+    /// The effective size in force (after schedules and the inventory cap).
+    #[serde(default)]
+    pub size: u32,
+    /// The effective running count in force.
+    #[serde(default)]
+    pub running_count: u32,
+    /// Unclaimed, installed, Running: assignable at once.
+    #[serde(default)]
+    pub ready: u32,
+    /// Unclaimed, installed, not Running.
+    #[serde(default)]
+    pub standby: u32,
+    /// Unclaimed, not yet installed.
+    #[serde(default)]
+    pub installing: u32,
+    /// Unclaimed and broken.
+    #[serde(default)]
+    pub broken: u32,
+    /// Unclaimed and made from an older poolVersion.
+    #[serde(default)]
+    pub stale: u32,
+    /// Held by a claim.
+    #[serde(default)]
+    pub claimed: u32,
+    /// Being deprovisioned, or released and waiting to be.
+    #[serde(default)]
+    pub deleting: u32,
+    /// Claims waiting for a cluster.
+    #[serde(default)]
+    pub pending_claims: u32,
+    /// The open schedule window, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_schedule: Option<String>,
+    /// AllClustersCurrent and CapacityAvailable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A pool (`POOL` item).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pool {
+    /// Name, unique in the table.
+    pub name: String,
+    /// What the operator asked for.
+    pub spec: PoolSpec,
+    /// What the last reconcile saw.
+    #[serde(default)]
+    pub status: PoolStatus,
+    /// When the pool next needs a reconcile even if nothing happens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_wake_at: Option<Timestamp>,
+    /// Deletion was asked for: clusters are drained, then the item goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_requested_at: Option<Timestamp>,
+    /// When the pool was created.
+    pub created_at: Timestamp,
+    /// Revision for conditional writes.
+    #[serde(default)]
+    pub rev: u64,
+}
+
+/// Everything a reconcile reads: one pool's whole partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// The pool item.
+    pub pool: Pool,
+    /// Its clusters.
+    #[serde(default)]
+    pub clusters: Vec<Cluster>,
+    /// Its claims.
+    #[serde(default)]
+    pub claims: Vec<Claim>,
+    /// Its name leases.
+    #[serde(default)]
+    pub leases: Vec<NameLease>,
+}

@@ -1,0 +1,42 @@
+//! `poolVersion`: which spec inputs a cluster was made from, to find stale clusters.
+//!
+//! SHA-256 over canonical JSON of the inputs that shape a cluster (platform and baseDomain), plus a fixed
+//! marker when an inventory is present — never the inventory's contents (seed 003), so adding or removing an
+//! entry does not make every cluster stale. Size, runningCount, timeouts, lifetimes, labels and schedules are
+//! not inputs. The algorithm is fixed: the same spec gives the same version on every build and release.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::model::{Platform, PoolSpec};
+
+/// Appended before hashing when the pool has an inventory (seed 003).
+const INVENTORY_MARKER: &str = "apiary:inventory:v1";
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Inputs<'a> {
+    platform: &'a Platform,
+    base_domain: Option<&'a str>,
+}
+
+/// The pool version of `spec`: 16 hex digits.
+pub fn pool_version(spec: &PoolSpec) -> String {
+    let inputs = Inputs {
+        platform: &spec.platform,
+        base_domain: spec.base_domain.as_deref(),
+    };
+    // Struct fields serialize in declaration order and maps are BTreeMaps: the JSON is canonical.
+    let json = serde_json::to_vec(&inputs).unwrap_or_default();
+    let mut hasher = Sha256::new();
+    hasher.update(&json);
+    if spec.inventory.is_some() {
+        hasher.update(INVENTORY_MARKER.as_bytes());
+    }
+    hasher
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

@@ -1,0 +1,632 @@
+//! The pool rules of DESIGN.md and the seeds, one test per rule, each named as the rule reads.
+#![allow(missing_docs, clippy::unwrap_used)]
+
+mod support;
+
+use apiary_planner::*;
+use support::*;
+
+use DesiredPower::{Hibernating, Running};
+
+// ── runningCount (seed 000) ─────────────────────────────────────────────────────────────────────────────
+
+#[test]
+fn running_count_picks_the_oldest_unclaimed_installing_included() {
+    let plan = given(pool().size(4).running_count(2))
+        .with(cluster("a").created(at(1)).installing())
+        .with(cluster("b").created(at(2)).hibernating())
+        .with(cluster("c").created(at(3)).running())
+        .with(cluster("d").created(at(4)).hibernating())
+        .with(cluster("x").created(at(0)).running().claimed("k", at(5)))
+        .with(claim("k").assigned("x", at(5)))
+        .plan_at(at(10));
+    assert_eq!(plan.powered(Running), ["a", "b"]);
+    assert_eq!(plan.powered(Hibernating), ["c"]);
+}
+
+#[test]
+fn running_count_above_size_is_clamped() {
+    let plan = given(pool().size(2).running_count(5))
+        .with(cluster("a").created(at(1)))
+        .with(cluster("b").created(at(2)))
+        .plan_at(at(10));
+    assert_eq!(plan.powered(Running), ["a", "b"]);
+    assert!(plan.created().is_empty());
+    assert_eq!(plan.status.running_count, 2);
+}
+
+#[test]
+fn pending_claims_raise_the_running_target() {
+    let plan = given(pool().size(3).running_count(1))
+        .with(cluster("a").created(at(1)))
+        .with(cluster("b").created(at(2)))
+        .with(cluster("c").created(at(3)))
+        .with(claim("k").created(at(5)))
+        .plan_at(at(10));
+    // runningCount 1 + one pending claim: the two oldest run; the replacement added for the claim hibernates.
+    assert_eq!(plan.powered(Running), ["a", "b"]);
+    assert_eq!(plan.created().len(), 1);
+    assert_eq!(plan.created()[0].spec_power_state, Some(Hibernating));
+}
+
+// ── assignment (seeds 000, 002) ─────────────────────────────────────────────────────────────────────────
+
+#[test]
+fn claims_are_served_oldest_claim_to_oldest_running_cluster() {
+    let plan = given(pool().size(3).running_count(3))
+        .with(cluster("r3").created(at(3)).running())
+        .with(cluster("r1").created(at(1)).running())
+        .with(cluster("r2").created(at(2)).running())
+        .with(claim("k-new").created(at(10)))
+        .with(claim("k-old").created(at(5)))
+        .plan_at(at(11));
+    assert_eq!(plan.assigned(), [("k-old", "r1"), ("k-new", "r2")]);
+    assert_eq!(plan.status.claimed, 2);
+    assert_eq!(plan.status.pending_claims, 0);
+}
+
+#[test]
+fn a_hibernating_or_resuming_cluster_is_never_assigned() {
+    let cases = [
+        ("hibernating", cluster("c").hibernating()),
+        ("resuming", cluster("c").resuming()),
+        ("installing", cluster("c").installing().spec(Running)),
+        ("broken though Running", cluster("c").running().broken()),
+    ];
+    for (case, c) in cases {
+        let plan = given(pool().size(1))
+            .with(c)
+            .with(claim("k").created(at(5)))
+            .plan_at(at(10));
+        assert!(plan.assigned().is_empty(), "{case}: {:?}", plan.assigned());
+        assert_eq!(plan.status.pending_claims, 1, "{case}");
+    }
+}
+
+#[test]
+fn a_pending_claim_wakes_the_oldest_standby_cluster() {
+    let plan = given(pool().size(2).running_count(0))
+        .with(cluster("s2").created(at(2)))
+        .with(cluster("s1").created(at(1)))
+        .with(claim("k").created(at(5)))
+        .plan_at(at(10));
+    assert_eq!(plan.powered(Running), ["s1"]);
+    assert!(plan.assigned().is_empty());
+}
+
+// ── broken clusters (seed 002) ──────────────────────────────────────────────────────────────────────────
+
+#[test]
+fn provision_stopped_is_broken() {
+    let plan = given(pool().size(1))
+        .with(cluster("p").provision_stopped())
+        .plan_at(at(10));
+    assert_eq!(plan.deleted_for(DeleteReason::Broken), ["p"]);
+    assert_eq!(plan.created().len(), 1, "and it is replaced");
+    assert_eq!(plan.status.installing, 1);
+}
+
+#[test]
+fn broken_deletion_is_bounded_by_max_concurrent() {
+    let plan = given(pool().size(3).max_concurrent(2))
+        .with(cluster("b1").created(at(1)).broken())
+        .with(cluster("b2").created(at(2)).broken())
+        .with(cluster("b3").created(at(3)).broken())
+        .plan_at(at(10));
+    assert_eq!(plan.deleted(), ["b1", "b2"]);
+    assert!(plan.created().is_empty());
+}
+
+#[test]
+fn adding_comes_before_deleting_broken() {
+    let plan = given(pool().size(4).max_concurrent(1))
+        .with(cluster("ok1").created(at(1)))
+        .with(cluster("ok2").created(at(2)))
+        .with(cluster("b").created(at(3)).broken())
+        .plan_at(at(10));
+    assert_eq!(plan.created().len(), 1);
+    assert!(
+        plan.deleted().is_empty(),
+        "the one slot of maxConcurrent went to adding"
+    );
+}
+
+#[test]
+fn broken_clusters_are_deleted_even_at_max_size() {
+    let plan = given(pool().size(3).max_size(2))
+        .with(cluster("ok").created(at(1)))
+        .with(cluster("b").created(at(2)).broken())
+        .plan_at(at(10));
+    assert_eq!(plan.deleted_for(DeleteReason::Broken), ["b"]);
+    assert!(
+        plan.created().is_empty(),
+        "no room to add until the deletion completes"
+    );
+}
+
+// ── budgets ─────────────────────────────────────────────────────────────────────────────────────────────
+
+#[test]
+fn max_size_counts_claimed_and_deleting_clusters() {
+    for (max_size, created) in [(3, 0), (4, 1)] {
+        let plan = given(pool().size(2).max_size(max_size))
+            .with(cluster("c").created(at(1)).running().claimed("k", at(2)))
+            .with(claim("k").assigned("c", at(2)))
+            .with(cluster("d").created(at(2)).deleting())
+            .with(cluster("a").created(at(3)))
+            .plan_at(at(10));
+        assert_eq!(plan.created().len(), created, "maxSize {max_size}");
+    }
+}
+
+#[test]
+fn max_concurrent_counts_installing_and_deleting() {
+    for (max_concurrent, created) in [(2, 0), (3, 1)] {
+        let plan = given(pool().size(4).max_concurrent(max_concurrent))
+            .with(cluster("i").created(at(1)).installing())
+            .with(cluster("d").created(at(2)).deleting())
+            .plan_at(at(10));
+        assert_eq!(
+            plan.created().len(),
+            created,
+            "maxConcurrent {max_concurrent}"
+        );
+    }
+}
+
+#[test]
+fn excess_deletion_order_is_installing_newest_first_then_standby_then_assignable_oldest_first() {
+    let plan = given(pool().size(1))
+        .with(cluster("a1").created(at(1)).running())
+        .with(cluster("a2").created(at(2)).running())
+        .with(cluster("s1").created(at(3)))
+        .with(cluster("s2").created(at(4)))
+        .with(cluster("i1").created(at(5)).installing())
+        .with(cluster("i2").created(at(6)).installing())
+        .plan_at(at(10));
+    assert_eq!(
+        plan.deleted_for(DeleteReason::Excess),
+        ["i2", "i1", "s2", "s1", "a1"]
+    );
+}
+
+// ── stale clusters and poolVersion ──────────────────────────────────────────────────────────────────────
+
+#[test]
+fn stale_replacement_is_one_at_a_time_only_when_the_pool_is_full_and_nothing_installs() {
+    // Full and settled: exactly the oldest stale cluster goes, and its replacement is added at once.
+    let plan = given(pool().size(2))
+        .with(cluster("st2").created(at(2)).stale())
+        .with(cluster("st1").created(at(1)).stale())
+        .plan_at(at(10));
+    assert_eq!(plan.deleted_for(DeleteReason::Stale), ["st1"]);
+    assert_eq!(plan.created().len(), 1);
+
+    // Not full: add first; with something installing, no stale cluster goes.
+    let plan = given(pool().size(3))
+        .with(cluster("st1").created(at(1)).stale())
+        .with(cluster("st2").created(at(2)).stale())
+        .plan_at(at(10));
+    assert!(plan.deleted().is_empty());
+    assert_eq!(plan.created().len(), 1);
+
+    // Something installing: wait.
+    let plan = given(pool().size(2))
+        .with(cluster("st1").created(at(1)).stale())
+        .with(cluster("i").created(at(2)).installing())
+        .plan_at(at(10));
+    assert!(plan.deleted().is_empty() && plan.created().is_empty());
+    assert_eq!(plan.status.stale, 1);
+}
+
+#[test]
+fn pool_version_is_unchanged_by_size_running_count_timeouts_lifetimes_and_inventory_entries() {
+    let base = pool().inventory(&["foo", "bar"]).spec;
+    let v = pool_version(&base);
+    let changes: [(&str, fn(&mut PoolSpec)); 8] = [
+        ("size", |s| s.size = 9),
+        ("runningCount", |s| s.running_count = 3),
+        ("maxSize/maxConcurrent", |s| {
+            s.max_size = Some(4);
+            s.max_concurrent = Some(2);
+        }),
+        ("timeouts", |s| {
+            s.powerstate_transition_to_running_timeout = Some(GoDuration::new("10m"));
+            s.powerstate_transition_to_hibernating_timeout = Some(GoDuration::new("5m"));
+        }),
+        ("hibernateAfter", |s| {
+            s.hibernate_after = Some(GoDuration::new("1h"))
+        }),
+        ("lifetimes", |s| {
+            s.claim_lifetime = Some(ClaimLifetime {
+                default: Some(GoDuration::new("1h")),
+                maximum: None,
+            })
+        }),
+        ("labels", |s| {
+            s.labels.insert("team".into(), "ci".into());
+        }),
+        ("inventory entries", |s| {
+            s.inventory = Some(Inventory::of(["foo", "baz", "qux"]))
+        }),
+    ];
+    for (what, change) in changes {
+        let mut spec = base.clone();
+        change(&mut spec);
+        assert_eq!(pool_version(&spec), v, "{what} must not change poolVersion");
+    }
+}
+
+#[test]
+fn pool_version_is_changed_by_adding_or_removing_the_inventory_and_by_the_platform() {
+    let without = pool().spec;
+    let with = pool().inventory(&["foo"]).spec;
+    assert_ne!(pool_version(&without), pool_version(&with));
+    let mut other_domain = without.clone();
+    other_domain.base_domain = Some("example.com".into());
+    assert_ne!(pool_version(&without), pool_version(&other_domain));
+    // A fixed algorithm: this value is part of every stored cluster and must never drift between builds.
+    assert_eq!(pool_version(&without), pool_version(&pool().spec));
+    assert_eq!(pool_version(&without).len(), 16);
+}
+
+// ── inventory (seed 003) ────────────────────────────────────────────────────────────────────────────────
+
+#[test]
+fn the_inventory_caps_size_and_max_size() {
+    let plan = given(pool().size(5).inventory(&["foo", "bar", "baz"])).plan_at(at(10));
+    let mut names: Vec<_> = plan
+        .created()
+        .iter()
+        .map(|c| c.cluster_name.clone())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["bar", "baz", "foo"]);
+    assert_eq!(plan.reserved(), ["foo", "bar", "baz"]);
+    assert_eq!(plan.status.size, 3);
+    assert!(plan
+        .created()
+        .iter()
+        .all(|c| c.id.starts_with(&format!("{}-", c.cluster_name))));
+
+    // maxSize is capped too: one claimed cluster from before the inventory leaves room for two.
+    let plan = given(
+        pool()
+            .size(5)
+            .max_size(10)
+            .inventory(&["foo", "bar", "baz"]),
+    )
+    .with(cluster("old").stale().running().claimed("k", at(1)))
+    .with(claim("k").assigned("old", at(1)))
+    .plan_at(at(10));
+    assert_eq!(plan.created().len(), 2);
+}
+
+#[test]
+fn a_free_name_is_taken_never_a_held_one() {
+    let plan = given(pool().size(3).inventory(&["foo", "bar", "baz"]))
+        .with(cluster("foo-aaaaa").named("foo"))
+        .with(lease("foo", "foo-aaaaa", at(0)))
+        .with(lease("bar", "bar-bbbbb", at(9))) // reserved a minute ago, cluster not written yet
+        .plan_at(at(10));
+    assert_eq!(plan.reserved(), ["baz"]);
+    assert_eq!(plan.created().len(), 1);
+    assert_eq!(plan.created()[0].cluster_name, "baz");
+}
+
+#[test]
+fn removing_a_name_deletes_its_unclaimed_holder_and_leaves_a_claimed_one() {
+    let plan = given(pool().size(3).inventory(&["baz"]))
+        .with(cluster("foo-1").named("foo").created(at(1)))
+        .with(lease("foo", "foo-1", at(1)))
+        .with(
+            cluster("bar-1")
+                .named("bar")
+                .created(at(2))
+                .running()
+                .claimed("k", at(3)),
+        )
+        .with(claim("k").assigned("bar-1", at(3)))
+        .with(lease("bar", "bar-1", at(2)))
+        .with(cluster("baz-1").named("baz").created(at(3)))
+        .with(lease("baz", "baz-1", at(3)))
+        .plan_at(at(10));
+    assert_eq!(
+        plan.deleted_for(DeleteReason::InventoryNameRemoved),
+        ["foo-1"]
+    );
+    assert_eq!(plan.deleted(), ["foo-1"]);
+}
+
+#[test]
+fn a_lease_with_no_cluster_after_the_grace_period_is_used_or_released() {
+    // Still needed: the cluster is created under the lease's holder id, without a second reservation.
+    let plan = given(pool().size(1).inventory(&["foo"]))
+        .with(lease("foo", "foo-zzzzz", at(0)))
+        .plan_at(at(10));
+    assert_eq!(
+        plan.created()
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect::<Vec<_>>(),
+        ["foo-zzzzz"]
+    );
+    assert!(plan.reserved().is_empty());
+
+    // Not needed: released.
+    let plan = given(pool().size(0).inventory(&["foo"]))
+        .with(lease("foo", "foo-zzzzz", at(0)))
+        .plan_at(at(10));
+    assert_eq!(plan.released_names(), ["foo"]);
+    assert!(plan.created().is_empty());
+
+    // Within the grace period: left alone, and the pool wakes when it ends.
+    let plan = given(pool().size(0).inventory(&["foo"]))
+        .with(lease("foo", "foo-zzzzz", at(8)))
+        .plan_at(at(10));
+    assert!(plan.released_names().is_empty());
+    assert_eq!(
+        plan.wake_at,
+        Some(at(8) + apiary_planner::plan::LEASE_GRACE)
+    );
+}
+
+// ── hibernateAfter, lifetimes, release (seed 000) ───────────────────────────────────────────────────────
+
+#[test]
+fn hibernate_after_never_hibernates_an_unclaimed_pool_cluster() {
+    let plan = given(pool().size(1).running_count(1).hibernate_after("1h"))
+        .with(cluster("r").running().running_since(at(0)))
+        .plan_at(at(600));
+    assert!(plan.powered(Hibernating).is_empty());
+}
+
+#[test]
+fn hibernate_after_for_a_claimed_one_counts_from_the_later_of_claim_time_and_last_becoming_running()
+{
+    // (claimed at, running since, now) → hibernated?, wake at
+    let cases = [
+        (
+            "running after the claim, not yet",
+            at(0),
+            at(30),
+            at(80),
+            false,
+            Some(at(90)),
+        ),
+        (
+            "claimed after running, not yet",
+            at(30),
+            at(0),
+            at(80),
+            false,
+            Some(at(90)),
+        ),
+        (
+            "an hour after becoming running",
+            at(0),
+            at(10),
+            at(71),
+            true,
+            None,
+        ),
+        (
+            "an hour after the claim",
+            at(20),
+            at(10),
+            at(80),
+            true,
+            None,
+        ),
+    ];
+    for (case, claimed, running, now, hibernated, wake) in cases {
+        let plan = given(pool().size(0).hibernate_after("1h"))
+            .with(
+                cluster("c")
+                    .running()
+                    .running_since(running)
+                    .claimed("k", claimed),
+            )
+            .with(claim("k").assigned("c", claimed))
+            .plan_at(now);
+        assert_eq!(plan.powered(Hibernating) == ["c"], hibernated, "{case}");
+        assert_eq!(plan.wake_at, wake, "{case}");
+    }
+}
+
+#[test]
+fn claim_lifetime_is_min_of_maximum_and_own_or_default() {
+    let h = |n: i64| Some(chrono::TimeDelta::hours(n));
+    // (own, default, maximum) → effective
+    let cases = [
+        (Some("2h"), Some("1h"), Some("4h"), h(2)),
+        (None, Some("1h"), Some("4h"), h(1)),
+        (Some("8h"), Some("1h"), Some("4h"), h(4)),
+        (None, None, Some("4h"), h(4)),
+        (Some("3h"), None, None, h(3)),
+        (None, None, None, None),
+    ];
+    for (own, default, maximum, want) in cases {
+        let mut c = claim("k").c;
+        c.lifetime = own.map(GoDuration::new);
+        let bounds = ClaimLifetime {
+            default: default.map(GoDuration::new),
+            maximum: maximum.map(GoDuration::new),
+        };
+        assert_eq!(
+            c.effective_lifetime(Some(&bounds)),
+            want,
+            "{own:?} {default:?} {maximum:?}"
+        );
+    }
+}
+
+#[test]
+fn an_expired_claim_is_released() {
+    let scenario = given(pool().size(0).claim_lifetime(Some("1h"), None))
+        .with(cluster("c").running().claimed("k", at(0)))
+        .with(claim("k").assigned("c", at(0)));
+    let before = scenario.plan_at(at(59));
+    assert!(before.released().is_empty());
+    assert_eq!(before.wake_at, Some(at(60)));
+    let after = scenario.plan_at(at(60));
+    assert_eq!(after.released(), [("k", ReleaseReason::Expired)]);
+    assert_eq!(after.deleted_for(DeleteReason::Released), ["c"]);
+}
+
+#[test]
+fn a_released_cluster_is_deleted_within_budget() {
+    let plan = given(pool().size(0).max_concurrent(1))
+        .with(cluster("c1").created(at(1)).running().claimed("k1", at(2)))
+        .with(cluster("c2").created(at(2)).running().claimed("k2", at(2)))
+        .with(claim("k1").assigned("c1", at(2)).released(at(5)))
+        .with(claim("k2").assigned("c2", at(2)).released(at(5)))
+        .plan_at(at(10));
+    assert_eq!(
+        plan.released(),
+        [
+            ("k1", ReleaseReason::Released),
+            ("k2", ReleaseReason::Released)
+        ]
+    );
+    assert_eq!(plan.deleted(), ["c1"]);
+    assert_eq!(
+        plan.status.deleting, 2,
+        "c1 deleting, c2 waiting for budget"
+    );
+}
+
+// ── pool deletion ───────────────────────────────────────────────────────────────────────────────────────
+
+#[test]
+fn deleting_a_pool_leaves_claimed_clusters_and_waits_for_the_rest() {
+    let plan = given(pool().size(2).deleting())
+        .with(cluster("a").created(at(1)))
+        .with(cluster("c").created(at(2)).running().claimed("k", at(3)))
+        .with(claim("k").assigned("c", at(3)))
+        .with(claim("p").created(at(4)))
+        .plan_at(at(10));
+    assert_eq!(plan.deleted_for(DeleteReason::PoolDeleted), ["a"]);
+    assert_eq!(plan.released(), [("p", ReleaseReason::PoolDeleted)]);
+    assert!(!plan
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::DeletePool { .. })));
+
+    let plan = given(pool().size(2).deleting())
+        .with(cluster("a").deleting())
+        .plan_at(at(10));
+    assert!(
+        !plan
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::DeletePool { .. })),
+        "waits for the deletion"
+    );
+
+    let plan = given(pool().size(2).deleting()).plan_at(at(10));
+    assert!(
+        plan.actions
+            .iter()
+            .any(|a| matches!(a, Action::DeletePool { .. })),
+        "then goes"
+    );
+}
+
+// ── writes, determinism, deadlines ──────────────────────────────────────────────────────────────────────
+
+#[test]
+fn nothing_is_written_when_nothing_changed() {
+    let scenario = given(pool().size(2).running_count(1))
+        .with(cluster("a").created(at(1)).running())
+        .with(cluster("b").created(at(2)));
+    let snapshot = scenario.snapshot();
+    let first = plan(&snapshot, at(10), 1);
+    assert_eq!(
+        first.writes().count(),
+        1,
+        "only the first status: {:?}",
+        first.actions
+    );
+    let settled = apply(&snapshot, &first).unwrap().unwrap();
+    let again = plan(&settled, at(11), 2);
+    assert_eq!(again.writes().count(), 0, "{:?}", again.actions);
+}
+
+#[test]
+fn the_same_input_gives_the_same_plan_byte_for_byte() {
+    let scenario = given(
+        pool()
+            .size(5)
+            .running_count(2)
+            .inventory(&["a", "b", "c", "d"]),
+    )
+    .with(cluster("x").running().stale())
+    .with(claim("k").created(at(1)));
+    let one = serde_json::to_string(&scenario.plan_at(at(10))).unwrap();
+    let two = serde_json::to_string(&scenario.plan_at(at(10))).unwrap();
+    assert_eq!(one, two);
+}
+
+#[test]
+fn wake_at_is_the_earliest_deadline() {
+    let plan = given(
+        pool()
+            .size(0)
+            .hibernate_after("90m")
+            .claim_lifetime(Some("2h"), None)
+            .resume_timeout("15m"),
+    )
+    .with(
+        cluster("c")
+            .running()
+            .running_since(at(0))
+            .claimed("k", at(0)),
+    )
+    .with(claim("k").assigned("c", at(0)))
+    .with(
+        cluster("r")
+            .created(at(60))
+            .resuming()
+            .claimed("k2", at(60)),
+    )
+    .with(claim("k2").assigned("r", at(60)))
+    .plan_at(at(70));
+    // hibernateAfter at 90, lifetime at 120 and 180, resume timeout at 75.
+    assert_eq!(plan.wake_at, Some(at(75)));
+    assert!(plan.wake_at.unwrap() > at(70));
+}
+
+#[test]
+fn an_overdue_power_transition_gets_a_check() {
+    let plan = given(pool().size(1).resume_timeout("10m"))
+        .with(cluster("r").created(at(0)).resuming())
+        .with(claim("k").created(at(0)))
+        .plan_at(at(11));
+    assert!(plan.actions.contains(&Action::CheckPower {
+        cluster: "r".into()
+    }));
+}
+
+#[test]
+fn an_open_schedule_window_overrides_size_and_running_count() {
+    let window = Schedule {
+        name: Some("workday".into()),
+        cron: "0 8 * * MON-FRI".into(),
+        time_zone: "UTC".into(),
+        duration: GoDuration::new("9h"),
+        size: Some(3),
+        running_count: Some(2),
+    };
+    // t0 is Monday 2026-01-05 00:00 UTC.
+    let scenario =
+        given(pool().size(1).running_count(0).schedule(window)).with(cluster("a").created(at(0)));
+    let night = scenario.plan_at(at(60));
+    assert!(night.created().is_empty());
+    assert_eq!(night.wake_at, Some(at(8 * 60)));
+    let day = scenario.plan_at(at(9 * 60));
+    assert_eq!(day.created().len(), 2);
+    assert_eq!(day.status.active_schedule.as_deref(), Some("workday"));
+    assert_eq!(day.powered(Running).len(), 2);
+    assert_eq!(day.wake_at, Some(at(17 * 60)));
+}
