@@ -31,12 +31,7 @@ pub fn apply(snapshot: &Snapshot, plan: &Plan) -> Result<Option<Snapshot>, Confl
     for (i, action) in plan.actions.iter().enumerate() {
         let conflict = |what: String| Conflict { action: i, what };
         match action {
-            Action::ReleaseClaim {
-                claim,
-                expected_rev,
-                cluster,
-                ..
-            } => {
+            Action::ReleaseClaim { claim, expected_rev, cluster, .. } => {
                 let pos = s
                     .claims
                     .iter()
@@ -53,26 +48,13 @@ pub fn apply(snapshot: &Snapshot, plan: &Plan) -> Result<Option<Snapshot>, Confl
                 }
                 s.claims.remove(pos);
             }
-            Action::AssignClaim {
-                claim,
-                claim_rev,
-                cluster,
-                cluster_rev,
-                at,
-            } => {
+            Action::AssignClaim { claim, claim_rev, cluster, cluster_rev, at } => {
                 let c = s
                     .clusters
                     .iter_mut()
-                    .find(|c| {
-                        &c.id == cluster
-                            && c.rev == *cluster_rev
-                            && c.claim.is_none()
-                            && c.is_running()
-                    })
+                    .find(|c| &c.id == cluster && c.rev == *cluster_rev && c.claim.is_none() && c.is_running())
                     .ok_or_else(|| {
-                        conflict(format!(
-                            "cluster {cluster} not unclaimed and Running at rev {cluster_rev}"
-                        ))
+                        conflict(format!("cluster {cluster} not unclaimed and Running at rev {cluster_rev}"))
                     })?;
                 c.claim = Some(claim.clone());
                 c.claimed_at = Some(*at);
@@ -82,9 +64,7 @@ pub fn apply(snapshot: &Snapshot, plan: &Plan) -> Result<Option<Snapshot>, Confl
                     .claims
                     .iter_mut()
                     .find(|k| &k.name == claim && k.rev == *claim_rev && k.cluster.is_none())
-                    .ok_or_else(|| {
-                        conflict(format!("claim {claim} not pending at rev {claim_rev}"))
-                    })?;
+                    .ok_or_else(|| conflict(format!("claim {claim} not pending at rev {claim_rev}")))?;
                 k.cluster = Some(cluster.clone());
                 k.assigned_at = Some(*at);
                 set_condition(
@@ -101,11 +81,7 @@ pub fn apply(snapshot: &Snapshot, plan: &Plan) -> Result<Option<Snapshot>, Confl
                 if s.leases.iter().any(|l| &l.name == name) {
                     return Err(conflict(format!("name {name} already leased")));
                 }
-                s.leases.push(NameLease {
-                    name: name.clone(),
-                    holder: holder.clone(),
-                    reserved_at: *at,
-                });
+                s.leases.push(NameLease { name: name.clone(), holder: holder.clone(), reserved_at: *at });
             }
             Action::ReleaseName { name, holder } => {
                 let pos = s
@@ -121,41 +97,25 @@ pub fn apply(snapshot: &Snapshot, plan: &Plan) -> Result<Option<Snapshot>, Confl
                 }
                 s.clusters.push((**cluster).clone());
             }
-            Action::DeleteCluster {
-                cluster,
-                expected_rev,
-                ..
-            } => {
+            Action::DeleteCluster { cluster, expected_rev, .. } => {
                 let c = s
                     .clusters
                     .iter_mut()
                     .find(|c| &c.id == cluster && c.rev == *expected_rev)
-                    .ok_or_else(|| {
-                        conflict(format!("cluster {cluster} not at rev {expected_rev}"))
-                    })?;
+                    .ok_or_else(|| conflict(format!("cluster {cluster} not at rev {expected_rev}")))?;
                 c.deleting = true;
                 c.rev += 1;
             }
-            Action::SetPowerState {
-                cluster,
-                expected_rev,
-                power_state,
-            } => {
+            Action::SetPowerState { cluster, expected_rev, power_state } => {
                 let c = s
                     .clusters
                     .iter_mut()
                     .find(|c| &c.id == cluster && c.rev == *expected_rev)
-                    .ok_or_else(|| {
-                        conflict(format!("cluster {cluster} not at rev {expected_rev}"))
-                    })?;
+                    .ok_or_else(|| conflict(format!("cluster {cluster} not at rev {expected_rev}")))?;
                 c.spec_power_state = Some(*power_state);
                 c.rev += 1;
             }
-            Action::UpdatePool {
-                expected_rev,
-                status,
-                next_wake_at,
-            } => {
+            Action::UpdatePool { expected_rev, status, next_wake_at } => {
                 if s.pool.rev != *expected_rev {
                     return Err(conflict(format!("pool not at rev {expected_rev}")));
                 }

@@ -26,10 +26,7 @@ impl GoDuration {
 
     /// A duration from a value, written in canonical Go form.
     pub fn from_delta(value: TimeDelta) -> Self {
-        Self {
-            text: format(value),
-            value: Some(value),
-        }
+        Self { text: format(value), value: Some(value) }
     }
 
     /// The parsed value, or `None` when the text is not a valid duration.
@@ -77,11 +74,7 @@ impl std::error::Error for ParseDurationError {}
 /// and a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`). A lone `0` is zero. Negative durations are refused:
 /// nothing in a pool spec can meaningfully be negative.
 pub fn parse(text: &str) -> Result<TimeDelta, ParseDurationError> {
-    let err = |why: &str| {
-        ParseDurationError(format!(
-            "invalid duration {text:?}: {why} (examples: 90s, 45m, 1h30m)"
-        ))
-    };
+    let err = |why: &str| ParseDurationError(format!("invalid duration {text:?}: {why} (examples: 90s, 45m, 1h30m)"));
     let s = text.trim();
     if s.is_empty() {
         return Err(err("empty"));
@@ -96,17 +89,13 @@ pub fn parse(text: &str) -> Result<TimeDelta, ParseDurationError> {
     let mut rest = s;
     let mut total_ns: i128 = 0;
     while !rest.is_empty() {
-        let digits_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let digits_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let number = &rest[..digits_end];
         if number.is_empty() || number == "." || number.matches('.').count() > 1 {
             return Err(err("expected a number before each unit"));
         }
         rest = &rest[digits_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let unit_ns: i128 = match &rest[..unit_end] {
             "ns" => 1,
             "us" | "µs" | "μs" => 1_000,
@@ -119,11 +108,7 @@ pub fn parse(text: &str) -> Result<TimeDelta, ParseDurationError> {
         };
         rest = &rest[unit_end..];
         let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
-        let whole: i128 = if whole.is_empty() {
-            0
-        } else {
-            whole.parse().map_err(|_| err("number too large"))?
-        };
+        let whole: i128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| err("number too large"))? };
         let mut part = whole.checked_mul(unit_ns).ok_or_else(|| err("too large"))?;
         let mut scale = unit_ns;
         for digit in frac.chars().take(18) {

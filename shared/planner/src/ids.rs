@@ -45,12 +45,8 @@ mod tests {
 
     #[test]
     fn the_same_seed_gives_the_same_suffixes() {
-        let a: Vec<_> = (0..3)
-            .scan(Suffixes::new(7), |s, _| Some(s.next_suffix()))
-            .collect();
-        let b: Vec<_> = (0..3)
-            .scan(Suffixes::new(7), |s, _| Some(s.next_suffix()))
-            .collect();
+        let a: Vec<_> = (0..3).scan(Suffixes::new(7), |s, _| Some(s.next_suffix())).collect();
+        let b: Vec<_> = (0..3).scan(Suffixes::new(7), |s, _| Some(s.next_suffix())).collect();
         assert_eq!(a, b);
         assert_ne!(a[0], a[1]);
         assert!(a.iter().all(|s| s.len() == 5));

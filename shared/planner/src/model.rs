@@ -83,25 +83,15 @@ impl PoolSpec {
     /// The inventory's names, in order, when an inventory is present.
     pub fn inventory_names(&self) -> Option<Vec<&str>> {
         self.inventory.as_ref().map(|inv| {
-            inv.cluster_deployments
-                .iter()
-                .filter_map(|e| e.name.as_deref())
-                .filter(|n| !n.is_empty())
-                .collect()
+            inv.cluster_deployments.iter().filter_map(|e| e.name.as_deref()).filter(|n| !n.is_empty()).collect()
         })
     }
 
     /// The power transition timeouts (seed 002), parsed.
     pub fn power_timeouts(&self) -> PowerTimeouts {
         PowerTimeouts {
-            to_running: self
-                .powerstate_transition_to_running_timeout
-                .as_ref()
-                .and_then(GoDuration::get),
-            to_hibernating: self
-                .powerstate_transition_to_hibernating_timeout
-                .as_ref()
-                .and_then(GoDuration::get),
+            to_running: self.powerstate_transition_to_running_timeout.as_ref().and_then(GoDuration::get),
+            to_hibernating: self.powerstate_transition_to_hibernating_timeout.as_ref().and_then(GoDuration::get),
         }
     }
 }
@@ -139,14 +129,7 @@ pub struct Inventory {
 impl Inventory {
     /// An inventory of these names.
     pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        Self {
-            cluster_deployments: names
-                .into_iter()
-                .map(|n| InventoryEntry {
-                    name: Some(n.to_string()),
-                })
-                .collect(),
-        }
+        Self { cluster_deployments: names.into_iter().map(|n| InventoryEntry { name: Some(n.to_string()) }).collect() }
     }
 }
 
@@ -336,10 +319,7 @@ impl PowerState {
 
     /// States on the way to Hibernating (where a hibernate timeout applies).
     pub fn is_stopping(self) -> bool {
-        matches!(
-            self,
-            Self::Stopping | Self::WaitingForMachinesToStop | Self::FailedToStop
-        )
+        matches!(self, Self::Stopping | Self::WaitingForMachinesToStop | Self::FailedToStop)
     }
 }
 
@@ -631,12 +611,8 @@ impl Claim {
     /// The claim's lifetime under `pool`: `min(maximum, own or default)`; `None` lives forever.
     pub fn effective_lifetime(&self, pool: Option<&ClaimLifetime>) -> Option<TimeDelta> {
         let own = self.lifetime.as_ref().and_then(GoDuration::get);
-        let default = pool
-            .and_then(|p| p.default.as_ref())
-            .and_then(GoDuration::get);
-        let maximum = pool
-            .and_then(|p| p.maximum.as_ref())
-            .and_then(GoDuration::get);
+        let default = pool.and_then(|p| p.default.as_ref()).and_then(GoDuration::get);
+        let maximum = pool.and_then(|p| p.maximum.as_ref()).and_then(GoDuration::get);
         match (own.or(default), maximum) {
             (Some(l), Some(m)) => Some(l.min(m)),
             (l, m) => l.or(m),

@@ -21,8 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::Suffixes;
 use crate::model::{
-    condition, set_condition, Claim, Cluster, ConditionStatus, DesiredPower, PoolStatus, Snapshot,
-    Timestamp,
+    condition, set_condition, Claim, Cluster, ConditionStatus, DesiredPower, PoolStatus, Snapshot, Timestamp,
 };
 use crate::{power, schedule, version};
 
@@ -61,11 +60,7 @@ pub enum DeleteReason {
 /// One thing the reconcile must do. Writes carry the revision they expect; a lost condition means re-read
 /// and re-plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "action",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
+#[serde(tag = "action", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Action {
     /// Delete the claim item; mark its cluster, if any, for deletion.
     ReleaseClaim {
@@ -245,6 +240,8 @@ struct Planner<'a> {
     max_concurrent: Option<usize>,
     active_schedule: Option<String>,
     slots: Vec<Slot<'a>>,
+    /// Clusters installing or deleting: what maxConcurrent bounds.
+    busy: usize,
     /// Pending claims, oldest first, with their working revision.
     pending: Vec<(&'a Claim, u64)>,
     /// Inventory names in spec order, if the pool has an inventory.
@@ -274,13 +271,8 @@ impl<'a> Planner<'a> {
             (None, None) => None,
         };
 
-        let inventory_set: Option<HashSet<&str>> =
-            inventory.as_ref().map(|n| n.iter().copied().collect());
-        let held_by: HashMap<&str, &str> = snap
-            .leases
-            .iter()
-            .map(|l| (l.holder.as_str(), l.name.as_str()))
-            .collect();
+        let inventory_set: Option<HashSet<&str>> = inventory.as_ref().map(|n| n.iter().copied().collect());
+        let held_by: HashMap<&str, &str> = snap.leases.iter().map(|l| (l.holder.as_str(), l.name.as_str())).collect();
         let mut slots: Vec<Slot<'a>> = snap
             .clusters
             .iter()
@@ -300,11 +292,7 @@ impl<'a> Planner<'a> {
         slots.sort_by(|a, b| (a.c.created_at, &a.c.id).cmp(&(b.c.created_at, &b.c.id)));
 
         let existing: HashSet<&str> = snap.clusters.iter().map(|c| c.id.as_str()).collect();
-        let mut taken_names: HashSet<String> = snap
-            .clusters
-            .iter()
-            .map(|c| c.cluster_name.clone())
-            .collect();
+        let mut taken_names: HashSet<String> = snap.clusters.iter().map(|c| c.cluster_name.clone()).collect();
         let mut orphans = Vec::new();
         let mut wake = eff.next_change.filter(|t| *t > now);
         for lease in &snap.leases {
@@ -319,14 +307,11 @@ impl<'a> Planner<'a> {
         }
         orphans.sort();
 
-        let mut pending: Vec<(&Claim, u64)> = snap
-            .claims
-            .iter()
-            .filter(|c| c.cluster.is_none())
-            .map(|c| (c, c.rev))
-            .collect();
+        let mut pending: Vec<(&Claim, u64)> =
+            snap.claims.iter().filter(|c| c.cluster.is_none()).map(|c| (c, c.rev)).collect();
         pending.sort_by(|a, b| (a.0.created_at, &a.0.name).cmp(&(b.0.created_at, &b.0.name)));
 
+        let busy = slots.iter().filter(|s| s.deleting || s.installing()).count();
         Self {
             snap,
             now,
@@ -338,6 +323,7 @@ impl<'a> Planner<'a> {
             max_concurrent: spec.max_concurrent.map(to_count),
             active_schedule: eff.active,
             slots,
+            busy,
             pending,
             inventory,
             taken_names,
@@ -411,18 +397,11 @@ impl<'a> Planner<'a> {
 
     /// Installing and deleting clusters count against maxConcurrent.
     fn budget(&self) -> usize {
-        let busy = self
-            .slots
-            .iter()
-            .filter(|s| s.deleting || s.installing())
-            .count();
-        self.max_concurrent
-            .map_or(usize::MAX, |m| m.saturating_sub(busy))
+        self.max_concurrent.map_or(usize::MAX, |m| m.saturating_sub(self.busy))
     }
 
     fn capacity(&self) -> usize {
-        self.max_size
-            .map_or(usize::MAX, |m| m.saturating_sub(self.slots.len()))
+        self.max_size.map_or(usize::MAX, |m| m.saturating_sub(self.slots.len()))
     }
 
     /// Step 9: claims the claimant released or whose lifetime ran out let go of their clusters.
@@ -444,16 +423,12 @@ impl<'a> Planner<'a> {
                 self.wake = earliest(self.wake, expires);
                 continue;
             };
-            let cluster = claim
-                .cluster
-                .as_deref()
-                .and_then(|id| index.get(id).copied())
-                .map(|i| {
-                    let slot = &mut self.slots[i];
-                    slot.marked = true;
-                    slot.claimed = false;
-                    (slot.c.id.clone(), bump(&mut slot.rev))
-                });
+            let cluster = claim.cluster.as_deref().and_then(|id| index.get(id).copied()).map(|i| {
+                let slot = &mut self.slots[i];
+                slot.marked = true;
+                slot.claimed = false;
+                (slot.c.id.clone(), bump(&mut slot.rev))
+            });
             self.releases.push(Action::ReleaseClaim {
                 claim: claim.name.clone(),
                 expected_rev: claim.rev,
@@ -462,8 +437,7 @@ impl<'a> Planner<'a> {
             });
             released.insert(claim.name.as_str());
         }
-        self.pending
-            .retain(|(c, _)| !released.contains(c.name.as_str()));
+        self.pending.retain(|(c, _)| !released.contains(c.name.as_str()));
     }
 
     /// Step 4: oldest pending claim ↔ oldest Running cluster. Only Running clusters are assignable (seed 002).
@@ -481,21 +455,15 @@ impl<'a> Planner<'a> {
                 cluster_rev: bump(&mut slot.rev),
                 at: self.now,
             });
+            let lifetime = claim.effective_lifetime(self.snap.pool.spec.claim_lifetime.as_ref());
+            self.wake = earliest(self.wake, lifetime.map(|l| self.now + l));
         }
     }
 
     /// Step 5: released clusters and holders of removed inventory names go first, within budget.
     fn delete_marked(&mut self) {
         let marked = self.classify().marked;
-        let n = marked.len().min(self.budget());
-        for &i in &marked[..n] {
-            let why = if self.slots[i].marked {
-                DeleteReason::Released
-            } else {
-                DeleteReason::InventoryNameRemoved
-            };
-            self.delete(i, why);
-        }
+        self.delete_within_budget(marked, usize::MAX, DeleteReason::Released);
     }
 
     /// Step 6, repeated until nothing applies: add · delete broken · delete excess · replace one stale cluster.
@@ -520,34 +488,24 @@ impl<'a> Planner<'a> {
         let names = self.free_name_count();
         // Adding comes first: a claim waiting for a cluster matters more than cleaning up.
         if drift < 0 && self.capacity() > 0 && names > 0 {
-            let n = (drift.unsigned_abs() as usize)
-                .min(self.capacity())
-                .min(budget)
-                .min(names);
+            let n = (drift.unsigned_abs() as usize).min(self.capacity()).min(budget).min(names);
             for _ in 0..n {
                 self.add();
             }
+            // New clusters are the youngest, ordered among themselves by id like every other tie.
+            self.slots.sort_by(|a, b| (a.c.created_at, &a.c.id).cmp(&(b.c.created_at, &b.c.id)));
             return true;
         }
         // Broken clusters go even when the pool is at maxSize: they are what keeps it from being useful.
         if !b.broken.is_empty() {
-            for &i in &b.broken[..b.broken.len().min(budget)] {
-                self.delete(i, DeleteReason::Broken);
-            }
+            self.delete_within_budget(b.broken, usize::MAX, DeleteReason::Broken);
             return true;
         }
         if drift > 0 {
             // Least useful first: installing newest first, then standby newest first, then assignable oldest first.
-            let order = b
-                .installing
-                .iter()
-                .rev()
-                .chain(b.standby.iter().rev())
-                .chain(b.assignable.iter());
-            let doomed: Vec<usize> = order.copied().take((drift as usize).min(budget)).collect();
-            for i in doomed {
-                self.delete(i, DeleteReason::Excess);
-            }
+            let order = b.installing.iter().rev().chain(b.standby.iter().rev()).chain(b.assignable.iter());
+            let order: Vec<usize> = order.copied().collect();
+            self.delete_within_budget(order, drift as usize, DeleteReason::Excess);
             return true;
         }
         // Replace stale clusters one at a time, and only from a full, settled pool, so claims keep being served.
@@ -564,16 +522,8 @@ impl<'a> Planner<'a> {
         match &self.inventory {
             None => usize::MAX,
             Some(names) => {
-                let reusable = self
-                    .orphans
-                    .iter()
-                    .filter(|(n, _)| names.contains(n))
-                    .count();
-                reusable
-                    + names
-                        .iter()
-                        .filter(|n| !self.taken_names.contains(**n))
-                        .count()
+                let reusable = self.orphans.iter().filter(|(n, _)| names.contains(n)).count();
+                reusable + names.iter().filter(|n| !self.taken_names.contains(**n)).count()
             }
         }
     }
@@ -607,6 +557,7 @@ impl<'a> Planner<'a> {
         };
         let stem: String = name.chars().take(21).collect();
         let infra_id = format!("{}-{}", stem.trim_end_matches('-'), self.ids.next_suffix());
+        self.busy += 1;
         let mut cluster = Cluster::new(id, name.clone(), infra_id, self.now);
         cluster.pool_version = Some(self.version.clone());
         self.taken_names.insert(name);
@@ -621,8 +572,36 @@ impl<'a> Planner<'a> {
         });
     }
 
+    /// Deletes up to `limit` of `candidates`, in order, while the budget allows. Deleting an installing cluster
+    /// is free: it turns one operation into another. Released clusters and holders of removed names keep their
+    /// own reason whatever `reason` says.
+    fn delete_within_budget(&mut self, candidates: Vec<usize>, limit: usize, reason: DeleteReason) {
+        let mut done = 0;
+        for i in candidates {
+            if done == limit {
+                break;
+            }
+            if !self.slots[i].installing() && self.budget() == 0 {
+                continue;
+            }
+            let slot = &self.slots[i];
+            let why = if slot.marked {
+                DeleteReason::Released
+            } else if slot.name_removed {
+                DeleteReason::InventoryNameRemoved
+            } else {
+                reason
+            };
+            self.delete(i, why);
+            done += 1;
+        }
+    }
+
     fn delete(&mut self, i: usize, reason: DeleteReason) {
         let slot = &mut self.slots[i];
+        if !slot.installing() {
+            self.busy += 1;
+        }
         slot.deleting = true;
         self.deletes.push(Action::DeleteCluster {
             cluster: slot.c.id.clone(),
@@ -643,15 +622,7 @@ impl<'a> Planner<'a> {
             .chain(&b.assignable)
             .copied()
             .collect();
-        let n = order.len().min(self.budget());
-        for &i in &order[..n] {
-            let reason = if self.slots[i].marked {
-                DeleteReason::Released
-            } else {
-                DeleteReason::PoolDeleted
-            };
-            self.delete(i, reason);
-        }
+        self.delete_within_budget(order, usize::MAX, DeleteReason::PoolDeleted);
     }
 
     /// Step 7: the oldest `min(runningCount, size) + pending claims` unclaimed, unbroken clusters (installing
@@ -660,16 +631,8 @@ impl<'a> Planner<'a> {
         let target = self.running + self.pending.len();
         let mut kept = 0;
         let mut out = Vec::new();
-        for slot in self
-            .slots
-            .iter_mut()
-            .filter(|s| s.unassigned() && !s.c.is_broken())
-        {
-            let want = if kept < target {
-                DesiredPower::Running
-            } else {
-                DesiredPower::Hibernating
-            };
+        for slot in self.slots.iter_mut().filter(|s| s.unassigned() && !s.c.is_broken()) {
+            let want = if kept < target { DesiredPower::Running } else { DesiredPower::Hibernating };
             kept += 1;
             if slot.power == Some(want) {
                 continue;
@@ -689,14 +652,7 @@ impl<'a> Planner<'a> {
     /// Step 8: hibernateAfter never applies to unclaimed pool clusters; a claimed one hibernates that long after
     /// the later of its claim and its last becoming Running (seed 000).
     fn hibernate_after(&mut self) -> Vec<Action> {
-        let Some(after) = self
-            .snap
-            .pool
-            .spec
-            .hibernate_after
-            .as_ref()
-            .and_then(|d| d.get())
-        else {
+        let Some(after) = self.snap.pool.spec.hibernate_after.as_ref().and_then(|d| d.get()) else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -704,16 +660,9 @@ impl<'a> Planner<'a> {
             if slot.power != Some(DesiredPower::Running) || !slot.c.is_running() {
                 continue;
             }
-            let base = [slot.c.claimed_at, slot.c.running_since, slot.c.installed_at]
-                .into_iter()
-                .flatten()
-                .max();
+            let base = [slot.c.claimed_at, slot.c.running_since, slot.c.installed_at].into_iter().flatten().max();
             // A cluster assigned in this very plan was claimed now.
-            let base = if slot.c.claim.is_none() {
-                Some(self.now)
-            } else {
-                base
-            };
+            let base = if slot.c.claim.is_none() { Some(self.now) } else { base };
             let Some(deadline) = base.map(|b| b + after) else {
                 continue;
             };
@@ -735,15 +684,9 @@ impl<'a> Planner<'a> {
     fn overdue_transitions(&mut self) -> Vec<Action> {
         let timeouts = self.snap.pool.spec.power_timeouts();
         let mut out = Vec::new();
-        for slot in self
-            .slots
-            .iter()
-            .filter(|s| !s.deleting && !s.is_new() && !s.c.is_broken())
-        {
+        for slot in self.slots.iter().filter(|s| !s.deleting && !s.is_new() && !s.c.is_broken()) {
             match power::transition_deadline(&slot.c, timeouts) {
-                Some(t) if t <= self.now => out.push(Action::CheckPower {
-                    cluster: slot.c.id.clone(),
-                }),
+                Some(t) if t <= self.now => out.push(Action::CheckPower { cluster: slot.c.id.clone() }),
                 t => self.wake = earliest(self.wake, t),
             }
         }
@@ -755,68 +698,38 @@ impl<'a> Planner<'a> {
         actions.append(&mut self.assigns);
         let leftover: Vec<(&str, &str)> = std::mem::take(&mut self.orphans);
         for (name, holder) in leftover {
-            actions.push(Action::ReleaseName {
-                name: name.to_string(),
-                holder: holder.to_string(),
-            });
+            actions.push(Action::ReleaseName { name: name.to_string(), holder: holder.to_string() });
         }
-        let reserved: HashMap<&str, &str> = self
-            .reserved
-            .iter()
-            .map(|(name, holder)| (holder.as_str(), name.as_str()))
-            .collect();
+        let reserved: HashMap<&str, &str> =
+            self.reserved.iter().map(|(name, holder)| (holder.as_str(), name.as_str())).collect();
         for slot in &self.slots {
             if let Cow::Owned(c) = &slot.c {
                 if let Some(name) = reserved.get(c.id.as_str()) {
-                    actions.push(Action::ReserveName {
-                        name: name.to_string(),
-                        holder: c.id.clone(),
-                        at: self.now,
-                    });
+                    actions.push(Action::ReserveName { name: name.to_string(), holder: c.id.clone(), at: self.now });
                 }
                 let mut cluster = c.clone();
                 cluster.spec_power_state = slot.power;
-                actions.push(Action::CreateCluster {
-                    cluster: Box::new(cluster),
-                });
+                actions.push(Action::CreateCluster { cluster: Box::new(cluster) });
             }
         }
         actions.append(&mut self.deletes);
         actions.extend(power_actions);
         for slot in self.slots.iter().filter(|s| s.deleting) {
-            actions.push(Action::Deprovision {
-                cluster: slot.c.id.clone(),
-            });
+            actions.push(Action::Deprovision { cluster: slot.c.id.clone() });
         }
 
         let status = self.status();
         let wake_at = self.wake.filter(|t| *t > self.now);
         let pool = &self.snap.pool;
         let released = |kind: fn(&Action) -> bool| actions.iter().filter(|a| kind(a)).count();
-        let claims_left =
-            self.snap.claims.len() > released(|a| matches!(a, Action::ReleaseClaim { .. }));
-        let leases_left =
-            self.snap.leases.len() > released(|a| matches!(a, Action::ReleaseName { .. }));
-        if pool.deletion_requested_at.is_some()
-            && self.slots.is_empty()
-            && !claims_left
-            && !leases_left
-        {
-            actions.push(Action::DeletePool {
-                expected_rev: pool.rev,
-            });
+        let claims_left = self.snap.claims.len() > released(|a| matches!(a, Action::ReleaseClaim { .. }));
+        let leases_left = self.snap.leases.len() > released(|a| matches!(a, Action::ReleaseName { .. }));
+        if pool.deletion_requested_at.is_some() && self.slots.is_empty() && !claims_left && !leases_left {
+            actions.push(Action::DeletePool { expected_rev: pool.rev });
         } else if status != pool.status || wake_at != pool.next_wake_at {
-            actions.push(Action::UpdatePool {
-                expected_rev: pool.rev,
-                status: status.clone(),
-                next_wake_at: wake_at,
-            });
+            actions.push(Action::UpdatePool { expected_rev: pool.rev, status: status.clone(), next_wake_at: wake_at });
         }
-        Plan {
-            actions,
-            status,
-            wake_at,
-        }
+        Plan { actions, status, wake_at }
     }
 
     /// Step 10: counts and conditions of the pool once the plan is applied.
@@ -833,14 +746,7 @@ impl<'a> Planner<'a> {
                 format!("{} clusters are from an older poolVersion", b.stale.len()),
             )
         };
-        set_condition(
-            &mut conditions,
-            condition::ALL_CLUSTERS_CURRENT,
-            status,
-            why,
-            &message,
-            self.now,
-        );
+        set_condition(&mut conditions, condition::ALL_CLUSTERS_CURRENT, status, why, &message, self.now);
         let full = self.capacity() == 0;
         let (status, why, message) = if full {
             (
@@ -851,14 +757,7 @@ impl<'a> Planner<'a> {
         } else {
             (ConditionStatus::True, "Available", String::new())
         };
-        set_condition(
-            &mut conditions,
-            condition::CAPACITY_AVAILABLE,
-            status,
-            why,
-            &message,
-            self.now,
-        );
+        set_condition(&mut conditions, condition::CAPACITY_AVAILABLE, status, why, &message, self.now);
         PoolStatus {
             pool_version: self.version.clone(),
             size: count(self.size),

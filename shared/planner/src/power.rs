@@ -17,8 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration;
 use crate::model::{
-    condition, reason, set_condition, Cluster, ConditionStatus, DesiredPower, PowerState,
-    PowerTimeouts, Timestamp,
+    condition, reason, set_condition, Cluster, ConditionStatus, DesiredPower, PowerState, PowerTimeouts, Timestamp,
 };
 
 /// How often a transition under way is looked at.
@@ -98,27 +97,15 @@ pub fn probe(cluster: &Cluster) -> Option<Probe> {
         return Some(Probe::MachinesRunning);
     }
     match cluster.spec_power_state? {
-        DesiredPower::Running if cluster.power_state == Some(PowerState::WaitingForNodes) => {
-            Some(Probe::NodesReady)
-        }
+        DesiredPower::Running if cluster.power_state == Some(PowerState::WaitingForNodes) => Some(Probe::NodesReady),
         DesiredPower::Running => Some(Probe::MachinesRunning),
         DesiredPower::Hibernating => Some(Probe::MachinesStopped),
     }
 }
 
 /// One step of the state machine for `cluster` given what the actuator reported.
-pub fn step(
-    cluster: &Cluster,
-    report: &Report,
-    now: Timestamp,
-    timeouts: PowerTimeouts,
-) -> PowerStep {
-    let mut out = PowerStep {
-        cluster: cluster.clone(),
-        changed: false,
-        call: None,
-        recheck_after: None,
-    };
+pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, timeouts: PowerTimeouts) -> PowerStep {
+    let mut out = PowerStep { cluster: cluster.clone(), changed: false, call: None, recheck_after: None };
     if cluster.deleting || cluster.is_broken() {
         return out;
     }
@@ -139,10 +126,7 @@ pub fn step(
 fn install(out: &mut PowerStep, report: &Report, now: Timestamp) {
     let c = &mut out.cluster;
     match report {
-        Report::Machines {
-            not_ready: 0,
-            total,
-        } if *total > 0 => {
+        Report::Machines { not_ready: 0, total } if *total > 0 => {
             c.installed_at = Some(now);
             enter(c, PowerState::Running, "", now);
             // The spec's power state takes over at once.
@@ -163,9 +147,7 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp) {
                 now,
             );
         }
-        Report::Machines { .. } | Report::Nodes { .. } | Report::CallAccepted => {
-            out.recheck_after = Some(POLL)
-        }
+        Report::Machines { .. } | Report::Nodes { .. } | Report::CallAccepted => out.recheck_after = Some(POLL),
     }
 }
 
@@ -173,10 +155,7 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp) {
     let c = &mut out.cluster;
     let state = c.power_state;
     match report {
-        Report::Machines {
-            not_ready: 0,
-            total,
-        } if *total > 0 => {
+        Report::Machines { not_ready: 0, total } if *total > 0 => {
             if state != Some(PowerState::Running) {
                 begin(c, PowerState::WaitingForNodes, now);
                 out.recheck_after = Some(TimeDelta::zero());
@@ -211,19 +190,14 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
     let c = &mut out.cluster;
     let state = c.power_state;
     match report {
-        Report::Machines {
-            not_ready: 0,
-            total,
-        } if *total > 0 => {
+        Report::Machines { not_ready: 0, total } if *total > 0 => {
             if state != Some(PowerState::Hibernating) {
                 enter(c, PowerState::Hibernating, "", now);
             }
         }
         Report::Machines { .. } => match state {
             Some(PowerState::WaitingForMachinesToStop) => out.recheck_after = Some(POLL),
-            Some(PowerState::Stopping | PowerState::FailedToStop) => {
-                out.call = Some(ActuatorCall::Stop)
-            }
+            Some(PowerState::Stopping | PowerState::FailedToStop) => out.call = Some(ActuatorCall::Stop),
             _ => {
                 begin(c, PowerState::Stopping, now);
                 out.call = Some(ActuatorCall::Stop);
@@ -244,9 +218,7 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
 /// Starts a transition in `state`'s direction, unless one in that direction is already under way.
 fn begin(c: &mut Cluster, state: PowerState, now: Timestamp) {
     let same_direction = match c.power_state {
-        Some(s) => {
-            (s.is_resuming() && state.is_resuming()) || (s.is_stopping() && state.is_stopping())
-        }
+        Some(s) => (s.is_resuming() && state.is_resuming()) || (s.is_stopping() && state.is_stopping()),
         None => false,
     };
     if !same_direction || c.transition_started_at.is_none() {
@@ -259,63 +231,26 @@ fn begin(c: &mut Cluster, state: PowerState, now: Timestamp) {
 fn enter(c: &mut Cluster, state: PowerState, message: &str, now: Timestamp) {
     use ConditionStatus::{False, True};
     let (hibernating, ready) = match state {
-        PowerState::Running => (
-            (False, reason::RESUMING_OR_RUNNING),
-            (True, reason::RUNNING),
-        ),
-        PowerState::StartingMachines => (
-            (False, reason::RESUMING_OR_RUNNING),
-            (False, reason::STARTING_MACHINES),
-        ),
-        PowerState::WaitingForMachines => (
-            (False, reason::RESUMING_OR_RUNNING),
-            (False, reason::WAITING_FOR_MACHINES),
-        ),
-        PowerState::WaitingForNodes => (
-            (False, reason::RESUMING_OR_RUNNING),
-            (False, reason::WAITING_FOR_NODES),
-        ),
-        PowerState::FailedToStartMachines => (
-            (False, reason::RESUMING_OR_RUNNING),
-            (False, reason::FAILED_TO_START_MACHINES),
-        ),
-        PowerState::Stopping => (
-            (False, reason::STOPPING),
-            (False, reason::STOPPING_OR_HIBERNATING),
-        ),
-        PowerState::WaitingForMachinesToStop => (
-            (False, reason::WAITING_FOR_MACHINES_TO_STOP),
-            (False, reason::STOPPING_OR_HIBERNATING),
-        ),
-        PowerState::FailedToStop => (
-            (False, reason::FAILED_TO_STOP),
-            (False, reason::STOPPING_OR_HIBERNATING),
-        ),
-        PowerState::Hibernating => (
-            (True, reason::HIBERNATING),
-            (False, reason::STOPPING_OR_HIBERNATING),
-        ),
+        PowerState::Running => ((False, reason::RESUMING_OR_RUNNING), (True, reason::RUNNING)),
+        PowerState::StartingMachines => ((False, reason::RESUMING_OR_RUNNING), (False, reason::STARTING_MACHINES)),
+        PowerState::WaitingForMachines => ((False, reason::RESUMING_OR_RUNNING), (False, reason::WAITING_FOR_MACHINES)),
+        PowerState::WaitingForNodes => ((False, reason::RESUMING_OR_RUNNING), (False, reason::WAITING_FOR_NODES)),
+        PowerState::FailedToStartMachines => {
+            ((False, reason::RESUMING_OR_RUNNING), (False, reason::FAILED_TO_START_MACHINES))
+        }
+        PowerState::Stopping => ((False, reason::STOPPING), (False, reason::STOPPING_OR_HIBERNATING)),
+        PowerState::WaitingForMachinesToStop => {
+            ((False, reason::WAITING_FOR_MACHINES_TO_STOP), (False, reason::STOPPING_OR_HIBERNATING))
+        }
+        PowerState::FailedToStop => ((False, reason::FAILED_TO_STOP), (False, reason::STOPPING_OR_HIBERNATING)),
+        PowerState::Hibernating => ((True, reason::HIBERNATING), (False, reason::STOPPING_OR_HIBERNATING)),
         // Never entered by Apiary.
         _ => return,
     };
     let ready_message = if state.is_resuming() { message } else { "" };
     let hibernating_message = if state.is_stopping() { message } else { "" };
-    set_condition(
-        &mut c.conditions,
-        condition::HIBERNATING,
-        hibernating.0,
-        hibernating.1,
-        hibernating_message,
-        now,
-    );
-    set_condition(
-        &mut c.conditions,
-        condition::READY,
-        ready.0,
-        ready.1,
-        ready_message,
-        now,
-    );
+    set_condition(&mut c.conditions, condition::HIBERNATING, hibernating.0, hibernating.1, hibernating_message, now);
+    set_condition(&mut c.conditions, condition::READY, ready.0, ready.1, ready_message, now);
     if matches!(state, PowerState::Running | PowerState::Hibernating) {
         c.transition_started_at = None;
     }
@@ -327,9 +262,7 @@ fn enter(c: &mut Cluster, state: PowerState, message: &str, now: Timestamp) {
 
 /// Retry delay after an actuator error: a quarter of the transition's age, within [`MIN_BACKOFF`, `MAX_BACKOFF`].
 fn backoff(c: &Cluster, now: Timestamp) -> TimeDelta {
-    let age = c
-        .transition_started_at
-        .map_or(TimeDelta::zero(), |t| now - t);
+    let age = c.transition_started_at.map_or(TimeDelta::zero(), |t| now - t);
     (age / 4).clamp(MIN_BACKOFF, MAX_BACKOFF)
 }
 
@@ -365,16 +298,8 @@ fn enforce_timeout(out: &mut PowerStep, now: Timestamp, timeouts: PowerTimeouts)
         (reason::FAILED_TO_STOP, "stop", timeouts.to_hibernating)
     };
     let limit = limit.map(duration::format).unwrap_or_default();
-    let message =
-        format!("timed out after {limit} waiting for the cluster to {verb} (last state {state:?})");
-    set_condition(
-        &mut c.conditions,
-        condition::HIBERNATING,
-        ConditionStatus::False,
-        why,
-        &message,
-        now,
-    );
+    let message = format!("timed out after {limit} waiting for the cluster to {verb} (last state {state:?})");
+    set_condition(&mut c.conditions, condition::HIBERNATING, ConditionStatus::False, why, &message, now);
     c.broken_at = Some(now);
     out.call = None;
     out.recheck_after = None;

@@ -37,29 +37,16 @@ pub fn parse_cron(text: &str) -> Result<Cron, String> {
 
 /// The size and runningCount `spec` asks for at `now`: the first open window's overrides, else the spec's own.
 pub fn effective(spec: &PoolSpec, now: Timestamp) -> Effective {
-    let mut out = Effective {
-        size: spec.size,
-        running_count: spec.running_count,
-        active: None,
-        next_change: None,
-    };
+    let mut out = Effective { size: spec.size, running_count: spec.running_count, active: None, next_change: None };
     for (i, schedule) in spec.schedules.iter().enumerate() {
-        let (Ok(cron), Ok(tz), Some(length)) = (
-            parse_cron(&schedule.cron),
-            Tz::from_str(&schedule.time_zone),
-            schedule.duration.get(),
-        ) else {
+        let (Ok(cron), Ok(tz), Some(length)) =
+            (parse_cron(&schedule.cron), Tz::from_str(&schedule.time_zone), schedule.duration.get())
+        else {
             continue; // refused by validation; a stored spec never has one
         };
         let local = now.with_timezone(&tz);
-        let opened = cron
-            .find_previous_occurrence(&local, true)
-            .ok()
-            .map(|t| t.to_utc());
-        let next_open = cron
-            .find_next_occurrence(&local, false)
-            .ok()
-            .map(|t| t.to_utc());
+        let opened = cron.find_previous_occurrence(&local, true).ok().map(|t| t.to_utc());
+        let next_open = cron.find_next_occurrence(&local, false).ok().map(|t| t.to_utc());
         let closes = opened.map(|t| t + length).filter(|end| *end > now);
         for t in [closes, next_open].into_iter().flatten() {
             out.next_change = Some(out.next_change.map_or(t, |c| c.min(t)));
@@ -67,12 +54,7 @@ pub fn effective(spec: &PoolSpec, now: Timestamp) -> Effective {
         if closes.is_some() && out.active.is_none() {
             out.size = schedule.size.unwrap_or(spec.size);
             out.running_count = schedule.running_count.unwrap_or(spec.running_count);
-            out.active = Some(
-                schedule
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| format!("schedules[{i}]")),
-            );
+            out.active = Some(schedule.name.clone().unwrap_or_else(|| format!("schedules[{i}]")));
         }
     }
     out
@@ -102,35 +84,20 @@ mod tests {
     #[test]
     fn an_open_window_overrides_size_and_running_count_until_it_closes() {
         // Tuesday 2026-11-24 10:00 Berlin = 09:00 UTC.
-        let now = Utc
-            .with_ymd_and_hms(2026, 11, 24, 9, 0, 0)
-            .single()
-            .expect("valid");
+        let now = Utc.with_ymd_and_hms(2026, 11, 24, 9, 0, 0).single().expect("valid");
         let e = effective(&workday_spec(), now);
-        assert_eq!(
-            (e.size, e.running_count, e.active.as_deref()),
-            (10, 4, Some("workday"))
-        );
+        assert_eq!((e.size, e.running_count, e.active.as_deref()), (10, 4, Some("workday")));
         // Closes at 17:00 Berlin = 16:00 UTC.
-        assert_eq!(
-            e.next_change,
-            Utc.with_ymd_and_hms(2026, 11, 24, 16, 0, 0).single()
-        );
+        assert_eq!(e.next_change, Utc.with_ymd_and_hms(2026, 11, 24, 16, 0, 0).single());
     }
 
     #[test]
     fn outside_every_window_the_spec_applies_and_the_next_opening_is_the_next_change() {
         // Saturday 2026-11-28 12:00 UTC: next window Monday 08:00 Berlin = 07:00 UTC.
-        let now = Utc
-            .with_ymd_and_hms(2026, 11, 28, 12, 0, 0)
-            .single()
-            .expect("valid");
+        let now = Utc.with_ymd_and_hms(2026, 11, 28, 12, 0, 0).single().expect("valid");
         let e = effective(&workday_spec(), now);
         assert_eq!((e.size, e.running_count, e.active), (2, 0, None));
-        assert_eq!(
-            e.next_change,
-            Utc.with_ymd_and_hms(2026, 11, 30, 7, 0, 0).single()
-        );
+        assert_eq!(e.next_change, Utc.with_ymd_and_hms(2026, 11, 30, 7, 0, 0).single());
     }
 
     #[test]

@@ -22,10 +22,7 @@ pub struct FieldError {
 impl FieldError {
     /// A problem with `field`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-        }
+        Self { field: field.into(), message: message.into() }
     }
 }
 
@@ -50,10 +47,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     }
     if let Some(n) = spec.max_concurrent {
         if n < 1 {
-            e(
-                "maxConcurrent",
-                format!("must be at least 1 (omit it for no limit), got {n}"),
-            );
+            e("maxConcurrent", format!("must be at least 1 (omit it for no limit), got {n}"));
         }
     }
     positive_duration(&mut e, "hibernateAfter", spec.hibernate_after.as_ref());
@@ -74,10 +68,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
 
     if let Some(inventory) = &spec.inventory {
         if inventory.cluster_deployments.is_empty() {
-            e(
-                "inventory.clusterDeployments",
-                "must list at least one entry (omit inventory to generate names)".into(),
-            );
+            e("inventory.clusterDeployments", "must list at least one entry (omit inventory to generate names)".into());
         }
         let mut seen = BTreeSet::new();
         for (i, entry) in inventory.cluster_deployments.iter().enumerate() {
@@ -100,22 +91,14 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     if let Some(domain) = &spec.base_domain {
         let bad = domain.is_empty()
             || domain.len() > 253
-            || domain
-                .split('.')
-                .any(|label| check_dns_label(label, 63).is_err());
+            || domain.split('.').any(|label| check_dns_label(label, 63).is_err());
         if bad {
-            e(
-                "baseDomain",
-                format!("{domain:?} is not a DNS domain (lowercase labels separated by dots)"),
-            );
+            e("baseDomain", format!("{domain:?} is not a DNS domain (lowercase labels separated by dots)"));
         }
     }
     for key in spec.labels.keys() {
         if key.is_empty() || key.len() > 128 {
-            e(
-                "labels",
-                format!("label key {key:?} must be 1 to 128 characters"),
-            );
+            e("labels", format!("label key {key:?} must be 1 to 128 characters"));
         }
     }
 
@@ -132,24 +115,15 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
                 }
                 None => {
                     if aws.image_id.as_deref().is_none_or(str::is_empty) {
-                        e(
-                            "platform.aws.imageId",
-                            "is required when no launchTemplate is given".into(),
-                        );
+                        e("platform.aws.imageId", "is required when no launchTemplate is given".into());
                     }
                     if aws.instance_type.as_deref().is_none_or(str::is_empty) {
-                        e(
-                            "platform.aws.instanceType",
-                            "is required when no launchTemplate is given".into(),
-                        );
+                        e("platform.aws.instanceType", "is required when no launchTemplate is given".into());
                     }
                 }
             }
             if !(1..=100).contains(&aws.machine_count) {
-                e(
-                    "platform.aws.machineCount",
-                    format!("must be between 1 and 100, got {}", aws.machine_count),
-                );
+                e("platform.aws.machineCount", format!("must be between 1 and 100, got {}", aws.machine_count));
             }
         }
         Platform::Fake(fake) => {
@@ -161,17 +135,11 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
                 duration(&mut e, field, d.as_ref());
             }
             for (field, p) in [
-                (
-                    "platform.fake.installFailureRate",
-                    fake.install_failure_rate,
-                ),
+                ("platform.fake.installFailureRate", fake.install_failure_rate),
                 ("platform.fake.resumeFailureRate", fake.resume_failure_rate),
             ] {
                 if !(0.0..=1.0).contains(&p) {
-                    e(
-                        field,
-                        format!("must be a probability between 0 and 1, got {p}"),
-                    );
+                    e(field, format!("must be a probability between 0 and 1, got {p}"));
                 }
             }
         }
@@ -183,13 +151,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
             e(&at("cron"), why);
         }
         if chrono_tz::Tz::from_str(&schedule.time_zone).is_err() {
-            e(
-                &at("timeZone"),
-                format!(
-                    "{:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)",
-                    schedule.time_zone
-                ),
-            );
+            e(&at("timeZone"), format!("{:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)", schedule.time_zone));
         }
         positive_duration(&mut e, &at("duration"), Some(&schedule.duration));
         if let Some(n) = schedule.size {
@@ -199,10 +161,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
             non_negative(&mut e, &at("runningCount"), n);
         }
         if schedule.size.is_none() && schedule.running_count.is_none() {
-            e(
-                &at("size"),
-                "a schedule must override size, runningCount or both".into(),
-            );
+            e(&at("size"), "a schedule must override size, runningCount or both".into());
         }
     }
 
@@ -236,10 +195,9 @@ fn positive_duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&G
     if let Some(d) = d {
         match crate::duration::parse(d.text()) {
             Err(why) => e(field, why.to_string()),
-            Ok(v) if v <= chrono::TimeDelta::zero() => e(
-                field,
-                format!("must be longer than zero, got {:?}", d.text()),
-            ),
+            Ok(v) if v <= chrono::TimeDelta::zero() => {
+                e(field, format!("must be longer than zero, got {:?}", d.text()))
+            }
             Ok(_) => {}
         }
     }
@@ -252,9 +210,7 @@ fn check_dns_label(name: &str, max: usize) -> Result<(), String> {
     if name.len() > max {
         return Err(format!("{name:?} is longer than {max} characters"));
     }
-    let ok_chars = name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ok_chars = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if !ok_chars || name.starts_with('-') || name.ends_with('-') {
         return Err(format!(
             "{name:?} must be lowercase letters, digits and '-', starting and ending with a letter or digit"
@@ -273,12 +229,7 @@ mod tests {
     }
 
     fn fields(spec: &PoolSpec) -> Vec<String> {
-        validate_spec(spec)
-            .err()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|e| e.field)
-            .collect()
+        validate_spec(spec).err().unwrap_or_default().into_iter().map(|e| e.field).collect()
     }
 
     #[test]
@@ -301,26 +252,16 @@ mod tests {
         s.max_size = Some(-3);
         s.max_concurrent = Some(0);
         s.hibernate_after = Some(GoDuration::new("soon"));
-        s.claim_lifetime = Some(ClaimLifetime {
-            default: Some(GoDuration::new("1x")),
-            maximum: Some(GoDuration::new("0s")),
-        });
+        s.claim_lifetime =
+            Some(ClaimLifetime { default: Some(GoDuration::new("1x")), maximum: Some(GoDuration::new("0s")) });
         s.powerstate_transition_to_running_timeout = Some(GoDuration::new("5"));
         s.inventory = Some(Inventory {
             cluster_deployments: vec![
-                InventoryEntry {
-                    name: Some("foo".into()),
-                },
+                InventoryEntry { name: Some("foo".into()) },
                 InventoryEntry { name: None },
-                InventoryEntry {
-                    name: Some(String::new()),
-                },
-                InventoryEntry {
-                    name: Some("foo".into()),
-                },
-                InventoryEntry {
-                    name: Some("Bad_Name".into()),
-                },
+                InventoryEntry { name: Some(String::new()) },
+                InventoryEntry { name: Some("foo".into()) },
+                InventoryEntry { name: Some("Bad_Name".into()) },
             ],
         });
         assert_eq!(
@@ -347,13 +288,7 @@ mod tests {
         let mut s = spec();
         s.inventory = Some(Inventory::of(["foo", "bar", "foo"]));
         let errors = validate_spec(&s).expect_err("duplicate");
-        assert_eq!(
-            errors,
-            vec![FieldError::new(
-                "inventory.clusterDeployments[2].name",
-                "duplicate name \"foo\""
-            )]
-        );
+        assert_eq!(errors, vec![FieldError::new("inventory.clusterDeployments[2].name", "duplicate name \"foo\"")]);
     }
 
     #[test]
@@ -372,12 +307,7 @@ mod tests {
         );
         assert_eq!(
             fields(&s),
-            [
-                "platform.aws.region",
-                "platform.aws.imageId",
-                "platform.aws.instanceType",
-                "platform.aws.machineCount"
-            ]
+            ["platform.aws.region", "platform.aws.imageId", "platform.aws.instanceType", "platform.aws.machineCount"]
         );
     }
 
@@ -394,12 +324,7 @@ mod tests {
         }];
         assert_eq!(
             fields(&s),
-            [
-                "schedules[0].cron",
-                "schedules[0].timeZone",
-                "schedules[0].duration",
-                "schedules[0].size"
-            ]
+            ["schedules[0].cron", "schedules[0].timeZone", "schedules[0].duration", "schedules[0].size"]
         );
     }
 
@@ -407,11 +332,7 @@ mod tests {
     fn names_must_be_dns_labels() {
         assert!(validate_name("pool", "ci-pool-1").is_ok());
         for bad in ["", "-a", "a-", "A", "a_b", &"x".repeat(64)] {
-            assert_eq!(
-                validate_name("pool", bad).map_err(|e| e.field),
-                Err("pool".to_string()),
-                "{bad}"
-            );
+            assert_eq!(validate_name("pool", bad).map_err(|e| e.field), Err("pool".to_string()), "{bad}");
         }
     }
 }

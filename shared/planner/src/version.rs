@@ -22,10 +22,7 @@ struct Inputs<'a> {
 
 /// The pool version of `spec`: 16 hex digits.
 pub fn pool_version(spec: &PoolSpec) -> String {
-    let inputs = Inputs {
-        platform: &spec.platform,
-        base_domain: spec.base_domain.as_deref(),
-    };
+    let inputs = Inputs { platform: &spec.platform, base_domain: spec.base_domain.as_deref() };
     // Struct fields serialize in declaration order and maps are BTreeMaps: the JSON is canonical.
     let json = serde_json::to_vec(&inputs).unwrap_or_default();
     let mut hasher = Sha256::new();
@@ -33,10 +30,5 @@ pub fn pool_version(spec: &PoolSpec) -> String {
     if spec.inventory.is_some() {
         hasher.update(INVENTORY_MARKER.as_bytes());
     }
-    hasher
-        .finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
 }

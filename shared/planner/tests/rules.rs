@@ -74,10 +74,7 @@ fn a_hibernating_or_resuming_cluster_is_never_assigned() {
         ("broken though Running", cluster("c").running().broken()),
     ];
     for (case, c) in cases {
-        let plan = given(pool().size(1))
-            .with(c)
-            .with(claim("k").created(at(5)))
-            .plan_at(at(10));
+        let plan = given(pool().size(1)).with(c).with(claim("k").created(at(5))).plan_at(at(10));
         assert!(plan.assigned().is_empty(), "{case}: {:?}", plan.assigned());
         assert_eq!(plan.status.pending_claims, 1, "{case}");
     }
@@ -98,9 +95,7 @@ fn a_pending_claim_wakes_the_oldest_standby_cluster() {
 
 #[test]
 fn provision_stopped_is_broken() {
-    let plan = given(pool().size(1))
-        .with(cluster("p").provision_stopped())
-        .plan_at(at(10));
+    let plan = given(pool().size(1)).with(cluster("p").provision_stopped()).plan_at(at(10));
     assert_eq!(plan.deleted_for(DeleteReason::Broken), ["p"]);
     assert_eq!(plan.created().len(), 1, "and it is replaced");
     assert_eq!(plan.status.installing, 1);
@@ -125,10 +120,7 @@ fn adding_comes_before_deleting_broken() {
         .with(cluster("b").created(at(3)).broken())
         .plan_at(at(10));
     assert_eq!(plan.created().len(), 1);
-    assert!(
-        plan.deleted().is_empty(),
-        "the one slot of maxConcurrent went to adding"
-    );
+    assert!(plan.deleted().is_empty(), "the one slot of maxConcurrent went to adding");
 }
 
 #[test]
@@ -138,10 +130,7 @@ fn broken_clusters_are_deleted_even_at_max_size() {
         .with(cluster("b").created(at(2)).broken())
         .plan_at(at(10));
     assert_eq!(plan.deleted_for(DeleteReason::Broken), ["b"]);
-    assert!(
-        plan.created().is_empty(),
-        "no room to add until the deletion completes"
-    );
+    assert!(plan.created().is_empty(), "no room to add until the deletion completes");
 }
 
 // ── budgets ─────────────────────────────────────────────────────────────────────────────────────────────
@@ -166,11 +155,7 @@ fn max_concurrent_counts_installing_and_deleting() {
             .with(cluster("i").created(at(1)).installing())
             .with(cluster("d").created(at(2)).deleting())
             .plan_at(at(10));
-        assert_eq!(
-            plan.created().len(),
-            created,
-            "maxConcurrent {max_concurrent}"
-        );
+        assert_eq!(plan.created().len(), created, "maxConcurrent {max_concurrent}");
     }
 }
 
@@ -184,10 +169,7 @@ fn excess_deletion_order_is_installing_newest_first_then_standby_then_assignable
         .with(cluster("i1").created(at(5)).installing())
         .with(cluster("i2").created(at(6)).installing())
         .plan_at(at(10));
-    assert_eq!(
-        plan.deleted_for(DeleteReason::Excess),
-        ["i2", "i1", "s2", "s1", "a1"]
-    );
+    assert_eq!(plan.deleted_for(DeleteReason::Excess), ["i2", "i1", "s2", "s1", "a1"]);
 }
 
 // ── stale clusters and poolVersion ──────────────────────────────────────────────────────────────────────
@@ -234,21 +216,14 @@ fn pool_version_is_unchanged_by_size_running_count_timeouts_lifetimes_and_invent
             s.powerstate_transition_to_running_timeout = Some(GoDuration::new("10m"));
             s.powerstate_transition_to_hibernating_timeout = Some(GoDuration::new("5m"));
         }),
-        ("hibernateAfter", |s| {
-            s.hibernate_after = Some(GoDuration::new("1h"))
-        }),
+        ("hibernateAfter", |s| s.hibernate_after = Some(GoDuration::new("1h"))),
         ("lifetimes", |s| {
-            s.claim_lifetime = Some(ClaimLifetime {
-                default: Some(GoDuration::new("1h")),
-                maximum: None,
-            })
+            s.claim_lifetime = Some(ClaimLifetime { default: Some(GoDuration::new("1h")), maximum: None })
         }),
         ("labels", |s| {
             s.labels.insert("team".into(), "ci".into());
         }),
-        ("inventory entries", |s| {
-            s.inventory = Some(Inventory::of(["foo", "baz", "qux"]))
-        }),
+        ("inventory entries", |s| s.inventory = Some(Inventory::of(["foo", "baz", "qux"]))),
     ];
     for (what, change) in changes {
         let mut spec = base.clone();
@@ -275,30 +250,20 @@ fn pool_version_is_changed_by_adding_or_removing_the_inventory_and_by_the_platfo
 #[test]
 fn the_inventory_caps_size_and_max_size() {
     let plan = given(pool().size(5).inventory(&["foo", "bar", "baz"])).plan_at(at(10));
-    let mut names: Vec<_> = plan
-        .created()
-        .iter()
-        .map(|c| c.cluster_name.clone())
-        .collect();
+    let mut names: Vec<_> = plan.created().iter().map(|c| c.cluster_name.clone()).collect();
     names.sort();
     assert_eq!(names, ["bar", "baz", "foo"]);
-    assert_eq!(plan.reserved(), ["foo", "bar", "baz"]);
+    let mut reserved = plan.reserved();
+    reserved.sort();
+    assert_eq!(reserved, ["bar", "baz", "foo"], "each new cluster's name is reserved first");
     assert_eq!(plan.status.size, 3);
-    assert!(plan
-        .created()
-        .iter()
-        .all(|c| c.id.starts_with(&format!("{}-", c.cluster_name))));
+    assert!(plan.created().iter().all(|c| c.id.starts_with(&format!("{}-", c.cluster_name))));
 
     // maxSize is capped too: one claimed cluster from before the inventory leaves room for two.
-    let plan = given(
-        pool()
-            .size(5)
-            .max_size(10)
-            .inventory(&["foo", "bar", "baz"]),
-    )
-    .with(cluster("old").stale().running().claimed("k", at(1)))
-    .with(claim("k").assigned("old", at(1)))
-    .plan_at(at(10));
+    let plan = given(pool().size(5).max_size(10).inventory(&["foo", "bar", "baz"]))
+        .with(cluster("old").stale().running().claimed("k", at(1)))
+        .with(claim("k").assigned("old", at(1)))
+        .plan_at(at(10));
     assert_eq!(plan.created().len(), 2);
 }
 
@@ -319,56 +284,32 @@ fn removing_a_name_deletes_its_unclaimed_holder_and_leaves_a_claimed_one() {
     let plan = given(pool().size(3).inventory(&["baz"]))
         .with(cluster("foo-1").named("foo").created(at(1)))
         .with(lease("foo", "foo-1", at(1)))
-        .with(
-            cluster("bar-1")
-                .named("bar")
-                .created(at(2))
-                .running()
-                .claimed("k", at(3)),
-        )
+        .with(cluster("bar-1").named("bar").created(at(2)).running().claimed("k", at(3)))
         .with(claim("k").assigned("bar-1", at(3)))
         .with(lease("bar", "bar-1", at(2)))
         .with(cluster("baz-1").named("baz").created(at(3)))
         .with(lease("baz", "baz-1", at(3)))
         .plan_at(at(10));
-    assert_eq!(
-        plan.deleted_for(DeleteReason::InventoryNameRemoved),
-        ["foo-1"]
-    );
+    assert_eq!(plan.deleted_for(DeleteReason::InventoryNameRemoved), ["foo-1"]);
     assert_eq!(plan.deleted(), ["foo-1"]);
 }
 
 #[test]
 fn a_lease_with_no_cluster_after_the_grace_period_is_used_or_released() {
     // Still needed: the cluster is created under the lease's holder id, without a second reservation.
-    let plan = given(pool().size(1).inventory(&["foo"]))
-        .with(lease("foo", "foo-zzzzz", at(0)))
-        .plan_at(at(10));
-    assert_eq!(
-        plan.created()
-            .iter()
-            .map(|c| c.id.as_str())
-            .collect::<Vec<_>>(),
-        ["foo-zzzzz"]
-    );
+    let plan = given(pool().size(1).inventory(&["foo"])).with(lease("foo", "foo-zzzzz", at(0))).plan_at(at(10));
+    assert_eq!(plan.created().iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["foo-zzzzz"]);
     assert!(plan.reserved().is_empty());
 
     // Not needed: released.
-    let plan = given(pool().size(0).inventory(&["foo"]))
-        .with(lease("foo", "foo-zzzzz", at(0)))
-        .plan_at(at(10));
+    let plan = given(pool().size(0).inventory(&["foo"])).with(lease("foo", "foo-zzzzz", at(0))).plan_at(at(10));
     assert_eq!(plan.released_names(), ["foo"]);
     assert!(plan.created().is_empty());
 
     // Within the grace period: left alone, and the pool wakes when it ends.
-    let plan = given(pool().size(0).inventory(&["foo"]))
-        .with(lease("foo", "foo-zzzzz", at(8)))
-        .plan_at(at(10));
+    let plan = given(pool().size(0).inventory(&["foo"])).with(lease("foo", "foo-zzzzz", at(8))).plan_at(at(10));
     assert!(plan.released_names().is_empty());
-    assert_eq!(
-        plan.wake_at,
-        Some(at(8) + apiary_planner::plan::LEASE_GRACE)
-    );
+    assert_eq!(plan.wake_at, Some(at(8) + apiary_planner::plan::LEASE_GRACE));
 }
 
 // ── hibernateAfter, lifetimes, release (seed 000) ───────────────────────────────────────────────────────
@@ -382,51 +323,17 @@ fn hibernate_after_never_hibernates_an_unclaimed_pool_cluster() {
 }
 
 #[test]
-fn hibernate_after_for_a_claimed_one_counts_from_the_later_of_claim_time_and_last_becoming_running()
-{
+fn hibernate_after_for_a_claimed_one_counts_from_the_later_of_claim_time_and_last_becoming_running() {
     // (claimed at, running since, now) → hibernated?, wake at
     let cases = [
-        (
-            "running after the claim, not yet",
-            at(0),
-            at(30),
-            at(80),
-            false,
-            Some(at(90)),
-        ),
-        (
-            "claimed after running, not yet",
-            at(30),
-            at(0),
-            at(80),
-            false,
-            Some(at(90)),
-        ),
-        (
-            "an hour after becoming running",
-            at(0),
-            at(10),
-            at(71),
-            true,
-            None,
-        ),
-        (
-            "an hour after the claim",
-            at(20),
-            at(10),
-            at(80),
-            true,
-            None,
-        ),
+        ("running after the claim, not yet", at(0), at(30), at(80), false, Some(at(90))),
+        ("claimed after running, not yet", at(30), at(0), at(80), false, Some(at(90))),
+        ("an hour after becoming running", at(0), at(10), at(71), true, None),
+        ("an hour after the claim", at(20), at(10), at(80), true, None),
     ];
     for (case, claimed, running, now, hibernated, wake) in cases {
         let plan = given(pool().size(0).hibernate_after("1h"))
-            .with(
-                cluster("c")
-                    .running()
-                    .running_since(running)
-                    .claimed("k", claimed),
-            )
+            .with(cluster("c").running().running_since(running).claimed("k", claimed))
             .with(claim("k").assigned("c", claimed))
             .plan_at(now);
         assert_eq!(plan.powered(Hibernating) == ["c"], hibernated, "{case}");
@@ -449,15 +356,8 @@ fn claim_lifetime_is_min_of_maximum_and_own_or_default() {
     for (own, default, maximum, want) in cases {
         let mut c = claim("k").c;
         c.lifetime = own.map(GoDuration::new);
-        let bounds = ClaimLifetime {
-            default: default.map(GoDuration::new),
-            maximum: maximum.map(GoDuration::new),
-        };
-        assert_eq!(
-            c.effective_lifetime(Some(&bounds)),
-            want,
-            "{own:?} {default:?} {maximum:?}"
-        );
+        let bounds = ClaimLifetime { default: default.map(GoDuration::new), maximum: maximum.map(GoDuration::new) };
+        assert_eq!(c.effective_lifetime(Some(&bounds)), want, "{own:?} {default:?} {maximum:?}");
     }
 }
 
@@ -482,18 +382,9 @@ fn a_released_cluster_is_deleted_within_budget() {
         .with(claim("k1").assigned("c1", at(2)).released(at(5)))
         .with(claim("k2").assigned("c2", at(2)).released(at(5)))
         .plan_at(at(10));
-    assert_eq!(
-        plan.released(),
-        [
-            ("k1", ReleaseReason::Released),
-            ("k2", ReleaseReason::Released)
-        ]
-    );
+    assert_eq!(plan.released(), [("k1", ReleaseReason::Released), ("k2", ReleaseReason::Released)]);
     assert_eq!(plan.deleted(), ["c1"]);
-    assert_eq!(
-        plan.status.deleting, 2,
-        "c1 deleting, c2 waiting for budget"
-    );
+    assert_eq!(plan.status.deleting, 2, "c1 deleting, c2 waiting for budget");
 }
 
 // ── pool deletion ───────────────────────────────────────────────────────────────────────────────────────
@@ -508,29 +399,13 @@ fn deleting_a_pool_leaves_claimed_clusters_and_waits_for_the_rest() {
         .plan_at(at(10));
     assert_eq!(plan.deleted_for(DeleteReason::PoolDeleted), ["a"]);
     assert_eq!(plan.released(), [("p", ReleaseReason::PoolDeleted)]);
-    assert!(!plan
-        .actions
-        .iter()
-        .any(|a| matches!(a, Action::DeletePool { .. })));
+    assert!(!plan.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })));
 
-    let plan = given(pool().size(2).deleting())
-        .with(cluster("a").deleting())
-        .plan_at(at(10));
-    assert!(
-        !plan
-            .actions
-            .iter()
-            .any(|a| matches!(a, Action::DeletePool { .. })),
-        "waits for the deletion"
-    );
+    let plan = given(pool().size(2).deleting()).with(cluster("a").deleting()).plan_at(at(10));
+    assert!(!plan.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "waits for the deletion");
 
     let plan = given(pool().size(2).deleting()).plan_at(at(10));
-    assert!(
-        plan.actions
-            .iter()
-            .any(|a| matches!(a, Action::DeletePool { .. })),
-        "then goes"
-    );
+    assert!(plan.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "then goes");
 }
 
 // ── writes, determinism, deadlines ──────────────────────────────────────────────────────────────────────
@@ -542,12 +417,7 @@ fn nothing_is_written_when_nothing_changed() {
         .with(cluster("b").created(at(2)));
     let snapshot = scenario.snapshot();
     let first = plan(&snapshot, at(10), 1);
-    assert_eq!(
-        first.writes().count(),
-        1,
-        "only the first status: {:?}",
-        first.actions
-    );
+    assert_eq!(first.writes().count(), 1, "only the first status: {:?}", first.actions);
     let settled = apply(&snapshot, &first).unwrap().unwrap();
     let again = plan(&settled, at(11), 2);
     assert_eq!(again.writes().count(), 0, "{:?}", again.actions);
@@ -555,14 +425,9 @@ fn nothing_is_written_when_nothing_changed() {
 
 #[test]
 fn the_same_input_gives_the_same_plan_byte_for_byte() {
-    let scenario = given(
-        pool()
-            .size(5)
-            .running_count(2)
-            .inventory(&["a", "b", "c", "d"]),
-    )
-    .with(cluster("x").running().stale())
-    .with(claim("k").created(at(1)));
+    let scenario = given(pool().size(5).running_count(2).inventory(&["a", "b", "c", "d"]))
+        .with(cluster("x").running().stale())
+        .with(claim("k").created(at(1)));
     let one = serde_json::to_string(&scenario.plan_at(at(10))).unwrap();
     let two = serde_json::to_string(&scenario.plan_at(at(10))).unwrap();
     assert_eq!(one, two);
@@ -570,28 +435,12 @@ fn the_same_input_gives_the_same_plan_byte_for_byte() {
 
 #[test]
 fn wake_at_is_the_earliest_deadline() {
-    let plan = given(
-        pool()
-            .size(0)
-            .hibernate_after("90m")
-            .claim_lifetime(Some("2h"), None)
-            .resume_timeout("15m"),
-    )
-    .with(
-        cluster("c")
-            .running()
-            .running_since(at(0))
-            .claimed("k", at(0)),
-    )
-    .with(claim("k").assigned("c", at(0)))
-    .with(
-        cluster("r")
-            .created(at(60))
-            .resuming()
-            .claimed("k2", at(60)),
-    )
-    .with(claim("k2").assigned("r", at(60)))
-    .plan_at(at(70));
+    let plan = given(pool().size(0).hibernate_after("90m").claim_lifetime(Some("2h"), None).resume_timeout("15m"))
+        .with(cluster("c").running().running_since(at(0)).claimed("k", at(0)))
+        .with(claim("k").assigned("c", at(0)))
+        .with(cluster("r").created(at(60)).resuming().claimed("k2", at(60)))
+        .with(claim("k2").assigned("r", at(60)))
+        .plan_at(at(70));
     // hibernateAfter at 90, lifetime at 120 and 180, resume timeout at 75.
     assert_eq!(plan.wake_at, Some(at(75)));
     assert!(plan.wake_at.unwrap() > at(70));
@@ -603,9 +452,7 @@ fn an_overdue_power_transition_gets_a_check() {
         .with(cluster("r").created(at(0)).resuming())
         .with(claim("k").created(at(0)))
         .plan_at(at(11));
-    assert!(plan.actions.contains(&Action::CheckPower {
-        cluster: "r".into()
-    }));
+    assert!(plan.actions.contains(&Action::CheckPower { cluster: "r".into() }));
 }
 
 #[test]
@@ -619,8 +466,7 @@ fn an_open_schedule_window_overrides_size_and_running_count() {
         running_count: Some(2),
     };
     // t0 is Monday 2026-01-05 00:00 UTC.
-    let scenario =
-        given(pool().size(1).running_count(0).schedule(window)).with(cluster("a").created(at(0)));
+    let scenario = given(pool().size(1).running_count(0).schedule(window)).with(cluster("a").created(at(0)));
     let night = scenario.plan_at(at(60));
     assert!(night.created().is_empty());
     assert_eq!(night.wake_at, Some(at(8 * 60)));

@@ -24,10 +24,7 @@ pub struct PoolBuilder {
 }
 
 pub fn pool() -> PoolBuilder {
-    PoolBuilder {
-        spec: PoolSpec::new(0, Platform::Fake(FakePlatform::default())),
-        deleting: false,
-    }
+    PoolBuilder { spec: PoolSpec::new(0, Platform::Fake(FakePlatform::default())), deleting: false }
 }
 
 impl PoolBuilder {
@@ -52,10 +49,8 @@ impl PoolBuilder {
         self
     }
     pub fn claim_lifetime(mut self, default: Option<&str>, maximum: Option<&str>) -> Self {
-        self.spec.claim_lifetime = Some(ClaimLifetime {
-            default: default.map(GoDuration::new),
-            maximum: maximum.map(GoDuration::new),
-        });
+        self.spec.claim_lifetime =
+            Some(ClaimLifetime { default: default.map(GoDuration::new), maximum: maximum.map(GoDuration::new) });
         self
     }
     pub fn resume_timeout(mut self, d: &str) -> Self {
@@ -172,9 +167,7 @@ impl ClusterBuilder {
 }
 
 pub fn claim(name: &str) -> ClaimBuilder {
-    ClaimBuilder {
-        c: Claim::new(name, "arn:aws:iam::123456789012:user/ci", t0()),
-    }
+    ClaimBuilder { c: Claim::new(name, "arn:aws:iam::123456789012:user/ci", t0()) }
 }
 
 pub struct ClaimBuilder {
@@ -210,12 +203,7 @@ pub struct Scenario {
 
 /// GIVEN a pool …
 pub fn given(pool: PoolBuilder) -> Scenario {
-    Scenario {
-        pool,
-        clusters: Vec::new(),
-        claims: Vec::new(),
-        leases: Vec::new(),
-    }
+    Scenario { pool, clusters: Vec::new(), claims: Vec::new(), leases: Vec::new() }
 }
 
 pub trait Item {
@@ -238,11 +226,7 @@ impl Item for NameLease {
 }
 
 pub fn lease(name: &str, holder: &str, t: Timestamp) -> NameLease {
-    NameLease {
-        name: name.to_string(),
-        holder: holder.to_string(),
-        reserved_at: t,
-    }
+    NameLease { name: name.to_string(), holder: holder.to_string(), reserved_at: t }
 }
 
 impl Scenario {
@@ -259,11 +243,7 @@ impl Scenario {
             .iter()
             .map(|b| {
                 let mut c = b.c.clone();
-                c.pool_version = Some(if b.stale {
-                    "0000000000000000".to_string()
-                } else {
-                    version.clone()
-                });
+                c.pool_version = Some(if b.stale { "0000000000000000".to_string() } else { version.clone() });
                 c
             })
             .collect();
@@ -324,9 +304,7 @@ impl PlanExt for Plan {
         self.actions
             .iter()
             .filter_map(|a| match a {
-                Action::DeleteCluster {
-                    cluster, reason, ..
-                } if *reason == why => Some(cluster.as_str()),
+                Action::DeleteCluster { cluster, reason, .. } if *reason == why => Some(cluster.as_str()),
                 _ => None,
             })
             .collect()
@@ -335,9 +313,7 @@ impl PlanExt for Plan {
         self.actions
             .iter()
             .filter_map(|a| match a {
-                Action::AssignClaim { claim, cluster, .. } => {
-                    Some((claim.as_str(), cluster.as_str()))
-                }
+                Action::AssignClaim { claim, cluster, .. } => Some((claim.as_str(), cluster.as_str())),
                 _ => None,
             })
             .collect()
@@ -347,14 +323,8 @@ impl PlanExt for Plan {
         self.actions
             .iter()
             .filter_map(|a| match a {
-                Action::SetPowerState {
-                    cluster,
-                    power_state,
-                    ..
-                } if *power_state == p => Some(cluster.as_str()),
-                Action::CreateCluster { cluster } if cluster.spec_power_state == Some(p) => {
-                    Some(cluster.id.as_str())
-                }
+                Action::SetPowerState { cluster, power_state, .. } if *power_state == p => Some(cluster.as_str()),
+                Action::CreateCluster { cluster } if cluster.spec_power_state == Some(p) => Some(cluster.id.as_str()),
                 _ => None,
             })
             .collect()

@@ -1,0 +1,231 @@
+//! The power state machine (seed 004) and its timeouts (seed 002), step by step.
+#![allow(missing_docs, clippy::unwrap_used)]
+
+mod support;
+
+use apiary_planner::power::{probe, step, ActuatorCall, Probe, Report, MIN_BACKOFF, POLL};
+use apiary_planner::*;
+use chrono::TimeDelta;
+use support::*;
+
+fn machines(not_ready: u32) -> Report {
+    Report::Machines { not_ready, total: 3 }
+}
+
+fn cond<'a>(c: &'a Cluster, type_: &str) -> &'a Condition {
+    find_condition(&c.conditions, type_).unwrap()
+}
+
+fn timeouts(to_running: Option<i64>, to_hibernating: Option<i64>) -> PowerTimeouts {
+    PowerTimeouts {
+        to_running: to_running.map(TimeDelta::minutes),
+        to_hibernating: to_hibernating.map(TimeDelta::minutes),
+    }
+}
+
+/// Drives `c` with the reports in order, each at its time; returns the cluster and every step's call.
+fn drive(mut c: Cluster, reports: &[(Timestamp, Report)], t: PowerTimeouts) -> (Cluster, Vec<Option<ActuatorCall>>) {
+    let mut calls = Vec::new();
+    for (now, report) in reports {
+        let s = step(&c, report, *now, t);
+        calls.push(s.call);
+        c = s.cluster;
+    }
+    (c, calls)
+}
+
+#[test]
+fn a_resume_walks_starting_machines_waiting_for_machines_waiting_for_nodes_running() {
+    let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    assert_eq!(probe(&c), Some(Probe::MachinesRunning));
+
+    let s = step(&c, &machines(3), at(1), PowerTimeouts::default());
+    assert_eq!(s.call, Some(ActuatorCall::Start));
+    assert!(s.changed);
+    let c = s.cluster;
+    assert_eq!(c.power_state, Some(PowerState::StartingMachines));
+    assert_eq!(c.transition_started_at, Some(at(1)));
+    let hib = cond(&c, condition::HIBERNATING);
+    assert_eq!(
+        (hib.status, hib.reason.as_str(), hib.last_transition_time),
+        (ConditionStatus::False, reason::RESUMING_OR_RUNNING, at(1))
+    );
+    assert_eq!(cond(&c, condition::READY).reason, reason::STARTING_MACHINES);
+
+    let s = step(&c, &Report::CallAccepted, at(1), PowerTimeouts::default());
+    assert_eq!((s.cluster.power_state, s.recheck_after), (Some(PowerState::WaitingForMachines), Some(POLL)));
+    let c = s.cluster;
+
+    let s = step(&c, &machines(1), at(2), PowerTimeouts::default());
+    assert_eq!((s.changed, s.call, s.recheck_after), (false, None, Some(POLL)), "still waiting: nothing to write");
+
+    let c = step(&c, &machines(0), at(3), PowerTimeouts::default()).cluster;
+    assert_eq!(c.power_state, Some(PowerState::WaitingForNodes));
+    assert_eq!(probe(&c), Some(Probe::NodesReady));
+
+    let c = step(&c, &Report::Nodes { ready: true }, at(4), PowerTimeouts::default()).cluster;
+    assert_eq!(c.power_state, Some(PowerState::Running));
+    assert_eq!(c.running_since, Some(at(4)));
+    assert_eq!(c.transition_started_at, None);
+    let ready = cond(&c, condition::READY);
+    assert_eq!(
+        (ready.status, ready.reason.as_str(), ready.last_transition_time),
+        (ConditionStatus::True, reason::RUNNING, at(4))
+    );
+    assert!(c.is_running());
+
+    let settled = step(&c, &machines(0), at(5), PowerTimeouts::default());
+    assert_eq!((settled.changed, settled.call, settled.recheck_after), (false, None, None));
+}
+
+#[test]
+fn a_hibernation_walks_stopping_waiting_for_machines_to_stop_hibernating() {
+    let c = cluster("c").running().spec(DesiredPower::Hibernating).c;
+    assert_eq!(probe(&c), Some(Probe::MachinesStopped));
+    let (c, calls) = drive(
+        c,
+        &[(at(1), machines(3)), (at(1), Report::CallAccepted), (at(2), machines(2)), (at(3), machines(0))],
+        PowerTimeouts::default(),
+    );
+    assert_eq!(calls, [Some(ActuatorCall::Stop), None, None, None]);
+    assert_eq!(c.power_state, Some(PowerState::Hibernating));
+    let hib = cond(&c, condition::HIBERNATING);
+    assert_eq!(
+        (hib.status, hib.reason.as_str(), hib.last_transition_time),
+        (ConditionStatus::True, reason::HIBERNATING, at(3))
+    );
+    let ready = cond(&c, condition::READY);
+    assert_eq!((ready.status, ready.reason.as_str()), (ConditionStatus::False, reason::STOPPING_OR_HIBERNATING));
+    assert_eq!(c.transition_started_at, None);
+}
+
+#[test]
+fn an_actuator_error_is_retried_with_backoff_and_never_breaks_the_cluster_by_itself() {
+    let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    let c = step(&c, &machines(3), at(0), PowerTimeouts::default()).cluster;
+    let failed = step(
+        &c,
+        &Report::CallFailed { message: "InsufficientInstanceCapacity".into() },
+        at(0),
+        PowerTimeouts::default(),
+    );
+    let c = failed.cluster;
+    assert_eq!(c.power_state, Some(PowerState::FailedToStartMachines));
+    let ready = cond(&c, condition::READY);
+    assert_eq!(
+        (ready.reason.as_str(), ready.message.as_str()),
+        (reason::FAILED_TO_START_MACHINES, "InsufficientInstanceCapacity")
+    );
+    assert!(failed.recheck_after >= Some(MIN_BACKOFF));
+    assert!(!c.is_broken());
+
+    // Hours later, with no timeout set, the start is simply tried again, from the same transition start.
+    let retry = step(&c, &machines(3), at(600), PowerTimeouts::default());
+    assert_eq!(retry.call, Some(ActuatorCall::Start));
+    assert_eq!(retry.cluster.transition_started_at, Some(at(0)));
+    assert!(!retry.cluster.is_broken());
+}
+
+#[test]
+fn resume_timeout_marks_broken_with_failed_to_start_and_a_timed_out_message() {
+    let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    let t = timeouts(Some(10), None);
+    let (c, _) = drive(c, &[(at(0), machines(3)), (at(0), Report::CallAccepted)], t);
+    let waiting = step(&c, &machines(3), at(10) - TimeDelta::seconds(5), t);
+    assert!(!waiting.cluster.is_broken());
+    assert_eq!(waiting.recheck_after, Some(TimeDelta::seconds(5)), "the next look comes no later than the deadline");
+
+    let s = step(&c, &machines(3), at(10), t);
+    assert!(s.cluster.is_broken());
+    assert_eq!((s.call, s.recheck_after), (None, None));
+    let hib = cond(&s.cluster, condition::HIBERNATING);
+    assert_eq!(hib.reason, reason::FAILED_TO_START);
+    assert!(hib.message.contains("timed out after 10m"), "{}", hib.message);
+    assert_eq!(probe(&s.cluster), None, "a broken cluster is left for the pool to replace");
+
+    // The pool then replaces it.
+    let mut broken = cluster("c").c;
+    broken.broken_at = s.cluster.broken_at;
+    let plan = given(pool().size(1)).with(ClusterBuilder { c: broken, stale: false }).plan_at(at(11));
+    assert_eq!(plan.deleted_for(DeleteReason::Broken), ["c"]);
+}
+
+#[test]
+fn hibernate_timeout_marks_broken_with_failed_to_stop_and_a_timed_out_message() {
+    let c = cluster("c").running().spec(DesiredPower::Hibernating).c;
+    let t = timeouts(None, Some(5));
+    let (c, _) = drive(c, &[(at(0), machines(3)), (at(0), Report::CallAccepted), (at(4), machines(1))], t);
+    assert!(!c.is_broken());
+    let s = step(&c, &machines(1), at(5), t);
+    assert!(s.cluster.is_broken());
+    let hib = cond(&s.cluster, condition::HIBERNATING);
+    assert_eq!(hib.reason, reason::FAILED_TO_STOP);
+    assert!(hib.message.contains("timed out after 5m waiting for the cluster to stop"), "{}", hib.message);
+}
+
+#[test]
+fn no_timeout_when_unset() {
+    for spec in [DesiredPower::Running, DesiredPower::Hibernating] {
+        let start = if spec == DesiredPower::Running { cluster("c").hibernating() } else { cluster("c").running() };
+        let (c, _) =
+            drive(start.spec(spec).c, &[(at(0), machines(3)), (at(0), Report::CallAccepted)], PowerTimeouts::default());
+        let s = step(&c, &machines(3), at(60 * 24 * 7), PowerTimeouts::default());
+        assert!(!s.cluster.is_broken(), "{spec:?}");
+        assert_eq!(s.recheck_after, Some(POLL), "{spec:?}: still waiting, a week later");
+    }
+}
+
+#[test]
+fn a_timeout_counts_from_the_start_of_the_transition_not_from_the_last_state_change() {
+    let c = cluster("c").running().spec(DesiredPower::Hibernating).c;
+    let t = timeouts(None, Some(10));
+    // Stopping at 0, WaitingForMachinesToStop at 8: the deadline is still 10.
+    let (c, _) = drive(c, &[(at(0), machines(3)), (at(8), Report::CallAccepted)], t);
+    assert!(step(&c, &machines(1), at(10), t).cluster.is_broken());
+}
+
+#[test]
+fn installation_provisions_once_no_machine_exists_and_completes_running() {
+    let mut c = cluster("c").installing().c;
+    c.spec_power_state = Some(DesiredPower::Hibernating);
+    assert_eq!(probe(&c), Some(Probe::MachinesRunning));
+    let s = step(&c, &Report::Machines { not_ready: 0, total: 0 }, at(0), PowerTimeouts::default());
+    assert_eq!(s.call, Some(ActuatorCall::Provision));
+    let s = step(&c, &Report::Machines { not_ready: 0, total: 3 }, at(30), PowerTimeouts::default());
+    assert_eq!(s.cluster.installed_at, Some(at(30)));
+    assert_eq!(s.cluster.power_state, Some(PowerState::Running));
+    assert_eq!(s.recheck_after, Some(TimeDelta::zero()), "the spec (Hibernating) takes over at once");
+    assert_eq!(probe(&s.cluster), Some(Probe::MachinesStopped));
+}
+
+#[test]
+fn a_failed_install_is_provision_stopped() {
+    let c = cluster("c").installing().c;
+    let s = step(&c, &Report::CallFailed { message: "InvalidAMIID.NotFound".into() }, at(0), PowerTimeouts::default());
+    assert!(s.cluster.provision_stopped && s.cluster.is_broken());
+    let ps = cond(&s.cluster, condition::PROVISION_STOPPED);
+    assert_eq!((ps.status, ps.message.as_str()), (ConditionStatus::True, "InvalidAMIID.NotFound"));
+}
+
+#[test]
+fn no_machine_found_is_never_running() {
+    let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    let s = step(&c, &Report::Machines { not_ready: 0, total: 0 }, at(0), PowerTimeouts::default());
+    assert_eq!(s.call, Some(ActuatorCall::Start));
+    assert_ne!(s.cluster.power_state, Some(PowerState::Running));
+}
+
+#[test]
+fn machines_started_behind_a_hibernating_clusters_back_are_stopped_again() {
+    let c = cluster("c").hibernating().c;
+    let s = step(&c, &machines(2), at(0), PowerTimeouts::default());
+    assert_eq!((s.cluster.power_state, s.call), (Some(PowerState::Stopping), Some(ActuatorCall::Stop)));
+}
+
+#[test]
+fn deleting_and_broken_clusters_are_not_driven() {
+    assert_eq!(probe(&cluster("c").deleting().c), None);
+    assert_eq!(probe(&cluster("c").broken().c), None);
+    let s = step(&cluster("c").broken().spec(DesiredPower::Running).c, &machines(3), at(0), PowerTimeouts::default());
+    assert_eq!((s.changed, s.call), (false, None));
+}
