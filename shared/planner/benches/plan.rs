@@ -1,1 +1,55 @@
-fn main() {}
+//! `plan` on pools of 100, 1 000 and 10 000 clusters with pending claims.
+//!
+//! Each pool mixes what a busy pool holds: 10% Running spares, 60% hibernating, 5% installing, 20% claimed,
+//! a few broken and stale clusters, and pending claims worth 5% of the pool, so a plan assigns claims, adds
+//! clusters, deletes broken ones and re-powers the rest.
+#![allow(missing_docs, clippy::unwrap_used)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use apiary_planner::{plan, Snapshot};
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use support::*;
+
+pub fn busy_pool(n: usize) -> Snapshot {
+    let n64 = i64::try_from(n).unwrap();
+    let mut s = given(pool().size(n64 * 8 / 10).running_count(n64 / 10).max_concurrent(n64 / 10 + 1));
+    for i in 0..n {
+        let id = format!("c{i:05}");
+        let created = at(i64::try_from(i).unwrap() % 5000);
+        let b = cluster(&id).created(created);
+        let b = match i % 20 {
+            0 | 1 => b.running(),
+            2 => b.installing(),
+            3..=6 => {
+                let k = format!("k{i:05}");
+                s = s.with(claim(&k).created(created).assigned(&id, created));
+                b.running().claimed(&k, created)
+            }
+            7 if i % 60 == 7 => b.broken(),
+            8 if i % 40 == 8 => b.stale(),
+            _ => b.hibernating(),
+        };
+        s = s.with(b);
+    }
+    for j in 0..n / 20 {
+        s = s.with(claim(&format!("p{j:05}")).created(at(6000 + i64::try_from(j).unwrap())));
+    }
+    s.snapshot()
+}
+
+fn bench_plan(c: &mut Criterion) {
+    let mut group = c.benchmark_group("plan");
+    for n in [100usize, 1_000, 10_000] {
+        let snapshot = busy_pool(n);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &snapshot, |b, snap| {
+            b.iter(|| plan(black_box(snap), at(7000), 7))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_plan);
+criterion_main!(benches);

@@ -139,7 +139,7 @@ pub fn format(d: TimeDelta) -> String {
     }
     if s > 0 || milli > 0 {
         if milli > 0 {
-            out.push_str(&format!("{s}.{milli:03}").trim_end_matches('0').to_string());
+            out.push_str(format!("{s}.{milli:03}").trim_end_matches('0'));
             out.push('s');
         } else {
             out.push_str(&format!("{s}s"));

@@ -12,6 +12,7 @@
 
 pub mod apply;
 pub mod duration;
+mod hash;
 pub mod ids;
 pub mod model;
 pub mod plan;

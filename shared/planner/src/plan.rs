@@ -14,11 +14,12 @@
 //!   finishing, a deletion completing, time passing).
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
+use crate::hash::{FastMap, FastSet};
 use crate::ids::Suffixes;
 use crate::model::{
     condition, set_condition, Claim, Cluster, ConditionStatus, DesiredPower, PoolStatus, Snapshot, Timestamp,
@@ -183,20 +184,39 @@ pub fn plan(snapshot: &Snapshot, now: Timestamp, seed: u64) -> Plan {
     Planner::new(snapshot, now, seed).run()
 }
 
+/// The cluster behind a slot: borrowed from the snapshot, or made by this plan. Kept small so that sorting and
+/// scanning ten thousand slots stays in cache.
+enum Item<'a> {
+    Stored(&'a Cluster),
+    New(Box<Cluster>),
+}
+
+impl std::ops::Deref for Item<'_> {
+    type Target = Cluster;
+    fn deref(&self) -> &Cluster {
+        match self {
+            Item::Stored(c) => c,
+            Item::New(c) => c,
+        }
+    }
+}
+
 /// A cluster as the plan sees it: the stored item (or a new one) plus what the plan changed so far.
 struct Slot<'a> {
-    c: Cow<'a, Cluster>,
+    c: Item<'a>,
     rev: u64,
     claimed: bool,
     marked: bool,
     deleting: bool,
     power: Option<DesiredPower>,
     name_removed: bool,
+    /// Made from another poolVersion.
+    stale: bool,
 }
 
 impl Slot<'_> {
     fn is_new(&self) -> bool {
-        matches!(self.c, Cow::Owned(_))
+        matches!(self.c, Item::New(_))
     }
     fn installing(&self) -> bool {
         !self.deleting && self.c.installed_at.is_none() && !self.c.is_broken()
@@ -247,7 +267,7 @@ struct Planner<'a> {
     /// Inventory names in spec order, if the pool has an inventory.
     inventory: Option<Vec<&'a str>>,
     /// Names taken by a lease or an existing cluster.
-    taken_names: HashSet<String>,
+    taken_names: FastSet<Cow<'a, str>>,
     /// Leases whose holder does not exist and whose grace has passed: reuse or release.
     orphans: Vec<(&'a str, &'a str)>,
     /// New clusters' leases, in creation order: (name, holder id).
@@ -271,8 +291,12 @@ impl<'a> Planner<'a> {
             (None, None) => None,
         };
 
-        let inventory_set: Option<HashSet<&str>> = inventory.as_ref().map(|n| n.iter().copied().collect());
-        let held_by: HashMap<&str, &str> = snap.leases.iter().map(|l| (l.holder.as_str(), l.name.as_str())).collect();
+        let version = version::pool_version(spec);
+        let inventory_set: Option<FastSet<&str>> = inventory.as_ref().map(|n| n.iter().copied().collect());
+        let held_by: FastMap<&str, &str> = match inventory {
+            Some(_) => snap.leases.iter().map(|l| (l.holder.as_str(), l.name.as_str())).collect(),
+            None => FastMap::default(),
+        };
         let mut slots: Vec<Slot<'a>> = snap
             .clusters
             .iter()
@@ -286,20 +310,27 @@ impl<'a> Planner<'a> {
                     (Some(names), Some(name)) => c.claim.is_none() && !names.contains(name),
                     _ => false,
                 },
-                c: Cow::Borrowed(c),
+                stale: c.pool_version.as_deref() != Some(version.as_str()),
+                c: Item::Stored(c),
             })
             .collect();
         slots.sort_by(|a, b| (a.c.created_at, &a.c.id).cmp(&(b.c.created_at, &b.c.id)));
 
-        let existing: HashSet<&str> = snap.clusters.iter().map(|c| c.id.as_str()).collect();
-        let mut taken_names: HashSet<String> = snap.clusters.iter().map(|c| c.cluster_name.clone()).collect();
+        let existing: FastSet<&str> = if snap.leases.is_empty() {
+            FastSet::default()
+        } else {
+            snap.clusters.iter().map(|c| c.id.as_str()).collect()
+        };
+        let mut taken_names: FastSet<Cow<'a, str>> =
+            FastSet::with_capacity_and_hasher(snap.clusters.len() + snap.leases.len(), Default::default());
+        taken_names.extend(snap.clusters.iter().map(|c| Cow::Borrowed(c.cluster_name.as_str())));
         let mut orphans = Vec::new();
         let mut wake = eff.next_change.filter(|t| *t > now);
         for lease in &snap.leases {
             if existing.contains(lease.holder.as_str()) {
-                taken_names.insert(lease.name.clone());
+                taken_names.insert(Cow::Borrowed(lease.name.as_str()));
             } else if lease.reserved_at + LEASE_GRACE > now {
-                taken_names.insert(lease.name.clone());
+                taken_names.insert(Cow::Borrowed(lease.name.as_str()));
                 wake = earliest(wake, Some(lease.reserved_at + LEASE_GRACE));
             } else {
                 orphans.push((lease.name.as_str(), lease.holder.as_str()));
@@ -316,7 +347,7 @@ impl<'a> Planner<'a> {
             snap,
             now,
             ids: Suffixes::new(seed),
-            version: version::pool_version(spec),
+            version,
             size,
             running: to_count(eff.running_count).min(size),
             max_size,
@@ -368,7 +399,7 @@ impl<'a> Planner<'a> {
                 b.claimed += 1;
                 continue;
             }
-            if s.c.pool_version.as_deref() != Some(self.version.as_str()) {
+            if s.stale {
                 b.stale.push(i);
             }
             if s.c.is_broken() {
@@ -385,10 +416,10 @@ impl<'a> Planner<'a> {
     }
 
     /// Stored clusters' ids → slot index (keys borrowed from the snapshot, so slots stay mutable).
-    fn stored_index(&self) -> HashMap<&'a str, usize> {
-        let mut index = HashMap::with_capacity(self.slots.len());
+    fn stored_index(&self) -> FastMap<&'a str, usize> {
+        let mut index = FastMap::with_capacity_and_hasher(self.slots.len(), Default::default());
         for (i, slot) in self.slots.iter().enumerate() {
-            if let Cow::Borrowed(c) = slot.c {
+            if let Item::Stored(c) = slot.c {
                 index.insert(c.id.as_str(), i);
             }
         }
@@ -407,10 +438,9 @@ impl<'a> Planner<'a> {
     /// Step 9: claims the claimant released or whose lifetime ran out let go of their clusters.
     fn release_claims(&mut self, deleting_pool: bool) {
         let lifetime = self.snap.pool.spec.claim_lifetime.as_ref();
-        let index = self.stored_index();
         let mut claims: Vec<&Claim> = self.snap.claims.iter().collect();
         claims.sort_by(|a, b| (a.created_at, &a.name).cmp(&(b.created_at, &b.name)));
-        let mut released = BTreeSet::new();
+        let mut releases = Vec::new();
         for claim in claims {
             let expires = claim.expires_at(lifetime);
             let reason = if claim.release_requested_at.is_some() {
@@ -423,6 +453,14 @@ impl<'a> Planner<'a> {
                 self.wake = earliest(self.wake, expires);
                 continue;
             };
+            releases.push((claim, reason));
+        }
+        if releases.is_empty() {
+            return;
+        }
+        let index = self.stored_index();
+        let mut released = BTreeSet::new();
+        for (claim, reason) in releases {
             let cluster = claim.cluster.as_deref().and_then(|id| index.get(id).copied()).map(|i| {
                 let slot = &mut self.slots[i];
                 slot.marked = true;
@@ -489,11 +527,21 @@ impl<'a> Planner<'a> {
         // Adding comes first: a claim waiting for a cluster matters more than cleaning up.
         if drift < 0 && self.capacity() > 0 && names > 0 {
             let n = (drift.unsigned_abs() as usize).min(self.capacity()).min(budget).min(names);
+            let first_new = self.slots.len();
             for _ in 0..n {
                 self.add();
             }
-            // New clusters are the youngest, ordered among themselves by id like every other tie.
-            self.slots.sort_by(|a, b| (a.c.created_at, &a.c.id).cmp(&(b.c.created_at, &b.c.id)));
+            // Keep the slots in age order, ties by id. New clusters are created `now`, normally the youngest of
+            // all, so ordering the new tail is enough; a stored cluster from the future (clock skew) forces a
+            // full sort.
+            let by_age = |a: &Slot<'_>, b: &Slot<'_>| (a.c.created_at, &a.c.id).cmp(&(b.c.created_at, &b.c.id));
+            self.slots[first_new..].sort_by(by_age);
+            let in_order = first_new == 0
+                || first_new == self.slots.len()
+                || by_age(&self.slots[first_new - 1], &self.slots[first_new]).is_lt();
+            if !in_order {
+                self.slots.sort_by(by_age);
+            }
             return true;
         }
         // Broken clusters go even when the pool is at maxSize: they are what keeps it from being useful.
@@ -535,7 +583,7 @@ impl<'a> Planner<'a> {
             None => {
                 let id = loop {
                     let id = format!("{pool}-{}", self.ids.next_suffix());
-                    if !self.taken_names.contains(&id) {
+                    if !self.taken_names.contains(id.as_str()) {
                         break id;
                     }
                 };
@@ -560,15 +608,16 @@ impl<'a> Planner<'a> {
         self.busy += 1;
         let mut cluster = Cluster::new(id, name.clone(), infra_id, self.now);
         cluster.pool_version = Some(self.version.clone());
-        self.taken_names.insert(name);
+        self.taken_names.insert(Cow::Owned(name));
         self.slots.push(Slot {
-            c: Cow::Owned(cluster),
+            c: Item::New(Box::new(cluster)),
             rev: 0,
             claimed: false,
             marked: false,
             deleting: false,
             power: None,
             name_removed: false,
+            stale: false,
         });
     }
 
@@ -629,11 +678,10 @@ impl<'a> Planner<'a> {
     /// included) are kept Running, the rest Hibernating (seed 000). New clusters get theirs at creation.
     fn set_power_states(&mut self) -> Vec<Action> {
         let target = self.running + self.pending.len();
-        let mut kept = 0;
         let mut out = Vec::new();
-        for slot in self.slots.iter_mut().filter(|s| s.unassigned() && !s.c.is_broken()) {
-            let want = if kept < target { DesiredPower::Running } else { DesiredPower::Hibernating };
-            kept += 1;
+        let candidates = self.slots.iter_mut().filter(|s| s.unassigned() && !s.c.is_broken());
+        for (rank, slot) in candidates.enumerate() {
+            let want = if rank < target { DesiredPower::Running } else { DesiredPower::Hibernating };
             if slot.power == Some(want) {
                 continue;
             }
@@ -703,13 +751,13 @@ impl<'a> Planner<'a> {
         let reserved: HashMap<&str, &str> =
             self.reserved.iter().map(|(name, holder)| (holder.as_str(), name.as_str())).collect();
         for slot in &self.slots {
-            if let Cow::Owned(c) = &slot.c {
+            if let Item::New(c) = &slot.c {
                 if let Some(name) = reserved.get(c.id.as_str()) {
                     actions.push(Action::ReserveName { name: name.to_string(), holder: c.id.clone(), at: self.now });
                 }
                 let mut cluster = c.clone();
                 cluster.spec_power_state = slot.power;
-                actions.push(Action::CreateCluster { cluster: Box::new(cluster) });
+                actions.push(Action::CreateCluster { cluster });
             }
         }
         actions.append(&mut self.deletes);

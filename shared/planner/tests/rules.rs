@@ -205,7 +205,8 @@ fn stale_replacement_is_one_at_a_time_only_when_the_pool_is_full_and_nothing_ins
 fn pool_version_is_unchanged_by_size_running_count_timeouts_lifetimes_and_inventory_entries() {
     let base = pool().inventory(&["foo", "bar"]).spec;
     let v = pool_version(&base);
-    let changes: [(&str, fn(&mut PoolSpec)); 8] = [
+    type Change = (&'static str, fn(&mut PoolSpec));
+    let changes: [Change; 8] = [
         ("size", |s| s.size = 9),
         ("runningCount", |s| s.running_count = 3),
         ("maxSize/maxConcurrent", |s| {
@@ -475,4 +476,17 @@ fn an_open_schedule_window_overrides_size_and_running_count() {
     assert_eq!(day.status.active_schedule.as_deref(), Some("workday"));
     assert_eq!(day.powered(Running).len(), 2);
     assert_eq!(day.wake_at, Some(at(17 * 60)));
+}
+
+#[test]
+fn age_order_holds_when_a_stored_cluster_is_newer_than_now() {
+    // A clock running behind: the stored cluster was created "after" now, so the new one is the older.
+    let scenario = given(pool().size(2).running_count(1)).with(cluster("future").created(at(20)).running());
+    let snapshot = scenario.snapshot();
+    let first = plan(&snapshot, at(10), 3);
+    let new_id = first.created()[0].id.clone();
+    assert_eq!(first.powered(Running), [new_id.as_str()]);
+    assert_eq!(first.powered(Hibernating), ["future"]);
+    let again = plan(&apply(&snapshot, &first).unwrap().unwrap(), at(10), 4);
+    assert_eq!(again.writes().count(), 0, "{:?}", again.actions);
 }
