@@ -9,6 +9,35 @@
 //! - [`power`]: the hibernation state machine with seed 002's timeouts, one step at a time.
 //! - [`apply`](mod@apply): the reference meaning of each action, as the store carries it out.
 //! - [`version`]: `poolVersion`, for stale-cluster replacement (seed 003's inventory marker included).
+//!
+//! ```
+//! use apiary_planner::{apply, plan, Action, FakePlatform, Platform, Pool, PoolSpec, PoolStatus, Snapshot};
+//! use chrono::{TimeZone, Utc};
+//!
+//! let now = Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).unwrap();
+//! let mut spec = PoolSpec::new(3, Platform::Fake(FakePlatform::default()));
+//! spec.running_count = 1;
+//! let pool = Pool {
+//!     name: "ci".into(),
+//!     spec,
+//!     status: PoolStatus::default(),
+//!     next_wake_at: None,
+//!     deletion_requested_at: None,
+//!     created_at: now,
+//!     rev: 0,
+//! };
+//! let snapshot = Snapshot { pool, clusters: vec![], claims: vec![], leases: vec![] };
+//!
+//! // An empty pool of size 3: three clusters are created, the oldest kept Running.
+//! let first = plan(&snapshot, now, 7);
+//! let created = first.actions.iter().filter(|a| matches!(a, Action::CreateCluster { .. })).count();
+//! assert_eq!(created, 3);
+//! assert_eq!(first.status.installing, 3);
+//!
+//! // Applied, and planned again with nothing else changed: nothing left to write.
+//! let applied = apply(&snapshot, &first).unwrap().unwrap();
+//! assert_eq!(plan(&applied, now, 8).writes().count(), 0);
+//! ```
 
 pub mod apply;
 pub mod duration;

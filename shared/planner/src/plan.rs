@@ -333,6 +333,8 @@ impl<'a> Planner<'a> {
                 taken_names.insert(Cow::Borrowed(lease.name.as_str()));
                 wake = earliest(wake, Some(lease.reserved_at + LEASE_GRACE));
             } else {
+                // Still held by its lease: reusable under the lease's holder id, never as a free name.
+                taken_names.insert(Cow::Borrowed(lease.name.as_str()));
                 orphans.push((lease.name.as_str(), lease.holder.as_str()));
             }
         }

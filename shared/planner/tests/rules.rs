@@ -490,3 +490,14 @@ fn age_order_holds_when_a_stored_cluster_is_newer_than_now() {
     let again = plan(&apply(&snapshot, &first).unwrap().unwrap(), at(10), 4);
     assert_eq!(again.writes().count(), 0, "{:?}", again.actions);
 }
+
+#[test]
+fn an_orphaned_lease_is_reused_once_and_never_also_handed_out_as_a_free_name() {
+    let plan = given(pool().size(2).inventory(&["foo", "bar"])).with(lease("foo", "foo-zzzzz", at(0))).plan_at(at(10));
+    let mut made: Vec<_> = plan.created().iter().map(|c| (c.cluster_name.clone(), c.id.clone())).collect();
+    made.sort();
+    assert_eq!(made.len(), 2);
+    assert_eq!(made[1], ("foo".to_string(), "foo-zzzzz".to_string()));
+    assert_eq!(made[0].0, "bar");
+    assert_eq!(plan.reserved(), ["bar"]);
+}
