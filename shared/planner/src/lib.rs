@@ -39,6 +39,7 @@
 //! assert_eq!(plan(&applied, now, 8).writes().count(), 0);
 //! ```
 
+pub mod adaptive;
 pub mod apply;
 pub mod duration;
 mod hash;
@@ -50,6 +51,7 @@ pub mod schedule;
 pub mod validate;
 pub mod version;
 
+pub use adaptive::{AdaptiveRunningCount, Demand};
 pub use apply::{apply, Conflict};
 pub use duration::GoDuration;
 pub use model::*;

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::adaptive::{AdaptiveRunningCount, Demand};
 use crate::duration::GoDuration;
 
 /// A point in time. The planner never reads the clock: every `now` is an argument.
@@ -58,6 +59,9 @@ pub struct PoolSpec {
     /// Time windows that override size and runningCount.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<Schedule>,
+    /// Set the running count from measured demand; `runningCount` (or a schedule's) is then the floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive_running_count: Option<AdaptiveRunningCount>,
 }
 
 impl PoolSpec {
@@ -77,6 +81,7 @@ impl PoolSpec {
             labels: BTreeMap::new(),
             platform,
             schedules: Vec::new(),
+            adaptive_running_count: None,
         }
     }
 
@@ -495,6 +500,9 @@ pub struct Cluster {
     /// When the cluster last became Running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_since: Option<Timestamp>,
+    /// How long the last resume took, from start to Running; the adaptive running count learns from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_resume_seconds: Option<u32>,
     /// When a power transition timed out (seed 002): the cluster is broken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken_at: Option<Timestamp>,
@@ -534,6 +542,7 @@ impl Cluster {
             power_state: None,
             transition_started_at: None,
             running_since: None,
+            last_resume_seconds: None,
             broken_at: None,
             conditions: Vec::new(),
             marked_for_deletion: false,
@@ -638,7 +647,7 @@ pub struct NameLease {
 }
 
 /// The pool's observed state (`POOL` item status).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolStatus {
     /// The poolVersion of the current spec.
@@ -674,6 +683,9 @@ pub struct PoolStatus {
     /// Claims waiting for a cluster.
     #[serde(default)]
     pub pending_claims: u32,
+    /// The claim arrival-rate estimate of the adaptive running count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Demand>,
     /// The open schedule window, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_schedule: Option<String>,

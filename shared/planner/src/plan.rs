@@ -259,6 +259,8 @@ struct Planner<'a> {
     max_size: Option<usize>,
     max_concurrent: Option<usize>,
     active_schedule: Option<String>,
+    /// The adaptive running count's rate estimate, to store in the status.
+    demand: Option<crate::adaptive::Demand>,
     slots: Vec<Slot<'a>>,
     /// Clusters installing or deleting: what maxConcurrent bounds.
     busy: usize,
@@ -344,6 +346,19 @@ impl<'a> Planner<'a> {
             snap.claims.iter().filter(|c| c.cluster.is_none()).map(|c| (c, c.rev)).collect();
         pending.sort_by(|a, b| (a.0.created_at, &a.0.name).cmp(&(b.0.created_at, &b.0.name)));
 
+        // Adaptive running count: demand sets the spares, runningCount (or the open schedule's) is the floor.
+        // Running spares never outnumber the pool: at most size, and at most maxSize.
+        let running_cap = max_size.map_or(size, |m| m.min(size));
+        let mut running = to_count(eff.running_count).min(running_cap);
+        let mut demand = None;
+        if let Some(adaptive) = &spec.adaptive_running_count {
+            let status = snap.pool.status.demand.as_ref();
+            let decision = adaptive.decide(status, &snap.claims, &snap.clusters, now, running_cap);
+            running = running.max(decision.running);
+            wake = earliest(wake, decision.next_drop);
+            demand = Some(decision.demand);
+        }
+
         let busy = slots.iter().filter(|s| s.deleting || s.installing()).count();
         Self {
             snap,
@@ -351,10 +366,11 @@ impl<'a> Planner<'a> {
             ids: Suffixes::new(seed),
             version,
             size,
-            running: to_count(eff.running_count).min(size),
+            running,
             max_size,
             max_concurrent: spec.max_concurrent.map(to_count),
             active_schedule: eff.active,
+            demand,
             slots,
             busy,
             pending,
@@ -821,6 +837,7 @@ impl<'a> Planner<'a> {
             deleting: count(b.deleting + b.marked.len()),
             pending_claims: count(self.pending.len()),
             active_schedule: self.active_schedule.clone(),
+            demand: self.demand.clone(),
             conditions,
         }
     }

@@ -251,11 +251,14 @@ fn enter(c: &mut Cluster, state: PowerState, message: &str, now: Timestamp) {
     let hibernating_message = if state.is_stopping() { message } else { "" };
     set_condition(&mut c.conditions, condition::HIBERNATING, hibernating.0, hibernating.1, hibernating_message, now);
     set_condition(&mut c.conditions, condition::READY, ready.0, ready.1, ready_message, now);
-    if matches!(state, PowerState::Running | PowerState::Hibernating) {
-        c.transition_started_at = None;
-    }
     if state == PowerState::Running && c.power_state != Some(PowerState::Running) {
         c.running_since = Some(now);
+        if let Some(started) = c.transition_started_at {
+            c.last_resume_seconds = u32::try_from((now - started).num_seconds().max(0)).ok();
+        }
+    }
+    if matches!(state, PowerState::Running | PowerState::Hibernating) {
+        c.transition_started_at = None;
     }
     c.power_state = Some(state);
 }

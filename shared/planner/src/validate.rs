@@ -145,6 +145,22 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         }
     }
 
+    if let Some(adaptive) = &spec.adaptive_running_count {
+        match (adaptive.instant_share, &adaptive.wait_p95) {
+            (Some(_), Some(_)) | (None, None) => e(
+                "adaptiveRunningCount",
+                "set exactly one target: instantShare (e.g. 0.95) or waitP95 (e.g. 1m)".into(),
+            ),
+            (Some(share), None) if !(share > 0.0 && share < 1.0) => {
+                e("adaptiveRunningCount.instantShare", format!("must be between 0 and 1 (exclusive), got {share}"))
+            }
+            (None, Some(wait)) => positive_duration(&mut e, "adaptiveRunningCount.waitP95", Some(wait)),
+            _ => {}
+        }
+        positive_duration(&mut e, "adaptiveRunningCount.window", adaptive.window.as_ref());
+        positive_duration(&mut e, "adaptiveRunningCount.resumeEstimate", adaptive.resume_estimate.as_ref());
+    }
+
     for (i, schedule) in spec.schedules.iter().enumerate() {
         let at = |f: &str| format!("schedules[{i}].{f}");
         if let Err(why) = crate::schedule::parse_cron(&schedule.cron) {

@@ -54,6 +54,7 @@ struct Gen {
     lifetime: bool,
     timeouts: bool,
     deleting_pool: bool,
+    adaptive: bool,
     clusters: Vec<(Kind, i64, bool, bool)>,
     pending: Vec<i64>,
     orphan_leases: Vec<(usize, i64)>,
@@ -64,7 +65,14 @@ struct Gen {
 fn gen() -> impl Strategy<Value = Gen> {
     (
         (0i64..8, 0i64..10, proptest::option::of(0i64..14), proptest::option::of(1i64..5)),
-        (proptest::option::of(1usize..8), any::<bool>(), any::<bool>(), any::<bool>(), prop::bool::weighted(0.1)),
+        (
+            proptest::option::of(1usize..8),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            prop::bool::weighted(0.1),
+            any::<bool>(),
+        ),
         proptest::collection::vec((kind(), 0i64..100, any::<bool>(), prop::bool::weighted(0.2)), 0..14),
         proptest::collection::vec(0i64..120, 0..6),
         proptest::collection::vec((0usize..8, 0i64..120), 0..3),
@@ -73,7 +81,7 @@ fn gen() -> impl Strategy<Value = Gen> {
         .prop_map(
             |(
                 (size, running, max_size, max_concurrent),
-                (inventory, ha, lt, to, del),
+                (inventory, ha, lt, to, del, adaptive),
                 clusters,
                 pending,
                 orphans,
@@ -88,6 +96,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 lifetime: lt,
                 timeouts: to,
                 deleting_pool: del,
+                adaptive,
                 clusters,
                 pending,
                 orphan_leases: orphans,
@@ -120,6 +129,9 @@ fn snapshot(g: &Gen) -> Snapshot {
     }
     if g.deleting_pool {
         p = p.deleting();
+    }
+    if g.adaptive {
+        p = p.adaptive(0.9, "5m");
     }
     let mut s = given(p);
     let mut used_names = HashSet::new();

@@ -73,6 +73,16 @@ impl PoolBuilder {
         self.deleting = true;
         self
     }
+    /// Adaptive running count serving `share` of claims at once, assuming resumes take `resume`.
+    pub fn adaptive(mut self, share: f64, resume: &str) -> Self {
+        self.spec.adaptive_running_count = Some(AdaptiveRunningCount {
+            instant_share: Some(share),
+            wait_p95: None,
+            window: None,
+            resume_estimate: Some(GoDuration::new(resume)),
+        });
+        self
+    }
 }
 
 pub struct ClusterBuilder {

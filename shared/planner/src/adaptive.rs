@@ -1,0 +1,210 @@
+//! Adaptive running count: the number of Running spares, set from the recent claim arrival rate and the measured
+//! resume time, to meet the operator's target (share of claims served at once, or claim wait p95).
+//!
+//! The model: a claim that takes a spare makes the planner resume the oldest standby cluster, which is Running
+//! again after the resume time `T`. Spares in flight are then an M/G/∞ queue: with claims arriving at rate `λ`,
+//! the number taken within the last `T` is Poisson(`λT`), and a claim finds a Running spare when fewer than `R`
+//! were taken. So `R` is the smallest count with `P(N ≤ R − 1) ≥ share`. For a wait-p95 target `W`, a claim
+//! waits longer than `W` only if `R` or more were taken in the last `T − W`: the same rule with `λ(T − W)` at 95%.
+//! Demand below one claim per window is sporadic and gets no spare: such claims wait one resume.
+//!
+//! The rate is an exponentially weighted count of arrivals (time constant `window`), kept in the pool's status as
+//! its value at one instant. It is rewritten only when new claims are seen; at any other time it is derived by
+//! decay, so planning is pure and re-planning the same state writes nothing. The next time the decaying rate
+//! lowers `R` is solved exactly and becomes a wake-up.
+
+use chrono::TimeDelta;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::GoDuration;
+use crate::model::{Claim, Cluster, Timestamp};
+
+/// Default time constant of the arrival-rate estimate.
+pub const DEFAULT_WINDOW: TimeDelta = TimeDelta::minutes(30);
+/// Resume time assumed until one is measured.
+pub const DEFAULT_RESUME: TimeDelta = TimeDelta::minutes(5);
+/// Below this rate (claims per hour) demand is treated as none.
+const NEGLIGIBLE_RATE: f64 = 1e-3;
+
+/// The pool spec option (`adaptiveRunningCount`). Exactly one target is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdaptiveRunningCount {
+    /// Share of claims to serve with a Running cluster at once, in (0, 1), e.g. 0.95.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instant_share: Option<f64>,
+    /// Claim wait p95 to stay under, e.g. `1m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_p95: Option<GoDuration>,
+    /// Time constant of the arrival-rate estimate: how far back "recent" reaches. Default 30m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<GoDuration>,
+    /// Resume time to assume until the pool has measured one. Default 5m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_estimate: Option<GoDuration>,
+}
+
+/// The arrival-rate estimate kept in the pool's status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Demand {
+    /// Estimated claims per hour at `at`.
+    pub claims_per_hour: f64,
+    /// When the estimate was last updated.
+    pub at: Timestamp,
+    /// Claims created up to here are counted in the estimate.
+    pub counted_until: Timestamp,
+    /// The claims created exactly at `counted_until` that are counted (a parallel burst shares one instant).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counted_at_edge: Vec<String>,
+}
+
+/// What the adaptive option decides at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Running spares wanted (before clamping to size).
+    pub running: usize,
+    /// The estimate to store: a new one when claims were counted, else the stored one.
+    pub demand: Demand,
+    /// The arrival rate now, claims per hour.
+    pub rate: f64,
+    /// The resume time used.
+    pub resume: TimeDelta,
+    /// When the decaying rate next lowers `running`, if it will.
+    pub next_drop: Option<Timestamp>,
+}
+
+impl AdaptiveRunningCount {
+    fn window(&self) -> TimeDelta {
+        self.window.as_ref().and_then(GoDuration::get).filter(|w| *w > TimeDelta::zero()).unwrap_or(DEFAULT_WINDOW)
+    }
+
+    /// Decides the running count at `now` from the stored estimate, the claims and the clusters' resume times.
+    /// `cap` bounds the answer (the pool's size).
+    pub fn decide(
+        &self,
+        stored: Option<&Demand>,
+        claims: &[Claim],
+        clusters: &[Cluster],
+        now: Timestamp,
+        cap: usize,
+    ) -> Decision {
+        let window = self.window();
+        let tau_h = hours(window);
+        let demand = update(stored, claims, now, window);
+        let rate = decayed(&demand, now, tau_h);
+        let resume = measured_resume(clusters)
+            .or_else(|| self.resume_estimate.as_ref().and_then(GoDuration::get))
+            .unwrap_or(DEFAULT_RESUME);
+        let running = self.running_for(rate, resume, cap);
+        let next_drop = if running == 0 || rate < NEGLIGIBLE_RATE {
+            None
+        } else {
+            // The largest rate that asks for fewer spares, by bisection (the count only grows with the rate).
+            let (mut lo, mut hi) = (0.0_f64, rate);
+            for _ in 0..40 {
+                let mid = (lo + hi) / 2.0;
+                if self.running_for(mid, resume, cap) < running {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            // rate · e^(−t/τ) = lo  ⇒  t = τ · ln(rate / lo); nudged past the crossing so the drop has happened.
+            (lo > 0.0).then(|| {
+                let secs = tau_h * 3600.0 * (rate / lo).ln() + 1.0;
+                now + TimeDelta::milliseconds((secs * 1000.0).ceil() as i64)
+            })
+        };
+        Decision { running, demand, rate, resume, next_drop }
+    }
+
+    /// The spares needed at `rate` claims per hour with resumes taking `resume`, at most `cap`.
+    pub fn running_for(&self, rate: f64, resume: TimeDelta, cap: usize) -> usize {
+        let (exposure, share) = match (self.instant_share, self.wait_p95.as_ref().and_then(GoDuration::get)) {
+            (Some(share), _) => (resume, share),
+            (None, Some(wait)) => ((resume - wait).max(TimeDelta::zero()), 0.95),
+            (None, None) => return 0,
+        };
+        // Sporadic demand (less than one claim expected per window) gets no spare: keeping one Running until
+        // the next claim costs more than that claim's one resume of waiting.
+        if rate * hours(self.window()) < 1.0 {
+            return 0;
+        }
+        let mu = rate * hours(exposure);
+        if mu <= 0.0 || share <= 0.0 {
+            return 0;
+        }
+        // Smallest R with P(N ≤ R − 1) ≥ share, N ~ Poisson(mu).
+        let mut p = (-mu).exp();
+        let mut cdf = 0.0;
+        for r in 1..=cap {
+            cdf += p; // P(N ≤ r − 1)
+            if cdf >= share {
+                return r;
+            }
+            p *= mu / r as f64;
+        }
+        cap
+    }
+}
+
+fn hours(d: TimeDelta) -> f64 {
+    d.num_milliseconds() as f64 / 3_600_000.0
+}
+
+/// The stored estimate decayed to `now`.
+fn decayed(d: &Demand, now: Timestamp, tau_h: f64) -> f64 {
+    let age_h = hours((now - d.at).max(TimeDelta::zero()));
+    d.claims_per_hour * (-age_h / tau_h).exp()
+}
+
+/// Adds the claims not counted yet to the estimate. Unchanged when there are none.
+///
+/// A claim is new when it was created after `counted_until`, or exactly then and is not among the names
+/// counted at that instant. (A claim that becomes visible only after a later one was counted is missed: the
+/// estimate runs a little low, never double counts.)
+fn update(stored: Option<&Demand>, claims: &[Claim], now: Timestamp, window: TimeDelta) -> Demand {
+    let tau_h = hours(window);
+    // Enabling the option counts the claims still in the table from the last few windows.
+    let since = stored.map_or(now - window * 4, |d| d.counted_until);
+    let edge: &[String] = stored.map_or(&[], |d| &d.counted_at_edge);
+    let mut fresh: Vec<(Timestamp, &str)> = claims
+        .iter()
+        .filter(|c| c.created_at > since || (c.created_at == since && !edge.iter().any(|n| *n == c.name)))
+        .map(|c| (c.created_at, c.name.as_str()))
+        .collect();
+    if fresh.is_empty() {
+        return stored.cloned().unwrap_or(Demand {
+            claims_per_hour: 0.0,
+            at: now,
+            counted_until: since,
+            counted_at_edge: Vec::new(),
+        });
+    }
+    fresh.sort();
+    let mut rate = stored.map_or(0.0, |d| decayed(d, now, tau_h));
+    for (t, _) in &fresh {
+        let age_h = hours((now - *t).max(TimeDelta::zero()));
+        rate += (-age_h / tau_h).exp() / tau_h;
+    }
+    let counted_until = fresh.last().map_or(since, |(t, _)| *t);
+    let mut counted_at_edge: Vec<String> =
+        fresh.iter().filter(|(t, _)| *t == counted_until).map(|(_, n)| n.to_string()).collect();
+    if counted_until == since {
+        counted_at_edge.extend(edge.iter().cloned());
+        counted_at_edge.sort();
+    }
+    Demand { claims_per_hour: rate, at: now, counted_until, counted_at_edge }
+}
+
+/// The median of the clusters' last measured resume times.
+fn measured_resume(clusters: &[Cluster]) -> Option<TimeDelta> {
+    let mut secs: Vec<u32> = clusters.iter().filter_map(|c| c.last_resume_seconds).collect();
+    if secs.is_empty() {
+        return None;
+    }
+    let mid = secs.len() / 2;
+    let (_, median, _) = secs.select_nth_unstable(mid);
+    Some(TimeDelta::seconds(i64::from(*median)))
+}
