@@ -28,6 +28,12 @@ impl std::error::Error for Conflict {}
 /// Applies `plan` to `snapshot`. `Ok(None)` when the plan deleted the pool.
 pub fn apply(snapshot: &Snapshot, plan: &Plan) -> Result<Option<Snapshot>, Conflict> {
     let mut s = snapshot.clone();
+    Ok(apply_mut(&mut s, plan)?.then_some(s))
+}
+
+/// Applies `plan` to `s` in place; `Ok(false)` when the plan deleted the pool. On a conflict, the actions before
+/// the failed one have been applied (as they would have been in the table).
+pub fn apply_mut(s: &mut Snapshot, plan: &Plan) -> Result<bool, Conflict> {
     for (i, action) in plan.actions.iter().enumerate() {
         let conflict = |what: String| Conflict { action: i, what };
         match action {
@@ -127,10 +133,10 @@ pub fn apply(snapshot: &Snapshot, plan: &Plan) -> Result<Option<Snapshot>, Confl
                 if s.pool.rev != *expected_rev {
                     return Err(conflict(format!("pool not at rev {expected_rev}")));
                 }
-                return Ok(None);
+                return Ok(false);
             }
             Action::Deprovision { .. } | Action::CheckPower { .. } => {}
         }
     }
-    Ok(Some(s))
+    Ok(true)
 }

@@ -52,7 +52,7 @@ pub mod validate;
 pub mod version;
 
 pub use adaptive::{AdaptiveRunningCount, Demand};
-pub use apply::{apply, Conflict};
+pub use apply::{apply, apply_mut, Conflict};
 pub use duration::GoDuration;
 pub use model::*;
 pub use plan::{plan, Action, DeleteReason, Plan, ReleaseReason};

@@ -20,8 +20,11 @@ use crate::model::{
     condition, reason, set_condition, Cluster, ConditionStatus, DesiredPower, PowerState, PowerTimeouts, Timestamp,
 };
 
-/// How often a transition under way is looked at.
+/// How often a power transition under way is looked at: a claim may be waiting for it.
 pub const POLL: TimeDelta = TimeDelta::seconds(15);
+/// How often an install under way is looked at: installs take tens of minutes, and a minute's delay in noticing
+/// one finished costs no claim a resume's worth of waiting, while a 15-second poll would cost four times the calls.
+pub const INSTALL_POLL: TimeDelta = TimeDelta::minutes(1);
 /// Shortest wait before retrying a failed actuator call.
 pub const MIN_BACKOFF: TimeDelta = TimeDelta::seconds(15);
 /// Longest wait before retrying a failed actuator call (SQS delays stop at 15 minutes).
@@ -134,7 +137,7 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp) {
         }
         Report::Machines { total: 0, .. } => {
             out.call = Some(ActuatorCall::Provision);
-            out.recheck_after = Some(POLL);
+            out.recheck_after = Some(INSTALL_POLL);
         }
         Report::CallFailed { message } => {
             c.provision_stopped = true;
@@ -147,7 +150,7 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp) {
                 now,
             );
         }
-        Report::Machines { .. } | Report::Nodes { .. } | Report::CallAccepted => out.recheck_after = Some(POLL),
+        Report::Machines { .. } | Report::Nodes { .. } | Report::CallAccepted => out.recheck_after = Some(INSTALL_POLL),
     }
 }
 

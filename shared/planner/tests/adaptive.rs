@@ -36,7 +36,8 @@ fn the_rate_estimate_follows_a_steady_arrival_rate() {
 #[test]
 fn the_running_count_comes_from_the_poisson_model() {
     let a = AdaptiveRunningCount { instant_share: Some(0.95), wait_p95: None, window: None, resume_estimate: None };
-    // 12 claims/h, 5-minute resumes: mu = 1. P(N ≤ 2) = 0.920, P(N ≤ 3) = 0.981 → 4 spares.
+    // 12 claims/h planned as 12 + √(12 / 2τ) = 15.5/h; 5-minute resumes: mu = 1.29.
+    // P(N ≤ 2) = 0.860, P(N ≤ 3) = 0.958 → 4 spares.
     assert_eq!(a.running_for(12.0, TimeDelta::minutes(5), 100), 4);
     assert_eq!(a.running_for(0.0, TimeDelta::minutes(5), 100), 0);
     // Slower resumes need more spares.

@@ -191,6 +191,8 @@ fn installation_provisions_once_no_machine_exists_and_completes_running() {
     assert_eq!(probe(&c), Some(Probe::MachinesRunning));
     let s = step(&c, &Report::Machines { not_ready: 0, total: 0 }, at(0), PowerTimeouts::default());
     assert_eq!(s.call, Some(ActuatorCall::Provision));
+    let s = step(&s.cluster, &Report::CallAccepted, at(0), PowerTimeouts::default());
+    assert_eq!(s.recheck_after, Some(apiary_planner::power::INSTALL_POLL), "installs are polled gently");
     let s = step(&c, &Report::Machines { not_ready: 0, total: 3 }, at(30), PowerTimeouts::default());
     assert_eq!(s.cluster.installed_at, Some(at(30)));
     assert_eq!(s.cluster.power_state, Some(PowerState::Running));

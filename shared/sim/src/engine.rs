@@ -1,0 +1,566 @@
+//! The event loop: one pool, driven by the real planner and the real power state machine, on a simulated clock
+//! and a simulated platform.
+//!
+//! It stands in for the Lambda functions exactly where they would act: a claim arriving or being released, a
+//! machine finishing a transition, a power re-check coming due, or the pool's own wake-up time all lead to
+//! `plan` + `apply` (the reconcile) or to `power::probe` + `power::step` (the power function). Time moves from
+//! event to event; nothing waits. The same trace, platform and seed give the same report.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+
+use chrono::TimeDelta;
+
+use apiary_planner::power::{self, ActuatorCall, Probe, Report};
+use apiary_planner::{apply_mut, plan, Action, Claim, Pool, PoolSpec, PoolStatus, PowerState, Snapshot, Timestamp};
+
+use crate::report::{Calls, Outcome, Sample};
+use crate::rng::Rng;
+use crate::trace::Trace;
+
+/// A duration drawn from a log-normal distribution.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Median.
+    pub median: TimeDelta,
+    /// Log-normal shape; 0 always gives the median.
+    pub sigma: f64,
+}
+
+impl Spread {
+    /// A spread around `minutes`.
+    pub fn minutes(minutes: f64, sigma: f64) -> Self {
+        Self { median: TimeDelta::milliseconds((minutes * 60_000.0) as i64), sigma }
+    }
+
+    fn draw(&self, rng: &mut Rng) -> TimeDelta {
+        let ms = rng.lognormal(self.median.num_milliseconds() as f64, self.sigma);
+        TimeDelta::milliseconds(ms.max(1000.0) as i64)
+    }
+
+    /// The value `z` standard deviations above the median (z = 2.33: the 99th percentile).
+    pub fn quantile(&self, z: f64) -> TimeDelta {
+        TimeDelta::milliseconds((self.median.num_milliseconds() as f64 * (self.sigma * z).exp()) as i64)
+    }
+}
+
+/// How the simulated cloud behaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Platform {
+    /// Machines per cluster.
+    pub machines: u32,
+    /// Time to install a cluster.
+    pub install: Spread,
+    /// Time from start to Running.
+    pub resume: Spread,
+    /// Time from stop to stopped.
+    pub stop: Spread,
+    /// Time to terminate a cluster's machines.
+    pub delete: Spread,
+    /// Probability an install fails.
+    pub install_failure: f64,
+    /// Probability a resume never completes (caught by the pool's resume timeout).
+    pub resume_failure: f64,
+}
+
+impl Default for Platform {
+    /// An OpenShift-like cluster: ~40 minutes to install, 2–5 minutes to resume (seed 000), 1% of resumes stuck.
+    fn default() -> Self {
+        Self {
+            machines: 3,
+            install: Spread::minutes(40.0, 0.15),
+            resume: Spread::minutes(3.5, 0.3),
+            stop: Spread::minutes(2.0, 0.2),
+            delete: Spread::minutes(5.0, 0.2),
+            install_failure: 0.0,
+            resume_failure: 0.01,
+        }
+    }
+}
+
+/// What a cluster-hour costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Costs {
+    /// $ per hour with machines running (installing, resuming, Running, stopping).
+    pub running_per_hour: f64,
+    /// $ per hour hibernated (disks only).
+    pub hibernated_per_hour: f64,
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Self { running_per_hour: 1.5, hibernated_per_hour: 0.1 }
+    }
+}
+
+/// One simulation's inputs.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Name of the policy, for the report.
+    pub policy: String,
+    /// The pool spec (its platform is ignored: machines are simulated).
+    pub spec: PoolSpec,
+    /// runningCount changes over time (the oracle's foresight), from the trace's start.
+    pub running_changes: Vec<(TimeDelta, i64)>,
+    /// The cloud.
+    pub platform: Platform,
+    /// Prices.
+    pub costs: Costs,
+    /// Seed for every draw.
+    pub seed: u64,
+    /// How often the picture samples the pool.
+    pub sample_every: TimeDelta,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Machines {
+    /// Not provisioned yet.
+    Absent,
+    Installing(Timestamp),
+    Running,
+    /// Starting; `None` never finishes (a stuck resume).
+    Starting(Option<Timestamp>),
+    Stopping(Timestamp),
+    Stopped,
+    Terminating,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Arrival(usize),
+    SetRunning(i64),
+    Release(String),
+    MachinesDone(String, Timestamp),
+    PowerCheck(String),
+    Deprovisioned(String),
+    Wake,
+}
+
+/// A running simulation.
+pub struct Simulation<'t> {
+    trace: &'t Trace,
+    setup: Setup,
+    snap: Snapshot,
+    machines: HashMap<String, Machines>,
+    events: BinaryHeap<Reverse<(Timestamp, u64, Event)>>,
+    seq: u64,
+    rng: Rng,
+    plan_seed: u64,
+    holds: HashMap<String, TimeDelta>,
+    power_due: HashMap<String, Timestamp>,
+    wakes: BTreeSet<Timestamp>,
+    deprovisioning: HashSet<String>,
+    /// Where each cluster sits in `snap.clusters`; checked on use and rebuilt when stale.
+    index: HashMap<String, usize>,
+    // what is measured
+    /// Clusters by what their machines do (spare running, installing, hibernated, claimed), as of the last event.
+    counts: (usize, usize, usize, usize),
+    /// Something changed since `counts` was taken.
+    dirty: bool,
+    now: Timestamp,
+    next_sample: Timestamp,
+    samples: Vec<Sample>,
+    waits: Vec<(Timestamp, TimeDelta)>,
+    spare_running_h: f64,
+    installing_h: f64,
+    hibernated_h: f64,
+    claimed_h: f64,
+    installs: usize,
+    broken: usize,
+    calls: Calls,
+    writes: usize,
+    reconciles: usize,
+}
+
+impl<'t> Simulation<'t> {
+    /// A simulation of `trace` under `setup`.
+    pub fn new(trace: &'t Trace, setup: Setup) -> Self {
+        let start = trace.start;
+        let pool = Pool {
+            name: "sim".into(),
+            spec: setup.spec.clone(),
+            status: PoolStatus::default(),
+            next_wake_at: None,
+            deletion_requested_at: None,
+            created_at: start,
+            rev: 0,
+        };
+        let rng = Rng::new(setup.seed);
+        Self {
+            trace,
+            snap: Snapshot { pool, clusters: Vec::new(), claims: Vec::new(), leases: Vec::new() },
+            machines: HashMap::new(),
+            events: BinaryHeap::new(),
+            seq: 0,
+            rng,
+            plan_seed: setup.seed,
+            holds: HashMap::new(),
+            power_due: HashMap::new(),
+            wakes: BTreeSet::new(),
+            deprovisioning: HashSet::new(),
+            index: HashMap::new(),
+            counts: (0, 0, 0, 0),
+            dirty: false,
+            now: start,
+            next_sample: start,
+            samples: Vec::new(),
+            waits: Vec::new(),
+            spare_running_h: 0.0,
+            installing_h: 0.0,
+            hibernated_h: 0.0,
+            claimed_h: 0.0,
+            installs: 0,
+            broken: 0,
+            calls: Calls::default(),
+            writes: 0,
+            reconciles: 0,
+            setup,
+        }
+    }
+
+    fn at(&mut self, t: Timestamp, e: Event) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, e)));
+    }
+
+    /// Runs the whole period and reports.
+    pub fn run(mut self) -> Outcome {
+        let start = self.trace.start;
+        let end = start + self.trace.length;
+        for (i, a) in self.trace.arrivals.iter().enumerate() {
+            self.at(start + a.at, Event::Arrival(i));
+        }
+        for (offset, n) in self.setup.running_changes.clone() {
+            self.at(start + offset, Event::SetRunning(n));
+        }
+        self.at(start, Event::Wake);
+        while let Some(Reverse((t, _, _))) = self.events.peek() {
+            let now = *t;
+            if now > end {
+                break;
+            }
+            self.advance(now);
+            let mut reconcile = false;
+            while let Some(Reverse((t, _, _))) = self.events.peek() {
+                if *t != now {
+                    break;
+                }
+                let Some(Reverse((_, _, event))) = self.events.pop() else { break };
+                reconcile |= self.handle(event, now);
+            }
+            if reconcile {
+                self.reconcile(now);
+            }
+            if self.dirty {
+                self.counts = self.count();
+                self.dirty = false;
+            }
+        }
+        self.advance(end);
+        self.finish(end)
+    }
+
+    /// Handles one event; true when the pool needs a reconcile.
+    fn handle(&mut self, event: Event, now: Timestamp) -> bool {
+        match event {
+            Event::Arrival(i) => {
+                let name = format!("k{i:05}");
+                self.holds.insert(name.clone(), self.trace.arrivals[i].hold);
+                self.snap.claims.push(Claim::new(name, "sim", now));
+                true
+            }
+            Event::SetRunning(n) => {
+                self.snap.pool.spec.running_count = n;
+                self.snap.pool.rev += 1;
+                true
+            }
+            Event::Release(name) => {
+                if let Some(claim) = self.snap.claims.iter_mut().find(|c| c.name == name) {
+                    claim.release_requested_at = Some(now);
+                    claim.rev += 1;
+                }
+                true
+            }
+            Event::MachinesDone(id, when) => {
+                let next = match self.machines.get(&id) {
+                    Some(Machines::Installing(t)) | Some(Machines::Starting(Some(t))) if *t == when => {
+                        Some(Machines::Running)
+                    }
+                    Some(Machines::Stopping(t)) if *t == when => Some(Machines::Stopped),
+                    _ => None,
+                };
+                match next {
+                    Some(state) => {
+                        self.machines.insert(id.clone(), state);
+                        self.dirty = true;
+                        self.drive(&id, now)
+                    }
+                    None => false,
+                }
+            }
+            Event::PowerCheck(id) => {
+                if self.power_due.get(&id) == Some(&now) {
+                    self.power_due.remove(&id);
+                }
+                self.drive(&id, now)
+            }
+            Event::Deprovisioned(id) => {
+                self.snap.clusters.retain(|c| c.id != id);
+                self.snap.leases.retain(|l| l.holder != id);
+                self.machines.remove(&id);
+                self.deprovisioning.remove(&id);
+                self.power_due.remove(&id);
+                self.dirty = true;
+                true
+            }
+            Event::Wake => {
+                self.wakes.remove(&now);
+                true
+            }
+        }
+    }
+
+    /// The reconcile function: plan, apply, carry out.
+    fn reconcile(&mut self, now: Timestamp) {
+        self.plan_seed = self.plan_seed.wrapping_add(1);
+        let plan = plan(&self.snap, now, self.plan_seed);
+        self.reconciles += 1;
+        self.writes += plan.writes().count();
+        for action in &plan.actions {
+            if let Action::AssignClaim { claim, at, .. } = action {
+                if let Some(c) = self.snap.claims.iter().find(|c| &c.name == claim) {
+                    self.waits.push((c.created_at, *at - c.created_at));
+                }
+                let hold = self.holds.get(claim).copied().unwrap_or_default();
+                self.at(*at + hold, Event::Release(claim.clone()));
+            }
+        }
+        self.dirty = true;
+        // A single writer never loses a condition; a conflict here is a planner bug, and the next event re-plans.
+        if apply_mut(&mut self.snap, &plan).is_err() {
+            return;
+        }
+        let mut drive = Vec::new();
+        for action in plan.actions {
+            match action {
+                Action::CreateCluster { cluster } => {
+                    self.installs += 1;
+                    self.machines.insert(cluster.id.clone(), Machines::Absent);
+                    drive.push(cluster.id);
+                }
+                Action::SetPowerState { cluster, .. }
+                | Action::AssignClaim { cluster, .. }
+                | Action::CheckPower { cluster } => drive.push(cluster),
+                Action::Deprovision { cluster } => {
+                    if self.deprovisioning.insert(cluster.clone()) {
+                        self.calls.deprovision += 1;
+                        self.machines.insert(cluster.clone(), Machines::Terminating);
+                        let d = self.setup.platform.delete.draw(&mut self.rng);
+                        self.at(now + d, Event::Deprovisioned(cluster));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut again = false;
+        for id in drive {
+            again |= self.drive(&id, now);
+        }
+        if again {
+            self.wake(now);
+        }
+        if let Some(t) = plan.wake_at {
+            self.wake(t);
+        }
+    }
+
+    fn wake(&mut self, t: Timestamp) {
+        if self.wakes.insert(t) {
+            self.at(t, Event::Wake);
+        }
+    }
+
+    /// The power function for one cluster; true when it reached a state the pool acts on.
+    fn drive(&mut self, id: &str, now: Timestamp) -> bool {
+        let timeouts = self.snap.pool.spec.power_timeouts();
+        let mut notable = false;
+        for _ in 0..4 {
+            let Some(idx) = self.position(id) else { return notable };
+            let Some(probe) = power::probe(&self.snap.clusters[idx]) else { return notable };
+            let report = self.report(id, probe);
+            let before = &self.snap.clusters[idx];
+            let mut step = power::step(before, &report, now, timeouts);
+            if let Some(call) = step.call {
+                let outcome = self.call(id, call, now);
+                let changed = step.changed;
+                step = power::step(&step.cluster, &outcome, now, timeouts);
+                step.changed |= changed;
+            }
+            let before = &self.snap.clusters[idx];
+            let mut after = step.cluster;
+            if step.changed {
+                self.dirty = true;
+                after.rev = before.rev + 1;
+                self.writes += 1;
+                let settled = matches!(after.power_state, Some(PowerState::Running | PowerState::Hibernating));
+                if (settled && after.power_state != before.power_state)
+                    || after.installed_at != before.installed_at
+                    || after.is_broken() != before.is_broken()
+                {
+                    notable = true;
+                }
+                if after.is_broken() && !before.is_broken() {
+                    self.broken += 1;
+                }
+                self.snap.clusters[idx] = after;
+            }
+            match step.recheck_after {
+                Some(d) if d <= TimeDelta::zero() => continue,
+                Some(d) => {
+                    let t = now + d;
+                    if self.power_due.get(id).is_none_or(|due| *due > t || *due <= now) {
+                        self.power_due.insert(id.to_string(), t);
+                        self.at(t, Event::PowerCheck(id.to_string()));
+                    }
+                }
+                None => {}
+            }
+            break;
+        }
+        notable
+    }
+
+    /// The index of cluster `id` in the snapshot.
+    fn position(&mut self, id: &str) -> Option<usize> {
+        if let Some(&i) = self.index.get(id) {
+            if self.snap.clusters.get(i).is_some_and(|c| c.id == id) {
+                return Some(i);
+            }
+        }
+        self.index = self.snap.clusters.iter().enumerate().map(|(i, c)| (c.id.clone(), i)).collect();
+        self.index.get(id).copied()
+    }
+
+    /// What the simulated actuator answers.
+    fn report(&self, id: &str, probe: Probe) -> Report {
+        let n = self.setup.platform.machines;
+        let state = self.machines.get(id).copied().unwrap_or(Machines::Absent);
+        let all = |ready: bool| Report::Machines { not_ready: if ready { 0 } else { n }, total: n };
+        match (probe, state) {
+            (_, Machines::Absent) => Report::Machines { not_ready: 0, total: 0 },
+            (Probe::MachinesRunning, s) => all(s == Machines::Running),
+            (Probe::MachinesStopped, s) => all(s == Machines::Stopped),
+            (Probe::NodesReady, s) => Report::Nodes { ready: s == Machines::Running },
+        }
+    }
+
+    /// Makes an actuator call against the simulated machines.
+    fn call(&mut self, id: &str, call: ActuatorCall, now: Timestamp) -> Report {
+        let state = self.machines.get(id).copied().unwrap_or(Machines::Absent);
+        let p = self.setup.platform.clone();
+        let next = match (call, state) {
+            (ActuatorCall::Provision, Machines::Absent) => {
+                self.calls.provision += 1;
+                if self.rng.chance(p.install_failure) {
+                    return Report::CallFailed { message: "simulated install failure".into() };
+                }
+                let t = now + p.install.draw(&mut self.rng);
+                self.at(t, Event::MachinesDone(id.to_string(), t));
+                Machines::Installing(t)
+            }
+            (ActuatorCall::Start, Machines::Stopped | Machines::Stopping(_)) => {
+                self.calls.start += 1;
+                if self.rng.chance(p.resume_failure) {
+                    Machines::Starting(None)
+                } else {
+                    let t = now + p.resume.draw(&mut self.rng);
+                    self.at(t, Event::MachinesDone(id.to_string(), t));
+                    Machines::Starting(Some(t))
+                }
+            }
+            (ActuatorCall::Stop, Machines::Running | Machines::Starting(_)) => {
+                self.calls.stop += 1;
+                let t = now + p.stop.draw(&mut self.rng);
+                self.at(t, Event::MachinesDone(id.to_string(), t));
+                Machines::Stopping(t)
+            }
+            // Already there or on the way: the call is accepted and changes nothing.
+            (_, s) => s,
+        };
+        self.machines.insert(id.to_string(), next);
+        self.dirty = true;
+        Report::CallAccepted
+    }
+
+    /// Counts the clusters by what their machines do.
+    fn count(&self) -> (usize, usize, usize, usize) {
+        let (mut spare, mut installing, mut hibernated, mut claimed) = (0, 0, 0, 0);
+        for c in &self.snap.clusters {
+            let held = c.claim.is_some() && !c.marked_for_deletion;
+            match self.machines.get(&c.id) {
+                Some(Machines::Installing(_)) => installing += 1,
+                Some(Machines::Running | Machines::Starting(_) | Machines::Stopping(_)) if held => claimed += 1,
+                Some(Machines::Running | Machines::Starting(_) | Machines::Stopping(_)) => spare += 1,
+                Some(Machines::Stopped) => hibernated += 1,
+                _ => {}
+            }
+        }
+        (spare, installing, hibernated, claimed)
+    }
+
+    /// Accounts the time since the last event at the counts it left, and samples the picture.
+    fn advance(&mut self, now: Timestamp) {
+        let (spare, installing, hibernated, claimed) = self.counts;
+        while self.next_sample <= now {
+            self.samples.push(Sample {
+                at: self.next_sample,
+                running: spare,
+                hibernating: hibernated,
+                installing,
+                claimed,
+            });
+            self.next_sample += self.setup.sample_every;
+        }
+        let h = (now - self.now).num_milliseconds() as f64 / 3_600_000.0;
+        self.spare_running_h += spare as f64 * h;
+        self.installing_h += installing as f64 * h;
+        self.hibernated_h += hibernated as f64 * h;
+        self.claimed_h += claimed as f64 * h;
+        self.now = now;
+    }
+
+    fn finish(mut self, end: Timestamp) -> Outcome {
+        // Claims never served wait until the end: counted, as a lower bound of their wait.
+        let unserved: Vec<(Timestamp, TimeDelta)> = self
+            .snap
+            .claims
+            .iter()
+            .filter(|c| c.cluster.is_none())
+            .map(|c| (c.created_at, end - c.created_at))
+            .collect();
+        let unserved_count = unserved.len();
+        self.waits.extend(unserved);
+        self.waits.sort();
+        let costs = self.setup.costs;
+        Outcome::new(
+            &self.setup.policy,
+            &self.trace.name,
+            self.trace.arrivals.len(),
+            unserved_count,
+            self.waits,
+            crate::report::Hours {
+                spare_running: self.spare_running_h,
+                installing: self.installing_h,
+                hibernated: self.hibernated_h,
+                claimed: self.claimed_h,
+            },
+            costs,
+            self.installs,
+            self.broken,
+            self.calls,
+            self.writes,
+            self.reconciles,
+            self.samples,
+        )
+    }
+}

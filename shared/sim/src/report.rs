@@ -1,0 +1,293 @@
+//! What a simulation measured: waits, cluster-hours, cost, calls; as a table row, as JSON, and as a picture.
+
+use std::fmt::Write as _;
+
+use chrono::TimeDelta;
+use serde::Serialize;
+
+use apiary_planner::Timestamp;
+
+use crate::engine::Costs;
+
+/// Actuator calls made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Calls {
+    /// Clusters provisioned.
+    pub provision: usize,
+    /// Start calls.
+    pub start: usize,
+    /// Stop calls.
+    pub stop: usize,
+    /// Clusters deprovisioned.
+    pub deprovision: usize,
+}
+
+/// Cluster-hours by what the machines were doing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hours {
+    /// Unclaimed with machines running (Running spares, and resumes and stops under way): what the running-count
+    /// policy controls.
+    pub spare_running: f64,
+    /// Installing (machines running).
+    pub installing: f64,
+    /// Machines stopped.
+    pub hibernated: f64,
+    /// Claimed with machines running: the claimants' time, the same under every policy.
+    pub claimed: f64,
+}
+
+/// The pool at one instant, for the picture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    /// When.
+    pub at: Timestamp,
+    /// Unclaimed clusters with machines running.
+    pub running: usize,
+    /// Clusters hibernated.
+    pub hibernating: usize,
+    /// Clusters installing.
+    pub installing: usize,
+    /// Clusters claimed.
+    pub claimed: usize,
+}
+
+/// One policy's result on one trace.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Outcome {
+    /// Policy name.
+    pub policy: String,
+    /// Trace name.
+    pub trace: String,
+    /// Claims made.
+    pub claims: usize,
+    /// Claims still waiting at the end (counted with their wait so far).
+    pub unserved: usize,
+    /// Share of claims given a Running cluster at once, in percent.
+    pub instant_percent: f64,
+    /// Claim wait percentiles and maximum, seconds.
+    pub wait_p50_s: f64,
+    /// 95th percentile.
+    pub wait_p95_s: f64,
+    /// 99th percentile.
+    pub wait_p99_s: f64,
+    /// Longest.
+    pub wait_max_s: f64,
+    /// Cluster-hours.
+    pub hours: Hours,
+    /// Cost of the pool (spares, installs, hibernated clusters), $.
+    pub pool_cost: f64,
+    /// Pool cost plus the claimed clusters' running time, $.
+    pub total_cost: f64,
+    /// Clusters created.
+    pub installs: usize,
+    /// Clusters that broke (install failed or a power transition timed out).
+    pub broken: usize,
+    /// Actuator calls.
+    pub calls: Calls,
+    /// Conditional writes to the table (planner writes and power-state writes).
+    pub store_writes: usize,
+    /// Reconciles run.
+    pub reconciles: usize,
+    /// The pool over time.
+    #[serde(skip)]
+    pub samples: Vec<Sample>,
+    /// Each claim's arrival and wait.
+    #[serde(skip)]
+    pub waits: Vec<(Timestamp, TimeDelta)>,
+}
+
+impl Outcome {
+    /// Summarises a finished simulation.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        policy: &str,
+        trace: &str,
+        claims: usize,
+        unserved: usize,
+        waits: Vec<(Timestamp, TimeDelta)>,
+        hours: Hours,
+        costs: Costs,
+        installs: usize,
+        broken: usize,
+        calls: Calls,
+        store_writes: usize,
+        reconciles: usize,
+        samples: Vec<Sample>,
+    ) -> Self {
+        let mut secs: Vec<f64> = waits.iter().map(|(_, w)| w.num_milliseconds() as f64 / 1000.0).collect();
+        secs.sort_by(f64::total_cmp);
+        let pct = |q: f64| -> f64 {
+            if secs.is_empty() {
+                return 0.0;
+            }
+            let rank = ((q * secs.len() as f64).ceil() as usize).clamp(1, secs.len());
+            secs[rank - 1]
+        };
+        let instant = secs.iter().filter(|s| **s == 0.0).count();
+        let pool_cost = (hours.spare_running + hours.installing) * costs.running_per_hour
+            + hours.hibernated * costs.hibernated_per_hour;
+        Self {
+            policy: policy.to_string(),
+            trace: trace.to_string(),
+            claims,
+            unserved,
+            instant_percent: if secs.is_empty() { 100.0 } else { 100.0 * instant as f64 / secs.len() as f64 },
+            wait_p50_s: pct(0.50),
+            wait_p95_s: pct(0.95),
+            wait_p99_s: pct(0.99),
+            wait_max_s: secs.last().copied().unwrap_or(0.0),
+            hours,
+            pool_cost,
+            total_cost: pool_cost + hours.claimed * costs.running_per_hour,
+            installs,
+            broken,
+            calls,
+            store_writes,
+            reconciles,
+            samples,
+            waits,
+        }
+    }
+}
+
+/// The comparison table of one trace's outcomes, as Markdown.
+pub fn table(outcomes: &[Outcome]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| policy | instant | wait p50 | p95 | p99 | max | spare running h | installing h | hibernated h | installs | broken | pool cost $ | total cost $ | start/stop calls | writes |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for o in outcomes {
+        let _ = writeln!(
+            out,
+            "| {} | {:.1}% | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {:.0} | {:.0} | {}/{} | {} |",
+            o.policy,
+            o.instant_percent,
+            secs(o.wait_p50_s),
+            secs(o.wait_p95_s),
+            secs(o.wait_p99_s),
+            secs(o.wait_max_s),
+            o.hours.spare_running,
+            o.hours.installing,
+            o.hours.hibernated,
+            o.installs,
+            o.broken,
+            o.pool_cost,
+            o.total_cost,
+            o.calls.start,
+            o.calls.stop,
+            o.store_writes,
+        );
+    }
+    out
+}
+
+fn secs(s: f64) -> String {
+    if s < 60.0 {
+        format!("{s:.0}s")
+    } else if s < 3600.0 {
+        format!("{:.1}m", s / 60.0)
+    } else {
+        format!("{:.1}h", s / 3600.0)
+    }
+}
+
+/// A picture of the simulated period: running spares, hibernated, installing and claimed clusters over time,
+/// and each claim's wait as a red mark below (taller is longer, the top of the strip is 10 minutes or more).
+pub fn svg(o: &Outcome, start: Timestamp, length: TimeDelta) -> String {
+    let (w, h, left, top, plot_h, strip_h) = (1400.0, 520.0, 60.0, 40.0, 360.0, 60.0);
+    let plot_w = w - left - 20.0;
+    let span = length.num_seconds().max(1) as f64;
+    let x = |t: Timestamp| left + plot_w * ((t - start).num_seconds() as f64 / span);
+    let max =
+        o.samples.iter().map(|s| s.running.max(s.hibernating).max(s.installing).max(s.claimed)).max().unwrap_or(1);
+    let max = (max.max(1) as f64 * 1.1).ceil();
+    let y = |v: usize| top + plot_h - plot_h * (v as f64 / max);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(out, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
+    let _ = writeln!(
+        out,
+        r#"<text x="{left}" y="22" font-size="15">{} on {}: {:.1}% instant, wait p95 {}, {:.0} spare running h, pool cost ${:.0}</text>"#,
+        o.policy,
+        o.trace,
+        o.instant_percent,
+        secs(o.wait_p95_s),
+        o.hours.spare_running,
+        o.pool_cost
+    );
+    // Day grid.
+    let days = (span / 86_400.0).ceil() as i64;
+    for d in 0..=days {
+        let t = start + TimeDelta::days(d);
+        let xd = x(t);
+        if xd > left + plot_w + 0.5 {
+            break;
+        }
+        let _ = writeln!(
+            out,
+            r##"<line x1="{xd:.1}" y1="{top}" x2="{xd:.1}" y2="{:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" fill="#666">{}</text>"##,
+            top + plot_h + strip_h,
+            xd + 3.0,
+            top + plot_h + strip_h + 16.0,
+            t.format("%a %d")
+        );
+    }
+    for v in [0.0, max / 2.0, max] {
+        let yv = top + plot_h - plot_h * (v / max);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{left}" y1="{yv:.1}" x2="{:.1}" y2="{yv:.1}" stroke="#eee"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#666">{v:.0}</text>"##,
+            left + plot_w,
+            left - 6.0,
+            yv + 4.0
+        );
+    }
+    let series: [(&str, &str, fn(&Sample) -> usize); 4] = [
+        ("running spares", "#2e9e44", |s| s.running),
+        ("hibernating", "#3a6fd8", |s| s.hibernating),
+        ("installing", "#e08a00", |s| s.installing),
+        ("claimed", "#8a3ab9", |s| s.claimed),
+    ];
+    for (i, (name, colour, value)) in series.iter().enumerate() {
+        let points: Vec<String> = o.samples.iter().map(|s| format!("{:.1},{:.1}", x(s.at), y(value(s)))).collect();
+        let _ = writeln!(
+            out,
+            r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{}"/>"#,
+            points.join(" ")
+        );
+        let lx = left + 10.0 + 140.0 * i as f64;
+        let _ = writeln!(
+            out,
+            r#"<rect x="{lx}" y="{:.1}" width="12" height="3" fill="{colour}"/><text x="{:.1}" y="{:.1}">{name}</text>"#,
+            top + 8.0,
+            lx + 16.0,
+            top + 13.0
+        );
+    }
+    let strip_top = top + plot_h + 4.0;
+    let _ = writeln!(
+        out,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#c00">waits</text>"##,
+        left - 6.0,
+        strip_top + strip_h / 2.0
+    );
+    for (at, wait) in o.waits.iter().filter(|(_, w)| *w > TimeDelta::zero()) {
+        let frac = (wait.num_seconds() as f64 / 600.0).min(1.0);
+        let xa = x(*at);
+        let _ = writeln!(
+            out,
+            r##"<line x1="{xa:.1}" y1="{:.1}" x2="{xa:.1}" y2="{:.1}" stroke="#c00" stroke-opacity="0.6"/>"##,
+            strip_top + strip_h,
+            strip_top + strip_h - (strip_h - 4.0) * frac.max(0.05)
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
