@@ -2,6 +2,7 @@
 #
 #   make test    formatting, lints, the planner's purity check and every test (what CI runs)
 #   make bench   the planner benchmark (figures go to BENCHMARKS.md)
+#   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -11,7 +12,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity unit bench
+.PHONY: test fmt-check clippy purity unit bench sim
 
 test: fmt-check clippy purity unit
 
@@ -35,3 +36,7 @@ unit:
 
 bench:
 	$(CARGO) bench -p $(PLANNER) --bench plan
+
+ARGS ?=
+sim:
+	$(CARGO) run --quiet --release -p apiary-sim -- $(ARGS)

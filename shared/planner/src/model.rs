@@ -689,6 +689,9 @@ pub struct PoolStatus {
     /// The open schedule window, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_schedule: Option<String>,
+    /// The schedules' answer and until when it holds (saves re-reading the cron expressions every plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::schedule::ScheduleState>,
     /// AllClustersCurrent and CapacityAvailable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

@@ -259,6 +259,8 @@ struct Planner<'a> {
     max_size: Option<usize>,
     max_concurrent: Option<usize>,
     active_schedule: Option<String>,
+    /// The schedules' answer, to keep in the status.
+    schedule_state: Option<schedule::ScheduleState>,
     /// The adaptive running count's rate estimate, to store in the status.
     demand: Option<crate::adaptive::Demand>,
     slots: Vec<Slot<'a>>,
@@ -283,7 +285,7 @@ struct Planner<'a> {
 impl<'a> Planner<'a> {
     fn new(snap: &'a Snapshot, now: Timestamp, seed: u64) -> Self {
         let spec = &snap.pool.spec;
-        let eff = schedule::effective(spec, now);
+        let eff = schedule::effective(spec, now, snap.pool.status.schedule.as_ref());
         let inventory = spec.inventory_names();
         let cap = |n: usize| inventory.as_ref().map_or(n, |names| n.min(names.len()));
         let size = cap(to_count(eff.size));
@@ -370,6 +372,7 @@ impl<'a> Planner<'a> {
             max_size,
             max_concurrent: spec.max_concurrent.map(to_count),
             active_schedule: eff.active,
+            schedule_state: eff.state,
             demand,
             slots,
             busy,
@@ -837,6 +840,7 @@ impl<'a> Planner<'a> {
             deleting: count(b.deleting + b.marked.len()),
             pending_claims: count(self.pending.len()),
             active_schedule: self.active_schedule.clone(),
+            schedule: self.schedule_state.clone(),
             demand: self.demand.clone(),
             conditions,
         }

@@ -55,6 +55,7 @@ struct Gen {
     timeouts: bool,
     deleting_pool: bool,
     adaptive: bool,
+    schedule: bool,
     clusters: Vec<(Kind, i64, bool, bool)>,
     pending: Vec<i64>,
     orphan_leases: Vec<(usize, i64)>,
@@ -76,7 +77,7 @@ fn gen() -> impl Strategy<Value = Gen> {
         proptest::collection::vec((kind(), 0i64..100, any::<bool>(), prop::bool::weighted(0.2)), 0..14),
         proptest::collection::vec(0i64..120, 0..6),
         proptest::collection::vec((0usize..8, 0i64..120), 0..3),
-        (100i64..200, any::<u64>()),
+        (100i64..200, any::<u64>(), any::<bool>()),
     )
         .prop_map(
             |(
@@ -85,7 +86,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 clusters,
                 pending,
                 orphans,
-                (now, seed),
+                (now, seed, schedule),
             )| Gen {
                 size,
                 running,
@@ -97,6 +98,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 timeouts: to,
                 deleting_pool: del,
                 adaptive,
+                schedule,
                 clusters,
                 pending,
                 orphan_leases: orphans,
@@ -132,6 +134,17 @@ fn snapshot(g: &Gen) -> Snapshot {
     }
     if g.adaptive {
         p = p.adaptive(0.9, "5m");
+    }
+    if g.schedule {
+        // Open 01:00–02:00 every day; the generated `now` is 01:40–03:20.
+        p = p.schedule(Schedule {
+            name: None,
+            cron: "0 1 * * *".into(),
+            time_zone: "UTC".into(),
+            duration: GoDuration::new("1h"),
+            size: Some(g.size + 2),
+            running_count: Some(1),
+        });
     }
     let mut s = given(p);
     let mut used_names = HashSet::new();

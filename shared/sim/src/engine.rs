@@ -93,6 +93,9 @@ impl Default for Costs {
     }
 }
 
+/// How long the pool runs before the trace starts, so it is filled and settled when measuring begins.
+pub const WARM_UP: TimeDelta = TimeDelta::hours(2);
+
 /// One simulation's inputs.
 #[derive(Debug, Clone)]
 pub struct Setup {
@@ -173,9 +176,9 @@ pub struct Simulation<'t> {
 }
 
 impl<'t> Simulation<'t> {
-    /// A simulation of `trace` under `setup`.
+    /// A simulation of `trace` under `setup`. The pool is created [`WARM_UP`] before the trace starts.
     pub fn new(trace: &'t Trace, setup: Setup) -> Self {
-        let start = trace.start;
+        let start = trace.start - WARM_UP;
         let pool = Pool {
             name: "sim".into(),
             spec: setup.spec.clone(),
@@ -202,7 +205,7 @@ impl<'t> Simulation<'t> {
             counts: (0, 0, 0, 0),
             dirty: false,
             now: start,
-            next_sample: start,
+            next_sample: trace.start,
             samples: Vec::new(),
             waits: Vec::new(),
             spare_running_h: 0.0,
@@ -233,7 +236,7 @@ impl<'t> Simulation<'t> {
         for (offset, n) in self.setup.running_changes.clone() {
             self.at(start + offset, Event::SetRunning(n));
         }
-        self.at(start, Event::Wake);
+        self.at(start - WARM_UP, Event::Wake);
         while let Some(Reverse((t, _, _))) = self.events.peek() {
             let now = *t;
             if now > end {
@@ -521,7 +524,9 @@ impl<'t> Simulation<'t> {
             });
             self.next_sample += self.setup.sample_every;
         }
-        let h = (now - self.now).num_milliseconds() as f64 / 3_600_000.0;
+        // Only the trace's period is measured.
+        let from = self.now.max(self.trace.start);
+        let h = (now - from).max(TimeDelta::zero()).num_milliseconds() as f64 / 3_600_000.0;
         self.spare_running_h += spare as f64 * h;
         self.installing_h += installing as f64 * h;
         self.hibernated_h += hibernated as f64 * h;

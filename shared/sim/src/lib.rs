@@ -7,6 +7,20 @@
 //! on the same trace and the same seed, and each reports claim waits, cluster-hours, cost and calls.
 //!
 //! Same trace, same setup, same seed: the same report, byte for byte.
+//!
+//! ```
+//! use apiary_sim::{base_spec, simulate, Costs, Platform, Policy, Trace};
+//!
+//! // Two claims in a two-hour period; the pool keeps one cluster Running.
+//! let csv = "# length: 2h\nclaim_at_seconds,hold_seconds\n3000,600\n3600,600\n";
+//! let trace = Trace::parse("tiny", csv).unwrap();
+//! let policy = Policy::Static { name: "static-1".into(), running: 1 };
+//! let outcome = simulate(&trace, &policy, &base_spec(2), &Platform::default(), Costs::default(), 1);
+//! assert_eq!(outcome.claims, 2);
+//! assert_eq!(outcome.unserved, 0);
+//! // The first claim finds the Running spare (installed after ~40 minutes); the second waits for a resume.
+//! assert!(outcome.instant_percent >= 50.0);
+//! ```
 
 pub mod engine;
 pub mod policy;
