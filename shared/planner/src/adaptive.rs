@@ -184,7 +184,7 @@ fn update(stored: Option<&Demand>, claims: &[Claim], now: Timestamp, window: Tim
     let edge: &[String] = stored.map_or(&[], |d| &d.counted_at_edge);
     let mut fresh: Vec<(Timestamp, &str)> = claims
         .iter()
-        .filter(|c| c.created_at > since || (c.created_at == since && !edge.iter().any(|n| *n == c.name)))
+        .filter(|c| c.created_at > since || (c.created_at == since && !edge.contains(&c.name)))
         .map(|c| (c.created_at, c.name.as_str()))
         .collect();
     if fresh.is_empty() {

@@ -354,13 +354,11 @@ impl<'t> Simulation<'t> {
                 Action::SetPowerState { cluster, .. }
                 | Action::AssignClaim { cluster, .. }
                 | Action::CheckPower { cluster } => drive.push(cluster),
-                Action::Deprovision { cluster } => {
-                    if self.deprovisioning.insert(cluster.clone()) {
-                        self.calls.deprovision += 1;
-                        self.machines.insert(cluster.clone(), Machines::Terminating);
-                        let d = self.setup.platform.delete.draw(&mut self.rng);
-                        self.at(now + d, Event::Deprovisioned(cluster));
-                    }
+                Action::Deprovision { cluster } if self.deprovisioning.insert(cluster.clone()) => {
+                    self.calls.deprovision += 1;
+                    self.machines.insert(cluster.clone(), Machines::Terminating);
+                    let d = self.setup.platform.delete.draw(&mut self.rng);
+                    self.at(now + d, Event::Deprovisioned(cluster));
                 }
                 _ => {}
             }

@@ -124,10 +124,11 @@ pub fn compared(trace: &Trace, platform: &Platform, adaptive: AdaptiveRunningCou
     let day_rate = if workday_hours > 0.0 { in_day / workday_hours } else { 0.0 };
     let off_hours = (hours - workday_hours).max(1.0);
     let off_rate = (trace.arrivals.len() as f64 - in_day) / off_hours;
+    let (mean, peak) = (formula(trace.mean_rate(), install), formula(trace.peak_rate(), install));
     vec![
         Policy::Static { name: "static-0".into(), running: 0 },
-        Policy::Static { name: "static-formula".into(), running: formula(trace.mean_rate(), install) },
-        Policy::Static { name: "static-peak".into(), running: formula(trace.peak_rate(), install) },
+        Policy::Static { name: format!("static-formula ({mean})"), running: mean },
+        Policy::Static { name: format!("static-peak ({peak})"), running: peak },
         Policy::Schedules { day: formula(day_rate, install), off: formula(off_rate, install) },
         Policy::Adaptive { name: "adaptive".into(), option: adaptive },
         // The 99th percentile of resumes, plus one power poll.

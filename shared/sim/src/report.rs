@@ -227,7 +227,7 @@ pub fn svg(o: &Outcome, start: Timestamp, length: TimeDelta) -> String {
     for d in 0..=days {
         let t = start + TimeDelta::days(d);
         let xd = x(t);
-        if xd > left + plot_w + 0.5 {
+        if xd > left + plot_w - 30.0 {
             break;
         }
         let _ = writeln!(
@@ -249,7 +249,8 @@ pub fn svg(o: &Outcome, start: Timestamp, length: TimeDelta) -> String {
             yv + 4.0
         );
     }
-    let series: [(&str, &str, fn(&Sample) -> usize); 4] = [
+    type Series = (&'static str, &'static str, fn(&Sample) -> usize);
+    let series: [Series; 4] = [
         ("running spares", "#2e9e44", |s| s.running),
         ("hibernating", "#3a6fd8", |s| s.hibernating),
         ("installing", "#e08a00", |s| s.installing),
