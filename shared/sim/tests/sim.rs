@@ -20,6 +20,19 @@ fn by_name<'a>(outcomes: &'a [Outcome], name: &str) -> &'a Outcome {
     outcomes.iter().find(|o| o.policy.starts_with(name)).unwrap()
 }
 
+/// Every compared policy on the Monday trace, simulated once for all the tests that read it.
+fn monday_compared() -> &'static [Outcome] {
+    static OUTCOMES: std::sync::OnceLock<Vec<Outcome>> = std::sync::OnceLock::new();
+    OUTCOMES.get_or_init(|| {
+        let trace = monday();
+        let platform = Platform::default();
+        policy::compared(&trace, &platform, default_adaptive())
+            .iter()
+            .map(|p| simulate(&trace, p, &base_spec(50), &platform, Costs::default(), 1))
+            .collect()
+    })
+}
+
 #[test]
 fn the_same_seed_gives_the_same_report() {
     let trace = monday();
@@ -52,28 +65,18 @@ fn with_no_running_spares_every_claim_waits_for_a_resume() {
 
 #[test]
 fn the_oracle_serves_almost_every_claim_at_once_with_few_spare_hours() {
-    let trace = monday();
-    let platform = Platform::default();
-    let outcomes: Vec<Outcome> = policy::compared(&trace, &platform, default_adaptive())
-        .iter()
-        .map(|p| simulate(&trace, p, &base_spec(50), &platform, Costs::default(), 1))
-        .collect();
-    let oracle = by_name(&outcomes, "oracle");
-    let formula = by_name(&outcomes, "static-formula");
+    let outcomes = monday_compared();
+    let oracle = by_name(outcomes, "oracle");
+    let formula = by_name(outcomes, "static-formula");
     assert!(oracle.instant_percent >= 95.0, "{}", oracle.instant_percent);
     assert!(oracle.hours.spare_running < formula.hours.spare_running / 2.0);
 }
 
 #[test]
 fn adaptive_serves_the_working_day_with_fewer_spare_hours_than_the_formula() {
-    let trace = monday();
-    let platform = Platform::default();
-    let outcomes: Vec<Outcome> = policy::compared(&trace, &platform, default_adaptive())
-        .iter()
-        .map(|p| simulate(&trace, p, &base_spec(50), &platform, Costs::default(), 1))
-        .collect();
-    let adaptive = by_name(&outcomes, "adaptive");
-    let formula = by_name(&outcomes, "static-formula");
+    let outcomes = monday_compared();
+    let adaptive = by_name(outcomes, "adaptive");
+    let formula = by_name(outcomes, "static-formula");
     assert!(adaptive.instant_percent >= 93.0, "{}", adaptive.instant_percent);
     assert!(
         adaptive.hours.spare_running < 0.8 * formula.hours.spare_running,
