@@ -89,6 +89,9 @@ pub struct PowerStep {
     pub call: Option<ActuatorCall>,
     /// Look again after this long; `None` when the cluster is settled (or broken).
     pub recheck_after: Option<TimeDelta>,
+    /// The pool must reconcile: the cluster became Running or Hibernating, finished installing, or broke.
+    /// (A Running cluster can serve a pending claim; a broken one must be replaced.)
+    pub wakes_pool: bool,
 }
 
 /// What to ask the actuator about `cluster`, or `None` when nothing drives it now.
@@ -108,7 +111,8 @@ pub fn probe(cluster: &Cluster) -> Option<Probe> {
 
 /// One step of the state machine for `cluster` given what the actuator reported.
 pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, timeouts: PowerTimeouts) -> PowerStep {
-    let mut out = PowerStep { cluster: cluster.clone(), changed: false, call: None, recheck_after: None };
+    let mut out =
+        PowerStep { cluster: cluster.clone(), changed: false, call: None, recheck_after: None, wakes_pool: false };
     if cluster.deleting || cluster.is_broken() {
         return out;
     }
@@ -123,6 +127,11 @@ pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, timeouts: PowerT
         enforce_timeout(&mut out, now, timeouts);
     }
     out.changed = out.cluster != *cluster;
+    let c = &out.cluster;
+    let settled = matches!(c.power_state, Some(PowerState::Running | PowerState::Hibernating));
+    out.wakes_pool = (settled && c.power_state != cluster.power_state)
+        || c.installed_at != cluster.installed_at
+        || c.is_broken() != cluster.is_broken();
     out
 }
 

@@ -63,7 +63,10 @@ fn a_resume_walks_starting_machines_waiting_for_machines_waiting_for_nodes_runni
     assert_eq!(c.power_state, Some(PowerState::WaitingForNodes));
     assert_eq!(probe(&c), Some(Probe::NodesReady));
 
-    let c = step(&c, &Report::Nodes { ready: true }, at(4), PowerTimeouts::default()).cluster;
+    let running = step(&c, &Report::Nodes { ready: true }, at(4), PowerTimeouts::default());
+    assert!(running.wakes_pool, "a cluster that became Running may serve a pending claim");
+    assert!(!s.wakes_pool, "a step along the way does not");
+    let c = running.cluster;
     assert_eq!(c.power_state, Some(PowerState::Running));
     assert_eq!(c.running_since, Some(at(4)));
     assert_eq!(c.transition_started_at, None);

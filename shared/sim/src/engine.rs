@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use chrono::TimeDelta;
 
 use apiary_planner::power::{self, ActuatorCall, Probe, Report};
-use apiary_planner::{apply_mut, plan, Action, Claim, Pool, PoolSpec, PoolStatus, PowerState, Snapshot, Timestamp};
+use apiary_planner::{apply_mut, plan, Action, Claim, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
 
 use crate::report::{Calls, Outcome, Sample};
 use crate::rng::Rng;
@@ -393,23 +393,18 @@ impl<'t> Simulation<'t> {
             let mut step = power::step(before, &report, now, timeouts);
             if let Some(call) = step.call {
                 let outcome = self.call(id, call, now);
-                let changed = step.changed;
+                let (changed, wakes) = (step.changed, step.wakes_pool);
                 step = power::step(&step.cluster, &outcome, now, timeouts);
                 step.changed |= changed;
+                step.wakes_pool |= wakes;
             }
+            notable |= step.wakes_pool;
             let before = &self.snap.clusters[idx];
             let mut after = step.cluster;
             if step.changed {
                 self.dirty = true;
                 after.rev = before.rev + 1;
                 self.writes += 1;
-                let settled = matches!(after.power_state, Some(PowerState::Running | PowerState::Hibernating));
-                if (settled && after.power_state != before.power_state)
-                    || after.installed_at != before.installed_at
-                    || after.is_broken() != before.is_broken()
-                {
-                    notable = true;
-                }
                 if after.is_broken() && !before.is_broken() {
                     self.broken += 1;
                 }
