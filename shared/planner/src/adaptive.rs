@@ -18,7 +18,7 @@
 use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
-use crate::duration::GoDuration;
+use crate::duration::{hours, GoDuration};
 use crate::model::{Claim, Cluster, Timestamp};
 
 /// Default time constant of the arrival-rate estimate.
@@ -160,10 +160,6 @@ impl AdaptiveRunningCount {
         }
         cap
     }
-}
-
-fn hours(d: TimeDelta) -> f64 {
-    d.num_milliseconds() as f64 / 3_600_000.0
 }
 
 /// The stored estimate decayed to `now`.

@@ -121,6 +121,11 @@ pub fn parse(text: &str) -> Result<TimeDelta, ParseDurationError> {
     Ok(TimeDelta::nanoseconds(ns))
 }
 
+/// A duration in hours, with fractions: the unit rates and costs are quoted in.
+pub fn hours(d: TimeDelta) -> f64 {
+    d.num_milliseconds() as f64 / 3_600_000.0
+}
+
 /// Formats a duration the way Go prints it, without zero trailing units: `1h30m`, `90s` → `1m30s`, `0s`.
 pub fn format(d: TimeDelta) -> String {
     let total_ms = d.num_milliseconds();

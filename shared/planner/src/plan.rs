@@ -318,7 +318,7 @@ impl<'a> Planner<'a> {
                 c: Item::Stored(c),
             })
             .collect();
-        slots.sort_by(|a, b| (a.c.created_at, &a.c.id).cmp(&(b.c.created_at, &b.c.id)));
+        slots.sort_by(by_age);
 
         let existing: FastSet<&str> = if snap.leases.is_empty() {
             FastSet::default()
@@ -346,7 +346,7 @@ impl<'a> Planner<'a> {
 
         let mut pending: Vec<(&Claim, u64)> =
             snap.claims.iter().filter(|c| c.cluster.is_none()).map(|c| (c, c.rev)).collect();
-        pending.sort_by(|a, b| (a.0.created_at, &a.0.name).cmp(&(b.0.created_at, &b.0.name)));
+        pending.sort_by(|a, b| fifo(a.0, b.0));
 
         // Adaptive running count: demand sets the spares, runningCount (or the open schedule's) is the floor.
         // Running spares never outnumber the pool: at most size, and at most maxSize.
@@ -460,7 +460,7 @@ impl<'a> Planner<'a> {
     fn release_claims(&mut self, deleting_pool: bool) {
         let lifetime = self.snap.pool.spec.claim_lifetime.as_ref();
         let mut claims: Vec<&Claim> = self.snap.claims.iter().collect();
-        claims.sort_by(|a, b| (a.created_at, &a.name).cmp(&(b.created_at, &b.name)));
+        claims.sort_by(|a, b| fifo(a, b));
         let mut releases = Vec::new();
         for claim in claims {
             let expires = claim.expires_at(lifetime);
@@ -555,7 +555,6 @@ impl<'a> Planner<'a> {
             // Keep the slots in age order, ties by id. New clusters are created `now`, normally the youngest of
             // all, so ordering the new tail is enough; a stored cluster from the future (clock skew) forces a
             // full sort.
-            let by_age = |a: &Slot<'_>, b: &Slot<'_>| (a.c.created_at, &a.c.id).cmp(&(b.c.created_at, &b.c.id));
             self.slots[first_new..].sort_by(by_age);
             let in_order = first_new == 0
                 || first_new == self.slots.len()
@@ -845,6 +844,16 @@ impl<'a> Planner<'a> {
             conditions,
         }
     }
+}
+
+/// Clusters by age, oldest first; ties by id. Power, assignment and deletion orders all follow it.
+fn by_age(a: &Slot<'_>, b: &Slot<'_>) -> std::cmp::Ordering {
+    (a.c.created_at, &a.c.id).cmp(&(b.c.created_at, &b.c.id))
+}
+
+/// Claims in the order they are served: oldest first, ties by name.
+fn fifo(a: &Claim, b: &Claim) -> std::cmp::Ordering {
+    (a.created_at, &a.name).cmp(&(b.created_at, &b.name))
 }
 
 /// Returns the revision a write must expect and advances the working revision past it.

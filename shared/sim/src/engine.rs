@@ -11,6 +11,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 
 use chrono::TimeDelta;
 
+use apiary_planner::duration::hours;
 use apiary_planner::power::{self, ActuatorCall, Probe, Report};
 use apiary_planner::{apply_mut, plan, Action, Claim, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
 
@@ -519,7 +520,7 @@ impl<'t> Simulation<'t> {
         }
         // Only the trace's period is measured.
         let from = self.now.max(self.trace.start);
-        let h = (now - from).max(TimeDelta::zero()).num_milliseconds() as f64 / 3_600_000.0;
+        let h = hours((now - from).max(TimeDelta::zero()));
         self.spare_running_h += spare as f64 * h;
         self.installing_h += installing as f64 * h;
         self.hibernated_h += hibernated as f64 * h;

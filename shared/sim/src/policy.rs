@@ -13,6 +13,7 @@
 
 use chrono::{Datelike, TimeDelta, Timelike, Weekday};
 
+use apiary_planner::duration::hours;
 use apiary_planner::{AdaptiveRunningCount, GoDuration, PoolSpec, Schedule};
 
 use crate::engine::Platform;
@@ -110,14 +111,14 @@ fn in_workday(trace: &Trace, at: TimeDelta) -> bool {
 
 /// Seed 000's formula: `round_up(claims per hour × install hours)`.
 pub fn formula(per_hour: f64, install: TimeDelta) -> i64 {
-    (per_hour * install.num_milliseconds() as f64 / 3_600_000.0).ceil() as i64
+    (per_hour * hours(install)).ceil() as i64
 }
 
 /// The policies compared on `trace`: the static ones tuned from the trace as seed 000 suggests, schedules,
 /// adaptive with `adaptive` as its option, and the oracle.
 pub fn compared(trace: &Trace, platform: &Platform, adaptive: AdaptiveRunningCount) -> Vec<Policy> {
     let install = platform.install.median;
-    let hours = trace.length.num_milliseconds() as f64 / 3_600_000.0;
+    let hours = hours(trace.length);
     let workday_hours =
         (0..trace.length.num_hours()).filter(|h| in_workday(trace, TimeDelta::hours(*h))).count() as f64;
     let in_day = trace.arrivals.iter().filter(|a| in_workday(trace, a.at)).count() as f64;

@@ -6,7 +6,8 @@
 
 use chrono::{Datelike, TimeDelta, TimeZone, Timelike, Utc, Weekday};
 
-use apiary_planner::{duration, Timestamp};
+use apiary_planner::duration::{self, hours};
+use apiary_planner::Timestamp;
 
 use crate::rng::Rng;
 
@@ -101,10 +102,6 @@ impl Trace {
         }
         best as f64
     }
-}
-
-fn hours(d: TimeDelta) -> f64 {
-    d.num_milliseconds() as f64 / 3_600_000.0
 }
 
 /// How claims arrive in a generated trace.
