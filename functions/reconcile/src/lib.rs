@@ -1,0 +1,139 @@
+//! The reconcile function: one pool at a time (the FIFO queue groups messages by pool).
+//!
+//! Reads the pool's whole partition (one strongly consistent Query), asks the planner for a plan, and carries it
+//! out write by write, each conditional. A lost condition means someone acted first: re-read and re-plan, up to
+//! [`MAX_ATTEMPTS`] times, then leave the message to SQS. Clusters the plan created, powered, assigned or wants
+//! checked or deprovisioned get a power message: the power function drives machines, never the reconcile.
+//! Delivered twice or late, a message only makes the reconcile plan again from what is stored.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use apiary_aws::clock;
+use apiary_aws::messages::{PowerMessage, ReconcileMessage};
+use apiary_aws::store::writes_for;
+use apiary_aws::{Deps, Error, Result};
+use apiary_planner::{plan, Action};
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+
+/// Re-plans after lost conditions before giving the message back to the queue.
+pub const MAX_ATTEMPTS: u32 = 5;
+
+/// What one reconcile did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Plans made (1 unless conditions were lost).
+    pub attempts: u32,
+    /// Conditional writes that succeeded.
+    pub writes: usize,
+    /// Power messages sent.
+    pub power_messages: usize,
+    /// The pool does not exist (any more).
+    pub gone: bool,
+}
+
+/// Reconciles `pool` once.
+pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
+    let mut outcome = Outcome::default();
+    loop {
+        outcome.attempts += 1;
+        let Some(mut snapshot) = deps.store.read_pool(pool).await? else {
+            outcome.gone = true;
+            return Ok(outcome);
+        };
+        let plan = plan(&snapshot, clock::now(), clock::seed());
+        let mut power = BTreeSet::new();
+        let mut lost = None;
+        for action in &plan.actions {
+            let writes = match writes_for(&mut snapshot, action) {
+                Ok(w) => w,
+                Err(e) => {
+                    lost = Some(e);
+                    break;
+                }
+            };
+            if !writes.is_empty() {
+                match deps.store.write(pool, writes).await {
+                    Ok(()) => outcome.writes += 1,
+                    Err(e @ Error::Conflict(_)) => {
+                        lost = Some(e);
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            log_action(pool, action);
+            match action {
+                Action::CreateCluster { cluster } => power.insert(cluster.id.clone()),
+                Action::SetPowerState { cluster, .. }
+                | Action::AssignClaim { cluster, .. }
+                | Action::DeleteCluster { cluster, .. }
+                | Action::Deprovision { cluster }
+                | Action::CheckPower { cluster } => power.insert(cluster.clone()),
+                _ => false,
+            };
+        }
+        // What was written stands even if a later write lost: its machines must be driven either way.
+        for cluster in power {
+            deps.queue.power(&PowerMessage { pool: pool.to_owned(), cluster }, Duration::ZERO).await?;
+            outcome.power_messages += 1;
+        }
+        match lost {
+            None => return Ok(outcome),
+            Some(e) if outcome.attempts >= MAX_ATTEMPTS => return Err(e),
+            Some(e) => tracing::info!(pool, attempt = outcome.attempts, error = %e, "lost a condition; re-planning"),
+        }
+    }
+}
+
+fn log_action(pool: &str, action: &Action) {
+    match action {
+        Action::CreateCluster { cluster } => tracing::info!(pool, cluster = %cluster.id, "cluster created"),
+        Action::AssignClaim { claim, cluster, .. } => tracing::info!(pool, claim, cluster, "claim assigned"),
+        Action::ReleaseClaim { claim, reason, .. } => tracing::info!(pool, claim, ?reason, "claim released"),
+        Action::DeleteCluster { cluster, reason, .. } => tracing::info!(pool, cluster, ?reason, "cluster deleting"),
+        Action::SetPowerState { cluster, power_state, .. } => {
+            tracing::info!(pool, cluster, ?power_state, "power state set")
+        }
+        Action::DeletePool { .. } => tracing::info!(pool, "pool deleted"),
+        _ => tracing::debug!(pool, ?action, "action"),
+    }
+}
+
+/// Handles one batch from the reconcile queue: each pool once, however many messages name it; the messages of a
+/// pool whose reconcile failed are reported as batch item failures, the others are done.
+pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
+    let mut by_pool: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut failures = vec![];
+    for record in event.records {
+        let id = record.message_id.clone().unwrap_or_default();
+        match serde_json::from_str::<ReconcileMessage>(record.body.as_deref().unwrap_or_default()) {
+            Ok(m) => by_pool.entry(m.pool).or_default().push(id),
+            // A body that is not a reconcile message never will be: drop it (logged) rather than loop on it.
+            Err(e) => tracing::error!(message_id = id, error = %e, "unreadable reconcile message dropped"),
+        }
+    }
+    for (pool, ids) in by_pool {
+        match reconcile(deps, &pool).await {
+            Ok(o) => tracing::info!(
+                pool,
+                attempts = o.attempts,
+                writes = o.writes,
+                power_messages = o.power_messages,
+                gone = o.gone,
+                "reconciled"
+            ),
+            Err(e) => {
+                tracing::warn!(pool, error = %e, retryable = e.is_retryable(), "reconcile failed");
+                failures.extend(ids.into_iter().map(|id| {
+                    let mut f = BatchItemFailure::default();
+                    f.item_identifier = id;
+                    f
+                }));
+            }
+        }
+    }
+    let mut response = SqsBatchResponse::default();
+    response.batch_item_failures = failures;
+    response
+}

@@ -1,0 +1,49 @@
+//! The timeouts function: the periodic sweep, Apiary's level-triggered safety net.
+//!
+//! Every run (EventBridge Scheduler, `rate(1 minute)` by default) lists the pools (one Query of the sparse
+//! `pools` index) and enqueues a reconcile for each pool that is due: its `nextWakeAt` has passed (power-transition
+//! timeouts, hibernateAfter, claim lifetimes, schedule boundaries), it has no recorded status yet, it is being
+//! deleted, or work is under way (installing, deleting, pending claims) whose follow-up message may have been lost.
+//! Every [`FULL_SWEEP_MINUTES`] minutes every pool is enqueued, so a lost message delays work, never loses it.
+
+use apiary_aws::messages::ReconcileMessage;
+use apiary_aws::{clock, Deps, Result};
+use apiary_planner::{Pool, Timestamp};
+use chrono::Timelike;
+
+/// Every pool is reconciled at least this often (in minutes past the hour divisible by it).
+pub const FULL_SWEEP_MINUTES: u32 = 10;
+
+/// What a sweep did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Pools seen.
+    pub pools: usize,
+    /// Reconciles enqueued.
+    pub enqueued: usize,
+}
+
+/// Whether `pool` needs a reconcile at `now`.
+pub fn due(pool: &Pool, now: Timestamp) -> bool {
+    let s = &pool.status;
+    pool.next_wake_at.is_some_and(|t| t <= now)
+        || s.pool_version.is_empty()
+        || pool.deletion_requested_at.is_some()
+        || s.installing > 0
+        || s.deleting > 0
+        || s.pending_claims > 0
+        || now.minute() % FULL_SWEEP_MINUTES == 0
+}
+
+/// Runs one sweep.
+pub async fn sweep(deps: &Deps) -> Result<Outcome> {
+    let now = clock::now();
+    let pools = deps.store.list_pools().await?;
+    let mut outcome = Outcome { pools: pools.len(), enqueued: 0 };
+    for pool in pools.iter().filter(|p| due(p, now)) {
+        deps.queue.reconcile(&ReconcileMessage { pool: pool.name.clone(), reason: "sweep".into() }).await?;
+        outcome.enqueued += 1;
+    }
+    tracing::info!(pools = outcome.pools, enqueued = outcome.enqueued, "sweep");
+    Ok(outcome)
+}

@@ -1,0 +1,23 @@
+//! The timeouts Lambda function: the sweep, invoked by its schedule.
+
+use apiary_aws::messages::SweepEvent;
+use lambda_runtime::{service_fn, LambdaEvent};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    apiary_aws::logging::init();
+    let deps = apiary_aws::Deps::from_env().await?;
+    lambda_runtime::run(service_fn(|_: LambdaEvent<SweepEvent>| {
+        let deps = deps.clone();
+        async move {
+            match timeouts::sweep(&deps).await {
+                Ok(o) => Ok(serde_json::json!({"pools": o.pools, "enqueued": o.enqueued})),
+                Err(e) => Err(lambda_runtime::Diagnostic {
+                    error_type: if e.is_retryable() { "Retryable" } else { "Fatal" }.into(),
+                    error_message: e.to_string(),
+                }),
+            }
+        }
+    }))
+    .await
+}

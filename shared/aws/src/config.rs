@@ -1,0 +1,107 @@
+//! Settings from the environment (the stack's outputs, as the template passes them to each function) and the
+//! clients built from them once per process.
+
+use std::sync::Arc;
+
+use crate::dynamo::DynamoStore;
+use crate::ec2::Ec2Platform;
+use crate::error::{Error, Result};
+use crate::fake::FakePlatform;
+use crate::platform::Platforms;
+use crate::queue::SqsQueue;
+use crate::scheduler::EventBridgeSchedules;
+
+/// What the functions read from their environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `APIARY_TABLE`: the DynamoDB table.
+    pub table: String,
+    /// `APIARY_RECONCILE_QUEUE_URL`: the FIFO reconcile queue.
+    pub reconcile_queue_url: String,
+    /// `APIARY_RECONCILE_QUEUE_ARN`: the same queue, as the target of pool schedules.
+    pub reconcile_queue_arn: String,
+    /// `APIARY_POWER_QUEUE_URL`: the power queue.
+    pub power_queue_url: String,
+    /// `APIARY_SCHEDULER_ROLE_ARN`: the role EventBridge Scheduler assumes to send to the reconcile queue.
+    pub scheduler_role_arn: String,
+    /// `APIARY_SCHEDULE_PREFIX`: prefix of this deployment's schedule names (default `apiary-`).
+    pub schedule_prefix: String,
+    /// `APIARY_ADMINS`: comma-separated principal ARNs that may manage pools and act on any claim.
+    pub admins: Vec<String>,
+    /// `APIARY_MAX_RECHECK_SECONDS`: longest wait between two looks at a cluster (default and maximum 900, the
+    /// SQS delay limit). Lower it to make transitions on a fast cloud or emulator observable sooner.
+    pub max_recheck_seconds: u32,
+}
+
+fn var(name: &str) -> Result<String> {
+    std::env::var(name).map_err(|_| Error::Config(format!("{name} is not set")))
+}
+
+impl Config {
+    /// Reads the settings; a missing required one is an error naming it.
+    pub fn from_env() -> Result<Self> {
+        let max_recheck_seconds = match std::env::var("APIARY_MAX_RECHECK_SECONDS") {
+            Ok(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|s| (1..=900).contains(s))
+                .ok_or_else(|| Error::Config(format!("APIARY_MAX_RECHECK_SECONDS={v:?}: want 1 to 900")))?,
+            Err(_) => 900,
+        };
+        Ok(Config {
+            table: var("APIARY_TABLE")?,
+            reconcile_queue_url: var("APIARY_RECONCILE_QUEUE_URL")?,
+            reconcile_queue_arn: var("APIARY_RECONCILE_QUEUE_ARN")?,
+            power_queue_url: var("APIARY_POWER_QUEUE_URL")?,
+            scheduler_role_arn: var("APIARY_SCHEDULER_ROLE_ARN")?,
+            schedule_prefix: std::env::var("APIARY_SCHEDULE_PREFIX").unwrap_or_else(|_| "apiary-".into()),
+            admins: std::env::var("APIARY_ADMINS")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            max_recheck_seconds,
+        })
+    }
+}
+
+/// Everything a handler needs, built once per process and shared by its invocations.
+#[derive(Clone)]
+pub struct Deps {
+    /// Settings.
+    pub config: Arc<Config>,
+    /// The table.
+    pub store: Arc<dyn crate::store::Store>,
+    /// The queues.
+    pub queue: Arc<dyn crate::queue::Queue>,
+    /// Machines, per platform.
+    pub platforms: Arc<Platforms>,
+    /// Pool schedules.
+    pub schedules: Arc<dyn crate::scheduler::Schedules>,
+    /// The SDK configuration the clients were built from (for pollers and tools).
+    pub sdk: aws_config::SdkConfig,
+}
+
+impl Deps {
+    /// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`) and builds every client.
+    pub async fn from_env() -> Result<Self> {
+        let config = Config::from_env()?;
+        let sdk = aws_config::load_from_env().await;
+        let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+        Ok(Deps {
+            store: Arc::new(DynamoStore::new(dynamo, config.table.clone())),
+            queue: Arc::new(SqsQueue::new(sqs, &config)),
+            platforms: Arc::new(Platforms {
+                aws: Arc::new(Ec2Platform::new(sdk.clone())),
+                fake: Arc::new(FakePlatform),
+            }),
+            schedules: Arc::new(EventBridgeSchedules::new(scheduler, &config)),
+            sdk,
+            config: Arc::new(config),
+        })
+    }
+}

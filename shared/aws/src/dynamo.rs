@@ -1,0 +1,322 @@
+//! The DynamoDB adapter of [`Store`]: DESIGN.md's single table, one partition per pool.
+//!
+//! | item | PK | SK |
+//! |---|---|---|
+//! | pool | `POOL#<pool>` | `POOL` (also `kind = pool`, for the `pools` index) |
+//! | cluster | `POOL#<pool>` | `CLUSTER#<id>` |
+//! | claim | `POOL#<pool>` | `CLAIM#<name>` |
+//! | name lease | `POOL#<pool>` | `NAME#<clusterName>` |
+//!
+//! Items are the domain types' own fields (camelCase), with `rev` at the top level for conditions.
+//! `AttributeValue` never leaves this module.
+
+use std::collections::HashMap;
+
+use apiary_planner::{Pool, Snapshot};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::Client;
+
+use crate::calls::count;
+use crate::error::{Error, Result};
+use crate::store::{Cond, Item, Key, Store, Write};
+
+type Attrs = HashMap<String, AttributeValue>;
+
+/// Name of the sparse index over pool items.
+pub const POOLS_INDEX: &str = "pools";
+
+/// The table.
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+fn pk(pool: &str) -> String {
+    format!("POOL#{pool}")
+}
+
+fn sk(key: &Key) -> String {
+    match key {
+        Key::Pool => "POOL".into(),
+        Key::Cluster(id) => format!("CLUSTER#{id}"),
+        Key::Claim(name) => format!("CLAIM#{name}"),
+        Key::Lease(name) => format!("NAME#{name}"),
+    }
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn key_attrs(pool: &str, key: &Key) -> Attrs {
+    HashMap::from([("PK".to_owned(), s(pk(pool))), ("SK".to_owned(), s(sk(key)))])
+}
+
+fn encode(pool: &str, item: &Item) -> Result<Attrs> {
+    let key = item.key();
+    let encoded = match item {
+        Item::Pool(p) => serde_dynamo::to_item(p.as_ref()),
+        Item::Cluster(c) => serde_dynamo::to_item(c.as_ref()),
+        Item::Claim(c) => serde_dynamo::to_item(c.as_ref()),
+        Item::Lease(l) => serde_dynamo::to_item(l),
+    };
+    let mut attrs: Attrs = encoded.map_err(|source| Error::Decode { key: sk(&key), source })?;
+    attrs.extend(key_attrs(pool, &key));
+    if let Item::Pool(_) = item {
+        attrs.insert("kind".into(), s("pool"));
+    }
+    Ok(attrs)
+}
+
+fn decode(attrs: Attrs) -> Result<Option<Item>> {
+    let sk = match attrs.get("SK") {
+        Some(AttributeValue::S(sk)) => sk.clone(),
+        _ => return Ok(None),
+    };
+    let bad = |source| Error::Decode { key: sk.clone(), source };
+    let item = if sk == "POOL" {
+        Item::Pool(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
+    } else if sk.starts_with("CLUSTER#") {
+        Item::Cluster(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
+    } else if sk.starts_with("CLAIM#") {
+        Item::Claim(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
+    } else if sk.starts_with("NAME#") {
+        Item::Lease(serde_dynamo::from_item(attrs).map_err(bad)?)
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(item))
+}
+
+/// A condition expression with its names and values.
+struct Condition {
+    expression: String,
+    names: HashMap<String, String>,
+    values: Attrs,
+}
+
+fn condition(cond: &Cond) -> Condition {
+    let n = |pairs: &[(&str, &str)]| pairs.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
+    let rev = |r: u64| ("#rev", AttributeValue::N(r.to_string()));
+    let (expression, names, values): (&str, HashMap<String, String>, Vec<(&str, AttributeValue)>) = match cond {
+        Cond::Absent => ("attribute_not_exists(PK)", HashMap::new(), vec![]),
+        Cond::Rev(r) => ("#rev = :rev", n(&[("#rev", "rev")]), vec![(":rev", rev(*r).1)]),
+        Cond::RevUnclaimedRunning(r) => (
+            "#rev = :rev AND attribute_not_exists(#claim) AND #power = :running",
+            n(&[("#rev", "rev"), ("#claim", "claim"), ("#power", "powerState")]),
+            vec![(":rev", rev(*r).1), (":running", s("Running"))],
+        ),
+        Cond::RevPending(r) => (
+            "#rev = :rev AND attribute_not_exists(#cluster)",
+            n(&[("#rev", "rev"), ("#cluster", "cluster")]),
+            vec![(":rev", rev(*r).1)],
+        ),
+        Cond::Holder(h) => ("#holder = :holder", n(&[("#holder", "holder")]), vec![(":holder", s(h.clone()))]),
+    };
+    Condition {
+        expression: expression.to_owned(),
+        names,
+        values: values.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+    }
+}
+
+fn opt<T>(m: HashMap<String, T>) -> Option<HashMap<String, T>> {
+    (!m.is_empty()).then_some(m)
+}
+
+impl DynamoStore {
+    /// The store over `table`.
+    pub fn new(client: Client, table: String) -> Self {
+        Self { client, table }
+    }
+
+    async fn write_one(&self, pool: &str, write: Write) -> Result<()> {
+        match write {
+            Write::Put(item, cond) => {
+                let c = condition(&cond);
+                count("dynamodb:PutItem");
+                self.client
+                    .put_item()
+                    .table_name(&self.table)
+                    .set_item(Some(encode(pool, &item)?))
+                    .condition_expression(c.expression)
+                    .set_expression_attribute_names(opt(c.names))
+                    .set_expression_attribute_values(opt(c.values))
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(|e| match e {
+                        SdkError::ServiceError(ref se) if se.err().is_conditional_check_failed_exception() => {
+                            Error::Conflict(format!("{pool}/{}: {cond:?}", sk(&item.key())))
+                        }
+                        e => Error::aws("dynamodb:PutItem", e),
+                    })
+            }
+            Write::Delete(key, cond) => {
+                let c = condition(&cond);
+                count("dynamodb:DeleteItem");
+                self.client
+                    .delete_item()
+                    .table_name(&self.table)
+                    .set_key(Some(key_attrs(pool, &key)))
+                    .condition_expression(c.expression)
+                    .set_expression_attribute_names(opt(c.names))
+                    .set_expression_attribute_values(opt(c.values))
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(|e| match e {
+                        SdkError::ServiceError(ref se) if se.err().is_conditional_check_failed_exception() => {
+                            Error::Conflict(format!("{pool}/{}: {cond:?}", sk(&key)))
+                        }
+                        e => Error::aws("dynamodb:DeleteItem", e),
+                    })
+            }
+        }
+    }
+
+    async fn transact(&self, pool: &str, writes: Vec<Write>) -> Result<()> {
+        let mut items = Vec::with_capacity(writes.len());
+        for w in &writes {
+            let item = match w {
+                Write::Put(item, cond) => {
+                    let c = condition(cond);
+                    let put = Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(encode(pool, item)?))
+                        .condition_expression(c.expression)
+                        .set_expression_attribute_names(opt(c.names))
+                        .set_expression_attribute_values(opt(c.values))
+                        .build()
+                        .map_err(|e| Error::Config(e.to_string()))?;
+                    TransactWriteItem::builder().put(put).build()
+                }
+                Write::Delete(key, cond) => {
+                    let c = condition(cond);
+                    let delete = Delete::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(key_attrs(pool, key)))
+                        .condition_expression(c.expression)
+                        .set_expression_attribute_names(opt(c.names))
+                        .set_expression_attribute_values(opt(c.values))
+                        .build()
+                        .map_err(|e| Error::Config(e.to_string()))?;
+                    TransactWriteItem::builder().delete(delete).build()
+                }
+            };
+            items.push(item);
+        }
+        count("dynamodb:TransactWriteItems");
+        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(se)) if lost_condition(se.err()) => {
+                Err(Error::Conflict(format!("{pool}: transaction of {} writes cancelled", writes.len())))
+            }
+            Err(e) => Err(Error::aws("dynamodb:TransactWriteItems", e)),
+        }
+    }
+}
+
+/// A transaction cancelled because a condition failed (or another transaction held an item: also a lost race).
+fn lost_condition(err: &TransactWriteItemsError) -> bool {
+    match err {
+        TransactWriteItemsError::TransactionCanceledException(e) => e.cancellation_reasons().iter().any(|r| {
+            matches!(r.code(), Some("ConditionalCheckFailed") | Some("TransactionConflict"))
+        }) || e.cancellation_reasons().is_empty(),
+        _ => false,
+    }
+}
+
+#[async_trait]
+impl Store for DynamoStore {
+    async fn read_pool(&self, pool: &str) -> Result<Option<Snapshot>> {
+        let mut start = None;
+        let (mut found, mut clusters, mut claims, mut leases) = (None, vec![], vec![], vec![]);
+        loop {
+            count("dynamodb:Query");
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .key_condition_expression("PK = :pk")
+                .expression_attribute_values(":pk", s(pk(pool)))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| Error::aws("dynamodb:Query", e))?;
+            for attrs in page.items.unwrap_or_default() {
+                match decode(attrs)? {
+                    Some(Item::Pool(p)) => found = Some(*p),
+                    Some(Item::Cluster(c)) => clusters.push(*c),
+                    Some(Item::Claim(c)) => claims.push(*c),
+                    Some(Item::Lease(l)) => leases.push(l),
+                    None => {}
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+        Ok(found.map(|pool| Snapshot { pool, clusters, claims, leases }))
+    }
+
+    async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>> {
+        count("dynamodb:GetItem");
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .set_key(Some(key_attrs(pool, key)))
+            .send()
+            .await
+            .map_err(|e| Error::aws("dynamodb:GetItem", e))?;
+        match out.item {
+            Some(attrs) => decode(attrs),
+            None => Ok(None),
+        }
+    }
+
+    async fn list_pools(&self) -> Result<Vec<Pool>> {
+        let mut start = None;
+        let mut pools = vec![];
+        loop {
+            count("dynamodb:Query");
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(POOLS_INDEX)
+                .key_condition_expression("kind = :pool")
+                .expression_attribute_values(":pool", s("pool"))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| Error::aws("dynamodb:Query", e))?;
+            for attrs in page.items.unwrap_or_default() {
+                if let Some(Item::Pool(p)) = decode(attrs)? {
+                    pools.push(*p);
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                break;
+            }
+        }
+        Ok(pools)
+    }
+
+    async fn write(&self, pool: &str, mut writes: Vec<Write>) -> Result<()> {
+        match writes.len() {
+            0 => Ok(()),
+            1 => self.write_one(pool, writes.remove(0)).await,
+            _ => self.transact(pool, writes).await,
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The EC2 platform: a cluster's machines are the instances tagged `kubernetes.io/cluster/<infraId> = owned`.
+//!
+//! - Provision: one RunInstances of `machineCount` instances from the launch template, or the image and instance
+//!   type, with the cluster tag, Apiary's `apiary:pool` / `apiary:cluster` tags and the pool's own tags.
+//!   The client token is derived from the cluster id, so a repeated provision creates nothing twice.
+//! - Start / stop: in batches of [`BATCH`]; a batch the cloud refuses is retried instance by instance, so one
+//!   failing instance never blocks the others, and each refusal is reported with its instance.
+//! - Instances `shutting-down` or `terminated` are not machines of the cluster any more.
+//!
+//! EC2 clients are made per region (a pool's `platform.aws.region`) from one shared SDK configuration.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use apiary_planner::{AwsPlatform, Platform};
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{
+    Filter, InstanceStateName, LaunchTemplateSpecification, ResourceType, SummaryStatus, Tag, TagSpecification,
+};
+use aws_sdk_ec2::Client;
+
+use crate::calls::count;
+use crate::error::{Error, Result};
+use crate::platform::{Actuator, Machines, Provisioner, Refused, Target};
+
+/// Instances per Start/Stop/Terminate call.
+pub const BATCH: usize = 50;
+/// Tag naming the pool of an instance.
+pub const POOL_TAG: &str = "apiary:pool";
+/// Tag naming the cluster id of an instance.
+pub const CLUSTER_TAG: &str = "apiary:cluster";
+
+/// The tag key of a cluster's machines.
+pub fn cluster_tag(infra_id: &str) -> String {
+    format!("kubernetes.io/cluster/{infra_id}")
+}
+
+/// EC2, in any region.
+pub struct Ec2Platform {
+    sdk: aws_config::SdkConfig,
+    clients: Mutex<HashMap<String, Client>>,
+}
+
+/// One instance of a cluster.
+#[derive(Debug, Clone)]
+struct Instance {
+    id: String,
+    state: InstanceStateName,
+}
+
+impl Ec2Platform {
+    /// EC2 clients made from `sdk`.
+    pub fn new(sdk: aws_config::SdkConfig) -> Self {
+        Self { sdk, clients: Mutex::new(HashMap::new()) }
+    }
+
+    fn client(&self, t: &Target<'_>) -> Result<Client> {
+        let region = match &t.spec.platform {
+            Platform::Aws(AwsPlatform { region, .. }) => region.clone(),
+            Platform::Fake(_) => return Err(Error::Config("the EC2 platform was given a fake pool".into())),
+        };
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(clients
+            .entry(region.clone())
+            .or_insert_with(|| {
+                let conf = aws_sdk_ec2::config::Builder::from(&self.sdk).region(aws_config::Region::new(region)).build();
+                Client::from_conf(conf)
+            })
+            .clone())
+    }
+
+    /// The cluster's instances, all pages, terminated ones left out.
+    async fn instances(&self, client: &Client, infra_id: &str) -> Result<Vec<Instance>> {
+        let mut out = vec![];
+        let mut token = None;
+        loop {
+            count("ec2:DescribeInstances");
+            let page = client
+                .describe_instances()
+                .filters(Filter::builder().name(format!("tag:{}", cluster_tag(infra_id))).values("owned").build())
+                .filters(
+                    Filter::builder()
+                        .name("instance-state-name")
+                        .set_values(Some(
+                            ["pending", "running", "stopping", "stopped"].map(String::from).to_vec(),
+                        ))
+                        .build(),
+                )
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| Error::aws("ec2:DescribeInstances", e))?;
+            for reservation in page.reservations() {
+                for i in reservation.instances() {
+                    let state = i.state().and_then(|s| s.name()).cloned().unwrap_or(InstanceStateName::Pending);
+                    if matches!(state, InstanceStateName::Terminated | InstanceStateName::ShuttingDown) {
+                        continue;
+                    }
+                    if let Some(id) = i.instance_id() {
+                        out.push(Instance { id: id.to_owned(), state });
+                    }
+                }
+            }
+            token = page.next_token().filter(|t| !t.is_empty()).map(String::from);
+            if token.is_none() {
+                break;
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+
+    /// Calls `op` on `ids` in batches; a refused batch is retried one instance at a time.
+    async fn in_batches<F, Fut>(&self, ids: Vec<String>, op: F) -> Result<Refused>
+    where
+        F: Fn(Vec<String>) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<(), Error>>,
+    {
+        let mut refused = Refused::default();
+        for batch in ids.chunks(BATCH) {
+            match op(batch.to_vec()).await {
+                Ok(()) => {}
+                Err(e) if e.is_retryable() => return Err(e),
+                Err(_) if batch.len() > 1 => {
+                    for id in batch {
+                        if let Err(e) = op(vec![id.clone()]).await {
+                            if e.is_retryable() {
+                                return Err(e);
+                            }
+                            refused.machines.push((id.clone(), e.to_string()));
+                        }
+                    }
+                }
+                Err(e) => refused.machines.push((batch[0].clone(), e.to_string())),
+            }
+        }
+        Ok(refused)
+    }
+}
+
+fn machines(instances: &[Instance], want: &InstanceStateName) -> Machines {
+    Machines {
+        total: instances.len() as u32,
+        not_ready: instances.iter().filter(|i| &i.state != want).map(|i| i.id.clone()).collect(),
+    }
+}
+
+/// A client token at most 64 characters long, unique per cluster.
+fn client_token(pool: &str, id: &str) -> String {
+    let token = format!("{pool}/{id}");
+    if token.len() <= 64 {
+        return token;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in token.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{}-{h:016x}", &id[..id.len().min(47)])
+}
+
+#[async_trait]
+impl Actuator for Ec2Platform {
+    async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
+        let client = self.client(&t)?;
+        Ok(machines(&self.instances(&client, &t.cluster.infra_id).await?, &InstanceStateName::Running))
+    }
+
+    async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
+        let client = self.client(&t)?;
+        Ok(machines(&self.instances(&client, &t.cluster.infra_id).await?, &InstanceStateName::Stopped))
+    }
+
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
+        let client = self.client(&t)?;
+        let instances = self.instances(&client, &t.cluster.infra_id).await?;
+        if instances.is_empty() || instances.iter().any(|i| i.state != InstanceStateName::Running) {
+            return Ok(false);
+        }
+        let ids: Vec<String> = instances.into_iter().map(|i| i.id).collect();
+        let mut ok = 0;
+        for batch in ids.chunks(BATCH) {
+            count("ec2:DescribeInstanceStatus");
+            let out = client
+                .describe_instance_status()
+                .set_instance_ids(Some(batch.to_vec()))
+                .send()
+                .await
+                .map_err(|e| Error::aws("ec2:DescribeInstanceStatus", e))?;
+            ok += out
+                .instance_statuses()
+                .iter()
+                .filter(|s| {
+                    let passes = |st: Option<&SummaryStatus>| matches!(st, Some(SummaryStatus::Ok) | None);
+                    passes(s.instance_status().and_then(|x| x.status()))
+                        && passes(s.system_status().and_then(|x| x.status()))
+                })
+                .count();
+        }
+        Ok(ok == ids.len())
+    }
+
+    async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
+        let client = self.client(&t)?;
+        let ids = self
+            .instances(&client, &t.cluster.infra_id)
+            .await?
+            .into_iter()
+            .filter(|i| i.state == InstanceStateName::Stopped)
+            .map(|i| i.id)
+            .collect();
+        self.in_batches(ids, |batch| {
+            let client = client.clone();
+            async move {
+                count("ec2:StartInstances");
+                client
+                    .start_instances()
+                    .set_instance_ids(Some(batch))
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(|e| Error::aws("ec2:StartInstances", e))
+            }
+        })
+        .await
+    }
+
+    async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
+        let client = self.client(&t)?;
+        let ids = self
+            .instances(&client, &t.cluster.infra_id)
+            .await?
+            .into_iter()
+            .filter(|i| matches!(i.state, InstanceStateName::Running | InstanceStateName::Pending))
+            .map(|i| i.id)
+            .collect();
+        self.in_batches(ids, |batch| {
+            let client = client.clone();
+            async move {
+                count("ec2:StopInstances");
+                client
+                    .stop_instances()
+                    .set_instance_ids(Some(batch))
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(|e| Error::aws("ec2:StopInstances", e))
+            }
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl Provisioner for Ec2Platform {
+    async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>> {
+        let Platform::Aws(aws) = &t.spec.platform else {
+            return Err(Error::Config("the EC2 platform was given a fake pool".into()));
+        };
+        let client = self.client(&t)?;
+        let c = t.cluster;
+        let mut tags = vec![
+            Tag::builder().key(cluster_tag(&c.infra_id)).value("owned").build(),
+            Tag::builder().key(POOL_TAG).value(t.pool).build(),
+            Tag::builder().key(CLUSTER_TAG).value(&c.id).build(),
+            Tag::builder().key("Name").value(&c.cluster_name).build(),
+        ];
+        tags.extend(aws.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()));
+        let count_ = i32::try_from(aws.machine_count).unwrap_or(1).max(1);
+        let mut req = client
+            .run_instances()
+            .min_count(count_)
+            .max_count(count_)
+            .client_token(client_token(t.pool, &c.id))
+            .tag_specifications(
+                TagSpecification::builder().resource_type(ResourceType::Instance).set_tags(Some(tags)).build(),
+            )
+            .set_subnet_id(aws.subnet_id.clone())
+            .set_image_id(aws.image_id.clone());
+        if let Some(lt) = &aws.launch_template {
+            req = req.launch_template(
+                LaunchTemplateSpecification::builder()
+                    .launch_template_id(&lt.id)
+                    .set_version(lt.version.clone())
+                    .build(),
+            );
+        }
+        if let Some(it) = &aws.instance_type {
+            req = req.instance_type(it.as_str().into());
+        }
+        count("ec2:RunInstances");
+        match req.send().await {
+            Ok(_) => Ok(Ok(())),
+            Err(e) => {
+                let e = Error::aws("ec2:RunInstances", e);
+                if e.is_retryable() {
+                    Err(e)
+                } else {
+                    Ok(Err(e.to_string()))
+                }
+            }
+        }
+    }
+
+    async fn deprovision(&self, t: Target<'_>) -> Result<bool> {
+        let client = self.client(&t)?;
+        let ids: Vec<String> = self.instances(&client, &t.cluster.infra_id).await?.into_iter().map(|i| i.id).collect();
+        if ids.is_empty() {
+            return Ok(true);
+        }
+        let refused = self
+            .in_batches(ids, |batch| {
+                let client = client.clone();
+                async move {
+                    count("ec2:TerminateInstances");
+                    client
+                        .terminate_instances()
+                        .set_instance_ids(Some(batch))
+                        .send()
+                        .await
+                        .map(drop)
+                        .map_err(|e| Error::aws("ec2:TerminateInstances", e))
+                }
+            })
+            .await?;
+        if !refused.machines.is_empty() {
+            tracing::warn!(cluster = %t.cluster.id, refused = ?refused.machines, "some machines refused to terminate");
+        }
+        // Terminated instances are gone from the cluster's machines at once (shutting-down counts as gone).
+        Ok(refused.machines.is_empty())
+    }
+}

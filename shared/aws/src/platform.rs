@@ -1,0 +1,98 @@
+//! The `Actuator` and `Provisioner` ports: a cluster's machines on its pool's platform.
+//!
+//! Machines are found by the cluster's `infraId` (on AWS, the `kubernetes.io/cluster/<infraId> = owned` tag an
+//! OpenShift installer also sets). Calls report which machines are not there yet instead of failing as a whole:
+//! one failing machine never blocks the others.
+
+use std::sync::Arc;
+
+use apiary_planner::{Cluster, Platform, PoolSpec, Timestamp};
+use async_trait::async_trait;
+
+use crate::error::Result;
+
+/// Machines of one cluster, as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Machines {
+    /// Machines found (terminated ones excluded).
+    pub total: u32,
+    /// Ids of those not yet in the asked-for state.
+    pub not_ready: Vec<String>,
+}
+
+/// The outcome of a start or stop: which machines the cloud refused, with its message.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Refused {
+    /// `(machine id, error)` for each refused machine.
+    pub machines: Vec<(String, String)>,
+}
+
+impl Refused {
+    /// `Ok` when nothing was refused, else one message naming every refused machine.
+    pub fn into_result(self) -> std::result::Result<(), String> {
+        if self.machines.is_empty() {
+            return Ok(());
+        }
+        let detail: Vec<String> = self.machines.iter().map(|(id, e)| format!("{id}: {e}")).collect();
+        Err(format!("{} machine(s) refused: {}", self.machines.len(), detail.join("; ")))
+    }
+}
+
+/// What the actuator is asked about, with the context it may need.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// The pool's name.
+    pub pool: &'a str,
+    /// The pool's spec (platform, tags).
+    pub spec: &'a PoolSpec,
+    /// The cluster.
+    pub cluster: &'a Cluster,
+    /// The current time (a simulated platform derives its machines' state from it).
+    pub now: Timestamp,
+}
+
+/// Powers a cluster's machines (seed 004's actuator).
+#[async_trait]
+pub trait Actuator: Send + Sync {
+    /// Machines found, and those not running yet.
+    async fn machines_running(&self, t: Target<'_>) -> Result<Machines>;
+    /// Machines found, and those not stopped yet.
+    async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines>;
+    /// Whether the cluster's nodes are ready (on EC2: every instance passes its status checks).
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool>;
+    /// Starts every machine not running.
+    async fn start_machines(&self, t: Target<'_>) -> Result<Refused>;
+    /// Stops every machine not stopped.
+    async fn stop_machines(&self, t: Target<'_>) -> Result<Refused>;
+}
+
+/// Creates and removes a cluster's machines.
+#[async_trait]
+pub trait Provisioner: Send + Sync {
+    /// Creates the machines, idempotently (keyed by the cluster id). `Err(message)` when the cloud refused.
+    async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>>;
+    /// Terminates the machines; `true` once none is left.
+    async fn deprovision(&self, t: Target<'_>) -> Result<bool>;
+}
+
+/// Both roles, for one platform.
+pub trait Machinery: Actuator + Provisioner {}
+impl<T: Actuator + Provisioner> Machinery for T {}
+
+/// The platforms Apiary drives, chosen by a pool's spec.
+pub struct Platforms {
+    /// EC2.
+    pub aws: Arc<dyn Machinery>,
+    /// Simulated machines.
+    pub fake: Arc<dyn Machinery>,
+}
+
+impl Platforms {
+    /// The platform of `spec`.
+    pub fn of(&self, spec: &PoolSpec) -> &dyn Machinery {
+        match spec.platform {
+            Platform::Aws(_) => self.aws.as_ref(),
+            Platform::Fake(_) => self.fake.as_ref(),
+        }
+    }
+}

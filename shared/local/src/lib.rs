@@ -1,0 +1,214 @@
+//! Apiary's four functions in one local process, wired as Lambda wires them.
+//!
+//! - The claim API served over HTTP on a local address. API Gateway's IAM authorization is played by the
+//!   `x-apiary-principal` header: its value becomes the caller's ARN in the request context, exactly where API
+//!   Gateway puts the signer's ARN. (Only for local use: nothing checks a signature.)
+//! - Long-polling consumers of the reconcile and power queues, handing batches to the handlers as `SqsEvent`s
+//!   and deleting all but the reported batch item failures, as an event source mapping does.
+//! - The sweep on a timer, as the sweep schedule would invoke it.
+//!
+//! Settings come from the environment, exactly as the stack passes them to the Lambda functions.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use apiary_aws::queue::Poller;
+use apiary_aws::Deps;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use lambda_http::aws_lambda_events::apigw::{ApiGatewayProxyRequestContext, ApiGatewayRequestIdentity};
+use lambda_http::request::RequestContext;
+use lambda_http::RequestExt;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+pub mod status;
+
+/// The header that names the caller locally.
+pub const PRINCIPAL_HEADER: &str = "x-apiary-principal";
+
+/// How the local process runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Where the API listens (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Time between two sweeps.
+    pub sweep_every: Duration,
+    /// Concurrent consumers of the power queue (Lambda runs several invocations at once).
+    pub power_consumers: usize,
+    /// Concurrent consumers of the reconcile queue (FIFO: one pool is still one at a time).
+    pub reconcile_consumers: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            sweep_every: Duration::from_secs(60),
+            power_consumers: 4,
+            reconcile_consumers: 2,
+        }
+    }
+}
+
+/// The running process: its API address and its tasks (stopped when dropped).
+pub struct Running {
+    /// The API's address.
+    pub addr: SocketAddr,
+    tasks: JoinSet<()>,
+}
+
+impl Running {
+    /// Stops every task.
+    pub async fn stop(mut self) {
+        self.tasks.shutdown().await;
+    }
+}
+
+/// Starts the API, the queue consumers and the sweep.
+pub async fn start(deps: Deps, options: &Options) -> std::io::Result<Running> {
+    let listener = TcpListener::bind(options.listen).await?;
+    let addr = listener.local_addr()?;
+    let mut tasks = JoinSet::new();
+    tasks.spawn(serve(listener, deps.clone()));
+    for _ in 0..options.reconcile_consumers {
+        let deps = deps.clone();
+        let poller = Poller::new(&deps.sdk, &deps.config.reconcile_queue_url);
+        tasks.spawn(consume("reconcile", poller, move |event| {
+            let deps = deps.clone();
+            async move { reconcile::handle(&deps, event).await }
+        }));
+    }
+    for _ in 0..options.power_consumers {
+        let deps = deps.clone();
+        let poller = Poller::new(&deps.sdk, &deps.config.power_queue_url);
+        tasks.spawn(consume("power", poller, move |event| {
+            let deps = deps.clone();
+            async move { power::handle(&deps, event).await }
+        }));
+    }
+    let every = options.sweep_every;
+    tasks.spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tick.tick().await;
+            if let Err(e) = timeouts::sweep(&deps).await {
+                tracing::warn!(error = %e, "sweep failed");
+            }
+        }
+    });
+    Ok(Running { addr, tasks })
+}
+
+async fn consume<F, Fut>(name: &'static str, poller: Poller, handler: F)
+where
+    F: Fn(aws_lambda_events::event::sqs::SqsEvent) -> Fut,
+    Fut: std::future::Future<Output = aws_lambda_events::event::sqs::SqsBatchResponse>,
+{
+    loop {
+        match poller.receive(10, Duration::from_secs(5)).await {
+            Ok(event) if event.records.is_empty() => {}
+            Ok(event) => {
+                let response = handler(event.clone()).await;
+                if let Err(e) = poller.settle(&event, &response).await {
+                    tracing::warn!(queue = name, error = %e, "could not delete handled messages");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(queue = name, error = %e, "receive failed");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+async fn serve(listener: TcpListener, deps: Deps) {
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
+        };
+        let deps = deps.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                let deps = deps.clone();
+                async move { Ok::<_, Infallible>(call_api(&deps, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+        });
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 3 <= bytes.len() => {
+                match std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Turns an HTTP request into the event API Gateway would send, runs the claim API on it, and turns its answer
+/// back into HTTP.
+async fn call_api(deps: &Deps, req: hyper::Request<Incoming>) -> hyper::Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = if bytes.is_empty() {
+        lambda_http::Body::Empty
+    } else {
+        match String::from_utf8(bytes.to_vec()) {
+            Ok(text) => lambda_http::Body::Text(text),
+            Err(e) => lambda_http::Body::Binary(e.into_bytes()),
+        }
+    };
+    let query: HashMap<String, String> = parts
+        .uri
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect();
+    let mut identity = ApiGatewayRequestIdentity::default();
+    identity.user_arn = parts.headers.get(PRINCIPAL_HEADER).and_then(|v| v.to_str().ok()).map(String::from);
+    let mut context = ApiGatewayProxyRequestContext::default();
+    context.identity = identity;
+    context.http_method = parts.method.clone();
+    let mut request = lambda_http::http::Request::from_parts(parts, body)
+        .with_request_context(RequestContext::ApiGatewayV1(context));
+    if !query.is_empty() {
+        request = request.with_query_string_parameters(query);
+    }
+    let response = claim_api::handle(deps, request).await;
+    let (parts, body) = response.into_parts();
+    let bytes = match body {
+        lambda_http::Body::Empty => Bytes::new(),
+        lambda_http::Body::Text(t) => Bytes::from(t),
+        lambda_http::Body::Binary(b) => Bytes::from(b),
+    };
+    hyper::Response::from_parts(parts, Full::new(bytes))
+}

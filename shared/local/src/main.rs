@@ -1,0 +1,97 @@
+//! `apiary-local`: runs Apiary's four functions in one process against the AWS endpoint of the environment
+//! (`AWS_ENDPOINT_URL`), with the stack's settings from the environment.
+//!
+//! ```text
+//! apiary-local [--listen 127.0.0.1:8080] [--sweep-every 10s] [--pool NAME=SPEC.json]... [--status]
+//! ```
+//! `--pool` creates or updates a pool at start (as the first admin of `APIARY_ADMINS`); `--status` redraws every
+//! pool's status every two seconds instead of logging. Ctrl-C stops.
+
+#![allow(clippy::print_stdout)]
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use apiary_local::{start, status, Options, PRINCIPAL_HEADER};
+
+fn usage() -> ! {
+    eprintln!("usage: apiary-local [--listen ADDR] [--sweep-every DURATION] [--pool NAME=SPEC.json]... [--status]");
+    std::process::exit(2)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut options = Options::default();
+    let mut pools = vec![];
+    let mut show_status = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--listen" => options.listen = args.next().unwrap_or_else(|| usage()).parse().context("--listen")?,
+            "--sweep-every" => {
+                let text = args.next().unwrap_or_else(|| usage());
+                options.sweep_every = apiary_planner::duration::parse(&text)
+                    .ok()
+                    .and_then(|d| d.to_std().ok())
+                    .filter(|d| !d.is_zero())
+                    .with_context(|| format!("--sweep-every {text:?}: want a duration like 10s"))?;
+            }
+            "--pool" => {
+                let spec = args.next().unwrap_or_else(|| usage());
+                let Some((name, file)) = spec.split_once('=') else { usage() };
+                pools.push((name.to_owned(), std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?));
+            }
+            "--status" => show_status = true,
+            "-h" | "--help" => usage(),
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    if show_status {
+        std::env::set_var("APIARY_LOG_FORMAT", "text");
+        if std::env::var_os("RUST_LOG").is_none() {
+            std::env::set_var("RUST_LOG", "warn");
+        }
+    }
+    apiary_aws::logging::init();
+    let deps = apiary_aws::Deps::from_env().await.context("settings (run through `make run`, which sets them)")?;
+    let running = start(deps.clone(), &options).await.with_context(|| format!("listening on {}", options.listen))?;
+    let base = format!("http://{}", running.addr);
+    eprintln!("apiary-local: API on {base}");
+    for (name, body) in pools {
+        let admin = deps.config.admins.first().cloned().context("--pool needs an admin in APIARY_ADMINS")?;
+        let answer = put(&format!("{}/pools/{name}", running.addr), &admin, &body).await?;
+        eprintln!("apiary-local: pool {name}: {answer}");
+    }
+    let shutdown = tokio::signal::ctrl_c();
+    tokio::pin!(shutdown);
+    if show_status {
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep(Duration::from_secs(2)) => {
+                    let text = status::render(&deps).await.unwrap_or_else(|e| format!("status unavailable: {e}\n"));
+                    print!("\x1b[2J\x1b[H{}\nAPI {base}   (Ctrl-C stops)\n", text);
+                }
+            }
+        }
+    } else {
+        let _ = shutdown.await;
+    }
+    running.stop().await;
+    Ok(())
+}
+
+/// A minimal HTTP/1.1 PUT to the local API, as the admin.
+async fn put(addr_path: &str, principal: &str, body: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (addr, path) = addr_path.split_once('/').context("address")?;
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    let request = format!(
+        "PUT /{path} HTTP/1.1\r\nHost: {addr}\r\n{PRINCIPAL_HEADER}: {principal}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await?;
+    Ok(response.lines().next().unwrap_or_default().to_owned())
+}

@@ -1,0 +1,73 @@
+//! A plain-text picture of every pool: counts, each cluster's power state, claims.
+
+use std::fmt::Write as _;
+
+use apiary_aws::{Deps, Result};
+use apiary_planner::{Cluster, DesiredPower};
+
+fn cluster_line(c: &Cluster) -> String {
+    let power = c.power_state.map_or_else(|| "Installing".to_owned(), |p| format!("{p:?}"));
+    let want = match c.spec_power_state {
+        Some(DesiredPower::Running) => "Running",
+        Some(DesiredPower::Hibernating) => "Hibernating",
+        None => "-",
+    };
+    let mut flags = vec![];
+    if c.is_broken() {
+        flags.push("broken".to_owned());
+    }
+    if c.deleting {
+        flags.push("deleting".to_owned());
+    }
+    if c.marked_for_deletion {
+        flags.push("released".to_owned());
+    }
+    if let Some(claim) = &c.claim {
+        flags.push(format!("claim={claim}"));
+    }
+    format!("    {:<28} {:<26} want {:<12} {}", c.cluster_name, power, want, flags.join(" "))
+}
+
+/// Renders every pool's status.
+pub async fn render(deps: &Deps) -> Result<String> {
+    let mut out = String::new();
+    let mut pools = deps.store.list_pools().await?;
+    pools.sort_by(|a, b| a.name.cmp(&b.name));
+    if pools.is_empty() {
+        out.push_str("no pools yet\n");
+    }
+    for p in pools {
+        let Some(snap) = deps.store.read_pool(&p.name).await? else { continue };
+        let s = &snap.pool.status;
+        let _ = writeln!(
+            out,
+            "pool {}  size {} running {} | ready {} standby {} installing {} claimed {} broken {} stale {} deleting {} pending claims {}{}",
+            p.name,
+            s.size,
+            s.running_count,
+            s.ready,
+            s.standby,
+            s.installing,
+            s.claimed,
+            s.broken,
+            s.stale,
+            s.deleting,
+            s.pending_claims,
+            if p.deletion_requested_at.is_some() { "  (deleting)" } else { "" },
+        );
+        let mut clusters = snap.clusters.clone();
+        clusters.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+        for c in &clusters {
+            let _ = writeln!(out, "{}", cluster_line(c));
+        }
+        for k in &snap.claims {
+            let state = match (&k.cluster, k.release_requested_at) {
+                (_, Some(_)) => "releasing".to_owned(),
+                (Some(c), None) => format!("-> {c}"),
+                (None, None) => "pending".to_owned(),
+            };
+            let _ = writeln!(out, "    claim {:<22} {:<30} by {}", k.name, state, k.owner);
+        }
+    }
+    Ok(out)
+}
