@@ -3,6 +3,8 @@
 #   make test    formatting, lints, the planner's purity check and every test (what CI runs)
 #   make bench   the planner benchmark (figures go to BENCHMARKS.md)
 #   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
+#   make run     Apiary locally: the AWS emulator, the stack deployed into it, the four functions, a demo pool
+#   make emulator  only the AWS emulator, in the foreground (for running system tests by hand)
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -12,9 +14,24 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity unit bench sim
+.PHONY: test fmt-check clippy purity unit system bench sim run emulator venv
 
-test: fmt-check clippy purity unit
+# The AWS emulator (moto) and the deploy script's boto3 live in a project virtualenv, pinned.
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+MOTO_VERSION := 5.2.5
+EMULATOR_PORT ?= 5055
+export AWS_ACCESS_KEY_ID ?= test
+export AWS_SECRET_ACCESS_KEY ?= test
+export AWS_REGION ?= us-east-1
+
+venv: $(VENV)/.installed
+$(VENV)/.installed:
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet 'moto[server]==$(MOTO_VERSION)'
+	touch $@
+
+test: fmt-check clippy purity unit system
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -32,7 +49,24 @@ purity:
 	echo "purity: $(PLANNER) has no async, AWS, randomness or clock dependency"
 
 unit:
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --exclude apiary-system-tests
+
+# System tests: the emulator on a free port for the duration, stopped however the tests end.
+system: venv
+	@port=$$($(PYTHON) -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); \
+	$(PYTHON) infra/emulator.py --port $$port > $${TMPDIR:-/tmp}/apiary-emulator-$$port.log 2>&1 & emu=$$!; \
+	trap "kill $$emu 2>/dev/null" EXIT; \
+	for i in $$(seq 50); do (echo > /dev/tcp/127.0.0.1/$$port) 2>/dev/null && break; sleep 0.2; done; \
+	AWS_ENDPOINT_URL=http://127.0.0.1:$$port APIARY_PYTHON=$(PYTHON) RUST_LOG=$${RUST_LOG:-warn} \
+	  $(CARGO) test -p apiary-system-tests -- --test-threads=$${SYSTEM_TEST_THREADS:-3}
+
+emulator: venv
+	$(PYTHON) infra/emulator.py --port $(EMULATOR_PORT)
+
+# Apiary locally: Ctrl-C stops the functions and the emulator.
+run: venv
+	$(CARGO) build --quiet -p apiary-local
+	@bash infra/run-local.sh
 
 bench:
 	$(CARGO) bench -p $(PLANNER) --bench plan

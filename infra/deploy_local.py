@@ -19,6 +19,7 @@ p.add_argument("stack")
 p.add_argument("env_file")
 p.add_argument("--admins", default="")
 p.add_argument("--max-recheck-seconds", default="900")
+p.add_argument("--visibility-seconds", default="10")
 args = p.parse_args()
 
 endpoint = os.environ.get("AWS_ENDPOINT_URL")
@@ -45,6 +46,7 @@ params = {
     "AdminPrincipals": args.admins,
     "EventSourcesEnabled": "false",
     "MaxRecheckSeconds": args.max_recheck_seconds,
+    "QueueVisibilitySeconds": args.visibility_seconds,
 }
 cfn.create_stack(
     StackName=args.stack,

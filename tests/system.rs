@@ -1,1 +1,335 @@
-fn main(){}
+//! System tests: the whole stack (template deployed into the emulator, the four functions running as
+//! `apiary-local` runs them), driven through the HTTP API and the emulator's EC2 API.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use apiary_aws::messages::{PowerMessage, ReconcileMessage};
+use serde_json::{json, Value};
+use support::{aws_pool, stack, ADMIN, ALICE, BOB};
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn ids(clusters: &[Value]) -> Vec<String> {
+    clusters.iter().map(|c| c["id"].as_str().unwrap_or_default().to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_of_four_with_two_running_converges_with_the_two_oldest_running() {
+    let s = stack().await;
+    s.put_pool("conv", &aws_pool(4, 2)).await;
+    let clusters = s.converged("conv", 4, 2).await;
+    // Oldest first: the first two run, on EC2 too; the other two are stopped.
+    for (i, c) in clusters.iter().enumerate() {
+        let want = if i < 2 { "running" } else { "stopped" };
+        s.until(&format!("cluster {i} has {want} instances"), MINUTE, || async {
+            s.machines_are(c, want).await.then_some(())
+        })
+        .await;
+        assert_eq!(s.instances(c["infraId"].as_str().unwrap_or_default()).await.len(), 2);
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_with_a_running_spare_gets_the_oldest_and_the_next_oldest_is_resumed() {
+    let s = stack().await;
+    s.put_pool("spare", &aws_pool(3, 1)).await;
+    let before = s.converged("spare", 3, 1).await;
+    let (status, claim) = s.call("PUT", "/pools/spare/claims/job1", ALICE, None).await;
+    assert_eq!(status, 201, "{claim}");
+    assert_eq!(claim["cluster"]["id"], before[0]["id"], "the oldest Running cluster is handed out");
+    assert_eq!(claim["cluster"]["powerState"], "Running");
+    assert!(claim["cluster"]["clusterName"].is_string() && claim["cluster"]["infraId"].is_string());
+    // The pool keeps one unclaimed cluster Running: the next-oldest is resumed.
+    let next = before[1].clone();
+    s.until("the next-oldest cluster runs", MINUTE, || async {
+        let c = s.clusters("spare").await;
+        let now = c.iter().find(|c| c["id"] == next["id"])?.clone();
+        (now["powerState"] == "Running" && s.machines_are(&now, "running").await).then_some(())
+    })
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_without_a_running_spare_is_pending_until_a_standby_cluster_resumes() {
+    let s = stack().await;
+    s.put_pool("cold", &aws_pool(2, 0)).await;
+    let before = s.converged("cold", 2, 0).await;
+    let (status, claim) = s.call("PUT", "/pools/cold/claims/job", ALICE, Some(r#"{"lifetime":"1h"}"#)).await;
+    assert_eq!(status, 202, "{claim}");
+    assert_eq!(claim["phase"], "Pending");
+    let ready = s
+        .until("the claim is assigned a Running cluster", MINUTE, || async {
+            let (_, c) = s.call("GET", "/pools/cold/claims/job?wait=5s", ALICE, None).await;
+            (c["phase"] == "Ready").then_some(c)
+        })
+        .await;
+    assert_eq!(ready["cluster"]["id"], before[0]["id"], "the oldest standby cluster was resumed for it");
+    assert_eq!(ready["lifetime"], "1h");
+    let cluster = s.clusters("cold").await.into_iter().find(|c| c["id"] == before[0]["id"]).expect("cluster");
+    assert!(s.machines_are(&cluster, "running").await);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_terminates_the_instances_and_the_pool_refills() {
+    let s = stack().await;
+    s.put_pool("rel", &aws_pool(2, 1)).await;
+    s.converged("rel", 2, 1).await;
+    let (status, claim) = s.call("PUT", "/pools/rel/claims/job", ALICE, None).await;
+    assert_eq!(status, 201, "{claim}");
+    let infra = claim["cluster"]["infraId"].as_str().expect("infraId").to_owned();
+    let (status, _) = s.call("DELETE", "/pools/rel/claims/job", BOB, None).await;
+    assert_eq!(status, 403, "only the owner or an admin releases");
+    let (status, body) = s.call("DELETE", "/pools/rel/claims/job", ALICE, None).await;
+    assert_eq!(status, 202, "{body}");
+    s.until("the released cluster's instances are terminated", MINUTE, || async {
+        let i = s.instances(&infra).await;
+        (!i.is_empty() && i.iter().all(|(_, st)| st == "terminated" || st == "shutting-down")).then_some(())
+    })
+    .await;
+    let after = s.converged("rel", 2, 1).await;
+    assert!(after.iter().all(|c| c["id"] != claim["cluster"]["id"]), "the released cluster is gone");
+    let (status, _) = s.call("GET", "/pools/rel/claims/job", ALICE, None).await;
+    assert_eq!(status, 404);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_parallel_claims_on_five_running_spares_get_five_at_once_and_the_rest_later_each_once() {
+    let s = stack().await;
+    s.put_pool("rush", &aws_pool(5, 5)).await;
+    s.converged("rush", 5, 5).await;
+    let answers = futures::future::join_all((0..20).map(|i| {
+        let s = &s;
+        async move { s.call("PUT", &format!("/pools/rush/claims/c{i}"), ALICE, None).await }
+    }))
+    .await;
+    let immediate: Vec<&Value> = answers.iter().filter(|(st, _)| *st == 201).map(|(_, b)| b).collect();
+    assert_eq!(immediate.len(), 5, "{answers:?}");
+    assert!(answers.iter().all(|(st, _)| *st == 201 || *st == 202), "{answers:?}");
+    let first: BTreeSet<&str> = immediate.iter().filter_map(|b| b["cluster"]["id"].as_str()).collect();
+    assert_eq!(first.len(), 5, "five different clusters");
+    let assigned = s
+        .until("all twenty claims are assigned", Duration::from_secs(120), || async {
+            let (_, body) = s.call("GET", "/pools/rush/claims", ADMIN, None).await;
+            let claims = body["claims"].as_array().cloned().unwrap_or_default();
+            (claims.len() == 20 && claims.iter().all(|c| c["cluster"].is_object())).then_some(claims)
+        })
+        .await;
+    let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for c in &assigned {
+        holders.entry(c["cluster"]["id"].as_str().unwrap_or_default().into()).or_default().push(c["name"].to_string());
+    }
+    assert_eq!(holders.len(), 20, "no cluster in two claims: {holders:?}");
+    // Each cluster names exactly the claim that names it.
+    let clusters = s.clusters("rush").await;
+    for c in &assigned {
+        let id = &c["cluster"]["id"];
+        let cluster = clusters.iter().find(|k| &k["id"] == id).expect("assigned cluster exists");
+        assert_eq!(cluster["claim"], c["name"]);
+    }
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inventory_of_three_names_gives_three_clusters_even_with_parallel_reconciles() {
+    let s = stack().await;
+    let mut spec = aws_pool(5, 0);
+    spec["inventory"] = json!({"clusterDeployments": [{"name": "foo"}, {"name": "bar"}, {"name": "baz"}]});
+    s.put_pool("inv", &spec).await;
+    // Five reconciles at once, beside the queue's own: the name leases let one of each race win.
+    let results = futures::future::join_all((0..5).map(|_| reconcile::reconcile(&s.deps, "inv", false))).await;
+    for r in &results {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    let clusters = s.converged("inv", 3, 0).await;
+    let names: BTreeSet<&str> = clusters.iter().filter_map(|c| c["clusterName"].as_str()).collect();
+    assert_eq!(names, BTreeSet::from(["bar", "baz", "foo"]));
+    // Still three after more reconciles and sweeps.
+    for _ in 0..3 {
+        reconcile::reconcile(&s.deps, "inv", false).await.expect("reconcile");
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(s.clusters("inv").await.len(), 3);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_the_platform_replaces_stale_clusters_one_at_a_time() {
+    let s = stack().await;
+    s.put_pool("stale", &aws_pool(3, 1)).await;
+    let old = ids(&s.converged("stale", 3, 1).await);
+    let old_version = s.pool("stale").await["status"]["poolVersion"].clone();
+    let mut spec = aws_pool(3, 1);
+    spec["platform"]["aws"]["instanceType"] = json!("m5.large");
+    s.put_pool("stale", &spec).await;
+    s.until("the pool's version changes", MINUTE, || async {
+        (s.pool("stale").await["status"]["poolVersion"] != old_version).then_some(())
+    })
+    .await;
+    let most_replacing = std::cell::Cell::new(0);
+    let fresh = s
+        .until("every stale cluster is replaced", Duration::from_secs(120), || {
+            let s = &s;
+            let old = &old;
+            let most = &most_replacing;
+            async move {
+                let version = s.pool("stale").await["status"]["poolVersion"].as_str()?.to_owned();
+                let c = s.clusters("stale").await;
+                // Replacing: an old cluster on its way out, or a new one not yet installed.
+                let leaving =
+                    c.iter().filter(|c| !c["deleting"].is_null() && old.iter().any(|o| c["id"] == o.as_str()));
+                let replacing = leaving.count() + c.iter().filter(|c| c["installedAt"].is_null()).count();
+                most.set(most.get().max(replacing));
+                let current = c.iter().filter(|c| c["poolVersion"].as_str() == Some(version.as_str())).count();
+                (c.len() == 3 && current == 3 && c.iter().all(|c| c["deleting"].is_null())).then_some(c)
+            }
+        })
+        .await;
+    assert!(ids(&fresh).iter().all(|id| !old.contains(id)), "every old cluster was replaced");
+    let most = most_replacing.get();
+    assert!(most <= 2, "one replacement at a time (one old going, one new coming), saw {most}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_whose_instances_vanished_fails_to_resume_is_marked_broken_and_replaced() {
+    let s = stack().await;
+    let mut spec = aws_pool(1, 0);
+    spec["powerstateTransitionToRunningTimeout"] = json!("3s");
+    s.put_pool("lost", &spec).await;
+    let before = s.converged("lost", 1, 0).await;
+    let victim = before[0].clone();
+    let infra = victim["infraId"].as_str().expect("infraId");
+    let doomed: Vec<String> = s.instances(infra).await.into_iter().map(|(id, _)| id).collect();
+    s.ec2.terminate_instances().set_instance_ids(Some(doomed)).send().await.expect("terminate behind Apiary's back");
+    let (status, _) = s.call("PUT", "/pools/lost/claims/job", ALICE, None).await;
+    assert_eq!(status, 202);
+    let broken = s
+        .until("the cluster is marked broken", MINUTE, || async {
+            let c = s.clusters("lost").await.into_iter().find(|c| c["id"] == victim["id"])?;
+            (!c["brokenAt"].is_null()).then_some(c)
+        })
+        .await;
+    // Seed 002: the Hibernating condition carries the reason and the timed-out message.
+    let hibernating =
+        broken["conditions"].as_array().and_then(|cs| cs.iter().find(|c| c["type"] == "Hibernating")).cloned();
+    let hibernating = hibernating.expect("Hibernating condition");
+    assert_eq!(hibernating["reason"], "FailedToStart", "{broken}");
+    assert!(hibernating["message"].as_str().unwrap_or_default().contains("timed out"), "{hibernating}");
+    // The pool replaces it, and the claim is served by the replacement.
+    let served = s
+        .until("the claim is served by a replacement", MINUTE, || async {
+            let (_, c) = s.call("GET", "/pools/lost/claims/job", ALICE, None).await;
+            (c["phase"] == "Ready").then_some(c)
+        })
+        .await;
+    assert_ne!(served["cluster"]["id"], victim["id"]);
+    s.until("the broken cluster is gone", MINUTE, || async {
+        s.clusters("lost").await.iter().all(|c| c["id"] != victim["id"]).then_some(())
+    })
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_message_kind_delivered_twice_leaves_the_same_state() {
+    let s = stack().await;
+    s.put_pool("dup", &aws_pool(3, 1)).await;
+    s.converged("dup", 3, 1).await;
+    let (status, _) = s.call("PUT", "/pools/dup/claims/job", ALICE, None).await;
+    assert_eq!(status, 201);
+    let settled = |c: &[Value]| c.iter().all(|c| matches!(c["powerState"].as_str(), Some("Running" | "Hibernating")));
+    s.until("the pool settles after the claim", MINUTE, || async {
+        let c = s.clusters("dup").await;
+        (c.len() == 4 && settled(&c) && c.iter().filter(|c| c["powerState"] == "Running").count() == 2).then_some(())
+    })
+    .await;
+    // Quiet: nothing changes for two seconds.
+    let (before, pool_before) = s
+        .until("the pool is quiet", MINUTE, || async {
+            let first = (s.clusters("dup").await, s.pool("dup").await);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let second = (s.clusters("dup").await, s.pool("dup").await);
+            (first == second).then_some(second)
+        })
+        .await;
+    let q = &s.deps.queue;
+    for _ in 0..2 {
+        for reason in ["claim", "sweep", "schedule"] {
+            q.reconcile(&ReconcileMessage { pool: "dup".into(), reason: reason.into() }).await.expect("send");
+        }
+        for c in &before {
+            let msg = PowerMessage { pool: "dup".into(), cluster: c["id"].as_str().unwrap_or_default().into() };
+            q.power(&msg, Duration::ZERO).await.expect("send");
+        }
+        timeouts::sweep(&s.deps, true).await.expect("sweep");
+    }
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let after = s.clusters("dup").await;
+    assert_eq!(after, before, "clusters (revisions included) are unchanged");
+    let pool_after = s.pool("dup").await;
+    assert_eq!(pool_after["rev"], pool_before["rev"]);
+    assert_eq!(pool_after["status"], pool_before["status"]);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_400_naming_the_field_and_other_principals_get_403() {
+    let s = stack().await;
+    let cases: &[(&str, &str)] = &[
+        (r#"{"size": -1, "platform": {"fake": {}}}"#, "size"),
+        (r#"{"size": 2, "runningCount": -3, "platform": {"fake": {}}}"#, "runningCount"),
+        (r#"{"size": 2, "hibernateAfter": "soon", "platform": {"fake": {}}}"#, "hibernateAfter"),
+        (
+            r#"{"size": 2, "platform": {"fake": {}}, "inventory": {"clusterDeployments": [{"name": "a"}, {}]}}"#,
+            "inventory.clusterDeployments[1].name",
+        ),
+        (r#"{"size": 2, "platform": {"fake": {}}, "colour": "blue"}"#, "colour"),
+        (r#"{"size": "two", "platform": {"fake": {}}}"#, "size"),
+        (r#"{"size": 2}"#, "platform"),
+        (r#"not json"#, "body"),
+    ];
+    for (body, field) in cases {
+        let (status, answer) = s.call("PUT", "/pools/bad", ADMIN, Some(body)).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        let fields: Vec<&str> =
+            answer["fields"].as_array().into_iter().flatten().filter_map(|f| f["field"].as_str()).collect();
+        assert!(fields.iter().any(|f| f.starts_with(field) || f.contains(field)), "{body}: want {field}, got {answer}");
+    }
+    let (status, _) = s.call("PUT", "/pools/Bad_Name", ADMIN, Some(r#"{"size":1,"platform":{"fake":{}}}"#)).await;
+    assert_eq!(status, 400);
+    let (status, _) = s.call("PUT", "/pools/ok", ALICE, Some(r#"{"size":1,"platform":{"fake":{}}}"#)).await;
+    assert_eq!(status, 403, "only admins manage pools");
+    s.put_pool("ok", &json!({"size": 1, "platform": {"fake": {}}})).await;
+    let (status, answer) = s.call("PUT", "/pools/ok/claims/c1", ALICE, Some(r#"{"lifetime": "forever"}"#)).await;
+    assert_eq!((status, answer["fields"][0]["field"].as_str()), (400, Some("lifetime")), "{answer}");
+    let (status, answer) = s.call("PUT", "/pools/ok/claims/c1", ALICE, Some(r#"{"owner": "me"}"#)).await;
+    assert_eq!((status, answer["fields"][0]["field"].as_str()), (400, Some("owner")), "{answer}");
+    let (status, _) = s.call("PUT", "/pools/ok/claims/UPPER", ALICE, None).await;
+    assert_eq!(status, 400);
+    let (status, _) = s.call("PUT", "/pools/missing/claims/c1", ALICE, None).await;
+    assert_eq!(status, 404);
+    let (status, _) = s.call("PUT", "/pools/ok/claims/c1", ALICE, None).await;
+    assert!(status == 201 || status == 202);
+    let (status, answer) = s.call("GET", "/pools/ok/claims/c1?wait=forever", ALICE, None).await;
+    assert_eq!((status, answer["fields"][0]["field"].as_str()), (400, Some("wait")), "{answer}");
+    for (method, path) in
+        [("GET", "/pools/ok/claims/c1"), ("DELETE", "/pools/ok/claims/c1"), ("POST", "/pools/ok/claims/c1/hibernate")]
+    {
+        let (status, answer) = s.call(method, path, BOB, None).await;
+        assert_eq!(status, 403, "{method} {path} by another principal: {answer}");
+    }
+    let (status, _) = s.call("GET", "/pools/ok/claims/c1", ADMIN, None).await;
+    assert_eq!(status, 200, "an admin may read any claim");
+    let (status, _) = s.call("GET", "/pools/ok/claims/nope", ALICE, None).await;
+    assert_eq!(status, 404);
+    let (status, doc) = s.call("GET", "/openapi.json", ALICE, None).await;
+    assert_eq!((status, doc["openapi"].as_str().map(|v| v.starts_with('3'))), (200, Some(true)));
+    s.stop().await;
+}

@@ -17,7 +17,9 @@ use apiary_aws::store::{writes_for, Cond, Item, Key, Write};
 use apiary_aws::{clock, Deps, Error as StoreError};
 use apiary_planner::duration::parse as parse_duration;
 use apiary_planner::validate::validate_name;
-use apiary_planner::{plan, validate_spec, Action, Claim, Cluster, DesiredPower, GoDuration, Pool, PoolSpec, PowerState, Snapshot};
+use apiary_planner::{
+    plan, validate_spec, Action, Claim, Cluster, DesiredPower, GoDuration, Pool, PoolSpec, PowerState, Snapshot,
+};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::{Deserialize, Serialize};
@@ -29,6 +31,8 @@ pub const OPENAPI: &str = include_str!("../openapi.json");
 pub const MAX_WAIT: Duration = Duration::from_secs(25);
 /// Lost races a request re-plans after before giving up with 503.
 const MAX_ATTEMPTS: usize = 5;
+/// Lost races a claim re-plans after (each one means another claim was served) before answering 503.
+const CLAIM_ATTEMPTS: usize = 32;
 /// How often a waiting `GET` looks at its claim.
 const WAIT_POLL: Duration = Duration::from_millis(250);
 
@@ -47,7 +51,12 @@ impl ApiError {
     }
     fn field(field: &str, message: impl Into<String>) -> Self {
         let message = message.into();
-        Self { status: 400, error: "InvalidRequest", message: format!("{field}: {message}"), fields: vec![(field.into(), message)] }
+        Self {
+            status: 400,
+            error: "InvalidRequest",
+            message: format!("{field}: {message}"),
+            fields: vec![(field.into(), message)],
+        }
     }
     fn not_found(what: impl Into<String>) -> Self {
         Self::new(404, "NotFound", what)
@@ -106,7 +115,13 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let started = std::time::Instant::now();
     let response = respond(route(deps, &req).await);
-    tracing::info!(method, path, status = response.status().as_u16(), ms = started.elapsed().as_millis() as u64, "request");
+    tracing::info!(
+        method,
+        path,
+        status = response.status().as_u16(),
+        ms = started.elapsed().as_millis() as u64,
+        "request"
+    );
     response
 }
 
@@ -174,10 +189,18 @@ fn parse_body<T: for<'de> Deserialize<'de>>(body: &Body, empty: Option<T>) -> Re
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." || path.is_empty() { "body".to_owned() } else { path };
+        let root = path == "." || path.is_empty();
         let inner = e.into_inner().to_string();
         // serde_json adds the position; the field path says more.
         let message = inner.split(" at line ").next().unwrap_or(&inner).to_owned();
+        // A missing field is named by the message, not the path (which stops at its parent).
+        let missing = message.strip_prefix("missing field `").and_then(|m| m.split('`').next());
+        let field = match (root, missing) {
+            (true, Some(m)) => m.to_owned(),
+            (false, Some(m)) => format!("{path}.{m}"),
+            (true, None) => "body".to_owned(),
+            (false, None) => path,
+        };
         ApiError::field(&field, message)
     })
 }
@@ -307,7 +330,9 @@ async fn list_claims(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
         .claims
         .iter()
         .filter(|c| caller.admin || c.owner == caller.arn)
-        .map(|c| claim_view(&snap.pool, c, c.cluster.as_ref().and_then(|id| snap.clusters.iter().find(|k| &k.id == id))))
+        .map(|c| {
+            claim_view(&snap.pool, c, c.cluster.as_ref().and_then(|id| snap.clusters.iter().find(|k| &k.id == id)))
+        })
         .collect();
     Ok((200, json!({ "pool": pool, "claims": claims })))
 }
@@ -368,7 +393,8 @@ async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, body: 
         },
         None => None,
     };
-    for _ in 0..MAX_ATTEMPTS {
+    // Each lost race means another claim won a spare: re-read and try for the next, until none is left.
+    for _ in 0..CLAIM_ATTEMPTS {
         let mut snap = read_pool(deps, pool).await?;
         if snap.pool.deletion_requested_at.is_some() {
             return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
@@ -385,7 +411,8 @@ async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, body: 
         new.lifetime = lifetime.clone();
         snap.claims.push(new.clone());
         let planned = plan(&snap, now, clock::seed());
-        let assign = planned.actions.into_iter().find(|a| matches!(a, Action::AssignClaim { claim: c, .. } if c == claim));
+        let assign =
+            planned.actions.into_iter().find(|a| matches!(a, Action::AssignClaim { claim: c, .. } if c == claim));
         let writes = match &assign {
             Some(action) => {
                 let mut writes = writes_for(&mut snap, action)?;

@@ -20,7 +20,7 @@ use apiary_aws::store::{Cond, Item, Key, Write};
 use apiary_aws::{Deps, Error, Result};
 use apiary_planner::power::{probe, step, ActuatorCall, Probe, Report, POLL};
 use apiary_planner::{Cluster, Pool};
-use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
 /// Lost conditions tolerated before the message goes back to the queue.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -138,7 +138,8 @@ pub async fn power(deps: &Deps, msg: &PowerMessage) -> Result<Outcome> {
         if let Some(after) = recheck {
             // "Now" again means the step budget ran out: come back after the short poll.
             let after = if after <= chrono::TimeDelta::zero() { POLL } else { after };
-            let delay = Duration::from_secs(after.num_seconds().clamp(0, i64::from(deps.config.max_recheck_seconds)) as u64);
+            let delay =
+                Duration::from_secs(after.num_seconds().clamp(0, i64::from(deps.config.max_recheck_seconds)) as u64);
             deps.queue.power(msg, delay).await?;
             outcome.recheck = Some(delay);
         }
@@ -159,7 +160,10 @@ async fn deprovision(deps: &Deps, pool: &Pool, cluster: &Cluster, platform: &dyn
         outcome.recheck = Some(delay);
         return Ok(outcome);
     }
-    match deps.store.write(&pool.name, vec![Write::Delete(Key::Cluster(cluster.id.clone()), Cond::Rev(cluster.rev))]).await
+    match deps
+        .store
+        .write(&pool.name, vec![Write::Delete(Key::Cluster(cluster.id.clone()), Cond::Rev(cluster.rev))])
+        .await
     {
         Ok(()) => {}
         // Someone changed or removed it meanwhile: the message that follows their change handles it.
@@ -181,24 +185,28 @@ async fn deprovision(deps: &Deps, pool: &Pool, cluster: &Cluster, platform: &dyn
     Ok(outcome)
 }
 
-/// Handles one batch from the power queue; each failed message is reported alone.
+/// Handles one batch from the power queue, its messages concurrently; each failed message is reported alone.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
-    let mut response = SqsBatchResponse::default();
-    for record in event.records {
+    let results = futures::future::join_all(event.records.into_iter().map(|record| async move {
         let id = record.message_id.clone().unwrap_or_default();
         let msg = match serde_json::from_str::<PowerMessage>(record.body.as_deref().unwrap_or_default()) {
             Ok(m) => m,
             Err(e) => {
+                // A body that is not a power message never will be: drop it (logged) rather than loop on it.
                 tracing::error!(message_id = id, error = %e, "unreadable power message dropped");
-                continue;
+                return None;
             }
         };
-        if let Err(e) = power(deps, &msg).await {
-            tracing::warn!(pool = %msg.pool, cluster = %msg.cluster, error = %e, "power step failed");
-            let mut f = BatchItemFailure::default();
-            f.item_identifier = id;
-            response.batch_item_failures.push(f);
+        let result = power(deps, &msg).await;
+        tracing::debug!(pool = %msg.pool, cluster = %msg.cluster, ?result, "power message");
+        match result {
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(pool = %msg.pool, cluster = %msg.cluster, error = %e, "power step failed");
+                Some(id)
+            }
         }
-    }
-    response
+    }))
+    .await;
+    apiary_aws::queue::batch_response(results.into_iter().flatten())
 }

@@ -14,7 +14,7 @@ use apiary_aws::messages::{PowerMessage, ReconcileMessage};
 use apiary_aws::store::writes_for;
 use apiary_aws::{Deps, Error, Result};
 use apiary_planner::{plan, Action};
-use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
 /// Re-plans after lost conditions before giving the message back to the queue.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -32,8 +32,27 @@ pub struct Outcome {
     pub gone: bool,
 }
 
-/// Reconciles `pool` once.
-pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
+/// The reason of the sweep's periodic full pass: its reconciles also nudge every unsettled cluster.
+pub const FULL_SWEEP: &str = "sweep-full";
+
+/// Whether `c` is still on its way to the state asked of it (installing, or in a power transition).
+fn unsettled(c: &apiary_planner::Cluster) -> bool {
+    use apiary_planner::{DesiredPower, PowerState};
+    if apiary_planner::power::probe(c).is_none() {
+        return false;
+    }
+    let settled = match c.spec_power_state {
+        _ if c.installed_at.is_none() => false,
+        Some(DesiredPower::Running) => c.power_state == Some(PowerState::Running),
+        Some(DesiredPower::Hibernating) => c.power_state == Some(PowerState::Hibernating),
+        None => true,
+    };
+    !settled
+}
+
+/// Reconciles `pool` once. With `nudge`, every unsettled cluster also gets a power message: the safety net for
+/// a power message lost on its way (its re-checks chain from it, so one lost message would stall a cluster).
+pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     loop {
         outcome.attempts += 1;
@@ -43,6 +62,9 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
         };
         let plan = plan(&snapshot, clock::now(), clock::seed());
         let mut power = BTreeSet::new();
+        if nudge && outcome.attempts == 1 {
+            power.extend(snapshot.clusters.iter().filter(|c| unsettled(c) || c.deleting).map(|c| c.id.clone()));
+        }
         let mut lost = None;
         for action in &plan.actions {
             let writes = match writes_for(&mut snapshot, action) {
@@ -103,18 +125,22 @@ fn log_action(pool: &str, action: &Action) {
 /// Handles one batch from the reconcile queue: each pool once, however many messages name it; the messages of a
 /// pool whose reconcile failed are reported as batch item failures, the others are done.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
-    let mut by_pool: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_pool: BTreeMap<String, (Vec<String>, bool)> = BTreeMap::new();
     let mut failures = vec![];
     for record in event.records {
         let id = record.message_id.clone().unwrap_or_default();
         match serde_json::from_str::<ReconcileMessage>(record.body.as_deref().unwrap_or_default()) {
-            Ok(m) => by_pool.entry(m.pool).or_default().push(id),
+            Ok(m) => {
+                let entry = by_pool.entry(m.pool).or_default();
+                entry.0.push(id);
+                entry.1 |= m.reason == FULL_SWEEP;
+            }
             // A body that is not a reconcile message never will be: drop it (logged) rather than loop on it.
             Err(e) => tracing::error!(message_id = id, error = %e, "unreadable reconcile message dropped"),
         }
     }
-    for (pool, ids) in by_pool {
-        match reconcile(deps, &pool).await {
+    for (pool, (ids, nudge)) in by_pool {
+        match reconcile(deps, &pool, nudge).await {
             Ok(o) => tracing::info!(
                 pool,
                 attempts = o.attempts,
@@ -125,15 +151,9 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
             ),
             Err(e) => {
                 tracing::warn!(pool, error = %e, retryable = e.is_retryable(), "reconcile failed");
-                failures.extend(ids.into_iter().map(|id| {
-                    let mut f = BatchItemFailure::default();
-                    f.item_identifier = id;
-                    f
-                }));
+                failures.extend(ids);
             }
         }
     }
-    let mut response = SqsBatchResponse::default();
-    response.batch_item_failures = failures;
-    response
+    apiary_aws::queue::batch_response(failures)
 }

@@ -11,8 +11,14 @@ use apiary_aws::{clock, Deps, Result};
 use apiary_planner::{Pool, Timestamp};
 use chrono::Timelike;
 
-/// Every pool is reconciled at least this often (in minutes past the hour divisible by it).
+/// Every pool is reconciled at least this often (in minutes past the hour divisible by it), and those
+/// reconciles nudge every unsettled cluster (see [`reconcile::FULL_SWEEP`]).
 pub const FULL_SWEEP_MINUTES: u32 = 10;
+
+/// Whether the sweep at `now` is a full one.
+pub fn full_due(now: Timestamp) -> bool {
+    now.minute() % FULL_SWEEP_MINUTES == 0
+}
 
 /// What a sweep did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,7 +29,7 @@ pub struct Outcome {
     pub enqueued: usize,
 }
 
-/// Whether `pool` needs a reconcile at `now`.
+/// Whether `pool` needs a reconcile at `now` (every pool does on a full sweep).
 pub fn due(pool: &Pool, now: Timestamp) -> bool {
     let s = &pool.status;
     pool.next_wake_at.is_some_and(|t| t <= now)
@@ -32,18 +38,18 @@ pub fn due(pool: &Pool, now: Timestamp) -> bool {
         || s.installing > 0
         || s.deleting > 0
         || s.pending_claims > 0
-        || now.minute() % FULL_SWEEP_MINUTES == 0
 }
 
-/// Runs one sweep.
-pub async fn sweep(deps: &Deps) -> Result<Outcome> {
+/// Runs one sweep; a `full` one enqueues every pool, with [`reconcile::FULL_SWEEP`] as the reason.
+pub async fn sweep(deps: &Deps, full: bool) -> Result<Outcome> {
     let now = clock::now();
     let pools = deps.store.list_pools().await?;
     let mut outcome = Outcome { pools: pools.len(), enqueued: 0 };
-    for pool in pools.iter().filter(|p| due(p, now)) {
-        deps.queue.reconcile(&ReconcileMessage { pool: pool.name.clone(), reason: "sweep".into() }).await?;
+    let reason = if full { reconcile::FULL_SWEEP } else { "sweep" };
+    for pool in pools.iter().filter(|p| full || due(p, now)) {
+        deps.queue.reconcile(&ReconcileMessage { pool: pool.name.clone(), reason: reason.into() }).await?;
         outcome.enqueued += 1;
     }
-    tracing::info!(pools = outcome.pools, enqueued = outcome.enqueued, "sweep");
+    tracing::info!(pools = outcome.pools, enqueued = outcome.enqueued, full, "sweep");
     Ok(outcome)
 }

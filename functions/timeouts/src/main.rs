@@ -10,7 +10,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(|_: LambdaEvent<SweepEvent>| {
         let deps = deps.clone();
         async move {
-            match timeouts::sweep(&deps).await {
+            match timeouts::sweep(&deps, timeouts::full_due(apiary_aws::clock::now())).await {
                 Ok(o) => Ok(serde_json::json!({"pools": o.pools, "enqueued": o.enqueued})),
                 Err(e) => Err(lambda_runtime::Diagnostic {
                     error_type: if e.is_retryable() { "Retryable" } else { "Fatal" }.into(),

@@ -33,20 +33,22 @@ pub struct Config {
     pub max_recheck_seconds: u32,
 }
 
-fn var(name: &str) -> Result<String> {
-    std::env::var(name).map_err(|_| Error::Config(format!("{name} is not set")))
-}
-
 impl Config {
-    /// Reads the settings; a missing required one is an error naming it.
+    /// Reads the settings from the environment; a missing required one is an error naming it.
     pub fn from_env() -> Result<Self> {
-        let max_recheck_seconds = match std::env::var("APIARY_MAX_RECHECK_SECONDS") {
-            Ok(v) => v
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings from `lookup` (the environment, or a stack's outputs).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let var = |name: &str| lookup(name).ok_or_else(|| Error::Config(format!("{name} is not set")));
+        let max_recheck_seconds = match lookup("APIARY_MAX_RECHECK_SECONDS") {
+            Some(v) => v
                 .parse::<u32>()
                 .ok()
                 .filter(|s| (1..=900).contains(s))
                 .ok_or_else(|| Error::Config(format!("APIARY_MAX_RECHECK_SECONDS={v:?}: want 1 to 900")))?,
-            Err(_) => 900,
+            None => 900,
         };
         Ok(Config {
             table: var("APIARY_TABLE")?,
@@ -54,8 +56,8 @@ impl Config {
             reconcile_queue_arn: var("APIARY_RECONCILE_QUEUE_ARN")?,
             power_queue_url: var("APIARY_POWER_QUEUE_URL")?,
             scheduler_role_arn: var("APIARY_SCHEDULER_ROLE_ARN")?,
-            schedule_prefix: std::env::var("APIARY_SCHEDULE_PREFIX").unwrap_or_else(|_| "apiary-".into()),
-            admins: std::env::var("APIARY_ADMINS")
+            schedule_prefix: lookup("APIARY_SCHEDULE_PREFIX").unwrap_or_else(|| "apiary-".into()),
+            admins: lookup("APIARY_ADMINS")
                 .unwrap_or_default()
                 .split(',')
                 .map(str::trim)
@@ -87,12 +89,15 @@ pub struct Deps {
 impl Deps {
     /// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`) and builds every client.
     pub async fn from_env() -> Result<Self> {
-        let config = Config::from_env()?;
-        let sdk = aws_config::load_from_env().await;
+        Ok(Self::new(Config::from_env()?, aws_config::load_from_env().await))
+    }
+
+    /// Builds every client from `sdk` for the deployment `config` describes.
+    pub fn new(config: Config, sdk: aws_config::SdkConfig) -> Self {
         let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let scheduler = aws_sdk_scheduler::Client::new(&sdk);
-        Ok(Deps {
+        Deps {
             store: Arc::new(DynamoStore::new(dynamo, config.table.clone())),
             queue: Arc::new(SqsQueue::new(sqs, &config)),
             platforms: Arc::new(Platforms {
@@ -102,6 +107,6 @@ impl Deps {
             schedules: Arc::new(EventBridgeSchedules::new(scheduler, &config)),
             sdk,
             config: Arc::new(config),
-        })
+        }
     }
 }

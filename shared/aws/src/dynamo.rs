@@ -224,9 +224,12 @@ impl DynamoStore {
 /// A transaction cancelled because a condition failed (or another transaction held an item: also a lost race).
 fn lost_condition(err: &TransactWriteItemsError) -> bool {
     match err {
-        TransactWriteItemsError::TransactionCanceledException(e) => e.cancellation_reasons().iter().any(|r| {
-            matches!(r.code(), Some("ConditionalCheckFailed") | Some("TransactionConflict"))
-        }) || e.cancellation_reasons().is_empty(),
+        TransactWriteItemsError::TransactionCanceledException(e) => {
+            e.cancellation_reasons()
+                .iter()
+                .any(|r| matches!(r.code(), Some("ConditionalCheckFailed") | Some("TransactionConflict")))
+                || e.cancellation_reasons().is_empty()
+        }
         _ => false,
     }
 }

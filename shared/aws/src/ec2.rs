@@ -63,7 +63,8 @@ impl Ec2Platform {
         Ok(clients
             .entry(region.clone())
             .or_insert_with(|| {
-                let conf = aws_sdk_ec2::config::Builder::from(&self.sdk).region(aws_config::Region::new(region)).build();
+                let conf =
+                    aws_sdk_ec2::config::Builder::from(&self.sdk).region(aws_config::Region::new(region)).build();
                 Client::from_conf(conf)
             })
             .clone())
@@ -81,9 +82,7 @@ impl Ec2Platform {
                 .filters(
                     Filter::builder()
                         .name("instance-state-name")
-                        .set_values(Some(
-                            ["pending", "running", "stopping", "stopped"].map(String::from).to_vec(),
-                        ))
+                        .set_values(Some(["pending", "running", "stopping", "stopped"].map(String::from).to_vec()))
                         .build(),
                 )
                 .set_next_token(token)

@@ -75,7 +75,9 @@ fn running(spec: &Spec, c: &Cluster, now: Timestamp) -> bool {
 fn machines(t: &Target<'_>, ready: bool) -> Machines {
     let s = spec(t);
     let c = t.cluster;
-    if c.installed_at.is_none() && (install_fails(&s, c) || since(Some(c.created_at), t.now) < delta(&s.install_duration)) {
+    if c.installed_at.is_none()
+        && (install_fails(&s, c) || since(Some(c.created_at), t.now) < delta(&s.install_duration))
+    {
         // Not there yet: a failing install never gets its machine, the provision call then fails.
         let total = u32::from(!install_fails(&s, c));
         return Machines { total, not_ready: if total == 1 { vec![format!("{}-0", c.infra_id)] } else { vec![] } };

@@ -117,11 +117,12 @@ impl Poller {
             .map_err(|e| Error::aws("sqs:ReceiveMessage", e))?;
         let mut event = SqsEvent::default();
         for m in out.messages.unwrap_or_default() {
-            let mut record = SqsMessage::default();
-            record.message_id = m.message_id;
-            record.receipt_handle = m.receipt_handle;
-            record.body = m.body;
-            event.records.push(record);
+            event.records.push(SqsMessage {
+                message_id: m.message_id,
+                receipt_handle: m.receipt_handle,
+                body: m.body,
+                ..Default::default()
+            });
         }
         Ok(event)
     }
@@ -153,5 +154,15 @@ impl Poller {
             .await
             .map_err(|e| Error::aws("sqs:DeleteMessageBatch", e))?;
         Ok(())
+    }
+}
+
+/// The batch response reporting `failed` message ids (Lambda's ReportBatchItemFailures).
+pub fn batch_response(failed: impl IntoIterator<Item = String>) -> SqsBatchResponse {
+    SqsBatchResponse {
+        batch_item_failures: failed
+            .into_iter()
+            .map(|item_identifier| aws_lambda_events::event::sqs::BatchItemFailure { item_identifier })
+            .collect(),
     }
 }

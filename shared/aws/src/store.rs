@@ -104,15 +104,24 @@ pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>
             w
         }
         Action::AssignClaim { claim: name, claim_rev, cluster: id, cluster_rev, .. } => vec![
-            Write::Put(Item::Cluster(cluster(snapshot, id).ok_or_else(|| missing(id))?), Cond::RevUnclaimedRunning(*cluster_rev)),
+            Write::Put(
+                Item::Cluster(cluster(snapshot, id).ok_or_else(|| missing(id))?),
+                Cond::RevUnclaimedRunning(*cluster_rev),
+            ),
             Write::Put(Item::Claim(claim(snapshot, name).ok_or_else(|| missing(name))?), Cond::RevPending(*claim_rev)),
         ],
         Action::ReserveName { name, holder, at } => {
-            vec![Write::Put(Item::Lease(NameLease { name: name.clone(), holder: holder.clone(), reserved_at: *at }), Cond::Absent)]
+            vec![Write::Put(
+                Item::Lease(NameLease { name: name.clone(), holder: holder.clone(), reserved_at: *at }),
+                Cond::Absent,
+            )]
         }
-        Action::ReleaseName { name, holder } => vec![Write::Delete(Key::Lease(name.clone()), Cond::Holder(holder.clone()))],
+        Action::ReleaseName { name, holder } => {
+            vec![Write::Delete(Key::Lease(name.clone()), Cond::Holder(holder.clone()))]
+        }
         Action::CreateCluster { cluster: c } => vec![Write::Put(Item::Cluster(c.clone()), Cond::Absent)],
-        Action::DeleteCluster { cluster: id, expected_rev, .. } | Action::SetPowerState { cluster: id, expected_rev, .. } => {
+        Action::DeleteCluster { cluster: id, expected_rev, .. }
+        | Action::SetPowerState { cluster: id, expected_rev, .. } => {
             vec![Write::Put(Item::Cluster(cluster(snapshot, id).ok_or_else(|| missing(id))?), Cond::Rev(*expected_rev))]
         }
         Action::UpdatePool { expected_rev, .. } => {

@@ -38,9 +38,13 @@ pub struct Options {
     pub listen: SocketAddr,
     /// Time between two sweeps.
     pub sweep_every: Duration,
-    /// Concurrent consumers of the power queue (Lambda runs several invocations at once).
+    /// Every this many sweeps, one is full (every pool, unsettled clusters nudged).
+    pub full_sweep_every: u32,
+    /// Concurrent consumers of the power queue. Default 1: the emulator (moto 5.2) loses messages when several
+    /// long polls of one queue overlap. The power handler works on a batch's messages concurrently.
     pub power_consumers: usize,
-    /// Concurrent consumers of the reconcile queue (FIFO: one pool is still one at a time).
+    /// Concurrent consumers of the reconcile queue. Default 1, for the same reason; it also keeps one pool to
+    /// one reconcile at a time, which the emulator's FIFO queue does not enforce across consumers.
     pub reconcile_consumers: usize,
 }
 
@@ -49,8 +53,9 @@ impl Default for Options {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             sweep_every: Duration::from_secs(60),
-            power_consumers: 4,
-            reconcile_consumers: 2,
+            full_sweep_every: 10,
+            power_consumers: 1,
+            reconcile_consumers: 1,
         }
     }
 }
@@ -91,12 +96,12 @@ pub async fn start(deps: Deps, options: &Options) -> std::io::Result<Running> {
             async move { power::handle(&deps, event).await }
         }));
     }
-    let every = options.sweep_every;
+    let (every, full_every) = (options.sweep_every, options.full_sweep_every.max(1));
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(every);
-        loop {
+        for n in 1u64.. {
             tick.tick().await;
-            if let Err(e) = timeouts::sweep(&deps).await {
+            if let Err(e) = timeouts::sweep(&deps, n % u64::from(full_every) == 0).await {
                 tracing::warn!(error = %e, "sweep failed");
             }
         }
@@ -193,13 +198,13 @@ async fn call_api(deps: &Deps, req: hyper::Request<Incoming>) -> hyper::Response
             (percent_decode(k), percent_decode(v))
         })
         .collect();
-    let mut identity = ApiGatewayRequestIdentity::default();
-    identity.user_arn = parts.headers.get(PRINCIPAL_HEADER).and_then(|v| v.to_str().ok()).map(String::from);
-    let mut context = ApiGatewayProxyRequestContext::default();
-    context.identity = identity;
-    context.http_method = parts.method.clone();
-    let mut request = lambda_http::http::Request::from_parts(parts, body)
-        .with_request_context(RequestContext::ApiGatewayV1(context));
+    let identity = ApiGatewayRequestIdentity {
+        user_arn: parts.headers.get(PRINCIPAL_HEADER).and_then(|v| v.to_str().ok()).map(String::from),
+        ..Default::default()
+    };
+    let context = ApiGatewayProxyRequestContext { identity, http_method: parts.method.clone(), ..Default::default() };
+    let mut request =
+        lambda_http::http::Request::from_parts(parts, body).with_request_context(RequestContext::ApiGatewayV1(context));
     if !query.is_empty() {
         request = request.with_query_string_parameters(query);
     }

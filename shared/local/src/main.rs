@@ -39,7 +39,8 @@ async fn main() -> anyhow::Result<()> {
             "--pool" => {
                 let spec = args.next().unwrap_or_else(|| usage());
                 let Some((name, file)) = spec.split_once('=') else { usage() };
-                pools.push((name.to_owned(), std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?));
+                pools
+                    .push((name.to_owned(), std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?));
             }
             "--status" => show_status = true,
             "-h" | "--help" => usage(),

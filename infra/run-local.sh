@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# `make run`: the emulator, the stack deployed into it, the four functions in one process, a demo pool, and a
+# live status. Ctrl-C stops all of it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+port="${APIARY_EMULATOR_PORT:-5055}"
+listen="${APIARY_LISTEN:-127.0.0.1:8080}"
+mkdir -p .run
+.venv/bin/python infra/emulator.py --port "$port" > .run/emulator.log 2>&1 &
+emulator=$!
+trap 'kill $emulator 2>/dev/null; wait $emulator 2>/dev/null || true' EXIT
+for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.2; done
+export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+.venv/bin/python infra/deploy_local.py apiary .run/stack.env \
+  --admins arn:aws:iam::123456789012:user/admin --max-recheck-seconds 5 >&2
+set -a; source .run/stack.env; set +a
+echo "logs: .run/apiary.log; emulator: $AWS_ENDPOINT_URL" >&2
+"$CARGO_TARGET_DIR/debug/apiary-local" --listen "$listen" --sweep-every 10s \
+  --pool demo=infra/demo-pool.json --status 2> .run/apiary.log

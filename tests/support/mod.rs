@@ -1,0 +1,205 @@
+//! The system tests' harness: a fresh stack per test in the emulator `make test` starts, the four functions
+//! running in this process as `apiary-local` runs them, and helpers to drive the HTTP API and look at EC2.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use apiary_aws::sdk_ec2::types::Filter;
+use apiary_aws::{Config, Deps};
+use apiary_local::{Options, Running, PRINCIPAL_HEADER};
+use serde_json::{json, Value};
+
+/// The emulator's account.
+pub const ADMIN: &str = "arn:aws:iam::123456789012:user/admin";
+/// A claimant.
+pub const ALICE: &str = "arn:aws:iam::123456789012:user/alice";
+/// Another claimant.
+pub const BOB: &str = "arn:aws:iam::123456789012:user/bob";
+
+static STACKS: AtomicU32 = AtomicU32::new(0);
+
+const NO_EMULATOR: &str = "the system tests need the moto AWS emulator: run them with `make test` (which installs \
+and starts it), or start it with `make emulator` and export AWS_ENDPOINT_URL=http://127.0.0.1:5055 \
+AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1";
+
+/// One deployed stack with the functions running against it.
+pub struct Stack {
+    pub deps: Deps,
+    pub base: String,
+    pub http: reqwest::Client,
+    pub ec2: apiary_aws::sdk_ec2::Client,
+    running: Option<Running>,
+}
+
+/// Deploys `infra/template.yaml` as a new stack and starts the functions on it.
+pub async fn stack() -> Stack {
+    let endpoint =
+        std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| panic!("AWS_ENDPOINT_URL is not set: {NO_EMULATOR}"));
+    let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    if std::net::TcpStream::connect(&hostport).is_err() {
+        panic!("nothing listens at {endpoint}: {NO_EMULATOR}");
+    }
+    apiary_aws::logging::init();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python = std::env::var("APIARY_PYTHON").unwrap_or_else(|_| root.join(".venv/bin/python").display().to_string());
+    let name = format!("sys{}-{}", std::process::id(), STACKS.fetch_add(1, Ordering::Relaxed));
+    let env_file = std::env::temp_dir().join(format!("{name}.env"));
+    let out = std::process::Command::new(&python)
+        .arg(root.join("infra/deploy_local.py"))
+        .args([&name, &env_file.display().to_string(), "--admins", ADMIN, "--max-recheck-seconds", "1"])
+        .output()
+        .unwrap_or_else(|e| panic!("running {python}: {e}: {NO_EMULATOR}"));
+    assert!(out.status.success(), "deploying the stack failed: {}", String::from_utf8_lossy(&out.stderr));
+    let settings: HashMap<String, String> = std::fs::read_to_string(&env_file)
+        .expect("stack settings")
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect();
+    let config = Config::from_lookup(|k| settings.get(k).cloned()).expect("stack settings");
+    let sdk = apiary_aws::sdk_config::load_from_env().await;
+    let deps = Deps::new(config, sdk.clone());
+    let options = Options {
+        listen: "127.0.0.1:0".parse().expect("address"),
+        sweep_every: Duration::from_secs(1),
+        full_sweep_every: 3,
+        power_consumers: 1,
+        reconcile_consumers: 1,
+    };
+    let running = apiary_local::start(deps.clone(), &options).await.expect("local runtime");
+    Stack {
+        base: format!("http://{}", running.addr),
+        deps,
+        http: reqwest::Client::new(),
+        ec2: apiary_aws::sdk_ec2::Client::new(&sdk),
+        running: Some(running),
+    }
+}
+
+/// A pool on the emulator's EC2: `size` clusters of two instances, `running` kept Running.
+pub fn aws_pool(size: i64, running: i64) -> Value {
+    json!({
+        "size": size,
+        "runningCount": running,
+        "platform": {"aws": {
+            "region": "us-east-1",
+            "imageId": "ami-0123456789abcdef0",
+            "instanceType": "t3.medium",
+            "machineCount": 2
+        }}
+    })
+}
+
+impl Stack {
+    /// Stops the functions.
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop().await;
+        }
+    }
+
+    /// Sends a request as `who`; returns the status and the JSON body.
+    pub async fn call(&self, method: &str, path: &str, who: &str, body: Option<&str>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self.http.request(method, format!("{}{path}", self.base)).header(PRINCIPAL_HEADER, who);
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b.to_owned());
+        }
+        let res = req.send().await.expect("request");
+        let status = res.status().as_u16();
+        let text = res.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Creates (or replaces) a pool as the admin.
+    pub async fn put_pool(&self, pool: &str, spec: &Value) {
+        let (status, body) = self.call("PUT", &format!("/pools/{pool}"), ADMIN, Some(&spec.to_string())).await;
+        assert!(status == 200 || status == 201, "PUT pool {pool}: {status} {body}");
+    }
+
+    /// The pool's clusters, oldest first.
+    pub async fn clusters(&self, pool: &str) -> Vec<Value> {
+        let (status, body) = self.call("GET", &format!("/pools/{pool}/clusters"), ADMIN, None).await;
+        assert_eq!(status, 200, "{body}");
+        body["clusters"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// The pool item.
+    pub async fn pool(&self, pool: &str) -> Value {
+        self.call("GET", &format!("/pools/{pool}"), ADMIN, None).await.1
+    }
+
+    /// States of the instances tagged as `infra_id`'s machines (terminated ones included).
+    pub async fn instances(&self, infra_id: &str) -> Vec<(String, String)> {
+        let out = self
+            .ec2
+            .describe_instances()
+            .filters(Filter::builder().name(format!("tag:kubernetes.io/cluster/{infra_id}")).values("owned").build())
+            .send()
+            .await
+            .expect("DescribeInstances");
+        let mut v: Vec<(String, String)> = out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .map(|i| {
+                (
+                    i.instance_id().unwrap_or_default().to_owned(),
+                    i.state().and_then(|s| s.name()).map(|n| n.as_str().to_owned()).unwrap_or_default(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Whether every instance of the cluster is in `state` (and it has some).
+    pub async fn machines_are(&self, cluster: &Value, state: &str) -> bool {
+        let infra = cluster["infraId"].as_str().expect("infraId");
+        let i = self.instances(infra).await;
+        !i.is_empty() && i.iter().all(|(_, s)| s == state)
+    }
+
+    /// Waits until `check` gives `Some`, polling every 200 ms; fails the test after `timeout` naming `what`.
+    pub async fn until<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Some(v) = check().await {
+                return v;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "timed out after {timeout:?} waiting until {what}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Waits until the pool has exactly `size` installed, settled clusters, `running` of them Running.
+    pub async fn converged(&self, pool: &str, size: usize, running: usize) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let c = self.clusters(pool).await;
+            let settled = c.iter().all(|c| {
+                matches!(c["powerState"].as_str(), Some("Running" | "Hibernating")) && c["deleting"].is_null()
+            });
+            let up = c.iter().filter(|c| c["powerState"] == "Running").count();
+            if c.len() == size && settled && up == running {
+                return c;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let seen: Vec<String> = c
+                    .iter()
+                    .map(|c| {
+                        format!("{} {} want {} {}", c["id"], c["powerState"], c["specPowerState"], c["conditions"])
+                    })
+                    .collect();
+                panic!("pool {pool} did not converge to {size} clusters, {running} Running; saw:\n{}", seen.join("\n"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
