@@ -36,6 +36,18 @@ pub struct Stack {
 
 /// Deploys `infra/template.yaml` as a new stack and starts the functions on it.
 pub async fn stack() -> Stack {
+    stack_with(Options {
+        listen: "127.0.0.1:0".parse().expect("address"),
+        sweep_every: Duration::from_secs(1),
+        full_sweep_every: 3,
+        power_consumers: 1,
+        reconcile_consumers: 1,
+    })
+    .await
+}
+
+/// Deploys a new stack and starts the functions on it as `options` say.
+pub async fn stack_with(options: Options) -> Stack {
     let endpoint =
         std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| panic!("AWS_ENDPOINT_URL is not set: {NO_EMULATOR}"));
     let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
@@ -61,13 +73,6 @@ pub async fn stack() -> Stack {
     let config = Config::from_lookup(|k| settings.get(k).cloned()).expect("stack settings");
     let sdk = apiary_aws::sdk_config::load_from_env().await;
     let deps = Deps::new(config, sdk.clone());
-    let options = Options {
-        listen: "127.0.0.1:0".parse().expect("address"),
-        sweep_every: Duration::from_secs(1),
-        full_sweep_every: 3,
-        power_consumers: 1,
-        reconcile_consumers: 1,
-    };
     let running = apiary_local::start(deps.clone(), &options).await.expect("local runtime");
     Stack {
         base: format!("http://{}", running.addr),
@@ -98,6 +103,16 @@ impl Stack {
         if let Some(r) = self.running.take() {
             r.stop().await;
         }
+    }
+
+    /// Restarts the functions as `options` say (the API on a new address).
+    pub async fn restart(&mut self, options: Options) {
+        if let Some(r) = self.running.take() {
+            r.stop().await;
+        }
+        let running = apiary_local::start(self.deps.clone(), &options).await.expect("local runtime");
+        self.base = format!("http://{}", running.addr);
+        self.running = Some(running);
     }
 
     /// Sends a request as `who`; returns the status and the JSON body.

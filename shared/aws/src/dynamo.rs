@@ -149,12 +149,7 @@ impl DynamoStore {
                     .send()
                     .await
                     .map(drop)
-                    .map_err(|e| match e {
-                        SdkError::ServiceError(ref se) if se.err().is_conditional_check_failed_exception() => {
-                            Error::Conflict(format!("{pool}/{}: {cond:?}", sk(&item.key())))
-                        }
-                        e => Error::aws("dynamodb:PutItem", e),
-                    })
+                    .map_err(|e| write_error("dynamodb:PutItem", || format!("{pool}/{}: {cond:?}", sk(&item.key())), e))
             }
             Write::Delete(key, cond) => {
                 let c = condition(&cond);
@@ -169,12 +164,7 @@ impl DynamoStore {
                     .send()
                     .await
                     .map(drop)
-                    .map_err(|e| match e {
-                        SdkError::ServiceError(ref se) if se.err().is_conditional_check_failed_exception() => {
-                            Error::Conflict(format!("{pool}/{}: {cond:?}", sk(&key)))
-                        }
-                        e => Error::aws("dynamodb:DeleteItem", e),
-                    })
+                    .map_err(|e| write_error("dynamodb:DeleteItem", || format!("{pool}/{}: {cond:?}", sk(&key)), e))
             }
         }
     }
@@ -218,6 +208,20 @@ impl DynamoStore {
             }
             Err(e) => Err(Error::aws("dynamodb:TransactWriteItems", e)),
         }
+    }
+}
+
+/// A failed single write: a lost condition is a [`Error::Conflict`] described by `what`, anything else an AWS error.
+fn write_error<E, R>(op: &'static str, what: impl FnOnce() -> String, e: SdkError<E, R>) -> Error
+where
+    E: std::error::Error + Send + Sync + 'static + aws_smithy_types::error::metadata::ProvideErrorMetadata,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    match &e {
+        SdkError::ServiceError(se) if se.err().code() == Some("ConditionalCheckFailedException") => {
+            Error::Conflict(what())
+        }
+        _ => Error::aws(op, e),
     }
 }
 

@@ -109,6 +109,24 @@ impl Ec2Platform {
         Ok(out)
     }
 
+    /// Applies `change` to the cluster's instances whose state `pick` selects.
+    async fn change(
+        &self,
+        client: &Client,
+        t: &Target<'_>,
+        pick: impl Fn(&InstanceStateName) -> bool,
+        change: Change,
+    ) -> Result<Refused> {
+        let ids = self
+            .instances(client, &t.cluster.infra_id)
+            .await?
+            .into_iter()
+            .filter(|i| pick(&i.state))
+            .map(|i| i.id)
+            .collect();
+        self.in_batches(ids, |batch| change.send(client, batch)).await
+    }
+
     /// Calls `op` on `ids` in batches; a refused batch is retried one instance at a time.
     async fn in_batches<F, Fut>(&self, ids: Vec<String>, op: F) -> Result<Refused>
     where
@@ -134,6 +152,41 @@ impl Ec2Platform {
             }
         }
         Ok(refused)
+    }
+}
+
+/// A state change of instances.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Start,
+    Stop,
+    Terminate,
+}
+
+impl Change {
+    async fn send(self, client: &Client, ids: Vec<String>) -> Result<()> {
+        let ids = Some(ids);
+        let op = self.op();
+        count(op);
+        match self {
+            Change::Start => {
+                client.start_instances().set_instance_ids(ids).send().await.map(drop).map_err(|e| Error::aws(op, e))
+            }
+            Change::Stop => {
+                client.stop_instances().set_instance_ids(ids).send().await.map(drop).map_err(|e| Error::aws(op, e))
+            }
+            Change::Terminate => {
+                client.terminate_instances().set_instance_ids(ids).send().await.map(drop).map_err(|e| Error::aws(op, e))
+            }
+        }
+    }
+
+    fn op(self) -> &'static str {
+        match self {
+            Change::Start => "ec2:StartInstances",
+            Change::Stop => "ec2:StopInstances",
+            Change::Terminate => "ec2:TerminateInstances",
+        }
     }
 }
 
@@ -200,52 +253,14 @@ impl Actuator for Ec2Platform {
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
         let client = self.client(&t)?;
-        let ids = self
-            .instances(&client, &t.cluster.infra_id)
-            .await?
-            .into_iter()
-            .filter(|i| i.state == InstanceStateName::Stopped)
-            .map(|i| i.id)
-            .collect();
-        self.in_batches(ids, |batch| {
-            let client = client.clone();
-            async move {
-                count("ec2:StartInstances");
-                client
-                    .start_instances()
-                    .set_instance_ids(Some(batch))
-                    .send()
-                    .await
-                    .map(drop)
-                    .map_err(|e| Error::aws("ec2:StartInstances", e))
-            }
-        })
-        .await
+        let stopped = |s: &InstanceStateName| *s == InstanceStateName::Stopped;
+        self.change(&client, &t, stopped, Change::Start).await
     }
 
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
         let client = self.client(&t)?;
-        let ids = self
-            .instances(&client, &t.cluster.infra_id)
-            .await?
-            .into_iter()
-            .filter(|i| matches!(i.state, InstanceStateName::Running | InstanceStateName::Pending))
-            .map(|i| i.id)
-            .collect();
-        self.in_batches(ids, |batch| {
-            let client = client.clone();
-            async move {
-                count("ec2:StopInstances");
-                client
-                    .stop_instances()
-                    .set_instance_ids(Some(batch))
-                    .send()
-                    .await
-                    .map(drop)
-                    .map_err(|e| Error::aws("ec2:StopInstances", e))
-            }
-        })
-        .await
+        let up = |s: &InstanceStateName| matches!(s, InstanceStateName::Running | InstanceStateName::Pending);
+        self.change(&client, &t, up, Change::Stop).await
     }
 }
 
@@ -302,25 +317,7 @@ impl Provisioner for Ec2Platform {
 
     async fn deprovision(&self, t: Target<'_>) -> Result<bool> {
         let client = self.client(&t)?;
-        let ids: Vec<String> = self.instances(&client, &t.cluster.infra_id).await?.into_iter().map(|i| i.id).collect();
-        if ids.is_empty() {
-            return Ok(true);
-        }
-        let refused = self
-            .in_batches(ids, |batch| {
-                let client = client.clone();
-                async move {
-                    count("ec2:TerminateInstances");
-                    client
-                        .terminate_instances()
-                        .set_instance_ids(Some(batch))
-                        .send()
-                        .await
-                        .map(drop)
-                        .map_err(|e| Error::aws("ec2:TerminateInstances", e))
-                }
-            })
-            .await?;
+        let refused = self.change(&client, &t, |_| true, Change::Terminate).await?;
         if !refused.machines.is_empty() {
             tracing::warn!(cluster = %t.cluster.id, refused = ?refused.machines, "some machines refused to terminate");
         }

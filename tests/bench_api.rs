@@ -1,0 +1,91 @@
+//! Measures what an operation costs through the local stack: AWS calls per operation (counted by the adapters)
+//! and claim latency through the local API. Emulator-bound: the latencies are moto's, not DynamoDB's.
+//!
+//! Run with `make bench-api`, which starts the emulator.
+
+#![allow(clippy::print_stdout)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use apiary_aws::calls;
+use apiary_local::Options;
+use serde_json::json;
+use support::{aws_pool, stack, ALICE};
+
+fn quiet(listen_only: bool) -> Options {
+    Options {
+        listen: "127.0.0.1:0".parse().expect("address"),
+        sweep_every: if listen_only { Duration::from_secs(86_400) } else { Duration::from_secs(1) },
+        full_sweep_every: 3,
+        power_consumers: usize::from(!listen_only),
+        reconcile_consumers: usize::from(!listen_only),
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let mut s = stack().await;
+
+    // Calls per operation: the pool converged, then only the API left running, so nothing else calls AWS.
+    s.put_pool("calls", &aws_pool(3, 1)).await;
+    s.converged("calls", 3, 1).await;
+    s.restart(quiet(true)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = calls::snapshot();
+    reconcile::reconcile(&s.deps, "calls", false).await.expect("reconcile");
+    println!("steady-state reconcile of an unchanged pool: {:?}", calls::since(&before));
+    let before = calls::snapshot();
+    let (status, _) = s.call("PUT", "/pools/calls/claims/one", ALICE, None).await;
+    println!("claim with a free Running spare (HTTP {status}): {:?}", calls::since(&before));
+    let before = calls::snapshot();
+    let (status, _) = s.call("PUT", "/pools/calls/claims/two", ALICE, None).await;
+    println!("claim with no Running spare (HTTP {status}): {:?}", calls::since(&before));
+
+    // Claim latency: 200 claims, one after another, on a pool with 200 Running spares (fake platform).
+    s.restart(quiet(false)).await;
+    s.put_pool("lat", &json!({"size": 200, "runningCount": 200, "platform": {"fake": {}}})).await;
+    s.until("200 Running spares", Duration::from_secs(600), || async {
+        let c = s.clusters("lat").await;
+        (c.len() == 200 && c.iter().all(|c| c["powerState"] == "Running")).then_some(())
+    })
+    .await;
+    s.restart(quiet(true)).await;
+    let mut assigned = vec![];
+    let mut pending = vec![];
+    for i in 0..200 {
+        let started = Instant::now();
+        let (status, _) = s.call("PUT", &format!("/pools/lat/claims/c{i}"), ALICE, None).await;
+        let took = started.elapsed();
+        match status {
+            201 => assigned.push(took),
+            202 => pending.push(took),
+            other => panic!("claim c{i}: HTTP {other}"),
+        }
+    }
+    assigned.sort();
+    pending.sort();
+    if !assigned.is_empty() {
+        println!(
+            "claim latency, 201 with a Running spare, {} claims on a 200-cluster pool: p50 {:.1} ms, p95 {:.1} ms",
+            assigned.len(),
+            percentile(&assigned, 0.5).as_secs_f64() * 1e3,
+            percentile(&assigned, 0.95).as_secs_f64() * 1e3
+        );
+    }
+    if !pending.is_empty() {
+        println!(
+            "claim latency, 202 Pending, {} claims: p50 {:.1} ms, p95 {:.1} ms",
+            pending.len(),
+            percentile(&pending, 0.5).as_secs_f64() * 1e3,
+            percentile(&pending, 0.95).as_secs_f64() * 1e3
+        );
+    }
+    s.stop().await;
+}
