@@ -71,6 +71,19 @@ async fn main() {
     }
     assigned.sort();
     pending.sort();
+    // Where the time goes: the read of the pool's partition (200 clusters, 200 claims) on its own.
+    let mut reads = vec![];
+    for _ in 0..20 {
+        let started = Instant::now();
+        s.deps.store.read_pool("lat").await.expect("read");
+        reads.push(started.elapsed());
+    }
+    reads.sort();
+    println!(
+        "one Query of that partition (400 items) alone: p50 {:.1} ms, p95 {:.1} ms",
+        percentile(&reads, 0.5).as_secs_f64() * 1e3,
+        percentile(&reads, 0.95).as_secs_f64() * 1e3
+    );
     if !assigned.is_empty() {
         println!(
             "claim latency, 201 with a Running spare, {} claims on a 200-cluster pool: p50 {:.1} ms, p95 {:.1} ms",
