@@ -176,7 +176,6 @@ async fn changing_the_platform_replaces_stale_clusters_one_at_a_time() {
     let fresh = s
         .until("every stale cluster is replaced", Duration::from_secs(120), || {
             let s = &s;
-            let old = &old;
             let most = &most_replacing;
             async move {
                 let version = s.pool("stale").await["status"]["poolVersion"].as_str()?.to_owned();
