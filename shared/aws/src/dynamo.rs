@@ -238,36 +238,41 @@ fn lost_condition(err: &TransactWriteItemsError) -> bool {
     }
 }
 
+/// Every item `query` finds, all pages, decoded.
+async fn query_all(query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder) -> Result<Vec<Item>> {
+    let mut start = None;
+    let mut items = vec![];
+    loop {
+        count("dynamodb:Query");
+        let page =
+            query.clone().set_exclusive_start_key(start).send().await.map_err(|e| Error::aws("dynamodb:Query", e))?;
+        for attrs in page.items.unwrap_or_default() {
+            items.extend(decode(attrs)?);
+        }
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return Ok(items);
+        }
+    }
+}
+
 #[async_trait]
 impl Store for DynamoStore {
     async fn read_pool(&self, pool: &str) -> Result<Option<Snapshot>> {
-        let mut start = None;
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", s(pk(pool)));
         let (mut found, mut clusters, mut claims, mut leases) = (None, vec![], vec![], vec![]);
-        loop {
-            count("dynamodb:Query");
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .consistent_read(true)
-                .key_condition_expression("PK = :pk")
-                .expression_attribute_values(":pk", s(pk(pool)))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| Error::aws("dynamodb:Query", e))?;
-            for attrs in page.items.unwrap_or_default() {
-                match decode(attrs)? {
-                    Some(Item::Pool(p)) => found = Some(*p),
-                    Some(Item::Cluster(c)) => clusters.push(*c),
-                    Some(Item::Claim(c)) => claims.push(*c),
-                    Some(Item::Lease(l)) => leases.push(l),
-                    None => {}
-                }
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                break;
+        for item in query_all(query).await? {
+            match item {
+                Item::Pool(p) => found = Some(*p),
+                Item::Cluster(c) => clusters.push(*c),
+                Item::Claim(c) => claims.push(*c),
+                Item::Lease(l) => leases.push(l),
             }
         }
         Ok(found.map(|pool| Snapshot { pool, clusters, claims, leases }))
@@ -291,32 +296,15 @@ impl Store for DynamoStore {
     }
 
     async fn list_pools(&self) -> Result<Vec<Pool>> {
-        let mut start = None;
-        let mut pools = vec![];
-        loop {
-            count("dynamodb:Query");
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(POOLS_INDEX)
-                .key_condition_expression("kind = :pool")
-                .expression_attribute_values(":pool", s("pool"))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| Error::aws("dynamodb:Query", e))?;
-            for attrs in page.items.unwrap_or_default() {
-                if let Some(Item::Pool(p)) = decode(attrs)? {
-                    pools.push(*p);
-                }
-            }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                break;
-            }
-        }
-        Ok(pools)
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(POOLS_INDEX)
+            .key_condition_expression("kind = :pool")
+            .expression_attribute_values(":pool", s("pool"));
+        let items = query_all(query).await?;
+        Ok(items.into_iter().filter_map(|i| if let Item::Pool(p) = i { Some(*p) } else { None }).collect())
     }
 
     async fn write(&self, pool: &str, mut writes: Vec<Write>) -> Result<()> {
