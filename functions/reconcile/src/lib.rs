@@ -13,6 +13,7 @@ use apiary_aws::clock;
 use apiary_aws::messages::{PowerMessage, ReconcileMessage};
 use apiary_aws::store::writes_for;
 use apiary_aws::{Deps, Error, Result};
+use apiary_planner::power::in_progress;
 use apiary_planner::{plan, Action};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 
@@ -35,21 +36,6 @@ pub struct Outcome {
 /// The reason of the sweep's periodic full pass: its reconciles also nudge every unsettled cluster.
 pub const FULL_SWEEP: &str = "sweep-full";
 
-/// Whether `c` is still on its way to the state asked of it (installing, or in a power transition).
-fn unsettled(c: &apiary_planner::Cluster) -> bool {
-    use apiary_planner::{DesiredPower, PowerState};
-    if apiary_planner::power::probe(c).is_none() {
-        return false;
-    }
-    let settled = match c.spec_power_state {
-        _ if c.installed_at.is_none() => false,
-        Some(DesiredPower::Running) => c.power_state == Some(PowerState::Running),
-        Some(DesiredPower::Hibernating) => c.power_state == Some(PowerState::Hibernating),
-        None => true,
-    };
-    !settled
-}
-
 /// Reconciles `pool` once. With `nudge`, every unsettled cluster also gets a power message: the safety net for
 /// a power message lost on its way (its re-checks chain from it, so one lost message would stall a cluster).
 pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> {
@@ -63,7 +49,7 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         let plan = plan(&snapshot, clock::now(), clock::seed());
         let mut power = BTreeSet::new();
         if nudge && outcome.attempts == 1 {
-            power.extend(snapshot.clusters.iter().filter(|c| unsettled(c) || c.deleting).map(|c| c.id.clone()));
+            power.extend(snapshot.clusters.iter().filter(|c| in_progress(c)).map(|c| c.id.clone()));
         }
         let mut lost = None;
         for action in &plan.actions {

@@ -109,6 +109,25 @@ pub fn probe(cluster: &Cluster) -> Option<Probe> {
     }
 }
 
+/// Whether the power function still has work on `cluster`: it is being deprovisioned, it is installing, or its
+/// power state has not reached the one asked for. The sweep's full pass sends these a power message, in case the
+/// message their re-checks chain from was lost.
+pub fn in_progress(cluster: &Cluster) -> bool {
+    if cluster.deleting {
+        return true;
+    }
+    if probe(cluster).is_none() {
+        return false;
+    }
+    let settled = match cluster.spec_power_state {
+        _ if cluster.installed_at.is_none() => false,
+        Some(DesiredPower::Running) => cluster.power_state == Some(PowerState::Running),
+        Some(DesiredPower::Hibernating) => cluster.power_state == Some(PowerState::Hibernating),
+        None => true,
+    };
+    !settled
+}
+
 /// One step of the state machine for `cluster` given what the actuator reported.
 pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, timeouts: PowerTimeouts) -> PowerStep {
     let mut out =

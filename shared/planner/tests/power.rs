@@ -3,7 +3,7 @@
 
 mod support;
 
-use apiary_planner::power::{probe, step, ActuatorCall, Probe, Report, MIN_BACKOFF, POLL};
+use apiary_planner::power::{in_progress, probe, step, ActuatorCall, Probe, Report, MIN_BACKOFF, POLL};
 use apiary_planner::*;
 use chrono::TimeDelta;
 use support::*;
@@ -233,4 +233,20 @@ fn deleting_and_broken_clusters_are_not_driven() {
     assert_eq!(probe(&cluster("c").broken().c), None);
     let s = step(&cluster("c").broken().spec(DesiredPower::Running).c, &machines(3), at(0), PowerTimeouts::default());
     assert_eq!((s.changed, s.call), (false, None));
+}
+
+#[test]
+fn clusters_installing_in_transition_or_deleting_are_in_progress_and_settled_or_broken_ones_are_not() {
+    let cases = [
+        ("settled hibernating", cluster("c").hibernating().c, false),
+        ("settled running", cluster("c").running().c, false),
+        ("installing", cluster("c").installing().c, true),
+        ("asked to run while hibernating", cluster("c").hibernating().spec(DesiredPower::Running).c, true),
+        ("resuming", cluster("c").resuming().c, true),
+        ("deleting", cluster("c").deleting().c, true),
+        ("broken", cluster("c").broken().spec(DesiredPower::Running).c, false),
+    ];
+    for (what, c, want) in cases {
+        assert_eq!(in_progress(&c), want, "{what}");
+    }
 }
