@@ -5,6 +5,8 @@
 #   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
 #   make run     Apiary locally: the AWS emulator, the stack deployed into it, the four functions, a demo pool
 #   make emulator  only the AWS emulator, in the foreground (for running system tests by hand)
+#   make package the four functions as arm64 Lambda zips in target/lambda/<function>/bootstrap.zip
+#   make deploy STACK=... REGION=... BUCKET=... [PARAMS="Name=Value ..."]  upload the zips, create or update the stack
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -14,24 +16,30 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity unit system bench bench-api sim run emulator venv
+.PHONY: test fmt-check clippy purity unit system bench bench-api sim run emulator venv package deploy \
+	lint-infra deploy-test cold-start
 
-# The AWS emulator (moto) and the deploy script's boto3 live in a project virtualenv, pinned.
+# The AWS emulator (moto), boto3 for the deploy scripts and the Lambda packager (cargo-lambda, zig) live in a
+# project virtualenv, the template linters in another; all pinned in infra/requirements*.txt.
 VENV := .venv
 PYTHON := $(VENV)/bin/python
-MOTO_VERSION := 5.2.5
+LINT_VENV := .venv-lint
 EMULATOR_PORT ?= 5055
-export AWS_ACCESS_KEY_ID ?= test
-export AWS_SECRET_ACCESS_KEY ?= test
-export AWS_REGION ?= us-east-1
+# The emulator accepts any credentials; these are set only for the targets that talk to it (never for deploy).
+EMULATOR_CREDENTIALS := AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 
 venv: $(VENV)/.installed
-$(VENV)/.installed:
+$(VENV)/.installed: infra/requirements.txt
 	python3 -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet 'moto[server]==$(MOTO_VERSION)'
+	$(VENV)/bin/pip install --quiet -r infra/requirements.txt
 	touch $@
 
-test: fmt-check clippy purity unit system
+$(LINT_VENV)/.installed: infra/requirements-lint.txt
+	python3 -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/pip install --quiet -r infra/requirements-lint.txt
+	touch $@
+
+test: fmt-check clippy purity lint-infra unit system deploy-test
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -64,15 +72,45 @@ WITH_EMULATOR = port=$$($(PYTHON) -c 'import socket; s=socket.socket(); s.bind((
 	$(PYTHON) infra/emulator.py --port $$port > $${TMPDIR:-/tmp}/apiary-emulator-$$port.log 2>&1 & emu=$$!; \
 	trap "kill $$emu 2>/dev/null" EXIT; \
 	for i in $$(seq 50); do (echo > /dev/tcp/127.0.0.1/$$port) 2>/dev/null && break; sleep 0.2; done; \
-	AWS_ENDPOINT_URL=http://127.0.0.1:$$port APIARY_PYTHON=$(CURDIR)/$(PYTHON) RUST_LOG=$${RUST_LOG:-warn}
+	$(EMULATOR_CREDENTIALS) AWS_ENDPOINT_URL=http://127.0.0.1:$$port APIARY_PYTHON=$(CURDIR)/$(PYTHON) RUST_LOG=$${RUST_LOG:-warn}
+
+# The template: cfn-lint clean, and checkov clean but for the checks infra/checkov.yaml skips, each with its reason.
+lint-infra: $(LINT_VENV)/.installed
+	$(LINT_VENV)/bin/cfn-lint infra/template.yaml
+	$(LINT_VENV)/bin/checkov -f infra/template.yaml --config-file infra/checkov.yaml
+
+# The functions as Lambda zips for arm64 (provided.al2023), built with the release profile (LTO, one codegen unit,
+# stripped). cargo-lambda cross-compiles with zig, both from the virtualenv; rustup adds the arm64 standard library.
+LAMBDA_TARGET := aarch64-unknown-linux-gnu
+FUNCTIONS := claim-api reconcile power timeouts
+package: venv
+	@rustup target list --installed | grep -qx $(LAMBDA_TARGET) || rustup target add $(LAMBDA_TARGET)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 --output-format zip \
+	  --lambda-dir target/lambda $(addprefix -p ,$(FUNCTIONS))
+	@for f in $(FUNCTIONS); do printf '%-10s %s bytes\n' $$f $$(stat -c %s target/lambda/$$f/bootstrap.zip); done
+
+# Uploads the zips and creates or updates the stack (see the README's "Deploy to AWS").
+PARAMS ?=
+deploy: venv
+	@test -n "$(STACK)" -a -n "$(REGION)" -a -n "$(BUCKET)" || \
+	  { echo "usage: make deploy STACK=name REGION=region BUCKET=bucket [PARAMS=\"Name=Value ...\"]" >&2; exit 2; }
+	$(PYTHON) infra/deploy.py --stack $(STACK) --region $(REGION) --bucket $(BUCKET) $(PARAMS)
+
+# make package + make deploy against the emulator's S3, CloudFormation and Lambda: create, then update in place.
+deploy-test: venv
+	$(PYTHON) tests/deploy_test.py
+
+# Each release bootstrap's time from exec to its first request to a local Lambda runtime API (BENCHMARKS.md).
+cold-start: package
+	$(PYTHON) infra/cold_start.py $(FUNCTIONS)
 
 emulator: venv
-	$(PYTHON) infra/emulator.py --port $(EMULATOR_PORT)
+	$(EMULATOR_CREDENTIALS) $(PYTHON) infra/emulator.py --port $(EMULATOR_PORT)
 
 # Apiary locally: Ctrl-C stops the functions and the emulator.
 run: venv
 	$(CARGO) build --quiet -p apiary-local
-	@bash infra/run-local.sh
+	@$(EMULATOR_CREDENTIALS) bash infra/run-local.sh
 
 bench:
 	$(CARGO) bench -p $(PLANNER) --bench plan

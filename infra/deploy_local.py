@@ -9,10 +9,11 @@ import argparse
 import io
 import os
 import sys
-import time
 import zipfile
 
 import boto3
+
+import stack as stacks
 
 p = argparse.ArgumentParser()
 p.add_argument("stack")
@@ -20,6 +21,7 @@ p.add_argument("env_file")
 p.add_argument("--admins", default="")
 p.add_argument("--max-recheck-seconds", default="900")
 p.add_argument("--visibility-seconds", default="10")
+p.add_argument("--metrics", default="", help="APIARY_METRICS for the local functions (emf, file:PATH or off)")
 args = p.parse_args()
 
 endpoint = os.environ.get("AWS_ENDPOINT_URL")
@@ -35,12 +37,9 @@ s3.create_bucket(Bucket=bucket)
 buf = io.BytesIO()
 with zipfile.ZipFile(buf, "w") as z:
     z.writestr("bootstrap", "#!/bin/sh\necho 'the local stack runs this function in apiary-local'\nexit 1\n")
-for fn in ["claim-api", "reconcile", "power", "timeouts"]:
+for fn in stacks.FUNCTIONS:
     s3.put_object(Bucket=bucket, Key=f"apiary/{fn}.zip", Body=buf.getvalue())
 
-here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "template.yaml")) as f:
-    body = f.read()
 params = {
     "CodeBucket": bucket,
     "AdminPrincipals": args.admins,
@@ -48,29 +47,11 @@ params = {
     "MaxRecheckSeconds": args.max_recheck_seconds,
     "QueueVisibilitySeconds": args.visibility_seconds,
 }
-cfn.create_stack(
-    StackName=args.stack,
-    TemplateBody=body,
-    Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in params.items()],
-    Capabilities=["CAPABILITY_IAM"],
-)
-deadline = time.time() + 120
-while True:
-    stack = cfn.describe_stacks(StackName=args.stack)["Stacks"][0]
-    status = stack["StackStatus"]
-    if status.endswith("_COMPLETE") or status.endswith("_FAILED"):
-        break
-    if time.time() > deadline:
-        sys.exit(f"stack {args.stack} still {status} after 120 s")
-    time.sleep(0.5)
-if status != "CREATE_COMPLETE":
-    events = cfn.describe_stack_events(StackName=args.stack)["StackEvents"]
-    for e in events:
-        if "FAILED" in e.get("ResourceStatus", ""):
-            print(e["LogicalResourceId"], e.get("ResourceStatusReason"), file=sys.stderr)
-    sys.exit(f"stack {args.stack}: {status}")
-out = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+stack = stacks.deploy(cfn, args.stack, params, timeout=120)
+status = stack["StackStatus"]
+out = stacks.outputs(stack)
 env = {
+    "APIARY_STACK": args.stack,
     "APIARY_TABLE": out["TableName"],
     "APIARY_RECONCILE_QUEUE_URL": out["ReconcileQueueUrl"],
     "APIARY_RECONCILE_QUEUE_ARN": out["ReconcileQueueArn"],
@@ -80,6 +61,8 @@ env = {
     "APIARY_ADMINS": args.admins,
     "APIARY_MAX_RECHECK_SECONDS": args.max_recheck_seconds,
 }
+if args.metrics:
+    env["APIARY_METRICS"] = args.metrics
 with open(args.env_file, "w") as f:
     for k, v in env.items():
         f.write(f"{k}={v}\n")

@@ -51,6 +51,16 @@ async fn a_claim_with_a_running_spare_gets_the_oldest_and_the_next_oldest_is_res
         (now["powerState"] == "Running" && s.machines_are(&now, "running").await).then_some(())
     })
     .await;
+    // The functions reported it as CloudWatch metrics: the assignment delay, the resume's duration, and the
+    // pool's gauges with the claimed cluster.
+    let metrics = s.metrics();
+    let of = |name: &str| metrics.iter().filter(|m| m["Pool"] == "spare" && m[name].is_number()).collect::<Vec<_>>();
+    let assigned = of("ClaimAssignmentSeconds");
+    assert_eq!(assigned.len(), 1, "one assignment: {assigned:?}");
+    assert!(assigned[0]["ClaimAssignmentSeconds"].as_f64().is_some_and(|d| (0.0..5.0).contains(&d)));
+    assert!(of("PowerTransitionSeconds").iter().any(|m| m["Transition"] == "Resume"), "a resume was timed");
+    assert!(of("ClustersClaimed").iter().any(|m| m["ClustersClaimed"] == 1.0), "gauges show the claim");
+    assert!(metrics.iter().all(|m| m["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Apiary"));
     s.stop().await;
 }
 

@@ -31,6 +31,8 @@ pub struct Stack {
     pub base: String,
     pub http: reqwest::Client,
     pub ec2: apiary_aws::sdk_ec2::Client,
+    /// Where the functions write their CloudWatch metrics (EMF, one JSON document per line).
+    pub metrics_file: std::path::PathBuf,
     running: Option<Running>,
 }
 
@@ -59,9 +61,20 @@ pub async fn stack_with(options: Options) -> Stack {
     let python = std::env::var("APIARY_PYTHON").unwrap_or_else(|_| root.join(".venv/bin/python").display().to_string());
     let name = format!("sys{}-{}", std::process::id(), STACKS.fetch_add(1, Ordering::Relaxed));
     let env_file = std::env::temp_dir().join(format!("{name}.env"));
+    let metrics_file = std::env::temp_dir().join(format!("{name}.metrics"));
+    let metrics = format!("file:{}", metrics_file.display());
     let out = std::process::Command::new(&python)
         .arg(root.join("infra/deploy_local.py"))
-        .args([&name, &env_file.display().to_string(), "--admins", ADMIN, "--max-recheck-seconds", "1"])
+        .args([
+            &name,
+            &env_file.display().to_string(),
+            "--admins",
+            ADMIN,
+            "--max-recheck-seconds",
+            "1",
+            "--metrics",
+            &metrics,
+        ])
         .output()
         .unwrap_or_else(|e| panic!("running {python}: {e}: {NO_EMULATOR}"));
     assert!(out.status.success(), "deploying the stack failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -79,6 +92,7 @@ pub async fn stack_with(options: Options) -> Stack {
         deps,
         http: reqwest::Client::new(),
         ec2: apiary_aws::sdk_ec2::Client::new(&sdk),
+        metrics_file,
         running: Some(running),
     }
 }
@@ -98,6 +112,15 @@ pub fn aws_pool(size: i64, running: i64) -> Value {
 }
 
 impl Stack {
+    /// The metric documents written so far.
+    pub fn metrics(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.metrics_file)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("metric line {l:?}: {e}")))
+            .collect()
+    }
+
     /// Stops the functions.
     pub async fn stop(mut self) {
         if let Some(r) = self.running.take() {

@@ -24,6 +24,7 @@ use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 /// The API's OpenAPI 3 document.
 pub const OPENAPI: &str = include_str!("../openapi.json");
@@ -114,8 +115,22 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<Body> {
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
     let started = std::time::Instant::now();
-    let response = respond(route(deps, &req).await);
+    // Every line this request logs names the pool and claim its path does.
+    let span = tracing::info_span!("request", pool = tracing::field::Empty, claim = tracing::field::Empty);
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if let Some(at) = segments.iter().position(|s| *s == "pools") {
+        if let Some(pool) = segments.get(at + 1) {
+            span.record("pool", *pool);
+        }
+        if segments.get(at + 2) == Some(&"claims") {
+            if let Some(claim) = segments.get(at + 3) {
+                span.record("claim", *claim);
+            }
+        }
+    }
+    let response = respond(route(deps, &req).instrument(span.clone()).await);
     tracing::info!(
+        parent: &span,
         method,
         path,
         status = response.status().as_u16(),
@@ -430,6 +445,9 @@ async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, body: 
             Ok(()) => {}
             Err(StoreError::Conflict(_)) => continue,
             Err(e) => return Err(e.into()),
+        }
+        if let Some(Action::AssignClaim { at, .. }) = &assign {
+            deps.metrics.emit(apiary_aws::metrics::claim_assigned(&deps.config.stack, pool, &new, *at));
         }
         // Either way the pool has work: resume the next spare, or find this claim a cluster.
         reconcile_soon(deps, pool, "claim").await?;

@@ -15,12 +15,14 @@ use std::time::Duration;
 
 use apiary_aws::clock;
 use apiary_aws::messages::{PowerMessage, ReconcileMessage};
+use apiary_aws::metrics;
 use apiary_aws::platform::{Machinery, Target};
 use apiary_aws::store::{Cond, Item, Key, Write};
 use apiary_aws::{Deps, Error, Result};
 use apiary_planner::power::{probe, step, ActuatorCall, Probe, Report, POLL};
 use apiary_planner::{Cluster, Pool};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use tracing::Instrument;
 
 /// Lost conditions tolerated before the message goes back to the queue.
 pub const MAX_ATTEMPTS: u32 = 3;
@@ -121,7 +123,12 @@ pub async fn power(deps: &Deps, msg: &PowerMessage) -> Result<Outcome> {
             next.rev = stored.rev + 1;
             let write = Write::Put(Item::Cluster(Box::new(next)), Cond::Rev(stored.rev));
             match deps.store.write(&msg.pool, vec![write]).await {
-                Ok(()) => outcome.written = true,
+                Ok(()) => {
+                    outcome.written = true;
+                    let done =
+                        metrics::power_transition(&deps.config.stack, &pool.name, &stored, &current, clock::now());
+                    done.into_iter().for_each(|d| deps.metrics.emit(d));
+                }
                 Err(e @ Error::Conflict(_)) if attempt >= MAX_ATTEMPTS => return Err(e),
                 Err(Error::Conflict(_)) => continue,
                 Err(e) => return Err(e),
@@ -197,12 +204,13 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
                 return None;
             }
         };
-        let result = power(deps, &msg).await;
-        tracing::debug!(pool = %msg.pool, cluster = %msg.cluster, ?result, "power message");
+        let span = tracing::info_span!("power", pool = %msg.pool, cluster = %msg.cluster);
+        let result = power(deps, &msg).instrument(span.clone()).await;
+        tracing::debug!(parent: &span, ?result, "power message");
         match result {
             Ok(_) => None,
             Err(e) => {
-                tracing::warn!(pool = %msg.pool, cluster = %msg.cluster, error = %e, "power step failed");
+                tracing::warn!(parent: &span, error = %e, "power step failed");
                 Some(id)
             }
         }

@@ -11,11 +11,13 @@ use std::time::Duration;
 
 use apiary_aws::clock;
 use apiary_aws::messages::{PowerMessage, ReconcileMessage};
+use apiary_aws::metrics;
 use apiary_aws::store::writes_for;
 use apiary_aws::{Deps, Error, Result};
 use apiary_planner::power::in_progress;
 use apiary_planner::{plan, Action};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use tracing::Instrument;
 
 /// Re-plans after lost conditions before giving the message back to the queue.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -46,7 +48,8 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
             outcome.gone = true;
             return Ok(outcome);
         };
-        let plan = plan(&snapshot, clock::now(), clock::seed());
+        let now = clock::now();
+        let plan = plan(&snapshot, now, clock::seed());
         let mut power = BTreeSet::new();
         if nudge && outcome.attempts == 1 {
             power.extend(snapshot.clusters.iter().filter(|c| in_progress(c)).map(|c| c.id.clone()));
@@ -71,6 +74,11 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
                 }
             }
             log_action(pool, action);
+            if let Action::AssignClaim { claim, at, .. } = action {
+                if let Some(c) = snapshot.claims.iter().find(|c| &c.name == claim) {
+                    deps.metrics.emit(metrics::claim_assigned(&deps.config.stack, pool, c, *at));
+                }
+            }
             match action {
                 Action::CreateCluster { cluster } => power.insert(cluster.id.clone()),
                 Action::SetPowerState { cluster, .. }
@@ -87,7 +95,11 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
             outcome.power_messages += 1;
         }
         match lost {
-            None => return Ok(outcome),
+            None => {
+                // The snapshot now holds what the plan wrote: its status is the pool's as of now.
+                deps.metrics.emit(metrics::pool_status(&deps.config.stack, &snapshot, &plan.status, now));
+                return Ok(outcome);
+            }
             Some(e) if outcome.attempts >= MAX_ATTEMPTS => return Err(e),
             Some(e) => tracing::info!(pool, attempt = outcome.attempts, error = %e, "lost a condition; re-planning"),
         }
@@ -126,9 +138,10 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
         }
     }
     for (pool, (ids, nudge)) in by_pool {
-        match reconcile(deps, &pool, nudge).await {
+        let span = tracing::info_span!("reconcile", pool = %pool);
+        match reconcile(deps, &pool, nudge).instrument(span.clone()).await {
             Ok(o) => tracing::info!(
-                pool,
+                parent: &span,
                 attempts = o.attempts,
                 writes = o.writes,
                 power_messages = o.power_messages,
@@ -136,7 +149,7 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
                 "reconciled"
             ),
             Err(e) => {
-                tracing::warn!(pool, error = %e, retryable = e.is_retryable(), "reconcile failed");
+                tracing::warn!(parent: &span, error = %e, retryable = e.is_retryable(), "reconcile failed");
                 failures.extend(ids);
             }
         }

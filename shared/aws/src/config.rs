@@ -31,6 +31,11 @@ pub struct Config {
     /// `APIARY_MAX_RECHECK_SECONDS`: longest wait between two looks at a cluster (default and maximum 900, the
     /// SQS delay limit). Lower it to make transitions on a fast cloud or emulator observable sooner.
     pub max_recheck_seconds: u32,
+    /// `APIARY_STACK`: the deployment's name, the `Stack` dimension of its metrics (default `apiary`).
+    pub stack: String,
+    /// `APIARY_METRICS`: `emf` (default) writes CloudWatch metrics to stdout, `file:PATH` appends them to a file
+    /// (the local runtime, whose stdout is the status screen), `off` writes none.
+    pub metrics: crate::metrics::Sink,
 }
 
 impl Config {
@@ -65,6 +70,13 @@ impl Config {
                 .map(String::from)
                 .collect(),
             max_recheck_seconds,
+            stack: lookup("APIARY_STACK").unwrap_or_else(|| "apiary".into()),
+            metrics: match lookup("APIARY_METRICS").as_deref() {
+                None | Some("emf") => crate::metrics::Sink::Stdout,
+                Some("off") => crate::metrics::Sink::Off,
+                Some(v) if v.starts_with("file:") && v.len() > 5 => crate::metrics::Sink::File(v[5..].into()),
+                Some(v) => return Err(Error::Config(format!("APIARY_METRICS={v:?}: want emf, file:PATH or off"))),
+            },
         })
     }
 }
@@ -82,6 +94,8 @@ pub struct Deps {
     pub platforms: Arc<Platforms>,
     /// Pool schedules.
     pub schedules: Arc<dyn crate::scheduler::Schedules>,
+    /// Where CloudWatch metrics go.
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// The SDK configuration the clients were built from (for pollers and tools).
     pub sdk: aws_config::SdkConfig,
 }
@@ -105,8 +119,51 @@ impl Deps {
                 fake: Arc::new(FakePlatform),
             }),
             schedules: Arc::new(EventBridgeSchedules::new(scheduler, &config)),
+            metrics: Arc::new(crate::metrics::Metrics { stack: config.stack.clone(), sink: config.metrics.clone() }),
             sdk,
             config: Arc::new(config),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::metrics::Sink;
+
+    fn config(extra: &[(&str, &str)]) -> Result<Config> {
+        let mut env: HashMap<&str, &str> = [
+            ("APIARY_TABLE", "t"),
+            ("APIARY_RECONCILE_QUEUE_URL", "r"),
+            ("APIARY_RECONCILE_QUEUE_ARN", "ra"),
+            ("APIARY_POWER_QUEUE_URL", "p"),
+            ("APIARY_SCHEDULER_ROLE_ARN", "s"),
+        ]
+        .into();
+        env.extend(extra.iter().copied());
+        Config::from_lookup(|k| env.get(k).map(|v| (*v).to_owned()))
+    }
+
+    #[test]
+    fn defaults_and_metrics_sinks() {
+        let c = config(&[]).expect("config");
+        assert_eq!((c.stack.as_str(), c.metrics, c.max_recheck_seconds), ("apiary", Sink::Stdout, 900));
+        let c = config(&[("APIARY_METRICS", "file:/tmp/m.log"), ("APIARY_STACK", "prod")]).expect("config");
+        assert_eq!((c.stack.as_str(), c.metrics), ("prod", Sink::File("/tmp/m.log".into())));
+        assert_eq!(config(&[("APIARY_METRICS", "off")]).expect("config").metrics, Sink::Off);
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable() {
+        for (name, value) in
+            [("APIARY_METRICS", "loud"), ("APIARY_METRICS", "file:"), ("APIARY_MAX_RECHECK_SECONDS", "0")]
+        {
+            let e = config(&[(name, value)]).expect_err(value).to_string();
+            assert!(e.contains(name), "{e}");
+        }
+        let e = Config::from_lookup(|_| None).expect_err("nothing set").to_string();
+        assert!(e.contains("APIARY_TABLE"), "{e}");
     }
 }

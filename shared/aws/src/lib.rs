@@ -10,6 +10,8 @@
 //!   ([`ec2`]) or simulated ([`fake`]).
 //! - [`Schedules`](scheduler::Schedules): a pool's cron overrides as EventBridge Scheduler schedules ([`scheduler`]).
 //!
+//! [`logging`] writes JSON lines with each span's pool, cluster and claim; [`metrics`] writes CloudWatch metrics in
+//! Embedded Metric Format.
 //! [`calls`] counts every AWS call the adapters make, so benchmarks can report calls per operation.
 //! Endpoints come from the environment (`AWS_ENDPOINT_URL`); nothing here knows whether it talks to AWS or to an
 //! emulator.
@@ -23,6 +25,7 @@ pub mod error;
 pub mod fake;
 pub mod logging;
 pub mod messages;
+pub mod metrics;
 pub mod platform;
 pub mod queue;
 pub mod scheduler;

@@ -1,5 +1,19 @@
-//! Logging for every function: JSON lines (one object per event, with its fields: pool, cluster, claim) unless
-//! `APIARY_LOG_FORMAT=text`; the level from `RUST_LOG` (default `info`).
+//! Logging for every function: one JSON object per line on stderr, unless `APIARY_LOG_FORMAT=text`; the level
+//! from `RUST_LOG` (default `info`).
+//!
+//! Each line carries, at its top level, the event's own fields and those of every span it happened in: a
+//! handler that opens a span with `pool`, `cluster` or `claim` puts them on every line it logs, including the
+//! adapters' lines and the Lambda runtime's `requestId`. CloudWatch Logs Insights can then filter on
+//! `pool = "ci"` directly.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::fmt::format::{JsonFields, Writer};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
+use tracing_subscriber::registry::LookupSpan;
 
 /// Installs the subscriber once; later calls do nothing.
 pub fn init() {
@@ -9,6 +23,140 @@ pub fn init() {
     let _ = if std::env::var("APIARY_LOG_FORMAT").as_deref() == Ok("text") {
         builder.with_target(false).try_init()
     } else {
-        builder.json().flatten_event(true).with_current_span(false).try_init()
+        builder.fmt_fields(JsonFields::new()).event_format(FlatJson).try_init()
     };
+}
+
+/// The JSON line format: `timestamp`, `level`, `target`, `message`, then the fields of the spans in scope
+/// (outermost first) and of the event, all at the top level; an inner field overrides an outer one of the
+/// same name. Span fields must be recorded with [`JsonFields`] (as [`init`] sets up).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FlatJson;
+
+impl<S, N> FormatEvent<S, N> for FlatJson
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        let meta = event.metadata();
+        let mut line = Map::new();
+        line.insert("timestamp".into(), Value::String(crate::clock::now().to_rfc3339()));
+        line.insert("level".into(), Value::String(meta.level().to_string()));
+        line.insert("target".into(), Value::String(meta.target().to_owned()));
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                let extensions = span.extensions();
+                let Some(fields) = extensions.get::<FormattedFields<N>>() else { continue };
+                if let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(fields) {
+                    line.extend(fields);
+                }
+            }
+        }
+        event.record(&mut Fields(&mut line));
+        let text = serde_json::to_string(&Value::Object(line)).map_err(|_| fmt::Error)?;
+        writeln!(writer, "{text}")
+    }
+}
+
+/// Collects an event's fields as JSON values.
+struct Fields<'a>(&'a mut Map<String, Value>);
+
+impl Visit for Fields<'_> {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().into(), serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.0.insert(field.name().into(), value.to_string().into());
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0.insert(field.name().into(), format!("{value:?}").into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn lines(f: impl FnOnce()) -> Vec<Value> {
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .fmt_fields(JsonFields::new())
+            .event_format(FlatJson)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let bytes = buffer.0.lock().expect("buffer").clone();
+        String::from_utf8(bytes)
+            .expect("utf-8")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every line is one JSON object"))
+            .collect()
+    }
+
+    #[test]
+    fn span_fields_are_on_every_line_at_the_top_level() {
+        let got = lines(|| {
+            let span = tracing::info_span!("power", pool = "ci", cluster = "ci-abcde");
+            let _g = span.enter();
+            tracing::info!(calls = 3u64, "first");
+            let inner = tracing::info_span!("claim", claim = "job-1");
+            let _i = inner.enter();
+            tracing::warn!(ok = false, "second");
+        });
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0]["pool"], "ci");
+        assert_eq!(got[0]["cluster"], "ci-abcde");
+        assert_eq!(got[0]["calls"], 3);
+        assert_eq!(got[0]["message"], "first");
+        assert_eq!(got[0]["level"], "INFO");
+        assert!(got[0].get("claim").is_none());
+        assert_eq!(got[1]["pool"], "ci");
+        assert_eq!(got[1]["claim"], "job-1");
+        assert_eq!(got[1]["ok"], false);
+        assert_eq!(got[1]["level"], "WARN");
+        assert!(got[1]["timestamp"].as_str().is_some_and(|t| t.contains('T')));
+    }
+
+    #[test]
+    fn fields_recorded_after_the_span_opened_are_included() {
+        let got = lines(|| {
+            let span = tracing::info_span!("request", pool = tracing::field::Empty, claim = tracing::field::Empty);
+            span.record("pool", "ci");
+            let _g = span.enter();
+            tracing::error!(error = %"boom", "failed");
+        });
+        assert_eq!(got[0]["pool"], "ci");
+        assert!(got[0].get("claim").is_none());
+        assert_eq!(got[0]["error"], "boom");
+    }
 }

@@ -1,0 +1,274 @@
+//! CloudWatch metrics in Embedded Metric Format (EMF): one JSON object per line on stdout, which Lambda's log
+//! delivery turns into metrics without an API call.
+//!
+//! Namespace [`NAMESPACE`]; every metric has the dimension `Stack` (the deployment) and is published twice: with
+//! `Pool`, for the per-pool graphs, and without, so that one alarm covers every pool of a stack.
+//!
+//! - Pool gauges, written by each reconcile from the plan's status: [`pool_status`].
+//! - `ClaimAssignmentSeconds`: claim created → assigned a Running cluster ([`claim_assigned`]).
+//! - `PowerTransitionSeconds`, with the dimension `Transition` (`Resume` or `Hibernate`): transition began →
+//!   settled ([`power_transition`]).
+//!
+//! The documents are built by pure functions (tested here); [`Metrics::emit`] only writes them.
+
+use std::io::Write;
+
+use apiary_planner::{Claim, Cluster, PoolStatus, PowerState, Snapshot, Timestamp};
+use serde_json::{json, Map, Value};
+
+/// The CloudWatch namespace of every Apiary metric.
+pub const NAMESPACE: &str = "Apiary";
+
+/// A CloudWatch unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A number of things.
+    Count,
+    /// A duration.
+    Seconds,
+}
+
+impl Unit {
+    fn as_str(self) -> &'static str {
+        match self {
+            Unit::Count => "Count",
+            Unit::Seconds => "Seconds",
+        }
+    }
+}
+
+/// One EMF document: `values` under `dimensions` (name, value), each also published without the last-but-`Stack`
+/// dimension `Pool`.
+pub fn document(stack: &str, dimensions: &[(&str, &str)], values: &[(&str, f64, Unit)], at: Timestamp) -> Value {
+    let mut root = Map::new();
+    root.insert("Stack".into(), stack.into());
+    for (name, value) in dimensions {
+        root.insert((*name).into(), (*value).into());
+    }
+    for (name, value, _) in values {
+        root.insert((*name).into(), json!(value));
+    }
+    let mut full: Vec<&str> = vec!["Stack"];
+    full.extend(dimensions.iter().map(|(n, _)| *n));
+    let without_pool: Vec<&str> = full.iter().copied().filter(|n| *n != "Pool").collect();
+    let sets = if without_pool.len() == full.len() { vec![full] } else { vec![full, without_pool] };
+    root.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": at.timestamp_millis(),
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": sets,
+                "Metrics": values.iter().map(|(n, _, u)| json!({"Name": n, "Unit": u.as_str()})).collect::<Vec<_>>(),
+            }],
+        }),
+    );
+    Value::Object(root)
+}
+
+/// Seconds from `from` to `to` (never negative).
+fn seconds(from: Timestamp, to: Timestamp) -> f64 {
+    ((to - from).num_milliseconds().max(0) as f64) / 1000.0
+}
+
+/// Claims waiting for a cluster: not assigned, not released.
+fn pending(claims: &[Claim]) -> impl Iterator<Item = &Claim> {
+    claims.iter().filter(|c| c.cluster.is_none() && c.release_requested_at.is_none())
+}
+
+/// The pool's gauges after a reconcile: clusters by state (from the plan's `status`), claims pending and how
+/// long the oldest of them has waited (0 when none waits).
+pub fn pool_status(stack: &str, snapshot: &Snapshot, status: &PoolStatus, now: Timestamp) -> Value {
+    let oldest = pending(&snapshot.claims).map(|c| seconds(c.created_at, now)).fold(0.0, f64::max);
+    let n = |v: u32| f64::from(v);
+    document(
+        stack,
+        &[("Pool", &snapshot.pool.name)],
+        &[
+            ("ClustersInstalling", n(status.installing), Unit::Count),
+            ("ClustersStandby", n(status.standby), Unit::Count),
+            ("ClustersReady", n(status.ready), Unit::Count),
+            ("ClustersClaimed", n(status.claimed), Unit::Count),
+            ("ClustersBroken", n(status.broken), Unit::Count),
+            ("ClustersStale", n(status.stale), Unit::Count),
+            ("ClustersDeleting", n(status.deleting), Unit::Count),
+            ("ClaimsPending", n(status.pending_claims), Unit::Count),
+            ("OldestPendingClaimSeconds", oldest, Unit::Seconds),
+        ],
+        now,
+    )
+}
+
+/// A claim was assigned a Running cluster at `at`: how long it waited since it was made.
+pub fn claim_assigned(stack: &str, pool: &str, claim: &Claim, at: Timestamp) -> Value {
+    document(stack, &[("Pool", pool)], &[("ClaimAssignmentSeconds", seconds(claim.created_at, at), Unit::Seconds)], at)
+}
+
+/// A power transition that `before` → `after` completed, with its duration; `None` when the write did not
+/// complete one (no transition was under way, it is still under way, or it ended broken).
+pub fn power_transition(stack: &str, pool: &str, before: &Cluster, after: &Cluster, now: Timestamp) -> Option<Value> {
+    let started = before.transition_started_at?;
+    if after.transition_started_at.is_some() || after.is_broken() {
+        return None;
+    }
+    let transition = match after.power_state? {
+        PowerState::Running => "Resume",
+        PowerState::Hibernating => "Hibernate",
+        _ => return None,
+    };
+    Some(document(
+        stack,
+        &[("Pool", pool), ("Transition", transition)],
+        &[("PowerTransitionSeconds", seconds(started, now), Unit::Seconds)],
+        now,
+    ))
+}
+
+/// Where documents go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sink {
+    /// Standard output: on Lambda, the function's log stream, where CloudWatch extracts the metrics.
+    Stdout,
+    /// Appended to a file (the local runtime, whose stdout is its status screen).
+    File(std::path::PathBuf),
+    /// Nowhere.
+    Off,
+}
+
+/// The metrics writer of a process.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// The `Stack` dimension.
+    pub stack: String,
+    /// Where documents go.
+    pub sink: Sink,
+}
+
+impl Metrics {
+    /// Writes `document` as one line. A failed write is not worth failing the handler for.
+    pub fn emit(&self, document: Value) {
+        let line = format!("{document}\n");
+        let _ = match &self.sink {
+            Sink::Stdout => std::io::stdout().lock().write_all(line.as_bytes()),
+            Sink::File(path) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(line.as_bytes())),
+            Sink::Off => Ok(()),
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use apiary_planner::{Platform, Pool, PoolSpec};
+    use chrono::TimeDelta;
+
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Timestamp::from_timestamp(1_800_000_000 + s, 0).expect("time")
+    }
+
+    /// Every metric and dimension an EMF directive names must be a member of the root (the spec's validity rule).
+    fn assert_valid(doc: &Value) {
+        let directive = &doc["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], NAMESPACE);
+        assert!(doc["_aws"]["Timestamp"].is_i64());
+        for set in directive["Dimensions"].as_array().expect("dimension sets") {
+            for name in set.as_array().expect("set") {
+                assert!(doc[name.as_str().expect("name")].is_string(), "dimension {name} missing");
+            }
+        }
+        for m in directive["Metrics"].as_array().expect("metrics") {
+            assert!(doc[m["Name"].as_str().expect("name")].is_number(), "metric {m} missing");
+        }
+    }
+
+    fn snapshot() -> Snapshot {
+        let spec = PoolSpec::new(3, Platform::Fake(serde_json::from_str("{}").expect("fake platform")));
+        Snapshot {
+            pool: Pool {
+                name: "ci".into(),
+                spec,
+                status: PoolStatus::default(),
+                next_wake_at: None,
+                deletion_requested_at: None,
+                created_at: t(0),
+                rev: 1,
+            },
+            clusters: vec![],
+            claims: vec![],
+            leases: vec![],
+        }
+    }
+
+    #[test]
+    fn pool_gauges_per_pool_and_stack_wide() {
+        let mut snap = snapshot();
+        snap.claims.push(Claim::new("old", "me", t(100)));
+        snap.claims.push(Claim::new("new", "me", t(250)));
+        let mut done = Claim::new("done", "me", t(0));
+        done.cluster = Some("ci-1".into());
+        snap.claims.push(done);
+        let status = PoolStatus { ready: 1, broken: 2, pending_claims: 2, ..PoolStatus::default() };
+        let doc = pool_status("prod", &snap, &status, t(400));
+        assert_valid(&doc);
+        assert_eq!(doc["Pool"], "ci");
+        assert_eq!(doc["Stack"], "prod");
+        assert_eq!(doc["ClustersBroken"], 2.0);
+        assert_eq!(doc["ClustersReady"], 1.0);
+        assert_eq!(doc["ClaimsPending"], 2.0);
+        assert_eq!(doc["OldestPendingClaimSeconds"], 300.0);
+        assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Stack", "Pool"], ["Stack"]]));
+        assert_eq!(doc["_aws"]["Timestamp"], t(400).timestamp_millis());
+    }
+
+    #[test]
+    fn no_pending_claim_is_zero_seconds() {
+        let doc = pool_status("prod", &snapshot(), &PoolStatus::default(), t(5));
+        assert_eq!(doc["OldestPendingClaimSeconds"], 0.0);
+    }
+
+    #[test]
+    fn assignment_delay_counts_from_creation() {
+        let claim = Claim::new("job", "me", t(10));
+        let doc = claim_assigned("prod", "ci", &claim, t(10) + TimeDelta::milliseconds(95_500));
+        assert_valid(&doc);
+        assert_eq!(doc["ClaimAssignmentSeconds"], 95.5);
+        assert_eq!(doc["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Unit"], "Seconds");
+    }
+
+    #[test]
+    fn transition_durations_only_when_one_completes() {
+        let mut before = Cluster::new("ci-1", "ci-1", "ci-1-x", t(0));
+        before.installed_at = Some(t(0));
+        before.power_state = Some(PowerState::WaitingForNodes);
+        before.transition_started_at = Some(t(100));
+        let mut after = before.clone();
+        after.power_state = Some(PowerState::Running);
+        after.transition_started_at = None;
+        let doc = power_transition("prod", "ci", &before, &after, t(220)).expect("a resume completed");
+        assert_valid(&doc);
+        assert_eq!(doc["Transition"], "Resume");
+        assert_eq!(doc["PowerTransitionSeconds"], 120.0);
+        assert_eq!(
+            doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Stack", "Pool", "Transition"], ["Stack", "Transition"]])
+        );
+
+        after.power_state = Some(PowerState::Hibernating);
+        let doc = power_transition("prod", "ci", &before, &after, t(130)).expect("a hibernation completed");
+        assert_eq!(doc["Transition"], "Hibernate");
+
+        // Still under way, broken, or nothing was under way: no figure.
+        let mut going = before.clone();
+        going.power_state = Some(PowerState::WaitingForMachines);
+        assert!(power_transition("prod", "ci", &before, &going, t(130)).is_none());
+        let mut broken = after.clone();
+        broken.broken_at = Some(t(130));
+        assert!(power_transition("prod", "ci", &before, &broken, t(130)).is_none());
+        assert!(power_transition("prod", "ci", &after, &after, t(130)).is_none());
+    }
+}

@@ -1,0 +1,205 @@
+"""The deploy test (`make deploy-test`, part of `make test`): `make package` and `make deploy` against the AWS
+emulator's S3, CloudFormation, Lambda and the rest, as a platform engineer runs them against AWS.
+
+It creates the stack, checks that every resource was created and every output is there and that each function
+runs the packaged zip under its own role, then deploys again with one parameter changed and checks the stack was
+updated in place: same resources, the new value in effect, the other parameters kept.
+"""
+import base64
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import boto3
+from cfnlint.decode import decode_str
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+STACK = "apiary-deploy-test"
+BUCKET = "apiary-deploy-test-code"
+REGION = "us-east-1"
+ADMIN = "arn:aws:iam::123456789012:user/admin"
+FUNCTIONS = {"claim-api": "ClaimApiFunction", "reconcile": "ReconcileFunction", "power": "PowerFunction",
+             "timeouts": "TimeoutsFunction"}
+OUTPUTS = {"ApiUrl", "TableName", "ReconcileQueueUrl", "ReconcileQueueArn", "PowerQueueUrl", "SchedulerRoleArn",
+           "SchedulePrefix", "DashboardName"}
+# Resource types the emulator's CloudFormation does not implement: it skips them with a warning and lists each as
+# a resource without a name, so they are counted here, not inspected. cfn-lint and checkov check them
+# (`make lint-infra`).
+NOT_EMULATED = {"AWS::Scheduler::Schedule", "AWS::CloudWatch::Alarm"}
+# Types the emulator can create but not update: after an update it lists them without a name, and they are looked
+# up through their own API instead.
+NOT_UPDATED_BY_EMULATOR = {"AWS::Logs::LogGroup"}
+
+
+def template():
+    with open(os.path.join(ROOT, "infra", "template.yaml")) as f:
+        parsed, errors = decode_str(f.read())
+    assert not errors, errors
+    return parsed
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DeployTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        subprocess.run(["make", "--no-print-directory", "package"], cwd=ROOT, check=True)
+        port = free_port()
+        cls.log = tempfile.NamedTemporaryFile(prefix="apiary-deploy-emulator-", suffix=".log", delete=False)
+        cls.emulator = subprocess.Popen(
+            [PYTHON, os.path.join(ROOT, "infra", "emulator.py"), "--port", str(port)], stdout=cls.log, stderr=cls.log
+        )
+        endpoint = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError(f"the emulator did not start; see {cls.log.name}")
+        cls.env = dict(os.environ, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
+        session = boto3.session.Session(region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
+        cls.cfn = session.client("cloudformation", endpoint_url=endpoint)
+        cls.awslambda = session.client("lambda", endpoint_url=endpoint)
+        cls.logs = session.client("logs", endpoint_url=endpoint)
+        cls.template = template()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.emulator.terminate()
+        cls.emulator.wait()
+
+    def deploy(self, params):
+        out = subprocess.run(
+            ["make", "--no-print-directory", "deploy", f"STACK={STACK}", f"REGION={REGION}", f"BUCKET={BUCKET}",
+             f"PARAMS={params}"],
+            cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=600,
+        )
+        self.assertEqual(out.returncode, 0, f"make deploy failed:\n{out.stdout}\n{out.stderr}")
+        return out.stdout
+
+    def resources(self):
+        """The stack's resources by name, and how many the emulator lists without one."""
+        pages = self.cfn.get_paginator("list_stack_resources").paginate(StackName=STACK)
+        listed = [r for page in pages for r in page["StackResourceSummaries"]]
+        named = {r["LogicalResourceId"]: r for r in listed if r["LogicalResourceId"]}
+        return named, len(listed) - len(named)
+
+    def declared(self, leave_out):
+        return {k for k, v in self.template["Resources"].items() if v["Type"] not in leave_out}
+
+    def function(self, name):
+        return self.awslambda.get_function(FunctionName=f"{STACK}-{name}")["Configuration"]
+
+    def test_package_and_deploy_then_update_in_place(self):
+        # Create.
+        printed = self.deploy(f"AdminPrincipals={ADMIN}")
+        stack = self.cfn.describe_stacks(StackName=STACK)["Stacks"][0]
+        self.assertEqual(stack["StackStatus"], "CREATE_COMPLETE")
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+        self.assertEqual(set(outputs), OUTPUTS)
+        for key in OUTPUTS:
+            self.assertIn(f"{key}: {outputs[key]}", printed, "make deploy prints every output")
+        self.assertTrue(outputs["ApiUrl"].startswith("https://") and outputs["ApiUrl"].endswith("/v1"))
+
+        created, nameless = self.resources()
+        self.assertEqual(set(created), self.declared(NOT_EMULATED), "every resource of the template is in the stack")
+        self.assertEqual(nameless, len(self.template["Resources"]) - len(created))
+        for name, r in created.items():
+            self.assertEqual(r["ResourceStatus"], "CREATE_COMPLETE", name)
+
+        roles = set()
+        for fn, logical in FUNCTIONS.items():
+            conf = self.function(fn)
+            with open(os.path.join(ROOT, "target", "lambda", fn, "bootstrap.zip"), "rb") as f:
+                digest = base64.b64encode(hashlib.sha256(f.read()).digest()).decode()
+            self.assertEqual(conf["CodeSha256"], digest, f"{fn} runs the packaged zip")
+            self.assertEqual(conf["Runtime"], "provided.al2023")
+            self.assertEqual(conf["Architectures"], ["arm64"])
+            self.assertEqual(conf["Handler"], "bootstrap")
+            self.assertEqual(conf["Environment"]["Variables"]["APIARY_STACK"], STACK)
+            self.assertEqual(conf["Environment"]["Variables"]["APIARY_ADMINS"], ADMIN)
+            self.assertEqual(str(conf["Environment"]["Variables"]["APIARY_MAX_RECHECK_SECONDS"]), "900")
+            roles.add(conf["Role"])
+        self.assertEqual(len(roles), len(FUNCTIONS), "each function has its own role")
+
+        # Update one parameter: the stack changes in place, and the parameters not given keep their values.
+        self.deploy("MaxRecheckSeconds=600")
+        stack = self.cfn.describe_stacks(StackName=STACK)["Stacks"][0]
+        self.assertEqual(stack["StackStatus"], "UPDATE_COMPLETE")
+        params = {p["ParameterKey"]: p["ParameterValue"] for p in stack["Parameters"]}
+        self.assertEqual(params["MaxRecheckSeconds"], "600")
+        self.assertEqual(params["AdminPrincipals"], ADMIN)
+        updated, _ = self.resources()
+        kept = self.declared(NOT_EMULATED | NOT_UPDATED_BY_EMULATOR)
+        self.assertEqual(set(updated), kept)
+        for name in kept:
+            self.assertEqual(updated[name]["PhysicalResourceId"], created[name]["PhysicalResourceId"], f"{name} replaced")
+        groups = {g["logGroupName"]: g for g in self.logs.describe_log_groups()["logGroups"]}
+        for fn in FUNCTIONS:
+            self.assertEqual(groups[f"/aws/lambda/{STACK}-{fn}"].get("retentionInDays"), 30, fn)
+            env = self.function(fn)["Environment"]["Variables"]
+            # (The emulator returns a Number parameter's value as a number.)
+            self.assertEqual(str(env["APIARY_MAX_RECHECK_SECONDS"]), "600", fn)
+            self.assertEqual(env["APIARY_ADMINS"], ADMIN, fn)
+
+    def test_queue_visibility_is_at_least_six_times_each_consumers_timeout(self):
+        resources = self.template["Resources"]
+        default = int(self.template["Parameters"]["QueueVisibilitySeconds"]["Default"])
+        for name, r in resources.items():
+            if r["Type"] != "AWS::Lambda::EventSourceMapping":
+                continue
+            function = resources[r["Properties"]["FunctionName"]["Ref"]]
+            timeout = int(function["Properties"]["Timeout"])
+            self.assertGreaterEqual(default, 6 * timeout, name)
+            self.assertLessEqual(int(r["Properties"]["BatchSize"]), 10, name)
+
+    def statements(self, role):
+        policies = self.template["Resources"][role]["Properties"]["Policies"]
+        return [st for p in policies for st in p["PolicyDocument"]["Statement"]]
+
+    def test_each_function_role_grants_only_what_that_function_calls(self):
+        roles = {"ClaimApiRole", "ReconcileRole", "PowerRole", "TimeoutsRole"}
+        for name, r in self.template["Resources"].items():
+            if r["Type"] == "AWS::Lambda::Function":
+                self.assertIn(r["Properties"]["Role"]["Fn::GetAtt"][0], roles, name)
+            if r["Type"] == "AWS::IAM::Role":
+                self.assertNotIn("ManagedPolicyArns", r["Properties"], f"{name}: only inline, scoped policies")
+        actions = {}
+        for role in roles:
+            for st in self.statements(role):
+                self.assertEqual(st["Effect"], "Allow")
+                for a in [st["Action"]] if isinstance(st["Action"], str) else st["Action"]:
+                    self.assertNotIn("*", a, f"{role}: {a}")
+                    actions.setdefault(a.split(":")[0], set()).add(role)
+        self.assertEqual(actions["ec2"], {"PowerRole"}, "only the power function touches EC2")
+        self.assertEqual(actions["scheduler"], {"ClaimApiRole"}, "only the claim API manages schedules")
+        self.assertEqual(actions["iam"], {"ClaimApiRole"})
+        # Every EC2 action that changes an instance is conditioned on Apiary's tag (or, for CreateTags, on being
+        # part of RunInstances); RunInstances on the instance itself requires the tags in the request.
+        for st in self.statements("PowerRole"):
+            acts = [st["Action"]] if isinstance(st["Action"], str) else st["Action"]
+            if not any(a.startswith("ec2:") for a in acts) or all(a.startswith("ec2:Describe") for a in acts):
+                continue
+            on_instances = "instance/*" in str(st["Resource"])
+            if on_instances:
+                cond = str(st.get("Condition"))
+                self.assertTrue("apiary:pool" in cond or "ec2:CreateAction" in cond, f"unconditioned: {acts}")
+            else:
+                self.assertEqual(acts, ["ec2:RunInstances"], "only RunInstances reaches images, subnets, volumes...")
+            self.assertNotEqual(st["Resource"], "*", acts)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if unittest.main(exit=False, verbosity=2).result.wasSuccessful() else 1)
