@@ -83,10 +83,11 @@ lint-infra: $(LINT_VENV)/.installed
 # stripped). cargo-lambda cross-compiles with zig, both from the virtualenv; rustup adds the arm64 standard library.
 LAMBDA_TARGET := aarch64-unknown-linux-gnu
 FUNCTIONS := claim-api reconcile power timeouts
+LAMBDA_BUILD = PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO) lambda build --release --output-format zip \
+	$(addprefix -p ,$(FUNCTIONS))
 package: venv
 	@rustup target list --installed | grep -qx $(LAMBDA_TARGET) || rustup target add $(LAMBDA_TARGET)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO) lambda build --release --arm64 --output-format zip \
-	  --lambda-dir target/lambda $(addprefix -p ,$(FUNCTIONS))
+	$(LAMBDA_BUILD) --arm64 --lambda-dir target/lambda
 	@for f in $(FUNCTIONS); do printf '%-10s %s bytes\n' $$f $$(stat -c %s target/lambda/$$f/bootstrap.zip); done
 
 # Uploads the zips and creates or updates the stack (see the README's "Deploy to AWS").
@@ -100,9 +101,13 @@ deploy: venv
 deploy-test: venv
 	$(PYTHON) tests/deploy_test.py
 
-# Each release bootstrap's time from exec to its first request to a local Lambda runtime API (BENCHMARKS.md).
+# Each release bootstrap's time from exec to its first request to a local Lambda runtime API (BENCHMARKS.md):
+# the arm64 zips under qemu user emulation (an upper bound; needs qemu-user-static and libc6-arm64-cross), and the
+# same code and profile built for this machine, run natively.
 cold-start: package
-	$(PYTHON) infra/cold_start.py $(FUNCTIONS)
+	$(LAMBDA_BUILD) --x86-64 --lambda-dir target/lambda-x86_64
+	$(PYTHON) infra/cold_start.py --lambda-dir target/lambda-x86_64 $(FUNCTIONS)
+	$(PYTHON) infra/cold_start.py --lambda-dir target/lambda $(FUNCTIONS)
 
 emulator: venv
 	$(EMULATOR_CREDENTIALS) $(PYTHON) infra/emulator.py --port $(EMULATOR_PORT)

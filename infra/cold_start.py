@@ -1,14 +1,16 @@
 """`make cold-start`: each packaged bootstrap's time from exec to its first request to the Lambda runtime API.
 
-Usage: cold_start.py [--runs N] [--runner CMD] FUNCTION...
+Usage: cold_start.py [--runs N] [--runner CMD] [--lambda-dir DIR] FUNCTION...
 
 Serves a minimal runtime API on 127.0.0.1 and starts target/lambda/<function>/bootstrap (unzipped) with the
 environment Lambda gives a function, N times. The clock runs from just before exec to the moment the first
 `GET /2018-06-01/runtime/invocation/next` arrives: the whole init phase (logging, configuration, the AWS
 clients). The process is then killed; no invocation is made.
 
-The zips are arm64. On an x86_64 machine they run under qemu-aarch64 user emulation (found on PATH, or
---runner), which is slower than a Graviton core: the figures are an upper bound.
+The zips `make package` builds are arm64. On an x86_64 machine they run under qemu-aarch64 user emulation (found
+on PATH, or --runner), many times slower than a Graviton core: an upper bound, not an estimate. A bootstrap built
+for the machine's own architecture (same code, same release profile:
+`cargo lambda build --release --x86-64 --lambda-dir target/lambda-x86_64 ...`) runs natively.
 """
 import argparse
 import http.server
@@ -48,12 +50,29 @@ server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RuntimeApi)
 threading.Thread(target=server.serve_forever, daemon=True).start()
 api = f"127.0.0.1:{server.server_address[1]}"
 
-runner = []
-if platform.machine() not in ("aarch64", "arm64"):
+ELF_MACHINES = {0x3E: "x86_64", 0xB7: "aarch64"}
+
+
+def architecture(path):
+    with open(path, "rb") as f:
+        header = f.read(20)
+    return ELF_MACHINES.get(int.from_bytes(header[18:20], "little"), "unknown")
+
+
+def runner_for(arch):
+    if arch == platform.machine() or (arch == "aarch64" and platform.machine() == "arm64"):
+        return []
+    if arch != "aarch64":
+        sys.exit(f"cold_start: cannot run a {arch} bootstrap on {platform.machine()}")
     found = args.runner or shutil.which("qemu-aarch64-static") or shutil.which("qemu-aarch64")
-    if not found:
-        sys.exit("cold_start: the bootstraps are arm64; install qemu-user-static (apt-get install qemu-user-static)")
-    runner = [found]
+    sysroot = "/usr/aarch64-linux-gnu"
+    if not found or not os.path.isdir(sysroot):
+        sys.exit(
+            "cold_start: the bootstraps are arm64; on this machine they need qemu user emulation and an arm64 C "
+            "library: apt-get install qemu-user-static libc6-arm64-cross"
+        )
+    return [found, "-L", sysroot]
+
 
 env = {
     "PATH": "/usr/bin:/bin",
@@ -74,7 +93,7 @@ env = {
     "APIARY_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/cold-start-scheduler",
 }
 
-print(f"{'function':<10} {'median ms':>9} {'p90 ms':>7} {'min ms':>7}   ({args.runs} runs{', under ' + runner[0] if runner else ''})")
+print(f"{'function':<10} {'arch':<30} {'median ms':>9} {'p90 ms':>7} {'min ms':>7}   ({args.runs} runs each)")
 with tempfile.TemporaryDirectory() as tmp:
     for fn in args.functions:
         zip_path = os.path.join(args.lambda_dir, fn, "bootstrap.zip")
@@ -84,6 +103,8 @@ with tempfile.TemporaryDirectory() as tmp:
             z.extract("bootstrap", os.path.join(tmp, fn))
         exe = os.path.join(tmp, fn, "bootstrap")
         os.chmod(exe, 0o755)
+        arch = architecture(exe)
+        runner = runner_for(arch)
         times = []
         for _ in range(args.runs):
             arrived.clear()
@@ -103,5 +124,6 @@ with tempfile.TemporaryDirectory() as tmp:
             times.append(elapsed)
         times.sort()
         p90 = times[min(len(times) - 1, int(len(times) * 0.9))]
-        print(f"{fn:<10} {statistics.median(times):>9.1f} {p90:>7.1f} {times[0]:>7.1f}")
+        how = f"{arch}, under {os.path.basename(runner[0])}" if runner else arch
+        print(f"{fn:<10} {how:<30} {statistics.median(times):>9.1f} {p90:>7.1f} {times[0]:>7.1f}")
 server.shutdown()
