@@ -19,8 +19,8 @@ PLANNER := apiary-planner
 .PHONY: test fmt-check clippy purity unit system bench bench-api sim run emulator venv package deploy \
 	lint-infra deploy-test cold-start
 
-# The AWS emulator (moto), boto3 for the deploy scripts and the Lambda packager (cargo-lambda, zig) live in a
-# project virtualenv, the template linters in another; all pinned in infra/requirements*.txt.
+# The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
+# another, the Lambda packager (cargo-lambda, zig) in a third (below); all pinned in infra/requirements*.txt.
 VENV := .venv
 PYTHON := $(VENV)/bin/python
 LINT_VENV := .venv-lint
@@ -83,9 +83,15 @@ lint-infra: $(LINT_VENV)/.installed
 # stripped). cargo-lambda cross-compiles with zig, both from the virtualenv; rustup adds the arm64 standard library.
 LAMBDA_TARGET := aarch64-unknown-linux-gnu
 FUNCTIONS := claim-api reconcile power timeouts
-LAMBDA_BUILD = PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(CARGO) lambda build --release --output-format zip \
+# The packager's virtualenv lives beside the build cache, outside the clone: zig's wrappers are named after its
+# path, and a path that changed with every clone would rebuild the whole release tree each time.
+LAMBDA_VENV := $(dir $(CARGO_TARGET_DIR))lambda-venv
+$(LAMBDA_VENV)/.installed: infra/requirements-lambda.txt
+	@cmp -s $< $@ || { python3 -m venv $(LAMBDA_VENV) && $(LAMBDA_VENV)/bin/pip install --quiet -r $< && cp $< $@; }
+	@touch $@
+LAMBDA_BUILD = PATH="$(LAMBDA_VENV)/bin:$$PATH" $(CARGO) lambda build --release --output-format zip \
 	$(addprefix -p ,$(FUNCTIONS))
-package: venv
+package: $(LAMBDA_VENV)/.installed
 	@rustup target list --installed | grep -qx $(LAMBDA_TARGET) || rustup target add $(LAMBDA_TARGET)
 	$(LAMBDA_BUILD) --arm64 --lambda-dir target/lambda
 	@for f in $(FUNCTIONS); do printf '%-10s %s bytes\n' $$f $$(stat -c %s target/lambda/$$f/bootstrap.zip); done
