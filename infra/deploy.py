@@ -39,8 +39,9 @@ for pair in args.params:
     if name in ("CodeBucket", "CodePrefix"):
         sys.exit(f"deploy: {name} is set by deploy itself (from --bucket and the zips' digest)")
     params[name] = value
-if "QueueVisibilitySeconds" in params and int(params["QueueVisibilitySeconds"]) < 360:
-    sys.exit("deploy: QueueVisibilitySeconds must be at least 360 (6 x the consumers' 60 s timeout) on AWS")
+visibility = params.get("QueueVisibilitySeconds", "360")
+if not visibility.isdigit() or int(visibility) < 360:
+    sys.exit(f"deploy: QueueVisibilitySeconds={visibility!r}: want a whole number of seconds, at least 360 (6 x the consumers' 60 s timeout)")
 
 zips = {}
 for fn in stacks.FUNCTIONS:
