@@ -117,15 +117,10 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<Body> {
     let started = std::time::Instant::now();
     // Every line this request logs names the pool and claim its path does.
     let span = tracing::info_span!("request", pool = tracing::field::Empty, claim = tracing::field::Empty);
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    if let Some(at) = segments.iter().position(|s| *s == "pools") {
-        if let Some(pool) = segments.get(at + 1) {
-            span.record("pool", *pool);
-        }
-        if segments.get(at + 2) == Some(&"claims") {
-            if let Some(claim) = segments.get(at + 3) {
-                span.record("claim", *claim);
-            }
+    if let ["pools", pool, rest @ ..] = api_segments(&path).as_slice() {
+        span.record("pool", *pool);
+        if let ["claims", claim, ..] = rest {
+            span.record("claim", *claim);
         }
     }
     let response = respond(route(deps, &req).instrument(span.clone()).await);
@@ -140,11 +135,16 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<Body> {
     response
 }
 
-async fn route(deps: &Deps, req: &Request) -> ApiResult {
-    let segments: Vec<&str> = req.uri().path().split('/').filter(|s| !s.is_empty()).collect();
-    // API Gateway may pass the stage as the first segment.
+/// The path's segments from the API's own root on (API Gateway may pass the stage as the first segment).
+fn api_segments(path: &str) -> Vec<&str> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let at = segments.iter().position(|s| *s == "pools" || *s == "openapi.json").unwrap_or(segments.len());
-    let segments = &segments[at..];
+    segments[at..].to_vec()
+}
+
+async fn route(deps: &Deps, req: &Request) -> ApiResult {
+    let segments = api_segments(req.uri().path());
+    let segments = &segments[..];
     let method = req.method().as_str();
     if segments == ["openapi.json"] && method == "GET" {
         return Ok((200, serde_json::from_str(OPENAPI).unwrap_or(Value::Null)));

@@ -37,8 +37,8 @@ impl Unit {
     }
 }
 
-/// One EMF document: `values` under `dimensions` (name, value), each also published without the last-but-`Stack`
-/// dimension `Pool`.
+/// One EMF document: `values` under `Stack` and `dimensions` (name, value); when `Pool` is one of them, also under
+/// the same set without it, for stack-wide alarms.
 pub fn document(stack: &str, dimensions: &[(&str, &str)], values: &[(&str, f64, Unit)], at: Timestamp) -> Value {
     let mut root = Map::new();
     root.insert("Stack".into(), stack.into());
