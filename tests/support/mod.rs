@@ -84,7 +84,7 @@ pub async fn stack_with(options: Options) -> Stack {
         .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
         .collect();
     let config = Config::from_lookup(|k| settings.get(k).cloned()).expect("stack settings");
-    let sdk = apiary_aws::sdk_config::load_from_env().await;
+    let sdk = apiary_aws::config::load_sdk_config().await;
     let deps = Deps::new(config, sdk.clone());
     let running = apiary_local::start(deps.clone(), &options).await.expect("local runtime");
     Stack {

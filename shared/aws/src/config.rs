@@ -2,6 +2,7 @@
 //! clients built from them once per process.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::dynamo::DynamoStore;
 use crate::ec2::Ec2Platform;
@@ -100,10 +101,39 @@ pub struct Deps {
     pub sdk: aws_config::SdkConfig,
 }
 
+/// Longest wait for a connection to an AWS endpoint.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest one attempt of an AWS call may take before the SDK gives up on it and retries. Without it a request
+/// whose answer never comes holds its function until Lambda's timeout, and the message it serves until the
+/// visibility timeout (six minutes). Above the local runtime's 5-second ReceiveMessage long poll.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest an AWS call may take, retries included: within the functions' 60-second timeout.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`) with Apiary's timeouts.
+///
+/// A call that times out is retried by the SDK like any transient error. Retrying a call whose first attempt did
+/// land is safe: every table write is conditional on the revision it read, so the retry loses its condition and the
+/// caller re-reads; RunInstances carries a client token; a message sent twice only makes a function look again.
+pub async fn load_sdk_config() -> aws_config::SdkConfig {
+    with_timeouts(aws_config::defaults(aws_config::BehaviorVersion::latest())).load().await
+}
+
+/// `loader` with Apiary's timeouts.
+pub fn with_timeouts(loader: aws_config::ConfigLoader) -> aws_config::ConfigLoader {
+    loader.timeout_config(
+        aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .operation_attempt_timeout(ATTEMPT_TIMEOUT)
+            .operation_timeout(OPERATION_TIMEOUT)
+            .build(),
+    )
+}
+
 impl Deps {
-    /// Loads the AWS configuration (region, credentials, `AWS_ENDPOINT_URL`) and builds every client.
+    /// Loads the AWS configuration (see [`load_sdk_config`]) and builds every client.
     pub async fn from_env() -> Result<Self> {
-        Ok(Self::new(Config::from_env()?, aws_config::load_from_env().await))
+        Ok(Self::new(Config::from_env()?, load_sdk_config().await))
     }
 
     /// Builds every client from `sdk` for the deployment `config` describes.
@@ -165,5 +195,31 @@ mod tests {
         }
         let e = Config::from_lookup(|_| None).expect_err("nothing set").to_string();
         assert!(e.contains("APIARY_TABLE"), "{e}");
+    }
+
+    /// An endpoint that accepts connections and never answers costs a call [`OPERATION_TIMEOUT`] and a retryable
+    /// error, not a hung function.
+    #[tokio::test]
+    async fn a_silent_endpoint_times_out_with_a_retryable_error() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let held = tokio::spawn(async move {
+            let mut open = vec![];
+            while let Ok((stream, _)) = listener.accept().await {
+                open.push(stream);
+            }
+        });
+        let sdk = with_timeouts(aws_config::defaults(aws_config::BehaviorVersion::latest()))
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new("k", "s", None, None, "test"))
+            .endpoint_url(format!("http://{addr}"))
+            .load()
+            .await;
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let bound = OPERATION_TIMEOUT + Duration::from_secs(15);
+        let result = tokio::time::timeout(bound, sqs.list_queues().send()).await.expect("the call must time out");
+        let err = Error::aws("ListQueues", result.expect_err("nothing answered"));
+        assert!(err.is_retryable(), "{err}");
+        held.abort();
     }
 }
