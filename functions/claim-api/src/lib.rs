@@ -117,13 +117,14 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<Body> {
     let started = std::time::Instant::now();
     // Every line this request logs names the pool and claim its path does.
     let span = tracing::info_span!("request", pool = tracing::field::Empty, claim = tracing::field::Empty);
-    if let ["pools", pool, rest @ ..] = api_segments(&path).as_slice() {
+    let segments = api_segments(&path);
+    if let ["pools", pool, rest @ ..] = segments.as_slice() {
         span.record("pool", *pool);
         if let ["claims", claim, ..] = rest {
             span.record("claim", *claim);
         }
     }
-    let response = respond(route(deps, &req).instrument(span.clone()).await);
+    let response = respond(route(deps, &req, &segments).instrument(span.clone()).await);
     tracing::info!(
         parent: &span,
         method,
@@ -137,14 +138,13 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<Body> {
 
 /// The path's segments from the API's own root on (API Gateway may pass the stage as the first segment).
 fn api_segments(path: &str) -> Vec<&str> {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let at = segments.iter().position(|s| *s == "pools" || *s == "openapi.json").unwrap_or(segments.len());
-    segments[at..].to_vec()
+    segments.drain(..at);
+    segments
 }
 
-async fn route(deps: &Deps, req: &Request) -> ApiResult {
-    let segments = api_segments(req.uri().path());
-    let segments = &segments[..];
+async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
     let method = req.method().as_str();
     if segments == ["openapi.json"] && method == "GET" {
         return Ok((200, serde_json::from_str(OPENAPI).unwrap_or(Value::Null)));

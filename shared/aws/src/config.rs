@@ -120,7 +120,7 @@ pub async fn load_sdk_config() -> aws_config::SdkConfig {
 }
 
 /// `loader` with Apiary's timeouts.
-pub fn with_timeouts(loader: aws_config::ConfigLoader) -> aws_config::ConfigLoader {
+fn with_timeouts(loader: aws_config::ConfigLoader) -> aws_config::ConfigLoader {
     loader.timeout_config(
         aws_config::timeout::TimeoutConfig::builder()
             .connect_timeout(CONNECT_TIMEOUT)

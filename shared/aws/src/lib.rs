@@ -34,7 +34,5 @@ pub mod store;
 pub use config::{Config, Deps};
 pub use error::{Error, Result};
 
-/// The SDK's shared configuration loader.
-pub use aws_config as sdk_config;
 /// The SDK's EC2 client, for tools and tests that look at machines the way an operator would.
 pub use aws_sdk_ec2 as sdk_ec2;
