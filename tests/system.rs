@@ -6,7 +6,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use apiary_aws::messages::{PowerMessage, ReconcileMessage};
+use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use serde_json::{json, Value};
 use support::{aws_pool, stack, ADMIN, ALICE, BOB};
 
@@ -157,7 +157,7 @@ async fn an_inventory_of_three_names_gives_three_clusters_even_with_parallel_rec
     // A reconcile that keeps losing races gives up with a conflict (its message would go back to the queue);
     // nothing else may go wrong.
     for r in &results {
-        assert!(matches!(r, Ok(_) | Err(apiary_aws::Error::Conflict(_))), "{r:?}");
+        assert!(matches!(r, Ok(_) | Err(apiary_ports::Error::Conflict(_))), "{r:?}");
     }
     assert!(results.iter().any(Result::is_ok), "someone wins each race");
     let clusters = s.converged("inv", 3, 0).await;
@@ -166,7 +166,7 @@ async fn an_inventory_of_three_names_gives_three_clusters_even_with_parallel_rec
     // Still three after more reconciles and sweeps.
     for _ in 0..3 {
         let r = reconcile::reconcile(&s.deps, "inv", false).await;
-        assert!(matches!(r, Ok(_) | Err(apiary_aws::Error::Conflict(_))), "{r:?}");
+        assert!(matches!(r, Ok(_) | Err(apiary_ports::Error::Conflict(_))), "{r:?}");
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(s.clusters("inv").await.len(), 3);

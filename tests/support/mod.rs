@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use apiary_aws::sdk_ec2::types::Filter;
-use apiary_aws::{Config, Deps};
+use apiary_aws::SdkConfig;
 use apiary_local::{Options, Running, PRINCIPAL_HEADER};
+use apiary_ports::{Config, Deps};
 use serde_json::{json, Value};
 
 /// The emulator's account.
@@ -34,6 +35,7 @@ pub struct Stack {
     /// Where the functions write their CloudWatch metrics (EMF, one JSON document per line).
     pub metrics_file: std::path::PathBuf,
     running: Option<Running>,
+    sdk: SdkConfig,
 }
 
 /// Deploys `infra/template.yaml` as a new stack and starts the functions on it.
@@ -85,8 +87,8 @@ pub async fn stack_with(options: Options) -> Stack {
         .collect();
     let config = Config::from_lookup(|k| settings.get(k).cloned()).expect("stack settings");
     let sdk = apiary_aws::config::load_sdk_config().await;
-    let deps = Deps::new(config, sdk.clone());
-    let running = apiary_local::start(deps.clone(), &options).await.expect("local runtime");
+    let deps = apiary_aws::deps(config, &sdk);
+    let running = apiary_local::start(deps.clone(), &sdk, &options).await.expect("local runtime");
     Stack {
         base: format!("http://{}", running.addr),
         deps,
@@ -94,6 +96,7 @@ pub async fn stack_with(options: Options) -> Stack {
         ec2: apiary_aws::sdk_ec2::Client::new(&sdk),
         metrics_file,
         running: Some(running),
+        sdk,
     }
 }
 
@@ -133,7 +136,7 @@ impl Stack {
         if let Some(r) = self.running.take() {
             r.stop().await;
         }
-        let running = apiary_local::start(self.deps.clone(), &options).await.expect("local runtime");
+        let running = apiary_local::start(self.deps.clone(), &self.sdk, &options).await.expect("local runtime");
         self.base = format!("http://{}", running.addr);
         self.running = Some(running);
     }

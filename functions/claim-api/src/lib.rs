@@ -12,14 +12,14 @@
 
 use std::time::Duration;
 
-use apiary_aws::messages::{PowerMessage, ReconcileMessage};
-use apiary_aws::store::{writes_for, Cond, Item, Key, Write};
-use apiary_aws::{clock, Deps, Error as StoreError};
 use apiary_planner::duration::parse as parse_duration;
 use apiary_planner::validate::validate_name;
 use apiary_planner::{
     plan, validate_spec, Action, Claim, Cluster, DesiredPower, GoDuration, Pool, PoolSpec, PowerState, Snapshot,
 };
+use apiary_ports::messages::{PowerMessage, ReconcileMessage};
+use apiary_ports::store::{writes_for, Cond, Item, Key, Write};
+use apiary_ports::{Deps, Error as StoreError};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt, Response};
 use serde::{Deserialize, Serialize};
@@ -288,7 +288,7 @@ async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Body) -> ApiR
                     status: Default::default(),
                     next_wake_at: None,
                     deletion_requested_at: None,
-                    created_at: clock::now(),
+                    created_at: deps.clock.now(),
                     rev: 0,
                 };
                 (p, Cond::Absent, 201)
@@ -318,7 +318,7 @@ async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
             return Ok((202, to_json(&p)));
         }
         let rev = p.rev;
-        let next = Pool { deletion_requested_at: Some(clock::now()), rev: rev + 1, ..p };
+        let next = Pool { deletion_requested_at: Some(deps.clock.now()), rev: rev + 1, ..p };
         match deps.store.write(pool, vec![Write::Put(Item::Pool(Box::new(next.clone())), Cond::Rev(rev))]).await {
             Ok(()) => {
                 deps.schedules.sync(pool, &[]).await?;
@@ -421,11 +421,11 @@ async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, body: 
             let cluster = existing.cluster.as_ref().and_then(|id| snap.clusters.iter().find(|k| &k.id == id));
             return Ok((if cluster.is_some() { 201 } else { 202 }, claim_view(&snap.pool, existing, cluster)));
         }
-        let now = clock::now();
+        let now = deps.clock.now();
         let mut new = Claim::new(claim, caller.arn.clone(), now);
         new.lifetime = lifetime.clone();
         snap.claims.push(new.clone());
-        let planned = plan(&snap, now, clock::seed());
+        let planned = plan(&snap, now, deps.clock.seed());
         let assign =
             planned.actions.into_iter().find(|a| matches!(a, Action::AssignClaim { claim: c, .. } if c == claim));
         let writes = match &assign {
@@ -447,7 +447,7 @@ async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, body: 
             Err(e) => return Err(e.into()),
         }
         if let Some(Action::AssignClaim { at, .. }) = &assign {
-            deps.metrics.emit(apiary_aws::metrics::claim_assigned(&deps.config.stack, pool, &new, *at));
+            deps.metrics.emit(apiary_ports::metrics::claim_assigned(&deps.config.stack, pool, &new, *at));
         }
         // Either way the pool has work: resume the next spare, or find this claim a cluster.
         reconcile_soon(deps, pool, "claim").await?;
@@ -509,7 +509,7 @@ async fn release_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str) ->
             return Ok((202, claim_view(&p, &c, None)));
         }
         let rev = c.rev;
-        let next = Claim { release_requested_at: Some(clock::now()), rev: rev + 1, ..c };
+        let next = Claim { release_requested_at: Some(deps.clock.now()), rev: rev + 1, ..c };
         match deps.store.write(pool, vec![Write::Put(Item::Claim(Box::new(next.clone())), Cond::Rev(rev))]).await {
             Ok(()) => {
                 reconcile_soon(deps, pool, "release").await?;

@@ -5,7 +5,7 @@ use lambda_http::{service_fn, Request};
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     apiary_aws::logging::init();
-    let deps = apiary_aws::Deps::from_env().await?;
+    let deps = apiary_aws::deps_from_env().await?;
     lambda_http::run(service_fn(|req: Request| {
         let deps = deps.clone();
         async move { Ok::<_, std::convert::Infallible>(claim_api::handle(&deps, req).await) }

@@ -13,14 +13,13 @@
 
 use std::time::Duration;
 
-use apiary_aws::clock;
-use apiary_aws::messages::{PowerMessage, ReconcileMessage};
-use apiary_aws::metrics;
-use apiary_aws::platform::{Machinery, Target};
-use apiary_aws::store::{Cond, Item, Key, Write};
-use apiary_aws::{Deps, Error, Result};
 use apiary_planner::power::{probe, step, ActuatorCall, Probe, Report, POLL};
 use apiary_planner::{Cluster, Pool};
+use apiary_ports::messages::{PowerMessage, ReconcileMessage};
+use apiary_ports::metrics;
+use apiary_ports::platform::{Machinery, Target};
+use apiary_ports::store::{Cond, Item, Key, Write};
+use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tracing::Instrument;
 
@@ -84,7 +83,7 @@ pub async fn power(deps: &Deps, msg: &PowerMessage) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     let Some(pool) = get_pool(deps, &msg.pool).await? else { return Ok(outcome) };
     let timeouts = pool.spec.power_timeouts();
-    let platform = deps.platforms.of(&pool.spec);
+    let platform = deps.platforms.of(&pool.spec)?;
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -99,7 +98,7 @@ pub async fn power(deps: &Deps, msg: &PowerMessage) -> Result<Outcome> {
                 recheck = None;
                 break;
             };
-            let now = clock::now();
+            let now = deps.clock.now();
             let t = Target { pool: &pool.name, spec: &pool.spec, cluster: &current, now };
             let report = ask(platform, t, question).await?;
             let mut s = step(&current, &report, now, timeouts);
@@ -126,7 +125,7 @@ pub async fn power(deps: &Deps, msg: &PowerMessage) -> Result<Outcome> {
                 Ok(()) => {
                     outcome.written = true;
                     let done =
-                        metrics::power_transition(&deps.config.stack, &pool.name, &stored, &current, clock::now());
+                        metrics::power_transition(&deps.config.stack, &pool.name, &stored, &current, deps.clock.now());
                     done.into_iter().for_each(|d| deps.metrics.emit(d));
                 }
                 Err(e @ Error::Conflict(_)) if attempt >= MAX_ATTEMPTS => return Err(e),
@@ -160,7 +159,7 @@ pub async fn power(deps: &Deps, msg: &PowerMessage) -> Result<Outcome> {
 
 async fn deprovision(deps: &Deps, pool: &Pool, cluster: &Cluster, platform: &dyn Machinery) -> Result<Outcome> {
     let mut outcome = Outcome::default();
-    let t = Target { pool: &pool.name, spec: &pool.spec, cluster, now: clock::now() };
+    let t = Target { pool: &pool.name, spec: &pool.spec, cluster, now: deps.clock.now() };
     if !platform.deprovision(t).await? {
         let delay = Duration::from_secs(POLL.num_seconds().min(i64::from(deps.config.max_recheck_seconds)) as u64);
         deps.queue.power(&PowerMessage { pool: pool.name.clone(), cluster: cluster.id.clone() }, delay).await?;
@@ -216,5 +215,5 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
         }
     }))
     .await;
-    apiary_aws::queue::batch_response(results.into_iter().flatten())
+    apiary_ports::queue::batch_response(results.into_iter().flatten())
 }

@@ -9,13 +9,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use apiary_aws::clock;
-use apiary_aws::messages::{PowerMessage, ReconcileMessage};
-use apiary_aws::metrics;
-use apiary_aws::store::writes_for;
-use apiary_aws::{Deps, Error, Result};
 use apiary_planner::power::in_progress;
 use apiary_planner::{plan, Action};
+use apiary_ports::messages::{PowerMessage, ReconcileMessage};
+use apiary_ports::metrics;
+use apiary_ports::store::writes_for;
+use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tracing::Instrument;
 
@@ -48,8 +47,8 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
             outcome.gone = true;
             return Ok(outcome);
         };
-        let now = clock::now();
-        let plan = plan(&snapshot, now, clock::seed());
+        let now = deps.clock.now();
+        let plan = plan(&snapshot, now, deps.clock.seed());
         let mut power = BTreeSet::new();
         if nudge && outcome.attempts == 1 {
             power.extend(snapshot.clusters.iter().filter(|c| in_progress(c)).map(|c| c.id.clone()));
@@ -154,5 +153,5 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
             }
         }
     }
-    apiary_aws::queue::batch_response(failures)
+    apiary_ports::queue::batch_response(failures)
 }

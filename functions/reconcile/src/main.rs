@@ -6,7 +6,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     apiary_aws::logging::init();
-    let deps = apiary_aws::Deps::from_env().await?;
+    let deps = apiary_aws::deps_from_env().await?;
     lambda_runtime::run(service_fn(|e: LambdaEvent<SqsEvent>| {
         let deps = deps.clone();
         async move { Ok::<_, lambda_runtime::Error>(reconcile::handle(&deps, e.payload).await) }

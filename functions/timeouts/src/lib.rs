@@ -6,9 +6,9 @@
 //! deleted, or work is under way (installing, deleting, pending claims) whose follow-up message may have been lost.
 //! Every [`FULL_SWEEP_MINUTES`] minutes every pool is enqueued, so a lost message delays work, never loses it.
 
-use apiary_aws::messages::ReconcileMessage;
-use apiary_aws::{clock, Deps, Result};
 use apiary_planner::{Pool, Timestamp};
+use apiary_ports::messages::ReconcileMessage;
+use apiary_ports::{Deps, Result};
 use chrono::Timelike;
 
 /// Every pool is reconciled at least this often (in minutes past the hour divisible by it), and those
@@ -42,7 +42,7 @@ pub fn due(pool: &Pool, now: Timestamp) -> bool {
 
 /// Runs one sweep; a `full` one enqueues every pool, with [`reconcile::FULL_SWEEP`] as the reason.
 pub async fn sweep(deps: &Deps, full: bool) -> Result<Outcome> {
-    let now = clock::now();
+    let now = deps.clock.now();
     let pools = deps.store.list_pools().await?;
     let mut outcome = Outcome { pools: pools.len(), enqueued: 0 };
     let reason = if full { reconcile::FULL_SWEEP } else { "sweep" };

@@ -1,16 +1,16 @@
 //! The timeouts Lambda function: the sweep, invoked by its schedule.
 
-use apiary_aws::messages::SweepEvent;
+use apiary_ports::messages::SweepEvent;
 use lambda_runtime::{service_fn, LambdaEvent};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     apiary_aws::logging::init();
-    let deps = apiary_aws::Deps::from_env().await?;
+    let deps = apiary_aws::deps_from_env().await?;
     lambda_runtime::run(service_fn(|_: LambdaEvent<SweepEvent>| {
         let deps = deps.clone();
         async move {
-            match timeouts::sweep(&deps, timeouts::full_due(apiary_aws::clock::now())).await {
+            match timeouts::sweep(&deps, timeouts::full_due(deps.clock.now())).await {
                 Ok(o) => Ok(serde_json::json!({"pools": o.pools, "enqueued": o.enqueued})),
                 Err(e) => Err(lambda_runtime::Diagnostic {
                     error_type: if e.is_retryable() { "Retryable" } else { "Fatal" }.into(),

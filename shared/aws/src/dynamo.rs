@@ -19,9 +19,10 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 
+use apiary_ports::store::{Cond, Item, Key, Store, Write};
+use apiary_ports::{Error, Result};
+
 use crate::calls::count;
-use crate::error::{Error, Result};
-use crate::store::{Cond, Item, Key, Store, Write};
 
 type Attrs = HashMap<String, AttributeValue>;
 
@@ -64,7 +65,7 @@ fn encode(pool: &str, item: &Item) -> Result<Attrs> {
         Item::Claim(c) => serde_dynamo::to_item(c.as_ref()),
         Item::Lease(l) => serde_dynamo::to_item(l),
     };
-    let mut attrs: Attrs = encoded.map_err(|source| Error::Decode { key: sk(&key), source })?;
+    let mut attrs: Attrs = encoded.map_err(|source| Error::Decode { key: sk(&key), source: Box::new(source) })?;
     attrs.extend(key_attrs(pool, &key));
     if let Item::Pool(_) = item {
         attrs.insert("kind".into(), s("pool"));
@@ -77,7 +78,7 @@ fn decode(attrs: Attrs) -> Result<Option<Item>> {
         Some(AttributeValue::S(sk)) => sk.clone(),
         _ => return Ok(None),
     };
-    let bad = |source| Error::Decode { key: sk.clone(), source };
+    let bad = |source: serde_dynamo::Error| Error::Decode { key: sk.clone(), source: Box::new(source) };
     let item = if sk == "POOL" {
         Item::Pool(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
     } else if sk.starts_with("CLUSTER#") {
@@ -182,7 +183,7 @@ impl DynamoStore {
                         .set_expression_attribute_names(opt(c.names))
                         .set_expression_attribute_values(opt(c.values))
                         .build()
-                        .map_err(|e| Error::Config(e.to_string()))?;
+                        .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
                     TransactWriteItem::builder().put(put).build()
                 }
                 Write::Delete(key, cond) => {
@@ -194,7 +195,7 @@ impl DynamoStore {
                         .set_expression_attribute_names(opt(c.names))
                         .set_expression_attribute_values(opt(c.values))
                         .build()
-                        .map_err(|e| Error::Config(e.to_string()))?;
+                        .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
                     TransactWriteItem::builder().delete(delete).build()
                 }
             };
@@ -206,7 +207,7 @@ impl DynamoStore {
             Err(SdkError::ServiceError(se)) if lost_condition(se.err()) => {
                 Err(Error::Conflict(format!("{pool}: transaction of {} writes cancelled", writes.len())))
             }
-            Err(e) => Err(Error::aws("dynamodb:TransactWriteItems", e)),
+            Err(e) => Err(crate::error::aws("dynamodb:TransactWriteItems", e)),
         }
     }
 }
@@ -221,7 +222,7 @@ where
         SdkError::ServiceError(se) if se.err().code() == Some("ConditionalCheckFailedException") => {
             Error::Conflict(what())
         }
-        _ => Error::aws(op, e),
+        _ => crate::error::aws(op, e),
     }
 }
 
@@ -244,8 +245,12 @@ async fn query_all(query: aws_sdk_dynamodb::operation::query::builders::QueryFlu
     let mut items = vec![];
     loop {
         count("dynamodb:Query");
-        let page =
-            query.clone().set_exclusive_start_key(start).send().await.map_err(|e| Error::aws("dynamodb:Query", e))?;
+        let page = query
+            .clone()
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| crate::error::aws("dynamodb:Query", e))?;
         for attrs in page.items.unwrap_or_default() {
             items.extend(decode(attrs)?);
         }
@@ -288,7 +293,7 @@ impl Store for DynamoStore {
             .set_key(Some(key_attrs(pool, key)))
             .send()
             .await
-            .map_err(|e| Error::aws("dynamodb:GetItem", e))?;
+            .map_err(|e| crate::error::aws("dynamodb:GetItem", e))?;
         match out.item {
             Some(attrs) => decode(attrs),
             None => Ok(None),

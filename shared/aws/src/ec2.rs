@@ -19,9 +19,10 @@ use aws_sdk_ec2::types::{
 };
 use aws_sdk_ec2::Client;
 
+use apiary_ports::platform::{Actuator, Machines, Provisioner, Refused, Target};
+use apiary_ports::{Error, Result};
+
 use crate::calls::count;
-use crate::error::{Error, Result};
-use crate::platform::{Actuator, Machines, Provisioner, Refused, Target};
 
 /// Instances per Start/Stop/Terminate call.
 pub const BATCH: usize = 50;
@@ -57,7 +58,7 @@ impl Ec2Platform {
     fn client(&self, t: &Target<'_>) -> Result<Client> {
         let region = match &t.spec.platform {
             Platform::Aws(AwsPlatform { region, .. }) => region.clone(),
-            Platform::Fake(_) => return Err(Error::Config("the EC2 platform was given a fake pool".into())),
+            other => return Err(Error::Config(format!("the EC2 platform was given a {} pool", other.kind()))),
         };
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         Ok(clients
@@ -88,7 +89,7 @@ impl Ec2Platform {
                 .set_next_token(token)
                 .send()
                 .await
-                .map_err(|e| Error::aws("ec2:DescribeInstances", e))?;
+                .map_err(|e| crate::error::aws("ec2:DescribeInstances", e))?;
             for reservation in page.reservations() {
                 for i in reservation.instances() {
                     let state = i.state().and_then(|s| s.name()).cloned().unwrap_or(InstanceStateName::Pending);
@@ -169,15 +170,27 @@ impl Change {
         let op = self.op();
         count(op);
         match self {
-            Change::Start => {
-                client.start_instances().set_instance_ids(ids).send().await.map(drop).map_err(|e| Error::aws(op, e))
-            }
-            Change::Stop => {
-                client.stop_instances().set_instance_ids(ids).send().await.map(drop).map_err(|e| Error::aws(op, e))
-            }
-            Change::Terminate => {
-                client.terminate_instances().set_instance_ids(ids).send().await.map(drop).map_err(|e| Error::aws(op, e))
-            }
+            Change::Start => client
+                .start_instances()
+                .set_instance_ids(ids)
+                .send()
+                .await
+                .map(drop)
+                .map_err(|e| crate::error::aws(op, e)),
+            Change::Stop => client
+                .stop_instances()
+                .set_instance_ids(ids)
+                .send()
+                .await
+                .map(drop)
+                .map_err(|e| crate::error::aws(op, e)),
+            Change::Terminate => client
+                .terminate_instances()
+                .set_instance_ids(ids)
+                .send()
+                .await
+                .map(drop)
+                .map_err(|e| crate::error::aws(op, e)),
         }
     }
 
@@ -237,7 +250,7 @@ impl Actuator for Ec2Platform {
                 .set_instance_ids(Some(batch.to_vec()))
                 .send()
                 .await
-                .map_err(|e| Error::aws("ec2:DescribeInstanceStatus", e))?;
+                .map_err(|e| crate::error::aws("ec2:DescribeInstanceStatus", e))?;
             ok += out
                 .instance_statuses()
                 .iter()
@@ -268,7 +281,7 @@ impl Actuator for Ec2Platform {
 impl Provisioner for Ec2Platform {
     async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>> {
         let Platform::Aws(aws) = &t.spec.platform else {
-            return Err(Error::Config("the EC2 platform was given a fake pool".into()));
+            return Err(Error::Config(format!("the EC2 platform was given a {} pool", t.spec.platform.kind())));
         };
         let client = self.client(&t)?;
         let c = t.cluster;
@@ -305,7 +318,7 @@ impl Provisioner for Ec2Platform {
         match req.send().await {
             Ok(_) => Ok(Ok(())),
             Err(e) => {
-                let e = Error::aws("ec2:RunInstances", e);
+                let e = crate::error::aws("ec2:RunInstances", e);
                 if e.is_retryable() {
                     Err(e)
                 } else {

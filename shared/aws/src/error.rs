@@ -1,77 +1,35 @@
-//! The adapters' one error type.
+//! SDK errors as the ports' [`Error`]: the operation, its retry class and the SDK's own error kept as the source.
 
 use std::error::Error as StdError;
 
-/// What an adapter call can fail with.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A conditional write lost: someone else acted first. Re-read and re-plan; never retry blindly.
-    #[error("conflict: {0}")]
-    Conflict(String),
-    /// An AWS call failed.
-    #[error("{op}: {message}")]
-    Aws {
-        /// The operation, as `service:Action`.
-        op: &'static str,
-        /// The SDK's error with its context, for logs.
-        message: String,
-        /// Whether trying again later may succeed (throttling, 5xx, timeouts).
-        retryable: bool,
-        /// The SDK error.
-        #[source]
-        source: Box<dyn StdError + Send + Sync>,
-    },
-    /// A stored item could not be read back as a domain type.
-    #[error("item {key} does not decode: {source}")]
-    Decode {
-        /// The item's key.
-        key: String,
-        /// Why.
-        #[source]
-        source: serde_dynamo::Error,
-    },
-    /// A message body is not one of [`crate::messages`].
-    #[error("message does not decode: {0}")]
-    Message(#[from] serde_json::Error),
-    /// The environment lacks a setting.
-    #[error("configuration: {0}")]
-    Config(String),
-}
+use apiary_ports::Error;
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
-impl Error {
-    /// Whether the operation may succeed if tried again (the message goes back to its queue).
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::Aws { retryable, .. } => *retryable,
-            Error::Conflict(_) => true,
-            Error::Decode { .. } | Error::Message(_) | Error::Config(_) => false,
+/// Wraps an SDK error of operation `op`: timeouts, dispatch failures, throttling and 5xx are retryable.
+pub fn aws<E, R>(op: &'static str, err: SdkError<E, R>) -> Error
+where
+    E: StdError + Send + Sync + 'static + ProvideErrorMetadata,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let retryable = match &err {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
+        SdkError::ServiceError(e) => {
+            let code = e.err().code().unwrap_or_default();
+            code.contains("Throttl")
+                || code.contains("RequestLimitExceeded")
+                || code.contains("InternalServer")
+                || code.contains("ServiceUnavailable")
+                || code == "ProvisionedThroughputExceededException"
+                || code == "InsufficientInstanceCapacity"
         }
-    }
-
-    /// Wraps an SDK error of operation `op`.
-    pub(crate) fn aws<E, R>(op: &'static str, err: aws_smithy_runtime_api::client::result::SdkError<E, R>) -> Self
-    where
-        E: StdError + Send + Sync + 'static + aws_smithy_types::error::metadata::ProvideErrorMetadata,
-        R: std::fmt::Debug + Send + Sync + 'static,
-    {
-        use aws_smithy_runtime_api::client::result::SdkError;
-        let retryable = match &err {
-            SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
-            SdkError::ServiceError(e) => {
-                let code = e.err().code().unwrap_or_default();
-                code.contains("Throttl")
-                    || code.contains("RequestLimitExceeded")
-                    || code.contains("InternalServer")
-                    || code.contains("ServiceUnavailable")
-                    || code == "ProvisionedThroughputExceededException"
-                    || code == "InsufficientInstanceCapacity"
-            }
-            _ => false,
-        };
-        let message = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
-        Error::Aws { op, message, retryable, source: Box::new(err) }
-    }
+        _ => false,
+    };
+    let message = aws_smithy_types::error::display::DisplayErrorContext(&err).to_string();
+    Error::Service { op, message, retryable, source: Some(Box::new(err)) }
 }
 
-/// Results of this crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// An SDK request that could not be built (a missing required field): a bug, never retried.
+pub fn build(op: &'static str, err: impl std::fmt::Display) -> Error {
+    Error::service(op, format!("request could not be built: {err}"), false)
+}

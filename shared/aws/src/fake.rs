@@ -14,8 +14,8 @@ use apiary_planner::{Cluster, FakePlatform as Spec, Platform, PowerState, Timest
 use async_trait::async_trait;
 use chrono::TimeDelta;
 
-use crate::error::Result;
-use crate::platform::{Actuator, Machines, Provisioner, Refused, Target};
+use apiary_ports::platform::{Actuator, Machines, Provisioner, Refused, Target};
+use apiary_ports::Result;
 
 /// The simulated platform.
 #[derive(Debug, Clone, Copy, Default)]
@@ -24,7 +24,7 @@ pub struct FakePlatform;
 fn spec<'a>(t: &Target<'a>) -> std::borrow::Cow<'a, Spec> {
     match &t.spec.platform {
         Platform::Fake(f) => std::borrow::Cow::Borrowed(f),
-        Platform::Aws(_) => std::borrow::Cow::Owned(Spec::default()),
+        _ => std::borrow::Cow::Owned(Spec::default()),
     }
 }
 

@@ -1,38 +1,31 @@
-//! Apiary's AWS side: the ports the functions use and their adapters.
+//! Apiary's AWS adapters of the ports ([`apiary_ports`]).
 //!
-//! This is the only crate that imports `aws-sdk-*`. The functions speak the planner's domain types through
-//! small traits named by role:
+//! This is the only crate that imports `aws-sdk-*`:
 //!
-//! - [`Store`](store::Store): one pool's partition in DynamoDB, every write conditional ([`store`], [`dynamo`]).
-//! - [`Queue`](queue::Queue): the reconcile (FIFO) and power (delayed re-checks) SQS queues ([`queue`]);
-//!   every message type lives in [`messages`].
-//! - [`Actuator`](platform::Actuator) and [`Provisioner`](platform::Provisioner): a cluster's machines, on EC2
-//!   ([`ec2`]) or simulated ([`fake`]).
-//! - [`Schedules`](scheduler::Schedules): a pool's cron overrides as EventBridge Scheduler schedules ([`scheduler`]).
+//! - [`dynamo`]: the [`Store`](apiary_ports::store::Store) over DESIGN.md's single table.
+//! - [`queue`]: the [`Queue`](apiary_ports::queue::Queue) over the two SQS queues, and a [`Poller`](queue::Poller)
+//!   that feeds handlers batches as Lambda's event source mapping does (for the local runtime).
+//! - [`ec2`]: the [`Actuator`](apiary_ports::platform::Actuator) and
+//!   [`Provisioner`](apiary_ports::platform::Provisioner) of the `aws` platform; [`fake`]: the `fake` platform.
+//! - [`scheduler`]: the [`Schedules`](apiary_ports::schedules::Schedules) as EventBridge Scheduler schedules.
 //!
-//! [`logging`] writes JSON lines with each span's pool, cluster and claim; [`metrics`] writes CloudWatch metrics in
-//! Embedded Metric Format.
-//! [`calls`] counts every AWS call the adapters make, so benchmarks can report calls per operation.
-//! Endpoints come from the environment (`AWS_ENDPOINT_URL`); nothing here knows whether it talks to AWS or to an
-//! emulator.
+//! [`config`] loads the SDK configuration with Apiary's timeouts and builds [`Deps`](apiary_ports::Deps) from it;
+//! [`logging`] writes JSON lines with each span's pool, cluster and claim; [`calls`] counts every AWS call the
+//! adapters make, so benchmarks can report calls per operation. Endpoints come from the environment
+//! (`AWS_ENDPOINT_URL`); nothing here knows whether it talks to AWS or to an emulator.
 
 pub mod calls;
-pub mod clock;
 pub mod config;
 pub mod dynamo;
 pub mod ec2;
 pub mod error;
 pub mod fake;
 pub mod logging;
-pub mod messages;
-pub mod metrics;
-pub mod platform;
 pub mod queue;
 pub mod scheduler;
-pub mod store;
 
-pub use config::{Config, Deps};
-pub use error::{Error, Result};
+pub use aws_config::SdkConfig;
+pub use config::{deps, deps_from_env, load_sdk_config};
 
 /// The SDK's EC2 client, for tools and tests that look at machines the way an operator would.
 pub use aws_sdk_ec2 as sdk_ec2;

@@ -41,7 +41,10 @@ where
     fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
         let meta = event.metadata();
         let mut line = Map::new();
-        line.insert("timestamp".into(), Value::String(crate::clock::now().to_rfc3339()));
+        line.insert(
+            "timestamp".into(),
+            Value::String(apiary_planner::Timestamp::from(std::time::SystemTime::now()).to_rfc3339()),
+        );
         line.insert("level".into(), Value::String(meta.level().to_string()));
         line.insert("target".into(), Value::String(meta.target().to_owned()));
         if let Some(scope) = ctx.event_scope() {

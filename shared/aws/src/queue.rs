@@ -1,4 +1,4 @@
-//! The `Queue` port and its SQS adapter.
+//! The SQS adapter of the [`Queue`] port.
 //!
 //! The reconcile queue is FIFO with `MessageGroupId = pool`, so one pool is reconciled by one invocation at a
 //! time while pools proceed in parallel. Each send has its own deduplication id: SQS drops the SDK's retries of
@@ -11,22 +11,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 
+use apiary_ports::messages::{PowerMessage, ReconcileMessage};
+use apiary_ports::queue::{Queue, MAX_DELAY};
+use apiary_ports::{Config, Result};
+
 use crate::calls::count;
-use crate::config::Config;
-use crate::error::{Error, Result};
-use crate::messages::{PowerMessage, ReconcileMessage};
-
-/// Longest delay SQS allows on a message.
-pub const MAX_DELAY: Duration = Duration::from_secs(900);
-
-/// Where work is sent.
-#[async_trait]
-pub trait Queue: Send + Sync {
-    /// Ask for a reconcile of a pool.
-    async fn reconcile(&self, message: &ReconcileMessage) -> Result<()>;
-    /// Ask for a power step of a cluster after `delay` (capped at [`MAX_DELAY`]).
-    async fn power(&self, message: &PowerMessage, delay: Duration) -> Result<()>;
-}
 
 /// The two SQS queues.
 #[derive(Debug)]
@@ -67,7 +56,7 @@ impl Queue for SqsQueue {
             .message_body(serde_json::to_string(message)?)
             .send()
             .await
-            .map_err(|e| Error::aws("sqs:SendMessage", e))?;
+            .map_err(|e| crate::error::aws("sqs:SendMessage", e))?;
         Ok(())
     }
 
@@ -81,7 +70,7 @@ impl Queue for SqsQueue {
             .message_body(serde_json::to_string(message)?)
             .send()
             .await
-            .map_err(|e| Error::aws("sqs:SendMessage", e))?;
+            .map_err(|e| crate::error::aws("sqs:SendMessage", e))?;
         Ok(())
     }
 }
@@ -114,7 +103,7 @@ impl Poller {
             .wait_time_seconds(wait.as_secs() as i32)
             .send()
             .await
-            .map_err(|e| Error::aws("sqs:ReceiveMessage", e))?;
+            .map_err(|e| crate::error::aws("sqs:ReceiveMessage", e))?;
         let mut event = SqsEvent::default();
         for m in out.messages.unwrap_or_default() {
             event.records.push(SqsMessage {
@@ -152,17 +141,7 @@ impl Poller {
             .set_entries(Some(done))
             .send()
             .await
-            .map_err(|e| Error::aws("sqs:DeleteMessageBatch", e))?;
+            .map_err(|e| crate::error::aws("sqs:DeleteMessageBatch", e))?;
         Ok(())
-    }
-}
-
-/// The batch response reporting `failed` message ids (Lambda's ReportBatchItemFailures).
-pub fn batch_response(failed: impl IntoIterator<Item = String>) -> SqsBatchResponse {
-    SqsBatchResponse {
-        batch_item_failures: failed
-            .into_iter()
-            .map(|item_identifier| aws_lambda_events::event::sqs::BatchItemFailure { item_identifier })
-            .collect(),
     }
 }

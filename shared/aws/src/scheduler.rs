@@ -1,4 +1,4 @@
-//! The `Schedules` port: a pool's `schedules` as EventBridge Scheduler schedules that enqueue a reconcile.
+//! The EventBridge Scheduler adapter of the [`Schedules`] port: a pool's `schedules` as EventBridge Scheduler schedules that enqueue a reconcile.
 //!
 //! A schedule only wakes the pool at a window's start; the planner works out which window is open from the pool
 //! spec itself (and records the window's end as a wake-up), so a missed or late firing is caught up by the
@@ -9,17 +9,11 @@ use async_trait::async_trait;
 use aws_sdk_scheduler::types::{FlexibleTimeWindow, FlexibleTimeWindowMode, SqsParameters, Target};
 use aws_sdk_scheduler::Client;
 
-use crate::calls::count;
-use crate::config::Config;
-use crate::error::{Error, Result};
-use crate::messages::ReconcileMessage;
+use apiary_ports::messages::ReconcileMessage;
+use apiary_ports::schedules::Schedules;
+use apiary_ports::{Config, Result};
 
-/// A pool's cron schedules, kept in the cloud's scheduler.
-#[async_trait]
-pub trait Schedules: Send + Sync {
-    /// Makes the pool's schedules exactly `schedules`: creates, updates and deletes as needed.
-    async fn sync(&self, pool: &str, schedules: &[Schedule]) -> Result<()>;
-}
+use crate::calls::count;
 
 /// EventBridge Scheduler, in the `default` group.
 #[derive(Debug, Clone)]
@@ -65,7 +59,7 @@ impl EventBridgeSchedules {
                 .set_next_token(token)
                 .send()
                 .await
-                .map_err(|e| Error::aws("scheduler:ListSchedules", e))?;
+                .map_err(|e| crate::error::aws("scheduler:ListSchedules", e))?;
             names.extend(page.schedules().iter().filter_map(|s| s.name().map(String::from)));
             token = page.next_token().map(String::from);
             if token.is_none() {
@@ -126,11 +120,11 @@ impl Schedules for EventBridgeSchedules {
                 .input(&input)
                 .sqs_parameters(SqsParameters::builder().message_group_id(pool).build())
                 .build()
-                .map_err(|e| Error::Config(e.to_string()))?;
+                .map_err(|e| crate::error::build("scheduler:CreateSchedule", e))?;
             let window = FlexibleTimeWindow::builder()
                 .mode(FlexibleTimeWindowMode::Off)
                 .build()
-                .map_err(|e| Error::Config(e.to_string()))?;
+                .map_err(|e| crate::error::build("scheduler:CreateSchedule", e))?;
             let expression = eventbridge_cron(&s.cron);
             let description = format!("apiary pool {pool}: {}", s.name.as_deref().unwrap_or("schedule"));
             if existing.contains(&name) {
@@ -145,7 +139,7 @@ impl Schedules for EventBridgeSchedules {
                     .target(target)
                     .send()
                     .await
-                    .map_err(|e| Error::aws("scheduler:UpdateSchedule", e))?;
+                    .map_err(|e| crate::error::aws("scheduler:UpdateSchedule", e))?;
             } else {
                 count("scheduler:CreateSchedule");
                 self.client
@@ -158,7 +152,7 @@ impl Schedules for EventBridgeSchedules {
                     .target(target)
                     .send()
                     .await
-                    .map_err(|e| Error::aws("scheduler:CreateSchedule", e))?;
+                    .map_err(|e| crate::error::aws("scheduler:CreateSchedule", e))?;
             }
         }
         for name in existing {
@@ -170,7 +164,7 @@ impl Schedules for EventBridgeSchedules {
                     .name(&name)
                     .send()
                     .await
-                    .map_err(|e| Error::aws("scheduler:DeleteSchedule", e))?;
+                    .map_err(|e| crate::error::aws("scheduler:DeleteSchedule", e))?;
             }
         }
         Ok(())

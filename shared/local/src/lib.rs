@@ -15,7 +15,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use apiary_aws::queue::Poller;
-use apiary_aws::Deps;
+use apiary_aws::SdkConfig;
+use apiary_ports::Deps;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -74,15 +75,15 @@ impl Running {
     }
 }
 
-/// Starts the API, the queue consumers and the sweep.
-pub async fn start(deps: Deps, options: &Options) -> std::io::Result<Running> {
+/// Starts the API, the queue consumers (receiving through `sdk`) and the sweep.
+pub async fn start(deps: Deps, sdk: &SdkConfig, options: &Options) -> std::io::Result<Running> {
     let listener = TcpListener::bind(options.listen).await?;
     let addr = listener.local_addr()?;
     let mut tasks = JoinSet::new();
     tasks.spawn(serve(listener, deps.clone()));
     for _ in 0..options.reconcile_consumers {
         let deps = deps.clone();
-        let poller = Poller::new(&deps.sdk, &deps.config.reconcile_queue_url);
+        let poller = Poller::new(sdk, &deps.config.reconcile_queue_url);
         tasks.spawn(consume("reconcile", poller, move |event| {
             let deps = deps.clone();
             async move { reconcile::handle(&deps, event).await }
@@ -90,7 +91,7 @@ pub async fn start(deps: Deps, options: &Options) -> std::io::Result<Running> {
     }
     for _ in 0..options.power_consumers {
         let deps = deps.clone();
-        let poller = Poller::new(&deps.sdk, &deps.config.power_queue_url);
+        let poller = Poller::new(sdk, &deps.config.power_queue_url);
         tasks.spawn(consume("power", poller, move |event| {
             let deps = deps.clone();
             async move { power::handle(&deps, event).await }

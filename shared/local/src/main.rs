@@ -54,8 +54,11 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     apiary_aws::logging::init();
-    let deps = apiary_aws::Deps::from_env().await.context("settings (run through `make run`, which sets them)")?;
-    let running = start(deps.clone(), &options).await.with_context(|| format!("listening on {}", options.listen))?;
+    let config = apiary_ports::Config::from_env().context("settings (run through `make run`, which sets them)")?;
+    let sdk = apiary_aws::load_sdk_config().await;
+    let deps = apiary_aws::deps(config, &sdk);
+    let running =
+        start(deps.clone(), &sdk, &options).await.with_context(|| format!("listening on {}", options.listen))?;
     let base = format!("http://{}", running.addr);
     eprintln!("apiary-local: API on {base}");
     for (name, body) in pools {

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use apiary_aws::{Deps, Result};
 use apiary_planner::{Cluster, DesiredPower};
+use apiary_ports::{Deps, Result};
 
 fn cluster_line(c: &Cluster) -> String {
     let power = c.power_state.map_or_else(|| "Installing".to_owned(), |p| format!("{p:?}"));

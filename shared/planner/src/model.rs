@@ -157,6 +157,16 @@ pub enum Platform {
     Fake(FakePlatform),
 }
 
+impl Platform {
+    /// The platform's name as it appears in a pool spec (`aws`, `fake`): the key its actuator is registered under.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Platform::Aws(_) => "aws",
+            Platform::Fake(_) => "fake",
+        }
+    }
+}
+
 /// EC2 clusters: N instances from a launch template, or from an image and instance type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -133,7 +133,28 @@ pub enum Sink {
     File(std::path::PathBuf),
     /// Nowhere.
     Off,
+    /// Kept in memory, for tests that read what a handler reported.
+    Memory(Memory),
 }
+
+/// Documents kept in memory ([`Sink::Memory`]).
+#[derive(Debug, Clone, Default)]
+pub struct Memory(std::sync::Arc<std::sync::Mutex<Vec<Value>>>);
+
+impl Memory {
+    /// The documents written so far.
+    pub fn documents(&self) -> Vec<Value> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl PartialEq for Memory {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Memory {}
 
 /// The metrics writer of a process.
 #[derive(Debug, Clone)]
@@ -156,6 +177,10 @@ impl Metrics {
                 .open(path)
                 .and_then(|mut f| f.write_all(line.as_bytes())),
             Sink::Off => Ok(()),
+            Sink::Memory(m) => {
+                m.0.lock().unwrap_or_else(|e| e.into_inner()).push(document);
+                Ok(())
+            }
         };
     }
 }

@@ -4,12 +4,13 @@
 //! OpenShift installer also sets). Calls report which machines are not there yet instead of failing as a whole:
 //! one failing machine never blocks the others.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use apiary_planner::{Cluster, Platform, PoolSpec, Timestamp};
+use apiary_planner::{Cluster, PoolSpec, Timestamp};
 use async_trait::async_trait;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Machines of one cluster, as found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,20 +80,30 @@ pub trait Provisioner: Send + Sync {
 pub trait Machinery: Actuator + Provisioner {}
 impl<T: Actuator + Provisioner> Machinery for T {}
 
-/// The platforms Apiary drives, chosen by a pool's spec.
+/// The platforms this process drives, by [`apiary_planner::Platform::kind`].
+#[derive(Clone, Default)]
 pub struct Platforms {
-    /// EC2.
-    pub aws: Arc<dyn Machinery>,
-    /// Simulated machines.
-    pub fake: Arc<dyn Machinery>,
+    by_kind: BTreeMap<&'static str, Arc<dyn Machinery>>,
 }
 
 impl Platforms {
-    /// The platform of `spec`.
-    pub fn of(&self, spec: &PoolSpec) -> &dyn Machinery {
-        match spec.platform {
-            Platform::Aws(_) => self.aws.as_ref(),
-            Platform::Fake(_) => self.fake.as_ref(),
-        }
+    /// No platform yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Drives pools whose platform is `kind` with `machinery`.
+    pub fn with(mut self, kind: &'static str, machinery: Arc<dyn Machinery>) -> Self {
+        self.by_kind.insert(kind, machinery);
+        self
+    }
+
+    /// The platform of `spec`; a configuration error when this process cannot drive it.
+    pub fn of(&self, spec: &PoolSpec) -> Result<&dyn Machinery> {
+        let kind = spec.platform.kind();
+        self.by_kind
+            .get(kind)
+            .map(|m| m.as_ref())
+            .ok_or_else(|| Error::Config(format!("no actuator for platform {kind} in this deployment")))
     }
 }

@@ -1,0 +1,132 @@
+//! Settings from the environment: the stack's outputs, as the template passes them to each function.
+
+use crate::error::{Error, Result};
+use crate::metrics::Sink;
+
+/// What the functions read from their environment.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `APIARY_TABLE`: the DynamoDB table.
+    pub table: String,
+    /// `APIARY_RECONCILE_QUEUE_URL`: the FIFO reconcile queue.
+    pub reconcile_queue_url: String,
+    /// `APIARY_RECONCILE_QUEUE_ARN`: the same queue, as the target of pool schedules.
+    pub reconcile_queue_arn: String,
+    /// `APIARY_POWER_QUEUE_URL`: the power queue.
+    pub power_queue_url: String,
+    /// `APIARY_SCHEDULER_ROLE_ARN`: the role EventBridge Scheduler assumes to send to the reconcile queue.
+    pub scheduler_role_arn: String,
+    /// `APIARY_SCHEDULE_PREFIX`: prefix of this deployment's schedule names (default `apiary-`).
+    pub schedule_prefix: String,
+    /// `APIARY_ADMINS`: comma-separated principal ARNs that may manage pools and act on any claim.
+    pub admins: Vec<String>,
+    /// `APIARY_MAX_RECHECK_SECONDS`: longest wait between two looks at a cluster (default and maximum 900, the
+    /// SQS delay limit). Lower it to make transitions on a fast cloud or emulator observable sooner.
+    pub max_recheck_seconds: u32,
+    /// `APIARY_STACK`: the deployment's name, the `Stack` dimension of its metrics (default `apiary`).
+    pub stack: String,
+    /// `APIARY_METRICS`: `emf` (default) writes CloudWatch metrics to stdout, `file:PATH` appends them to a file
+    /// (the local runtime, whose stdout is the status screen), `off` writes none.
+    pub metrics: Sink,
+}
+
+impl Config {
+    /// Reads the settings from the environment; a missing required one is an error naming it.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings from `lookup` (the environment, or a stack's outputs).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let var = |name: &str| lookup(name).ok_or_else(|| Error::Config(format!("{name} is not set")));
+        let max_recheck_seconds = match lookup("APIARY_MAX_RECHECK_SECONDS") {
+            Some(v) => v
+                .parse::<u32>()
+                .ok()
+                .filter(|s| (1..=900).contains(s))
+                .ok_or_else(|| Error::Config(format!("APIARY_MAX_RECHECK_SECONDS={v:?}: want 1 to 900")))?,
+            None => 900,
+        };
+        Ok(Config {
+            table: var("APIARY_TABLE")?,
+            reconcile_queue_url: var("APIARY_RECONCILE_QUEUE_URL")?,
+            reconcile_queue_arn: var("APIARY_RECONCILE_QUEUE_ARN")?,
+            power_queue_url: var("APIARY_POWER_QUEUE_URL")?,
+            scheduler_role_arn: var("APIARY_SCHEDULER_ROLE_ARN")?,
+            schedule_prefix: lookup("APIARY_SCHEDULE_PREFIX").unwrap_or_else(|| "apiary-".into()),
+            admins: lookup("APIARY_ADMINS")
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            max_recheck_seconds,
+            stack: lookup("APIARY_STACK").unwrap_or_else(|| "apiary".into()),
+            metrics: match lookup("APIARY_METRICS").as_deref() {
+                None | Some("emf") => Sink::Stdout,
+                Some("off") => Sink::Off,
+                Some(v) if v.starts_with("file:") && v.len() > 5 => Sink::File(v[5..].into()),
+                Some(v) => return Err(Error::Config(format!("APIARY_METRICS={v:?}: want emf, file:PATH or off"))),
+            },
+        })
+    }
+
+    /// Settings for a deployment whose resources are named after `stack`, with `admins` (tests and simulations,
+    /// where nothing real stands behind the names).
+    pub fn named(stack: &str, admins: &[&str]) -> Self {
+        Config {
+            table: format!("{stack}-table"),
+            reconcile_queue_url: format!("{stack}-reconcile.fifo"),
+            reconcile_queue_arn: format!("arn:aws:sqs:us-east-1:123456789012:{stack}-reconcile.fifo"),
+            power_queue_url: format!("{stack}-power"),
+            scheduler_role_arn: format!("arn:aws:iam::123456789012:role/{stack}-scheduler"),
+            schedule_prefix: format!("{stack}-"),
+            admins: admins.iter().map(|a| (*a).to_owned()).collect(),
+            max_recheck_seconds: 900,
+            stack: stack.to_owned(),
+            metrics: Sink::Off,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn config(extra: &[(&str, &str)]) -> Result<Config> {
+        let mut env: HashMap<&str, &str> = [
+            ("APIARY_TABLE", "t"),
+            ("APIARY_RECONCILE_QUEUE_URL", "r"),
+            ("APIARY_RECONCILE_QUEUE_ARN", "ra"),
+            ("APIARY_POWER_QUEUE_URL", "p"),
+            ("APIARY_SCHEDULER_ROLE_ARN", "s"),
+        ]
+        .into();
+        env.extend(extra.iter().copied());
+        Config::from_lookup(|k| env.get(k).map(|v| (*v).to_owned()))
+    }
+
+    #[test]
+    fn defaults_and_metrics_sinks() {
+        let c = config(&[]).expect("config");
+        assert_eq!((c.stack.as_str(), c.metrics, c.max_recheck_seconds), ("apiary", Sink::Stdout, 900));
+        let c = config(&[("APIARY_METRICS", "file:/tmp/m.log"), ("APIARY_STACK", "prod")]).expect("config");
+        assert_eq!((c.stack.as_str(), c.metrics), ("prod", Sink::File("/tmp/m.log".into())));
+        assert_eq!(config(&[("APIARY_METRICS", "off")]).expect("config").metrics, Sink::Off);
+    }
+
+    #[test]
+    fn bad_settings_name_the_variable() {
+        for (name, value) in
+            [("APIARY_METRICS", "loud"), ("APIARY_METRICS", "file:"), ("APIARY_MAX_RECHECK_SECONDS", "0")]
+        {
+            let e = config(&[(name, value)]).expect_err(value).to_string();
+            assert!(e.contains(name), "{e}");
+        }
+        let e = Config::from_lookup(|_| None).expect_err("nothing set").to_string();
+        assert!(e.contains("APIARY_TABLE"), "{e}");
+    }
+}
