@@ -162,7 +162,9 @@ async fn deprovision(deps: &Deps, pool: &Pool, cluster: &Cluster, platform: &dyn
     let t = Target { pool: &pool.name, spec: &pool.spec, cluster, now: deps.clock.now() };
     if !platform.deprovision(t).await? {
         let delay = Duration::from_secs(POLL.num_seconds().min(i64::from(deps.config.max_recheck_seconds)) as u64);
-        deps.queue.power(&PowerMessage { pool: pool.name.clone(), cluster: cluster.id.clone() }, delay).await?;
+        deps.queue
+            .power(&PowerMessage { pool: pool.name.clone(), cluster: cluster.id.clone(), check: None }, delay)
+            .await?;
         outcome.recheck = Some(delay);
         return Ok(outcome);
     }

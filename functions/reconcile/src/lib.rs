@@ -90,7 +90,7 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         }
         // What was written stands even if a later write lost: its machines must be driven either way.
         for cluster in power {
-            deps.queue.power(&PowerMessage { pool: pool.to_owned(), cluster }, Duration::ZERO).await?;
+            deps.queue.power(&PowerMessage { pool: pool.to_owned(), cluster, check: None }, Duration::ZERO).await?;
             outcome.power_messages += 1;
         }
         match lost {

@@ -16,10 +16,11 @@ use apiary_planner::{Pool, Snapshot};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 
-use apiary_ports::store::{Cond, Item, Key, Store, Write};
+use apiary_planner::Timestamp;
+use apiary_ports::store::{check_size, Cond, Item, Key, Store, Write};
 use apiary_ports::{Error, Result};
 
 use crate::calls::count;
@@ -41,13 +42,12 @@ fn pk(pool: &str) -> String {
 }
 
 fn sk(key: &Key) -> String {
-    match key {
-        Key::Pool => "POOL".into(),
-        Key::Cluster(id) => format!("CLUSTER#{id}"),
-        Key::Claim(name) => format!("CLAIM#{name}"),
-        Key::Lease(name) => format!("NAME#{name}"),
-    }
+    key.sort_key()
 }
+
+/// The partition and sort key of the sweep's own item, outside every pool's partition (and without `kind`, so
+/// it is not in the `pools` index).
+const SWEEP_KEY: &str = "SWEEP";
 
 fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
@@ -137,6 +137,7 @@ impl DynamoStore {
 
     async fn write_one(&self, pool: &str, write: Write) -> Result<()> {
         match write {
+            Write::Check(..) => self.transact(pool, vec![write]).await,
             Write::Put(item, cond) => {
                 let c = condition(&cond);
                 count("dynamodb:PutItem");
@@ -197,6 +198,18 @@ impl DynamoStore {
                         .build()
                         .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
                     TransactWriteItem::builder().delete(delete).build()
+                }
+                Write::Check(key, cond) => {
+                    let c = condition(cond);
+                    let check = ConditionCheck::builder()
+                        .table_name(&self.table)
+                        .set_key(Some(key_attrs(pool, key)))
+                        .condition_expression(c.expression)
+                        .set_expression_attribute_names(opt(c.names))
+                        .set_expression_attribute_values(opt(c.values))
+                        .build()
+                        .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
+                    TransactWriteItem::builder().condition_check(check).build()
                 }
             };
             items.push(item);
@@ -313,10 +326,51 @@ impl Store for DynamoStore {
     }
 
     async fn write(&self, pool: &str, mut writes: Vec<Write>) -> Result<()> {
+        for w in &writes {
+            check_size(pool, w)?;
+        }
         match writes.len() {
             0 => Ok(()),
             1 => self.write_one(pool, writes.remove(0)).await,
             _ => self.transact(pool, writes).await,
         }
+    }
+
+    async fn last_full_sweep(&self) -> Result<Option<Timestamp>> {
+        count("dynamodb:GetItem");
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .key("PK", s(SWEEP_KEY))
+            .key("SK", s(SWEEP_KEY))
+            .send()
+            .await
+            .map_err(|e| crate::error::aws("dynamodb:GetItem", e))?;
+        let Some(AttributeValue::S(at)) = out.item.as_ref().and_then(|i| i.get("lastFullAt")) else { return Ok(None) };
+        at.parse::<Timestamp>().map(Some).map_err(|e| Error::Decode { key: SWEEP_KEY.into(), source: Box::new(e) })
+    }
+
+    async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> Result<()> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("PK", s(SWEEP_KEY))
+            .item("SK", s(SWEEP_KEY))
+            .item("lastFullAt", s(at.to_rfc3339()));
+        let put = match previous {
+            None => put.condition_expression("attribute_not_exists(PK)"),
+            Some(p) => put
+                .condition_expression("#last = :previous")
+                .expression_attribute_names("#last", "lastFullAt")
+                .expression_attribute_values(":previous", s(p.to_rfc3339())),
+        };
+        count("dynamodb:PutItem");
+        put.send()
+            .await
+            .map(drop)
+            .map_err(|e| write_error("dynamodb:PutItem", || format!("sweep: last full {previous:?}"), e))
     }
 }

@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use apiary_planner::machines::MachineState;
 use apiary_planner::{AwsPlatform, Platform};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
@@ -19,7 +20,7 @@ use aws_sdk_ec2::types::{
 };
 use aws_sdk_ec2::Client;
 
-use apiary_ports::platform::{Actuator, Machines, Provisioner, Refused, Target};
+use apiary_ports::platform::{client_token, Actuator, Machines, Provisioner, Refused, Target};
 use apiary_ports::{Error, Result};
 
 use crate::calls::count;
@@ -46,7 +47,7 @@ pub struct Ec2Platform {
 #[derive(Debug, Clone)]
 struct Instance {
     id: String,
-    state: InstanceStateName,
+    state: MachineState,
 }
 
 impl Ec2Platform {
@@ -92,8 +93,9 @@ impl Ec2Platform {
                 .map_err(|e| crate::error::aws("ec2:DescribeInstances", e))?;
             for reservation in page.reservations() {
                 for i in reservation.instances() {
-                    let state = i.state().and_then(|s| s.name()).cloned().unwrap_or(InstanceStateName::Pending);
-                    if matches!(state, InstanceStateName::Terminated | InstanceStateName::ShuttingDown) {
+                    let name = i.state().and_then(|s| s.name()).map(InstanceStateName::as_str).unwrap_or("pending");
+                    let state = MachineState::from_ec2(name).unwrap_or(MachineState::Pending);
+                    if state.is_gone() {
                         continue;
                     }
                     if let Some(id) = i.instance_id() {
@@ -115,14 +117,14 @@ impl Ec2Platform {
         &self,
         client: &Client,
         t: &Target<'_>,
-        pick: impl Fn(&InstanceStateName) -> bool,
+        pick: impl Fn(MachineState) -> bool,
         change: Change,
     ) -> Result<Refused> {
         let ids = self
             .instances(client, &t.cluster.infra_id)
             .await?
             .into_iter()
-            .filter(|i| pick(&i.state))
+            .filter(|i| pick(i.state))
             .map(|i| i.id)
             .collect();
         self.in_batches(ids, |batch| change.send(client, batch)).await
@@ -203,42 +205,29 @@ impl Change {
     }
 }
 
-fn machines(instances: &[Instance], want: &InstanceStateName) -> Machines {
+fn machines(instances: &[Instance], want: MachineState) -> Machines {
     Machines {
         total: instances.len() as u32,
-        not_ready: instances.iter().filter(|i| &i.state != want).map(|i| i.id.clone()).collect(),
+        not_ready: instances.iter().filter(|i| i.state != want).map(|i| i.id.clone()).collect(),
     }
-}
-
-/// A client token at most 64 characters long, unique per cluster.
-fn client_token(pool: &str, id: &str) -> String {
-    let token = format!("{pool}/{id}");
-    if token.len() <= 64 {
-        return token;
-    }
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in token.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{}-{h:016x}", &id[..id.len().min(47)])
 }
 
 #[async_trait]
 impl Actuator for Ec2Platform {
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         let client = self.client(&t)?;
-        Ok(machines(&self.instances(&client, &t.cluster.infra_id).await?, &InstanceStateName::Running))
+        Ok(machines(&self.instances(&client, &t.cluster.infra_id).await?, MachineState::Running))
     }
 
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
         let client = self.client(&t)?;
-        Ok(machines(&self.instances(&client, &t.cluster.infra_id).await?, &InstanceStateName::Stopped))
+        Ok(machines(&self.instances(&client, &t.cluster.infra_id).await?, MachineState::Stopped))
     }
 
     async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
         let client = self.client(&t)?;
         let instances = self.instances(&client, &t.cluster.infra_id).await?;
-        if instances.is_empty() || instances.iter().any(|i| i.state != InstanceStateName::Running) {
+        if instances.is_empty() || instances.iter().any(|i| i.state != MachineState::Running) {
             return Ok(false);
         }
         let ids: Vec<String> = instances.into_iter().map(|i| i.id).collect();
@@ -266,14 +255,12 @@ impl Actuator for Ec2Platform {
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
         let client = self.client(&t)?;
-        let stopped = |s: &InstanceStateName| *s == InstanceStateName::Stopped;
-        self.change(&client, &t, stopped, Change::Start).await
+        self.change(&client, &t, MachineState::start_acts, Change::Start).await
     }
 
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
         let client = self.client(&t)?;
-        let up = |s: &InstanceStateName| matches!(s, InstanceStateName::Running | InstanceStateName::Pending);
-        self.change(&client, &t, up, Change::Stop).await
+        self.change(&client, &t, MachineState::stop_acts, Change::Stop).await
     }
 }
 
@@ -297,7 +284,7 @@ impl Provisioner for Ec2Platform {
             .run_instances()
             .min_count(count_)
             .max_count(count_)
-            .client_token(client_token(t.pool, &c.id))
+            .client_token(client_token(t.pool, c))
             .tag_specifications(
                 TagSpecification::builder().resource_type(ResourceType::Instance).set_tags(Some(tags)).build(),
             )
@@ -330,7 +317,7 @@ impl Provisioner for Ec2Platform {
 
     async fn deprovision(&self, t: Target<'_>) -> Result<bool> {
         let client = self.client(&t)?;
-        let refused = self.change(&client, &t, |_| true, Change::Terminate).await?;
+        let refused = self.change(&client, &t, MachineState::terminate_acts, Change::Terminate).await?;
         if !refused.machines.is_empty() {
             tracing::warn!(cluster = %t.cluster.id, refused = ?refused.machines, "some machines refused to terminate");
         }

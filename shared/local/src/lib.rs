@@ -9,7 +9,6 @@
 //!
 //! Settings come from the environment, exactly as the stack passes them to the Lambda functions.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -21,9 +20,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use lambda_http::aws_lambda_events::apigw::{ApiGatewayProxyRequestContext, ApiGatewayRequestIdentity};
-use lambda_http::request::RequestContext;
-use lambda_http::RequestExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
@@ -152,63 +148,14 @@ async fn serve(listener: TcpListener, deps: Deps) {
     }
 }
 
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 3 <= bytes.len() => {
-                match std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Turns an HTTP request into the event API Gateway would send, runs the claim API on it, and turns its answer
 /// back into HTTP.
 async fn call_api(deps: &Deps, req: hyper::Request<Incoming>) -> hyper::Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
     let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-    let body = if bytes.is_empty() {
-        lambda_http::Body::Empty
-    } else {
-        match String::from_utf8(bytes.to_vec()) {
-            Ok(text) => lambda_http::Body::Text(text),
-            Err(e) => lambda_http::Body::Binary(e.into_bytes()),
-        }
-    };
-    let query: HashMap<String, String> = parts
-        .uri
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect();
-    let identity = ApiGatewayRequestIdentity {
-        user_arn: parts.headers.get(PRINCIPAL_HEADER).and_then(|v| v.to_str().ok()).map(String::from),
-        ..Default::default()
-    };
-    let context = ApiGatewayProxyRequestContext { identity, http_method: parts.method.clone(), ..Default::default() };
-    let mut request =
-        lambda_http::http::Request::from_parts(parts, body).with_request_context(RequestContext::ApiGatewayV1(context));
-    if !query.is_empty() {
-        request = request.with_query_string_parameters(query);
-    }
+    let principal = parts.headers.get(PRINCIPAL_HEADER).and_then(|v| v.to_str().ok());
+    let uri = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let request = claim_api::api_request(parts.method.as_str(), uri, principal, bytes.to_vec());
     let response = claim_api::handle(deps, request).await;
     let (parts, body) = response.into_parts();
     let bytes = match body {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use apiary_planner::{Cluster, DesiredPower};
+use apiary_planner::{ClaimPhase, Cluster, DesiredPower};
 use apiary_ports::{Deps, Result};
 
 fn cluster_line(c: &Cluster) -> String {
@@ -61,10 +61,10 @@ pub async fn render(deps: &Deps) -> Result<String> {
             let _ = writeln!(out, "{}", cluster_line(c));
         }
         for k in &snap.claims {
-            let state = match (&k.cluster, k.release_requested_at) {
-                (_, Some(_)) => "releasing".to_owned(),
-                (Some(c), None) => format!("-> {c}"),
-                (None, None) => "pending".to_owned(),
+            let cluster = k.cluster.as_ref().and_then(|id| snap.clusters.iter().find(|c| &c.id == id));
+            let state = match (k.phase(cluster), &k.cluster) {
+                (phase, Some(id)) if phase != ClaimPhase::Releasing => format!("{phase:?} -> {id}"),
+                (phase, _) => format!("{phase:?}"),
             };
             let _ = writeln!(out, "    claim {:<22} {:<30} by {}", k.name, state, k.owner);
         }

@@ -9,6 +9,7 @@
 //! - [`power`]: the hibernation state machine with seed 002's timeouts, one step at a time.
 //! - [`apply`](mod@apply): the reference meaning of each action, as the store carries it out.
 //! - [`version`]: `poolVersion`, for stale-cluster replacement (seed 003's inventory marker included).
+//! - [`machines`]: a machine's lifecycle, and which machines a start or a stop acts on.
 //!
 //! ```
 //! use apiary_planner::{apply, plan, Action, FakePlatform, Platform, Pool, PoolSpec, PoolStatus, Snapshot};
@@ -44,6 +45,7 @@ pub mod apply;
 pub mod duration;
 mod hash;
 pub mod ids;
+pub mod machines;
 pub mod model;
 pub mod plan;
 pub mod power;

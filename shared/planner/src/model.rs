@@ -642,6 +642,34 @@ impl Claim {
     pub fn expires_at(&self, pool: Option<&ClaimLifetime>) -> Option<Timestamp> {
         Some(self.assigned_at? + self.effective_lifetime(pool)?)
     }
+
+    /// Where the claim stands, given its cluster's item (`None` when it has none, or the item is gone).
+    pub fn phase(&self, cluster: Option<&Cluster>) -> ClaimPhase {
+        match (self.release_requested_at, &self.cluster, cluster) {
+            (Some(_), _, _) => ClaimPhase::Releasing,
+            (None, None, _) => ClaimPhase::Pending,
+            (None, Some(_), Some(c)) if c.is_running() => ClaimPhase::Ready,
+            (None, Some(_), _) => ClaimPhase::Assigned,
+        }
+    }
+
+    /// Waiting for a cluster: not assigned, not released.
+    pub fn is_pending(&self) -> bool {
+        self.phase(None) == ClaimPhase::Pending
+    }
+}
+
+/// Where a claim stands, as the API, the metrics and the status view show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ClaimPhase {
+    /// No cluster yet.
+    Pending,
+    /// A cluster is assigned but not Running (the claimant hibernated it, or it is resuming).
+    Assigned,
+    /// Its cluster is Running: ready to use.
+    Ready,
+    /// The claimant released it; its cluster is being removed.
+    Releasing,
 }
 
 /// An inventory name held by a cluster (`NAME#<clusterName>`, seed 003's ClusterNameUsage).

@@ -22,6 +22,10 @@ pub struct PowerMessage {
     pub pool: String,
     /// The cluster id.
     pub cluster: String,
+    /// The re-check chain this message continues (the power function's own delayed look), or `None` for a nudge
+    /// (from a reconcile, the claim API or the sweep): see `apiary_planner::power::chain`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<u64>,
 }
 
 /// The sweep's input from its schedule. EventBridge Scheduler sends whatever the schedule's input says; the sweep

@@ -71,15 +71,11 @@ fn seconds(from: Timestamp, to: Timestamp) -> f64 {
     ((to - from).num_milliseconds().max(0) as f64) / 1000.0
 }
 
-/// Claims waiting for a cluster: not assigned, not released.
-fn pending(claims: &[Claim]) -> impl Iterator<Item = &Claim> {
-    claims.iter().filter(|c| c.cluster.is_none() && c.release_requested_at.is_none())
-}
-
 /// The pool's gauges after a reconcile: clusters by state (from the plan's `status`), claims pending and how
 /// long the oldest of them has waited (0 when none waits).
 pub fn pool_status(stack: &str, snapshot: &Snapshot, status: &PoolStatus, now: Timestamp) -> Value {
-    let oldest = pending(&snapshot.claims).map(|c| seconds(c.created_at, now)).fold(0.0, f64::max);
+    let oldest =
+        snapshot.claims.iter().filter(|c| c.is_pending()).map(|c| seconds(c.created_at, now)).fold(0.0, f64::max);
     let n = |v: u32| f64::from(v);
     document(
         stack,

@@ -76,6 +76,22 @@ pub trait Provisioner: Send + Sync {
     async fn deprovision(&self, t: Target<'_>) -> Result<bool>;
 }
 
+/// The idempotency token of a cluster's provisioning request (EC2's RunInstances `ClientToken`, GCP's
+/// `requestId`): at most 64 characters, the same for every retry of one cluster's provision, different for
+/// every cluster.
+pub fn client_token(pool: &str, cluster: &Cluster) -> String {
+    let id = &cluster.id;
+    let token = format!("{pool}/{id}");
+    if token.len() <= 64 {
+        return token;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in token.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{}-{h:016x}", &id[..id.len().min(47)])
+}
+
 /// Both roles, for one platform.
 pub trait Machinery: Actuator + Provisioner {}
 impl<T: Actuator + Provisioner> Machinery for T {}

@@ -3,10 +3,16 @@
 //! Writes are described in domain terms ([`Write`]); the adapter turns one write into one conditional
 //! PutItem/DeleteItem and several into one TransactWriteItems. A lost condition is [`Error::Conflict`], never a
 //! generic error. [`writes_for`] gives the writes of a planner [`Action`], computed with the planner's own
-//! reference semantics ([`apiary_planner::apply_mut`]) so the table and the reference cannot disagree.
+//! reference semantics ([`apiary_planner::apply_mut`]) so the table and the reference cannot disagree, and
+//! [`Cond::holds`] is the reference meaning of every condition, which each adapter's condition expressions must
+//! match exactly.
+//!
+//! No item may exceed [`MAX_ITEM_BYTES`] (DynamoDB's limit, counted as DynamoDB counts it): every adapter refuses
+//! a larger one with [`Error::TooLarge`] before it reaches the table ([`check_size`]).
 
-use apiary_planner::{apply_mut, Action, Claim, Cluster, NameLease, Plan, Pool, Snapshot};
+use apiary_planner::{apply_mut, Action, Claim, Cluster, NameLease, Plan, Pool, Snapshot, Timestamp};
 use async_trait::async_trait;
+use serde_json::Value;
 
 use crate::error::{Error, Result};
 
@@ -46,6 +52,38 @@ impl Item {
             Item::Lease(l) => Key::Lease(l.name.clone()),
         }
     }
+
+    /// The item's revision (leases have none).
+    pub fn rev(&self) -> Option<u64> {
+        match self {
+            Item::Pool(p) => Some(p.rev),
+            Item::Cluster(c) => Some(c.rev),
+            Item::Claim(c) => Some(c.rev),
+            Item::Lease(_) => None,
+        }
+    }
+
+    /// The item as the table stores it: the domain type's own fields, camelCase.
+    pub fn to_value(&self) -> Result<Value> {
+        Ok(match self {
+            Item::Pool(p) => serde_json::to_value(p)?,
+            Item::Cluster(c) => serde_json::to_value(c)?,
+            Item::Claim(c) => serde_json::to_value(c)?,
+            Item::Lease(l) => serde_json::to_value(l)?,
+        })
+    }
+}
+
+impl Key {
+    /// The item's sort key within its pool's partition: `POOL`, `CLUSTER#<id>`, `CLAIM#<name>`, `NAME#<name>`.
+    pub fn sort_key(&self) -> String {
+        match self {
+            Key::Pool => "POOL".into(),
+            Key::Cluster(id) => format!("CLUSTER#{id}"),
+            Key::Claim(name) => format!("CLAIM#{name}"),
+            Key::Lease(name) => format!("NAME#{name}"),
+        }
+    }
 }
 
 /// The condition a write holds on.
@@ -63,6 +101,24 @@ pub enum Cond {
     Holder(String),
 }
 
+impl Cond {
+    /// Whether the condition holds on `item` (`None`: the item does not exist). This is the meaning of every
+    /// condition; each adapter's condition expressions must agree with it exactly, and the planner's reference
+    /// [`apply_mut`] checks the same things.
+    pub fn holds(&self, item: Option<&Item>) -> bool {
+        match (self, item) {
+            (Cond::Absent, found) => found.is_none(),
+            (Cond::Rev(r), Some(found)) => found.rev() == Some(*r),
+            (Cond::RevUnclaimedRunning(r), Some(Item::Cluster(c))) => {
+                c.rev == *r && c.claim.is_none() && c.is_running()
+            }
+            (Cond::RevPending(r), Some(Item::Claim(c))) => c.rev == *r && c.cluster.is_none(),
+            (Cond::Holder(h), Some(Item::Lease(l))) => &l.holder == h,
+            _ => false,
+        }
+    }
+}
+
 /// One conditional write.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Write {
@@ -70,6 +126,59 @@ pub enum Write {
     Put(Item, Cond),
     /// Delete the item.
     Delete(Key, Cond),
+    /// Write nothing; the transaction holds only if the condition does (DynamoDB's ConditionCheck).
+    Check(Key, Cond),
+}
+
+impl Write {
+    /// The key the write concerns.
+    pub fn key(&self) -> Key {
+        match self {
+            Write::Put(item, _) => item.key(),
+            Write::Delete(key, _) | Write::Check(key, _) => key.clone(),
+        }
+    }
+
+    /// The condition it holds on.
+    pub fn cond(&self) -> &Cond {
+        match self {
+            Write::Put(_, c) | Write::Delete(_, c) | Write::Check(_, c) => c,
+        }
+    }
+}
+
+/// The largest item the table accepts (DynamoDB's limit).
+pub const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+/// The size of `item` in `pool`'s partition as DynamoDB counts it: each attribute's name and value; strings by
+/// their UTF-8 length, numbers at most 21 bytes, and 3 bytes plus 1 per element for maps and lists. The key
+/// attributes (`PK`, `SK`, and `kind` on pool items) are included.
+pub fn item_bytes(pool: &str, item: &Item) -> Result<usize> {
+    fn size(v: &Value) -> usize {
+        match v {
+            Value::Null | Value::Bool(_) => 1,
+            Value::Number(n) => n.to_string().trim_start_matches('-').len().div_ceil(2) + 1,
+            Value::String(s) => s.len(),
+            Value::Array(items) => 3 + items.iter().map(|v| size(v) + 1).sum::<usize>(),
+            Value::Object(map) => 3 + map.iter().map(|(k, v)| k.len() + size(v) + 1).sum::<usize>(),
+        }
+    }
+    let Value::Object(attrs) = item.to_value()? else {
+        return Err(Error::Config(format!("item {} is not a map", item.key().sort_key())));
+    };
+    let keys = "PK".len() + "POOL#".len() + pool.len() + "SK".len() + item.key().sort_key().len();
+    let kind = if matches!(item, Item::Pool(_)) { "kind".len() + "pool".len() } else { 0 };
+    Ok(keys + kind + attrs.iter().map(|(k, v)| k.len() + size(v)).sum::<usize>())
+}
+
+/// Refuses a write that would store an item over [`MAX_ITEM_BYTES`].
+pub fn check_size(pool: &str, write: &Write) -> Result<()> {
+    let Write::Put(item, _) = write else { return Ok(()) };
+    let bytes = item_bytes(pool, item)?;
+    if bytes > MAX_ITEM_BYTES {
+        return Err(Error::TooLarge { key: format!("{pool}/{}", item.key().sort_key()), bytes, limit: MAX_ITEM_BYTES });
+    }
+    Ok(())
 }
 
 /// One pool's partition in the table.
@@ -82,8 +191,13 @@ pub trait Store: Send + Sync {
     /// Every pool item (not their partitions).
     async fn list_pools(&self) -> Result<Vec<Pool>>;
     /// Writes all of `writes` or none: one write alone, several in one transaction. A failed condition is
-    /// [`Error::Conflict`].
+    /// [`Error::Conflict`]; an item over [`MAX_ITEM_BYTES`] is [`Error::TooLarge`] and nothing is written.
     async fn write(&self, pool: &str, writes: Vec<Write>) -> Result<()>;
+    /// When the sweep last made a full pass over every pool (outside any pool's partition).
+    async fn last_full_sweep(&self) -> Result<Option<Timestamp>>;
+    /// Records a full pass at `at`, on condition that the last one recorded is still `previous`: of several
+    /// sweeps deciding at once, one wins and the others see [`Error::Conflict`].
+    async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> Result<()>;
 }
 
 /// The writes that carry out `action` on `snapshot`, which is updated to the state after

@@ -1,0 +1,125 @@
+//! Pools: create or change (admins), read, list, delete (admins), and their clusters.
+
+use apiary_planner::{validate_spec, Pool, PoolSpec, Snapshot};
+use apiary_ports::messages::ReconcileMessage;
+use apiary_ports::store::{Cond, Item, Key, Write};
+use apiary_ports::{Deps, Error as StoreError};
+use lambda_http::Body;
+use serde_json::json;
+
+use crate::error::{ApiError, ApiResult};
+use crate::input::{name, parse_body};
+use crate::view::to_json;
+use crate::{Caller, MAX_ATTEMPTS};
+
+/// The whole partition of `pool`, or 404.
+pub(crate) async fn read_pool(deps: &Deps, pool: &str) -> Result<Snapshot, ApiError> {
+    name("pool", pool)?;
+    deps.store.read_pool(pool).await?.ok_or_else(|| ApiError::not_found(format!("pool {pool} does not exist")))
+}
+
+/// The pool item alone, or 404.
+pub(crate) async fn get_pool_item(deps: &Deps, pool: &str) -> Result<Pool, ApiError> {
+    name("pool", pool)?;
+    match deps.store.get(pool, &Key::Pool).await? {
+        Some(Item::Pool(p)) => Ok(*p),
+        _ => Err(ApiError::not_found(format!("pool {pool} does not exist"))),
+    }
+}
+
+/// Asks for a reconcile of `pool`.
+pub(crate) async fn reconcile_soon(deps: &Deps, pool: &str, reason: &str) -> Result<(), ApiError> {
+    deps.queue.reconcile(&ReconcileMessage { pool: pool.to_owned(), reason: reason.to_owned() }).await?;
+    Ok(())
+}
+
+pub(crate) async fn list_pools(deps: &Deps) -> ApiResult {
+    let mut pools = deps.store.list_pools().await?;
+    pools.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((200, json!({ "pools": pools })))
+}
+
+pub(crate) async fn get_pool(deps: &Deps, pool: &str) -> ApiResult {
+    Ok((200, to_json(&get_pool_item(deps, pool).await?)))
+}
+
+pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Body) -> ApiResult {
+    name("pool", pool)?;
+    if !caller.admin {
+        return Err(ApiError::forbidden("only an admin (APIARY_ADMINS) may create or change pools"));
+    }
+    let spec: PoolSpec = parse_body(body, None)?;
+    if let Err(errors) = validate_spec(&spec) {
+        return Err(ApiError::fields("InvalidPoolSpec", errors.into_iter().map(|e| (e.field, e.message)).collect()));
+    }
+    for _ in 0..MAX_ATTEMPTS {
+        let existing = match deps.store.get(pool, &Key::Pool).await? {
+            Some(Item::Pool(p)) => Some(*p),
+            _ => None,
+        };
+        let (next, cond, status) = match existing {
+            Some(p) if p.deletion_requested_at.is_some() => {
+                return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
+            }
+            Some(p) if p.spec == spec => return Ok((200, to_json(&p))),
+            Some(p) => {
+                let rev = p.rev;
+                (Pool { spec: spec.clone(), rev: rev + 1, ..p }, Cond::Rev(rev), 200)
+            }
+            None => {
+                let p = Pool {
+                    name: pool.to_owned(),
+                    spec: spec.clone(),
+                    status: Default::default(),
+                    next_wake_at: None,
+                    deletion_requested_at: None,
+                    created_at: deps.clock.now(),
+                    rev: 0,
+                };
+                (p, Cond::Absent, 201)
+            }
+        };
+        match deps.store.write(pool, vec![Write::Put(Item::Pool(Box::new(next.clone())), cond)]).await {
+            Ok(()) => {
+                deps.schedules.sync(pool, &spec.schedules).await?;
+                reconcile_soon(deps, pool, "pool-updated").await?;
+                tracing::info!(pool, created = status == 201, "pool written");
+                return Ok((status, to_json(&next)));
+            }
+            Err(StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::busy("the pool is changing too fast; try again"))
+}
+
+pub(crate) async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
+    if !caller.admin {
+        return Err(ApiError::forbidden("only an admin (APIARY_ADMINS) may delete pools"));
+    }
+    for _ in 0..MAX_ATTEMPTS {
+        let p = get_pool_item(deps, pool).await?;
+        if p.deletion_requested_at.is_some() {
+            return Ok((202, to_json(&p)));
+        }
+        let rev = p.rev;
+        let next = Pool { deletion_requested_at: Some(deps.clock.now()), rev: rev + 1, ..p };
+        match deps.store.write(pool, vec![Write::Put(Item::Pool(Box::new(next.clone())), Cond::Rev(rev))]).await {
+            Ok(()) => {
+                deps.schedules.sync(pool, &[]).await?;
+                reconcile_soon(deps, pool, "pool-deleted").await?;
+                return Ok((202, to_json(&next)));
+            }
+            Err(StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::busy("the pool is changing too fast; try again"))
+}
+
+pub(crate) async fn list_clusters(deps: &Deps, pool: &str) -> ApiResult {
+    let snap = read_pool(deps, pool).await?;
+    let mut clusters = snap.clusters;
+    clusters.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
+    Ok((200, json!({ "pool": pool, "clusters": clusters })))
+}

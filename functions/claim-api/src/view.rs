@@ -1,0 +1,32 @@
+//! Items as the API shows them.
+
+use apiary_planner::{Claim, Cluster, Pool};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// Any serializable value as JSON.
+pub(crate) fn to_json<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// A claim as the API shows it, with its `phase` (the planner's [`Claim::phase`]): Pending (no cluster yet),
+/// Assigned (cluster not Running), Ready (cluster Running) or Releasing.
+pub(crate) fn claim_view(pool: &Pool, claim: &Claim, cluster: Option<&Cluster>) -> Value {
+    json!({
+        "pool": pool.name,
+        "name": claim.name,
+        "owner": claim.owner,
+        "phase": claim.phase(cluster),
+        "createdAt": claim.created_at,
+        "assignedAt": claim.assigned_at,
+        "lifetime": claim.effective_lifetime(pool.spec.claim_lifetime.as_ref()).map(apiary_planner::duration::format),
+        "expiresAt": claim.expires_at(pool.spec.claim_lifetime.as_ref()),
+        "cluster": cluster.map(|c| json!({
+            "id": c.id,
+            "clusterName": c.cluster_name,
+            "infraId": c.infra_id,
+            "powerState": c.power_state,
+        })),
+        "conditions": claim.conditions,
+    })
+}

@@ -1,0 +1,146 @@
+//! The power handler on in-memory ports and the in-memory cloud: installs, resumes, hibernations and
+//! deprovisioning, step by step as the power queue delivers its messages.
+
+use apiary_planner::machines::MachineState;
+use apiary_planner::{Cluster, DesiredPower, PowerState, Timestamp};
+use apiary_ports::messages::PowerMessage;
+use apiary_ports::Deps;
+use apiary_testkit::fixtures::{aws_spec, installed, pool};
+use apiary_testkit::queue::QueueName;
+use apiary_testkit::World;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use chrono::{TimeDelta, TimeZone, Utc};
+
+fn t0() -> Timestamp {
+    Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time")
+}
+
+fn nudge(cluster: &str) -> PowerMessage {
+    PowerMessage { pool: "ci".into(), cluster: cluster.into(), check: None }
+}
+
+/// Delivers power messages as Lambda would, moving time to each next one, until none is left or `until` passes.
+async fn drive(w: &World, deps: &Deps, until: Timestamp) {
+    loop {
+        let event = w.queue.receive(QueueName::Power, 10, TimeDelta::seconds(360), &mut |_| 0);
+        if event.records.is_empty() {
+            match w.queue.next_visible() {
+                Some(t) if t <= until => w.time.set(t),
+                _ => return,
+            }
+            continue;
+        }
+        let response = power::handle(deps, event.clone()).await;
+        w.queue.settle(&event, &response);
+    }
+}
+
+fn machines(w: &World) -> Vec<MachineState> {
+    w.cloud.machines().iter().map(|m| m.state).collect()
+}
+
+#[tokio::test]
+async fn a_new_cluster_is_provisioned_and_becomes_running_once_its_machines_run() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    w.put_cluster("ci", c);
+    let deps = w.default_deps(900);
+    let out = power::power(&deps, &nudge("ci-1")).await.expect("step");
+    assert!(out.recheck.is_some(), "installing: look again");
+    assert_eq!(machines(&w), [MachineState::Pending, MachineState::Pending]);
+    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    assert!(c.installed_at.is_some());
+    assert_eq!(c.power_state, Some(PowerState::Running));
+    assert_eq!(machines(&w), [MachineState::Running, MachineState::Running]);
+    let wakes: Vec<_> = w.queue.take_reconcile().into_iter().map(|m| m.reason).collect();
+    assert!(wakes.contains(&"power".to_owned()), "installed: the pool is told: {wakes:?}");
+}
+
+#[tokio::test]
+async fn a_running_cluster_asked_to_hibernate_stops_its_machines_and_settles_hibernating() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    w.put_cluster("ci", c);
+    let deps = w.default_deps(900);
+    power::power(&deps, &nudge("ci-1")).await.expect("provision");
+    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    let mut c = w.cluster("ci", "ci-1").expect("cluster");
+    c.spec_power_state = Some(DesiredPower::Hibernating);
+    c.rev += 1;
+    w.put_cluster("ci", c);
+    let start = w.now();
+    power::power(&deps, &nudge("ci-1")).await.expect("step");
+    assert!(machines(&w).iter().all(|m| *m == MachineState::Stopping));
+    drive(&w, &deps, start + TimeDelta::minutes(10)).await;
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    assert_eq!(c.power_state, Some(PowerState::Hibernating));
+    assert!(machines(&w).iter().all(|m| *m == MachineState::Stopped));
+}
+
+#[tokio::test]
+async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_duration() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let deps = w.default_deps(900);
+    // Give the cluster stopped machines (launch them, then stop them behind Apiary's back).
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    let spec = aws_spec(1, 0);
+    let t = apiary_ports::platform::Target { pool: "ci", spec: &spec, cluster: &c, now: w.now() };
+    apiary_ports::platform::Provisioner::provision(w.cloud.as_ref(), t).await.expect("call").expect("launched");
+    for m in w.cloud.machines() {
+        w.cloud.force(&m.id, MachineState::Stopped);
+    }
+    let mut c = c;
+    c.power_state = Some(PowerState::Hibernating);
+    c.rev += 1;
+    w.put_cluster("ci", c);
+    power::power(&deps, &nudge("ci-1")).await.expect("step");
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    assert_eq!(c.power_state, Some(PowerState::WaitingForMachines));
+    drive(&w, &deps, w.now() + TimeDelta::minutes(10)).await;
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    assert_eq!(c.power_state, Some(PowerState::Running));
+    assert!(c.last_resume_seconds.is_some_and(|s| s >= 20), "{c:?}");
+    let docs = w.metrics.documents();
+    assert!(docs.iter().any(|d| d["Transition"] == "Resume"), "{docs:?}");
+}
+
+#[tokio::test]
+async fn a_deleting_cluster_loses_its_machines_then_its_item_and_the_pool_is_told() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    w.put_cluster("ci", c);
+    let deps = w.default_deps(900);
+    power::power(&deps, &nudge("ci-1")).await.expect("provision");
+    let mut c = w.cluster("ci", "ci-1").expect("cluster");
+    c.deleting = true;
+    c.rev += 1;
+    w.put_cluster("ci", c);
+    let out = power::power(&deps, &nudge("ci-1")).await.expect("deprovision");
+    assert!(out.removed);
+    assert!(w.cluster("ci", "ci-1").is_none());
+    w.time.advance(TimeDelta::minutes(1));
+    assert!(machines(&w).iter().all(|m| *m == MachineState::Terminated));
+    assert!(w.queue.take_reconcile().iter().any(|m| m.reason == "deprovisioned"));
+}
+
+#[tokio::test]
+async fn messages_for_nothing_do_nothing_and_unreadable_ones_are_dropped() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    assert_eq!(power::power(&deps, &nudge("ghost")).await.expect("no pool"), Default::default());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    assert_eq!(power::power(&deps, &nudge("ghost")).await.expect("no cluster"), Default::default());
+    let event = SqsEvent {
+        records: vec![SqsMessage { message_id: Some("m0".into()), body: Some("{".into()), ..Default::default() }],
+    };
+    assert!(power::handle(&deps, event).await.batch_item_failures.is_empty());
+}

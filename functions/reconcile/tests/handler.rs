@@ -1,0 +1,128 @@
+//! The reconcile handler on in-memory ports: what it writes, what it sends, and how it takes lost races and
+//! failures.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use apiary_planner::{DesiredPower, Timestamp};
+use apiary_ports::messages::ReconcileMessage;
+use apiary_ports::Error;
+use apiary_testkit::fixtures::{aws_spec, pool};
+use apiary_testkit::hook::{Gate, Hook, Op};
+use apiary_testkit::queue::QueueName;
+use apiary_testkit::World;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use chrono::{TimeZone, Utc};
+
+fn t0() -> Timestamp {
+    Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time")
+}
+
+fn event(bodies: &[&str]) -> SqsEvent {
+    SqsEvent {
+        records: bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| SqsMessage {
+                message_id: Some(format!("m{i}")),
+                body: Some((*b).to_owned()),
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+#[tokio::test]
+async fn an_empty_pool_gets_its_clusters_the_oldest_running_and_each_a_power_message() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(3, 1), t0()));
+    let deps = w.default_deps(900);
+    let out = reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert_eq!(out.attempts, 1);
+    let snap = w.snapshot("ci").expect("pool");
+    assert_eq!(snap.clusters.len(), 3);
+    let running = snap.clusters.iter().filter(|c| c.spec_power_state == Some(DesiredPower::Running)).count();
+    assert_eq!(running, 1);
+    assert_eq!(snap.pool.status.installing, 3, "the status was written");
+    let mut sent: Vec<String> = w.queue.take_power().into_iter().map(|m| m.cluster).collect();
+    sent.sort();
+    let mut ids: Vec<String> = snap.clusters.iter().map(|c| c.id.clone()).collect();
+    ids.sort();
+    assert_eq!(sent, ids, "one power message per new cluster");
+    let gauges = w.metrics.documents();
+    assert!(gauges.iter().any(|d| d["ClustersInstalling"] == 3.0), "{gauges:?}");
+    // Planned again with nothing changed: nothing to write, nothing to send.
+    let again = reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert_eq!((again.writes, again.power_messages), (0, 0));
+}
+
+#[tokio::test]
+async fn a_missing_pool_is_gone_and_writes_nothing() {
+    let w = World::new(t0());
+    let out = reconcile::reconcile(&w.default_deps(900), "nope", false).await.expect("reconcile");
+    assert!(out.gone);
+    assert!(w.store.tables().pools.is_empty());
+}
+
+/// Loses the first `n` writes' conditions (someone else wrote first).
+struct LoseWrites(AtomicU32);
+
+impl Hook for LoseWrites {
+    fn before(&self, op: Op) -> Gate {
+        if op == Op::Write && self.0.load(Ordering::SeqCst) > 0 {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+            return Gate::Fail(Error::Conflict("someone else wrote first".into()));
+        }
+        Gate::Proceed
+    }
+}
+
+#[tokio::test]
+async fn a_lost_condition_is_re_read_and_re_planned() {
+    let w = World::with_hook(t0(), Arc::new(LoseWrites(AtomicU32::new(1))), 1);
+    w.put_pool(pool("ci", aws_spec(2, 0), t0()));
+    let out = reconcile::reconcile(&w.default_deps(900), "ci", false).await.expect("reconcile");
+    assert_eq!(out.attempts, 2);
+    assert_eq!(w.snapshot("ci").expect("pool").clusters.len(), 2);
+}
+
+#[tokio::test]
+async fn losing_every_race_gives_the_message_back_and_other_pools_proceed() {
+    let w = World::with_hook(t0(), Arc::new(LoseWrites(AtomicU32::new(reconcile::MAX_ATTEMPTS))), 1);
+    w.put_pool(pool("a", aws_spec(1, 0), t0()));
+    w.put_pool(pool("b", aws_spec(1, 0), t0()));
+    let deps = w.default_deps(900);
+    let a = serde_json::to_string(&ReconcileMessage { pool: "a".into(), reason: "claim".into() }).expect("json");
+    let b = serde_json::to_string(&ReconcileMessage { pool: "b".into(), reason: "sweep".into() }).expect("json");
+    let response = reconcile::handle(&deps, event(&[&a, &a, &b, "not json"])).await;
+    let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    // Pool a lost all its attempts: both of its messages go back. Pool b (after a's losses ran out) is done; the
+    // unreadable message is dropped, not retried forever.
+    assert_eq!(failed, ["m0", "m1"]);
+    assert_eq!(w.snapshot("b").expect("b").clusters.len(), 1);
+    assert!(w.snapshot("a").expect("a").clusters.is_empty());
+}
+
+/// Fails every table read with a throttle.
+struct Throttled;
+
+impl Hook for Throttled {
+    fn before(&self, op: Op) -> Gate {
+        match op {
+            Op::Read => Gate::Fail(Error::service("dynamodb:Query", "ThrottlingException", true)),
+            _ => Gate::Proceed,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_throttled_read_is_a_retryable_failure_of_that_pools_messages() {
+    let w = World::with_hook(t0(), Arc::new(Throttled), 1);
+    let deps = w.default_deps(900);
+    let m = serde_json::to_string(&ReconcileMessage { pool: "a".into(), reason: "claim".into() }).expect("json");
+    let err = reconcile::reconcile(&deps, "a", false).await.expect_err("throttled");
+    assert!(err.is_retryable(), "{err}");
+    let response = reconcile::handle(&deps, event(&[&m])).await;
+    assert_eq!(response.batch_item_failures.len(), 1);
+    assert!(w.queue.messages(QueueName::Power).is_empty());
+}

@@ -1,0 +1,34 @@
+//! The sweep on in-memory ports: which pools it enqueues.
+
+use apiary_planner::Timestamp;
+use apiary_testkit::fixtures::{aws_spec, pool};
+use apiary_testkit::World;
+use chrono::{TimeDelta, TimeZone, Utc};
+
+fn t0() -> Timestamp {
+    Utc.with_ymd_and_hms(2026, 11, 23, 9, 3, 0).single().expect("time")
+}
+
+#[tokio::test]
+async fn a_sweep_enqueues_the_pools_that_are_due_and_a_full_one_every_pool() {
+    let w = World::new(t0());
+    let mut quiet = pool("quiet", aws_spec(1, 0), t0());
+    quiet.status.pool_version = "v".into();
+    quiet.next_wake_at = Some(t0() + TimeDelta::hours(1));
+    let mut due = pool("due", aws_spec(1, 0), t0());
+    due.status.pool_version = "v".into();
+    due.next_wake_at = Some(t0() - TimeDelta::seconds(1));
+    let fresh = pool("fresh", aws_spec(1, 0), t0());
+    for p in [quiet, due, fresh] {
+        w.put_pool(p);
+    }
+    let deps = w.default_deps(900);
+    let out = timeouts::sweep(&deps, false).await.expect("sweep");
+    assert_eq!((out.pools, out.enqueued), (3, 2));
+    let mut woken: Vec<String> = w.queue.take_reconcile().into_iter().map(|m| m.pool).collect();
+    woken.sort();
+    assert_eq!(woken, ["due", "fresh"]);
+    let out = timeouts::sweep(&deps, true).await.expect("sweep");
+    assert_eq!(out.enqueued, 3);
+    assert!(w.queue.take_reconcile().iter().all(|m| m.reason == reconcile::FULL_SWEEP));
+}

@@ -1,0 +1,149 @@
+//! The fault hook: every in-memory port call asks it first, so a simulation decides, call by call, whether the
+//! call goes through, waits for other invocations to run, fails, or never returns (its invocation was killed).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use apiary_ports::{Error, Result};
+use chrono::TimeDelta;
+
+/// A port call, as the hook sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// A table read (Query, GetItem).
+    Read,
+    /// A table write (PutItem, DeleteItem, TransactWriteItems).
+    Write,
+    /// A message sent to a queue.
+    Send,
+    /// A look at a cluster's machines (DescribeInstances).
+    Describe,
+    /// A start or stop of machines.
+    Change,
+    /// A cluster's provisioning (RunInstances).
+    Provision,
+    /// A termination of machines.
+    Terminate,
+    /// A schedule sync.
+    Schedules,
+}
+
+impl Op {
+    /// Whether the call changes state (so "it landed but the answer was lost" is possible).
+    pub fn changes_state(self) -> bool {
+        matches!(self, Op::Write | Op::Send | Op::Change | Op::Provision | Op::Terminate | Op::Schedules)
+    }
+}
+
+/// What happens to a call before it runs.
+#[derive(Debug)]
+pub enum Gate {
+    /// It runs at once.
+    Proceed,
+    /// It runs after the invocation yields once (others may run in between).
+    Yield,
+    /// It fails with this error and changes nothing.
+    Fail(Error),
+    /// It never returns: the invocation making it is killed here.
+    Kill,
+}
+
+/// A machine transition, for its duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transition {
+    /// Launch to running.
+    Launch,
+    /// Start to running.
+    Start,
+    /// Stop to stopped.
+    Stop,
+    /// Terminate to terminated.
+    Terminate,
+}
+
+/// A change a machine may refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Change {
+    /// Start.
+    Start,
+    /// Stop.
+    Stop,
+    /// Terminate.
+    Terminate,
+}
+
+/// Decides the fate of each port call and shapes the cloud. Every method has the fault-free answer as default.
+pub trait Hook: Send + Sync {
+    /// Before a call of `op`.
+    fn before(&self, op: Op) -> Gate {
+        let _ = op;
+        Gate::Proceed
+    }
+    /// After a call of `op` that changed state: `Some` turns its success into that error (the call landed; its
+    /// answer was lost, as when a request times out after the service acted).
+    fn after(&self, op: Op) -> Option<Error> {
+        let _ = op;
+        None
+    }
+    /// How long a machine transition takes, given the cloud's usual time; `None`: it never completes.
+    fn transition(&self, kind: Transition, usual: TimeDelta) -> Option<TimeDelta> {
+        let _ = kind;
+        Some(usual)
+    }
+    /// Whether the cloud refuses `change` on `machine`; the refusal's message.
+    fn refuses(&self, machine: &str, change: Change) -> Option<String> {
+        let _ = (machine, change);
+        None
+    }
+    /// Whether a standard queue delivers this receive of a message twice.
+    fn duplicate(&self) -> bool {
+        false
+    }
+}
+
+/// No faults: every call goes through at once, transitions take their usual time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoFaults;
+
+impl Hook for NoFaults {}
+
+/// Passes `op` through `hook`: returns once the call may run, or with the error it must fail with; never
+/// returns when the hook kills the invocation.
+pub async fn enter(hook: &dyn Hook, op: Op) -> Result<()> {
+    match hook.before(op) {
+        Gate::Proceed => Ok(()),
+        Gate::Yield => {
+            YieldOnce(false).await;
+            Ok(())
+        }
+        Gate::Fail(e) => Err(e),
+        Gate::Kill => std::future::pending().await,
+    }
+}
+
+/// The answer to a call of `op` that ran: `result`, unless the hook loses it.
+pub fn leave<T>(hook: &dyn Hook, op: Op, result: Result<T>) -> Result<T> {
+    match result {
+        Ok(v) => match hook.after(op) {
+            Some(e) if op.changes_state() => Err(e),
+            _ => Ok(v),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// Pending once (asking to be polled again at once), then ready.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}

@@ -1,0 +1,255 @@
+//! The [`Queue`] port in memory, with SQS's semantics as Lambda's event source mapping sees them:
+//!
+//! - at least once: a received message stays in the queue, invisible for the visibility timeout, until it is
+//!   deleted; what a handler did not delete (it failed, reported the message as a batch item failure, or was
+//!   killed) is delivered again when the timeout passes;
+//! - per-message delays on the power queue (standard), capped at [`MAX_DELAY`];
+//! - on the reconcile queue (FIFO): messages of one group are delivered in the order sent, and no message of a
+//!   group is delivered while another of it is in flight;
+//! - after [`MAX_RECEIVES`] receives a message moves to the dead-letter queue instead (the template's
+//!   maxReceiveCount);
+//! - a standard queue may deliver a message twice (the hook decides when).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use apiary_planner::Timestamp;
+use apiary_ports::messages::{PowerMessage, ReconcileMessage};
+use apiary_ports::queue::{Queue, MAX_DELAY};
+use apiary_ports::Result;
+use async_trait::async_trait;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use chrono::TimeDelta;
+
+use crate::hook::{enter, leave, Hook, Op};
+use crate::time::Time;
+
+/// Receives before a message moves to the dead-letter queue (the template's maxReceiveCount).
+pub const MAX_RECEIVES: u32 = 5;
+
+/// Which queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum QueueName {
+    /// The FIFO reconcile queue, one group per pool.
+    Reconcile,
+    /// The standard power queue.
+    Power,
+}
+
+/// A message in a queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Its id (also its message id in events).
+    pub id: u64,
+    /// The queue.
+    pub queue: QueueName,
+    /// Its body (JSON of a message type).
+    pub body: String,
+    /// Its message group (the reconcile queue's pool).
+    pub group: Option<String>,
+    /// When it was sent.
+    pub sent_at: Timestamp,
+    /// When it may next be delivered (its delay, or the end of its visibility timeout).
+    pub visible_at: Timestamp,
+    /// Times it was received.
+    pub receives: u32,
+    /// The receipt of its latest receive, while it is in flight.
+    pub receipt: Option<u64>,
+}
+
+impl Message {
+    /// Whether it is invisible because a consumer holds it.
+    pub fn in_flight(&self, now: Timestamp) -> bool {
+        self.receipt.is_some() && self.visible_at > now
+    }
+}
+
+#[derive(Debug, Default)]
+struct Queues {
+    messages: Vec<Message>,
+    dead: Vec<Message>,
+    next_id: u64,
+    next_receipt: u64,
+}
+
+/// Both queues.
+pub struct MemQueue {
+    time: Arc<Time>,
+    hook: Arc<dyn Hook>,
+    queues: Mutex<Queues>,
+}
+
+impl MemQueue {
+    /// Empty queues on `time`, whose calls pass through `hook`.
+    pub fn new(time: Arc<Time>, hook: Arc<dyn Hook>) -> Self {
+        Self { time, hook, queues: Mutex::new(Queues::default()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queues> {
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, queue: QueueName, body: String, group: Option<String>, delay: TimeDelta) {
+        let now = self.time.now();
+        let mut q = self.lock();
+        q.next_id += 1;
+        let id = q.next_id;
+        q.messages.push(Message {
+            id,
+            queue,
+            body,
+            group,
+            sent_at: now,
+            visible_at: now + delay,
+            receives: 0,
+            receipt: None,
+        });
+    }
+
+    /// Every message in `queue` not yet deleted (in flight or not), oldest first.
+    pub fn messages(&self, queue: QueueName) -> Vec<Message> {
+        self.lock().messages.iter().filter(|m| m.queue == queue).cloned().collect()
+    }
+
+    /// Messages moved to the dead-letter queues.
+    pub fn dead_letters(&self) -> Vec<Message> {
+        self.lock().dead.clone()
+    }
+
+    /// When the next message not yet deliverable becomes deliverable (a delay or a visibility timeout ends).
+    pub fn next_visible(&self) -> Option<Timestamp> {
+        let now = self.time.now();
+        self.lock().messages.iter().map(|m| m.visible_at).filter(|t| *t > now).min()
+    }
+
+    /// Receives a batch of up to `max` messages from `queue`, hiding them for `visibility`, as an event for a
+    /// handler. `pick(n)` chooses among `n` candidates (the index of the one to take; `|_| 0` takes the oldest):
+    /// a standard queue may deliver any visible message, a FIFO one only the oldest of a group with none in
+    /// flight, and the batch stays within that group. Empty when nothing is deliverable.
+    pub fn receive(
+        &self,
+        queue: QueueName,
+        max: usize,
+        visibility: TimeDelta,
+        pick: &mut dyn FnMut(usize) -> usize,
+    ) -> SqsEvent {
+        let now = self.time.now();
+        let mut q = self.lock();
+        let mut event = SqsEvent::default();
+        let mut group: Option<Option<String>> = None;
+        let mut batch: Vec<u64> = vec![];
+        // FIFO: a group with a message in flight before this batch delivers nothing.
+        let busy_groups: Vec<Option<String>> =
+            q.messages.iter().filter(|m| m.queue == queue && m.in_flight(now)).map(|m| m.group.clone()).collect();
+        while event.records.len() < max {
+            let candidates: Vec<usize> = q
+                .messages
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.queue == queue && m.visible_at <= now && !batch.contains(&m.id))
+                .filter(|(i, m)| match queue {
+                    QueueName::Power => true,
+                    // FIFO: the oldest of its group still to deliver, the group not in flight, and the batch's own.
+                    QueueName::Reconcile => {
+                        !busy_groups.contains(&m.group)
+                            && group.as_ref().is_none_or(|g| g == &m.group)
+                            && !q.messages[..*i]
+                                .iter()
+                                .any(|o| o.queue == queue && o.group == m.group && !batch.contains(&o.id))
+                    }
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if candidates.is_empty() {
+                break;
+            }
+            let i = candidates[pick(candidates.len()).min(candidates.len() - 1)];
+            if q.messages[i].receives >= MAX_RECEIVES {
+                let dead = q.messages.remove(i);
+                q.dead.push(dead);
+                continue;
+            }
+            q.next_receipt += 1;
+            let receipt = q.next_receipt;
+            let duplicate = queue == QueueName::Power && self.hook.duplicate();
+            let m = &mut q.messages[i];
+            batch.push(m.id);
+            m.receives += 1;
+            m.receipt = Some(receipt);
+            m.visible_at = now + visibility;
+            group = Some(m.group.clone());
+            event.records.push(SqsMessage {
+                message_id: Some(m.id.to_string()),
+                receipt_handle: Some(receipt.to_string()),
+                body: Some(m.body.clone()),
+                ..Default::default()
+            });
+            if duplicate {
+                // At least once: the same message is delivered again, to another consumer.
+                let mut copy = q.messages[i].clone();
+                copy.receipt = None;
+                copy.visible_at = now;
+                q.next_id += 1;
+                copy.id = q.next_id;
+                q.messages.push(copy);
+            }
+        }
+        event
+    }
+
+    /// Deletes the messages of `event` that `response` does not report as failed, as the event source mapping
+    /// does after a handler returns. A message received again since (its receipt is stale) is left alone.
+    pub fn settle(&self, event: &SqsEvent, response: &SqsBatchResponse) {
+        let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+        let mut q = self.lock();
+        for r in &event.records {
+            let (Some(id), Some(receipt)) = (r.message_id.as_deref(), r.receipt_handle.as_deref()) else { continue };
+            if failed.contains(&id) {
+                continue;
+            }
+            q.messages
+                .retain(|m| !(m.id.to_string() == id && m.receipt.map(|x| x.to_string()).as_deref() == Some(receipt)));
+        }
+    }
+
+    /// Receives and deletes every message of `queue` deliverable now, in order, returning their bodies (unit
+    /// tests read what a handler sent).
+    pub fn take(&self, queue: QueueName) -> Vec<String> {
+        let now = self.time.now();
+        let mut q = self.lock();
+        let (taken, kept): (Vec<Message>, Vec<Message>) =
+            std::mem::take(&mut q.messages).into_iter().partition(|m| m.queue == queue && m.visible_at <= now);
+        q.messages = kept;
+        taken.into_iter().map(|m| m.body).collect()
+    }
+
+    /// The power messages of `queue` deliverable now, decoded, after [`Self::take`].
+    pub fn take_power(&self) -> Vec<PowerMessage> {
+        self.take(QueueName::Power).iter().filter_map(|b| serde_json::from_str(b).ok()).collect()
+    }
+
+    /// The reconcile messages deliverable now, decoded, after [`Self::take`].
+    pub fn take_reconcile(&self) -> Vec<ReconcileMessage> {
+        self.take(QueueName::Reconcile).iter().filter_map(|b| serde_json::from_str(b).ok()).collect()
+    }
+}
+
+#[async_trait]
+impl Queue for MemQueue {
+    async fn reconcile(&self, message: &ReconcileMessage) -> Result<()> {
+        enter(self.hook.as_ref(), Op::Send).await?;
+        let body = serde_json::to_string(message)?;
+        self.push(QueueName::Reconcile, body, Some(message.pool.clone()), TimeDelta::zero());
+        leave(self.hook.as_ref(), Op::Send, Ok(()))
+    }
+
+    async fn power(&self, message: &PowerMessage, delay: Duration) -> Result<()> {
+        enter(self.hook.as_ref(), Op::Send).await?;
+        let body = serde_json::to_string(message)?;
+        let delay = TimeDelta::from_std(delay.min(MAX_DELAY)).unwrap_or_default();
+        // SQS delays are whole seconds.
+        let delay = TimeDelta::seconds(delay.num_seconds());
+        self.push(QueueName::Power, body, None, delay);
+        leave(self.hook.as_ref(), Op::Send, Ok(()))
+    }
+}
