@@ -1,6 +1,6 @@
 """Deploys infra/template.yaml into the local AWS emulator and writes the stack's outputs as environment settings.
 
-Usage: deploy_local.py STACK ENV_FILE [--admins ARNS] [--max-recheck-seconds N]
+Usage: deploy_local.py STACK ENV_FILE [--admins ARNS] [--max-recheck-seconds N] [--full-sweep-seconds N]
 
 The functions run in the local process (apiary-local), so the stack is deployed with EventSourcesEnabled=false
 and placeholder code zips: the emulator must not try to run Lambda itself.
@@ -21,6 +21,7 @@ p.add_argument("env_file")
 p.add_argument("--admins", default="")
 p.add_argument("--max-recheck-seconds", default="900")
 p.add_argument("--visibility-seconds", default="10")
+p.add_argument("--full-sweep-seconds", default="600")
 p.add_argument("--metrics", default="", help="APIARY_METRICS for the local functions (emf, file:PATH or off)")
 args = p.parse_args()
 
@@ -46,6 +47,7 @@ params = {
     "EventSourcesEnabled": "false",
     "MaxRecheckSeconds": args.max_recheck_seconds,
     "QueueVisibilitySeconds": args.visibility_seconds,
+    "FullSweepSeconds": args.full_sweep_seconds,
 }
 stack = stacks.deploy(cfn, args.stack, params, timeout=120)
 status = stack["StackStatus"]
@@ -60,6 +62,7 @@ env = {
     "APIARY_SCHEDULE_PREFIX": out["SchedulePrefix"],
     "APIARY_ADMINS": args.admins,
     "APIARY_MAX_RECHECK_SECONDS": args.max_recheck_seconds,
+    "APIARY_FULL_SWEEP_SECONDS": args.full_sweep_seconds,
 }
 if args.metrics:
     env["APIARY_METRICS"] = args.metrics

@@ -12,7 +12,7 @@ trap 'kill $emulator 2>/dev/null; wait $emulator 2>/dev/null || true' EXIT
 for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.2; done
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
 .venv/bin/python infra/deploy_local.py apiary .run/stack.env \
-  --admins arn:aws:iam::123456789012:user/admin --max-recheck-seconds 5 --metrics "file:$PWD/.run/metrics.log" >&2
+  --admins arn:aws:iam::123456789012:user/admin --max-recheck-seconds 5 --full-sweep-seconds 100 --metrics "file:$PWD/.run/metrics.log" >&2
 set -a; source .run/stack.env; set +a
 echo "logs: .run/apiary.log; metrics (EMF): .run/metrics.log; emulator: $AWS_ENDPOINT_URL" >&2
 "$CARGO_TARGET_DIR/debug/apiary-local" --listen "$listen" --sweep-every 10s \

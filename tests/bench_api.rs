@@ -18,7 +18,6 @@ fn quiet(listen_only: bool) -> Options {
     Options {
         listen: "127.0.0.1:0".parse().expect("address"),
         sweep_every: if listen_only { Duration::from_secs(86_400) } else { Duration::from_secs(1) },
-        full_sweep_every: 3,
         power_consumers: usize::from(!listen_only),
         reconcile_consumers: usize::from(!listen_only),
     }

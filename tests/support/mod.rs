@@ -43,7 +43,6 @@ pub async fn stack() -> Stack {
     stack_with(Options {
         listen: "127.0.0.1:0".parse().expect("address"),
         sweep_every: Duration::from_secs(1),
-        full_sweep_every: 3,
         power_consumers: 1,
         reconcile_consumers: 1,
     })
@@ -76,6 +75,8 @@ pub async fn stack_with(options: Options) -> Stack {
             "1",
             "--metrics",
             &metrics,
+            "--full-sweep-seconds",
+            "3",
         ])
         .output()
         .unwrap_or_else(|e| panic!("running {python}: {e}: {NO_EMULATOR}"));

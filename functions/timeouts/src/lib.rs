@@ -1,24 +1,17 @@
 //! The timeouts function: the periodic sweep, Apiary's level-triggered safety net.
 //!
 //! Every run (EventBridge Scheduler, `rate(1 minute)` by default) lists the pools (one Query of the sparse
-//! `pools` index) and enqueues a reconcile for each pool that is due: its `nextWakeAt` has passed (power-transition
-//! timeouts, hibernateAfter, claim lifetimes, schedule boundaries), it has no recorded status yet, it is being
-//! deleted, or work is under way (installing, deleting, pending claims) whose follow-up message may have been lost.
-//! Every [`FULL_SWEEP_MINUTES`] minutes every pool is enqueued, so a lost message delays work, never loses it.
+//! `pools` index) and enqueues a reconcile for each pool that is due ([`apiary_planner::sweep::due`]): its
+//! `nextWakeAt` has passed, it has no status yet, it is being deleted, or work is under way whose follow-up
+//! message may have been lost. A run is a full pass when the last recorded one is old enough
+//! ([`apiary_planner::sweep::full_due`], every `APIARY_FULL_SWEEP_SECONDS`): it enqueues every pool, and those
+//! reconciles nudge every unsettled cluster, so a lost message delays work, never loses it. The time of the last
+//! full pass is kept in the table, written conditionally, so concurrent or early runs cannot skip or double it
+//! whatever the sweep's rate.
 
-use apiary_planner::{Pool, Timestamp};
+use apiary_planner::sweep;
 use apiary_ports::messages::ReconcileMessage;
-use apiary_ports::{Deps, Result};
-use chrono::Timelike;
-
-/// Every pool is reconciled at least this often (in minutes past the hour divisible by it), and those
-/// reconciles nudge every unsettled cluster (see [`reconcile::FULL_SWEEP`]).
-pub const FULL_SWEEP_MINUTES: u32 = 10;
-
-/// Whether the sweep at `now` is a full one.
-pub fn full_due(now: Timestamp) -> bool {
-    now.minute() % FULL_SWEEP_MINUTES == 0
-}
+use apiary_ports::{Deps, Error, Result};
 
 /// What a sweep did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,26 +20,31 @@ pub struct Outcome {
     pub pools: usize,
     /// Reconciles enqueued.
     pub enqueued: usize,
+    /// Whether it was a full pass.
+    pub full: bool,
 }
 
-/// Whether `pool` needs a reconcile at `now` (every pool does on a full sweep).
-pub fn due(pool: &Pool, now: Timestamp) -> bool {
-    let s = &pool.status;
-    pool.next_wake_at.is_some_and(|t| t <= now)
-        || s.pool_version.is_empty()
-        || pool.deletion_requested_at.is_some()
-        || s.installing > 0
-        || s.deleting > 0
-        || s.pending_claims > 0
+/// One run of the sweep as its schedule invokes it: decides whether this run is a full pass, then sweeps.
+pub async fn run(deps: &Deps) -> Result<Outcome> {
+    let now = deps.clock.now();
+    let last = deps.store.last_full_sweep().await?;
+    let full = sweep::full_due(last, now, deps.config.full_sweep_every)
+        && match deps.store.record_full_sweep(last, now).await {
+            Ok(()) => true,
+            // Another run recorded it first: that one makes the full pass.
+            Err(Error::Conflict(_)) => false,
+            Err(e) => return Err(e),
+        };
+    sweep(deps, full).await
 }
 
-/// Runs one sweep; a `full` one enqueues every pool, with [`reconcile::FULL_SWEEP`] as the reason.
+/// Runs one pass; a `full` one enqueues every pool, with [`reconcile::FULL_SWEEP`] as the reason.
 pub async fn sweep(deps: &Deps, full: bool) -> Result<Outcome> {
     let now = deps.clock.now();
     let pools = deps.store.list_pools().await?;
-    let mut outcome = Outcome { pools: pools.len(), enqueued: 0 };
+    let mut outcome = Outcome { pools: pools.len(), enqueued: 0, full };
     let reason = if full { reconcile::FULL_SWEEP } else { "sweep" };
-    for pool in pools.iter().filter(|p| full || due(p, now)) {
+    for pool in pools.iter().filter(|p| full || sweep::due(p, now)) {
         deps.queue.reconcile(&ReconcileMessage { pool: pool.name.clone(), reason: reason.into() }).await?;
         outcome.enqueued += 1;
     }

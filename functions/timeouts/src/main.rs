@@ -10,8 +10,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     lambda_runtime::run(service_fn(|_: LambdaEvent<SweepEvent>| {
         let deps = deps.clone();
         async move {
-            match timeouts::sweep(&deps, timeouts::full_due(deps.clock.now())).await {
-                Ok(o) => Ok(serde_json::json!({"pools": o.pools, "enqueued": o.enqueued})),
+            match timeouts::run(&deps).await {
+                Ok(o) => Ok(serde_json::json!({"pools": o.pools, "enqueued": o.enqueued, "full": o.full})),
                 Err(e) => Err(lambda_runtime::Diagnostic {
                     error_type: if e.is_retryable() { "Retryable" } else { "Fatal" }.into(),
                     error_message: e.to_string(),

@@ -24,11 +24,31 @@ async fn a_sweep_enqueues_the_pools_that_are_due_and_a_full_one_every_pool() {
     }
     let deps = w.default_deps(900);
     let out = timeouts::sweep(&deps, false).await.expect("sweep");
-    assert_eq!((out.pools, out.enqueued), (3, 2));
+    assert_eq!((out.pools, out.enqueued, out.full), (3, 2, false));
     let mut woken: Vec<String> = w.queue.take_reconcile().into_iter().map(|m| m.pool).collect();
     woken.sort();
     assert_eq!(woken, ["due", "fresh"]);
     let out = timeouts::sweep(&deps, true).await.expect("sweep");
     assert_eq!(out.enqueued, 3);
     assert!(w.queue.take_reconcile().iter().all(|m| m.reason == reconcile::FULL_SWEEP));
+}
+
+/// Bug: the full pass ran only when the sweep fired at a minute divisible by ten, so a sweep every five minutes
+/// that fired at :03, :08, :13, … never made one, and a lost power message stalled its cluster for good.
+#[tokio::test]
+async fn a_sweep_every_five_minutes_off_the_tens_still_makes_a_full_pass_every_ten_minutes() {
+    let w = World::new(t0());
+    let mut p = pool("quiet", aws_spec(1, 0), t0());
+    p.status.pool_version = "v".into();
+    w.put_pool(p);
+    let deps = w.default_deps(900);
+    let mut full_at = vec![];
+    for i in 0..13 {
+        w.time.set(t0() + TimeDelta::minutes(5 * i));
+        timeouts::run(&deps).await.expect("sweep");
+        if w.queue.take_reconcile().iter().any(|m| m.reason == reconcile::FULL_SWEEP) {
+            full_at.push(5 * i);
+        }
+    }
+    assert_eq!(full_at, [0, 10, 20, 30, 40, 50, 60], "minutes (from :03) of the full passes");
 }

@@ -5,7 +5,7 @@
 //!   Gateway puts the signer's ARN. (Only for local use: nothing checks a signature.)
 //! - Long-polling consumers of the reconcile and power queues, handing batches to the handlers as `SqsEvent`s
 //!   and deleting all but the reported batch item failures, as an event source mapping does.
-//! - The sweep on a timer, as the sweep schedule would invoke it.
+//! - The sweep on a timer, as the sweep schedule would invoke it (full passes every `APIARY_FULL_SWEEP_SECONDS`).
 //!
 //! Settings come from the environment, exactly as the stack passes them to the Lambda functions.
 
@@ -35,8 +35,6 @@ pub struct Options {
     pub listen: SocketAddr,
     /// Time between two sweeps.
     pub sweep_every: Duration,
-    /// Every this many sweeps, one is full (every pool, unsettled clusters nudged).
-    pub full_sweep_every: u32,
     /// Concurrent consumers of the power queue. Default 1: the emulator (moto 5.2) loses messages when several
     /// long polls of one queue overlap. The power handler works on a batch's messages concurrently.
     pub power_consumers: usize,
@@ -50,7 +48,6 @@ impl Default for Options {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             sweep_every: Duration::from_secs(60),
-            full_sweep_every: 10,
             power_consumers: 1,
             reconcile_consumers: 1,
         }
@@ -93,12 +90,13 @@ pub async fn start(deps: Deps, sdk: &SdkConfig, options: &Options) -> std::io::R
             async move { power::handle(&deps, event).await }
         }));
     }
-    let (every, full_every) = (options.sweep_every, options.full_sweep_every.max(1));
+    let every = options.sweep_every;
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(every);
-        for n in 1u64.. {
+        loop {
             tick.tick().await;
-            if let Err(e) = timeouts::sweep(&deps, n % u64::from(full_every) == 0).await {
+            // Full or not is the sweep's own decision, from the last full pass it recorded.
+            if let Err(e) = timeouts::run(&deps).await {
                 tracing::warn!(error = %e, "sweep failed");
             }
         }

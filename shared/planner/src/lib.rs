@@ -9,6 +9,7 @@
 //! - [`power`]: the hibernation state machine with seed 002's timeouts, one step at a time.
 //! - [`apply`](mod@apply): the reference meaning of each action, as the store carries it out.
 //! - [`version`]: `poolVersion`, for stale-cluster replacement (seed 003's inventory marker included).
+//! - [`sweep`]: which pools the periodic sweep enqueues, and when a pass is a full one.
 //! - [`machines`]: a machine's lifecycle, and which machines a start or a stop acts on.
 //!
 //! ```
@@ -50,6 +51,7 @@ pub mod model;
 pub mod plan;
 pub mod power;
 pub mod schedule;
+pub mod sweep;
 pub mod validate;
 pub mod version;
 

@@ -23,6 +23,9 @@ pub struct Config {
     /// `APIARY_MAX_RECHECK_SECONDS`: longest wait between two looks at a cluster (default and maximum 900, the
     /// SQS delay limit). Lower it to make transitions on a fast cloud or emulator observable sooner.
     pub max_recheck_seconds: u32,
+    /// `APIARY_FULL_SWEEP_SECONDS`: how often the sweep makes a full pass, enqueueing every pool and nudging every
+    /// unsettled cluster (default 600).
+    pub full_sweep_every: chrono::TimeDelta,
     /// `APIARY_STACK`: the deployment's name, the `Stack` dimension of its metrics (default `apiary`).
     pub stack: String,
     /// `APIARY_METRICS`: `emf` (default) writes CloudWatch metrics to stdout, `file:PATH` appends them to a file
@@ -47,6 +50,15 @@ impl Config {
                 .ok_or_else(|| Error::Config(format!("APIARY_MAX_RECHECK_SECONDS={v:?}: want 1 to 900")))?,
             None => 900,
         };
+        let full_sweep_every = match lookup("APIARY_FULL_SWEEP_SECONDS") {
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .filter(|s| (1..=86_400).contains(s))
+                .map(chrono::TimeDelta::seconds)
+                .ok_or_else(|| Error::Config(format!("APIARY_FULL_SWEEP_SECONDS={v:?}: want 1 to 86400")))?,
+            None => apiary_planner::sweep::FULL_SWEEP_EVERY,
+        };
         Ok(Config {
             table: var("APIARY_TABLE")?,
             reconcile_queue_url: var("APIARY_RECONCILE_QUEUE_URL")?,
@@ -62,6 +74,7 @@ impl Config {
                 .map(String::from)
                 .collect(),
             max_recheck_seconds,
+            full_sweep_every,
             stack: lookup("APIARY_STACK").unwrap_or_else(|| "apiary".into()),
             metrics: match lookup("APIARY_METRICS").as_deref() {
                 None | Some("emf") => Sink::Stdout,
@@ -84,6 +97,7 @@ impl Config {
             schedule_prefix: format!("{stack}-"),
             admins: admins.iter().map(|a| (*a).to_owned()).collect(),
             max_recheck_seconds: 900,
+            full_sweep_every: apiary_planner::sweep::FULL_SWEEP_EVERY,
             stack: stack.to_owned(),
             metrics: Sink::Off,
         }
@@ -121,7 +135,12 @@ mod tests {
     #[test]
     fn bad_settings_name_the_variable() {
         for (name, value) in
-            [("APIARY_METRICS", "loud"), ("APIARY_METRICS", "file:"), ("APIARY_MAX_RECHECK_SECONDS", "0")]
+            [
+            ("APIARY_METRICS", "loud"),
+            ("APIARY_METRICS", "file:"),
+            ("APIARY_MAX_RECHECK_SECONDS", "0"),
+            ("APIARY_FULL_SWEEP_SECONDS", "soon"),
+        ]
         {
             let e = config(&[(name, value)]).expect_err(value).to_string();
             assert!(e.contains(name), "{e}");

@@ -100,6 +100,10 @@ pub trait Hook: Send + Sync {
     fn duplicate(&self) -> bool {
         false
     }
+    /// How much later than asked a message being sent becomes deliverable (network and poller lag).
+    fn send_delay(&self) -> TimeDelta {
+        TimeDelta::zero()
+    }
 }
 
 /// No faults: every call goes through at once, transitions take their usual time.

@@ -91,6 +91,7 @@ impl MemQueue {
 
     fn push(&self, queue: QueueName, body: String, group: Option<String>, delay: TimeDelta) {
         let now = self.time.now();
+        let delay = delay + self.hook.send_delay();
         let mut q = self.lock();
         q.next_id += 1;
         let id = q.next_id;

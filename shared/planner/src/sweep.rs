@@ -1,0 +1,47 @@
+//! The sweep's rules: which pools a pass enqueues, and when a pass is a full one.
+//!
+//! The sweep is the level-triggered safety net. A pool is due when its wake-up time has passed, it has no status
+//! yet, it is being deleted, or work is under way whose follow-up message may have been lost. A full pass
+//! enqueues every pool and nudges every unsettled cluster; it is due when the last recorded full pass is at least
+//! nine tenths of the interval old (so a pass that fires a little early does not slip a whole period), whatever
+//! the sweep's own rate.
+
+use chrono::TimeDelta;
+
+use crate::model::{Pool, Timestamp};
+
+/// How often a full pass is made by default.
+pub const FULL_SWEEP_EVERY: TimeDelta = TimeDelta::minutes(10);
+
+/// Whether `pool` needs a reconcile at `now` even if nobody asked.
+pub fn due(pool: &Pool, now: Timestamp) -> bool {
+    let s = &pool.status;
+    pool.next_wake_at.is_some_and(|t| t <= now)
+        || s.pool_version.is_empty()
+        || pool.deletion_requested_at.is_some()
+        || s.installing > 0
+        || s.deleting > 0
+        || s.pending_claims > 0
+}
+
+/// Whether a pass at `now` is a full one, given when the last full pass was recorded and the interval.
+pub fn full_due(last_full: Option<Timestamp>, now: Timestamp, every: TimeDelta) -> bool {
+    last_full.is_none_or(|last| now - last >= every * 9 / 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+
+    #[test]
+    fn a_full_pass_is_due_once_the_last_is_nine_tenths_of_the_interval_old() {
+        let t = Utc.with_ymd_and_hms(2026, 11, 23, 9, 3, 0).single().expect("time");
+        let every = FULL_SWEEP_EVERY;
+        assert!(full_due(None, t, every));
+        assert!(!full_due(Some(t), t + TimeDelta::minutes(8), every));
+        assert!(full_due(Some(t), t + TimeDelta::minutes(9), every));
+        assert!(full_due(Some(t), t + TimeDelta::minutes(10) - TimeDelta::milliseconds(200), every));
+    }
+}
