@@ -1,26 +1,38 @@
 //! The power function: drives one cluster's power state machine (seed 004, with seed 002's timeouts) a step.
 //!
-//! For each message it reads the pool and the cluster (two strongly consistent GetItems), asks the platform
-//! what [`probe`] says to ask, lets [`step`] decide, makes the actuator call the step asks for and steps again
-//! with its outcome. Steps that say "look again now" run at once, in the same invocation. The cluster is written
-//! conditional on its revision (a lost condition: re-read and step again); a later look is a delayed power
-//! message; a step that settles, installs or breaks a cluster enqueues a reconcile of its pool.
+//! For each message it reads the pool and the cluster (two strongly consistent GetItems) and asks the planner
+//! whether the message may act ([`chain::admit`]): only the cluster's live re-check link or a nudge (a message
+//! from a reconcile, the claim API or the sweep) steps it; a stale link ends on arrival. Then, while the cluster
+//! is not fenced by another invocation's actuator call ([`fenced_until`]), it asks the platform what [`probe`]
+//! says to ask and lets [`step`] decide. When the step calls the actuator, the cluster is **written first** with
+//! the call recorded and the state it leads to (so the table never says Running while a stop is landing), then
+//! the call is made, then its outcome is written. Steps that say "look again now" run at once, in the same
+//! invocation. At the end the cluster's re-check chain is recorded and its next link sent ([`chain::next`]): at
+//! most two re-checks are ever in flight for a cluster. A step that settles, installs or breaks a cluster
+//! enqueues a reconcile of its pool.
 //!
-//! A deleting cluster is deprovisioned instead: its machines are terminated, and once none is left its item and
-//! its name lease are deleted and the pool is reconciled (to refill).
+//! A deleting cluster is deprovisioned instead: its machines are terminated; once none is left its item and its
+//! name lease are deleted and the pool is reconciled (to refill). Refused terminations back off and are surfaced
+//! ([`deprovision_step`]).
 //!
-//! Idempotent: a duplicate or late message re-reads the stored state and takes the step that state calls for.
+//! Every write is conditional on the revision read; a lost condition re-reads and steps again (at most
+//! [`MAX_ATTEMPTS`] times, then the message goes back to the queue). Idempotent: a duplicate or late message
+//! re-reads the stored state and takes the step that state calls for.
 
 use std::time::Duration;
 
-use apiary_planner::power::{probe, step, ActuatorCall, Probe, Report, POLL};
-use apiary_planner::{Cluster, Pool};
+use apiary_planner::power::chain::{self, Admission};
+use apiary_planner::power::{
+    deprovision_step, deprovision_wait, fenced_until, probe, step, ActuatorCall, PowerStep, Probe, Report, POLL,
+};
+use apiary_planner::{Cluster, Pool, PowerLimits, Timestamp};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::metrics;
 use apiary_ports::platform::{Machinery, Target};
 use apiary_ports::store::{Cond, Item, Key, Write};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use chrono::TimeDelta;
 use tracing::Instrument;
 
 /// Lost conditions tolerated before the message goes back to the queue.
@@ -33,12 +45,14 @@ const MAX_STEPS: usize = 4;
 pub struct Outcome {
     /// The cluster was written.
     pub written: bool,
-    /// The next look, if any.
+    /// The next look sent, if any.
     pub recheck: Option<Duration>,
     /// A reconcile of the pool was enqueued.
     pub woke_pool: bool,
     /// The cluster's item was deleted (deprovisioned).
     pub removed: bool,
+    /// The message was a stale re-check link and ended without a look.
+    pub dropped: bool,
 }
 
 async fn get_pool(deps: &Deps, pool: &str) -> Result<Option<Pool>> {
@@ -62,7 +76,7 @@ async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe) -> Result
         Probe::MachinesStopped => platform.machines_stopped(t).await?,
         Probe::NodesReady => return Ok(Report::Nodes { ready: platform.nodes_ready(t).await? }),
     };
-    Ok(Report::Machines { not_ready: m.not_ready.len() as u32, total: m.total })
+    Ok(Report::Machines { not_ready: m.not_ready.len() as u32, total: m.total, actionable: m.actionable })
 }
 
 /// Makes `call`; the cloud's refusal is a report, not an error.
@@ -78,119 +92,205 @@ async fn call(platform: &dyn Machinery, t: Target<'_>, call: ActuatorCall) -> Re
     })
 }
 
-/// Steps the cluster of `msg` once (or a few times, while each step asks to look again at once).
-pub async fn power(deps: &Deps, msg: &PowerMessage) -> Result<Outcome> {
-    let mut outcome = Outcome::default();
-    let Some(pool) = get_pool(deps, &msg.pool).await? else { return Ok(outcome) };
-    let timeouts = pool.spec.power_timeouts();
-    let platform = deps.platforms.of(&pool.spec)?;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let Some(stored) = get_cluster(deps, &msg.pool, &msg.cluster).await? else { return Ok(outcome) };
-        if stored.deleting {
-            return deprovision(deps, &pool, &stored, platform).await;
+/// One invocation's work on one cluster: the message, its pool, and what it wrote last.
+struct Run<'a> {
+    deps: &'a Deps,
+    pool: &'a Pool,
+    platform: &'a dyn Machinery,
+    limits: PowerLimits,
+    msg: &'a PowerMessage,
+    outcome: Outcome,
+}
+
+impl Run<'_> {
+    fn target<'c>(&'c self, cluster: &'c Cluster, now: Timestamp) -> Target<'c> {
+        Target { pool: &self.pool.name, spec: &self.pool.spec, cluster, now }
+    }
+
+    /// Writes `next` over `stored` (conditional on `stored`'s revision); the cluster as written.
+    async fn put(&mut self, stored: &Cluster, next: &Cluster) -> Result<Cluster> {
+        let mut written = next.clone();
+        written.rev = stored.rev + 1;
+        let write = Write::Put(Item::Cluster(Box::new(written.clone())), Cond::Rev(stored.rev));
+        self.deps.store.write(&self.pool.name, vec![write]).await?;
+        self.outcome.written = true;
+        let now = self.deps.clock.now();
+        let stack = &self.deps.config.stack;
+        if let Some(doc) = metrics::power_transition(stack, &self.pool.name, stored, &written, now) {
+            self.deps.metrics.emit(doc);
         }
-        let mut current = stored.clone();
-        let (mut recheck, mut wakes) = (None, false);
-        for _ in 0..MAX_STEPS {
-            let Some(question) = probe(&current) else {
-                recheck = None;
-                break;
-            };
-            let now = deps.clock.now();
-            let t = Target { pool: &pool.name, spec: &pool.spec, cluster: &current, now };
-            let report = ask(platform, t, question).await?;
-            let mut s = step(&current, &report, now, timeouts);
-            if let Some(c) = s.call {
-                let t = Target { pool: &pool.name, spec: &pool.spec, cluster: &s.cluster, now };
-                let result = call(platform, t, c).await?;
-                tracing::info!(pool = %pool.name, cluster = %current.id, call = ?c, result = ?result, "actuator call");
-                let then = step(&s.cluster, &result, now, timeouts);
-                wakes |= s.wakes_pool;
-                s = then;
-            }
-            wakes |= s.wakes_pool;
-            current = s.cluster;
-            recheck = s.recheck_after;
-            if recheck != Some(chrono::TimeDelta::zero()) {
-                break;
-            }
-        }
-        if current != stored {
-            let mut next = current.clone();
-            next.rev = stored.rev + 1;
-            let write = Write::Put(Item::Cluster(Box::new(next)), Cond::Rev(stored.rev));
-            match deps.store.write(&msg.pool, vec![write]).await {
-                Ok(()) => {
-                    outcome.written = true;
-                    let done =
-                        metrics::power_transition(&deps.config.stack, &pool.name, &stored, &current, deps.clock.now());
-                    done.into_iter().for_each(|d| deps.metrics.emit(d));
-                }
-                Err(e @ Error::Conflict(_)) if attempt >= MAX_ATTEMPTS => return Err(e),
-                Err(Error::Conflict(_)) => continue,
-                Err(e) => return Err(e),
-            }
+        if stored.power_state != written.power_state || stored.is_broken() != written.is_broken() {
             tracing::info!(
-                pool = %pool.name,
-                cluster = %current.id,
                 from = ?stored.power_state,
-                to = ?current.power_state,
-                broken = current.is_broken(),
+                to = ?written.power_state,
+                broken = written.is_broken(),
                 "cluster power state"
             );
         }
-        if let Some(after) = recheck {
-            // "Now" again means the step budget ran out: come back after the short poll.
-            let after = if after <= chrono::TimeDelta::zero() { POLL } else { after };
-            let delay =
-                Duration::from_secs(after.num_seconds().clamp(0, i64::from(deps.config.max_recheck_seconds)) as u64);
-            deps.queue.power(msg, delay).await?;
-            outcome.recheck = Some(delay);
+        Ok(written)
+    }
+
+    /// Makes `call` for `intent` (already written with the call recorded), then writes its outcome. If someone
+    /// else wrote the cluster meanwhile but the call is still the one recorded, the outcome is applied to what
+    /// they wrote; otherwise the conflict is returned (re-read and step again).
+    async fn call_and_record(&mut self, intent: Cluster, c: ActuatorCall, now: Timestamp) -> Result<PowerStep> {
+        let result = call(self.platform, self.target(&intent, now), c).await?;
+        tracing::info!(call = ?c, result = ?result, "actuator call");
+        let mut done = step(&intent, &result, now, self.limits);
+        match self.put(&intent, &done.cluster).await {
+            Ok(written) => {
+                done.cluster = written;
+                Ok(done)
+            }
+            Err(Error::Conflict(_)) => {
+                let Some(fresh) = get_cluster(self.deps, &self.pool.name, &self.msg.cluster).await? else {
+                    return Err(Error::Conflict("cluster deleted during the call".into()));
+                };
+                if fresh.pending_call != intent.pending_call {
+                    return Err(Error::Conflict("the recorded call was replaced during the call".into()));
+                }
+                let mut done = step(&fresh, &result, now, self.limits);
+                done.cluster = self.put(&fresh, &done.cluster).await?;
+                Ok(done)
+            }
+            Err(e) => Err(e),
         }
+    }
+
+    /// Records the chain after a step that wants a look at `want`, writes what changed, sends the next link.
+    async fn carry_on(
+        &mut self,
+        stored: &Cluster,
+        mut current: Cluster,
+        admission: Admission,
+        want: Option<TimeDelta>,
+    ) -> Result<()> {
+        let now = self.deps.clock.now();
+        // "Now" again means the step budget ran out: come back after the short poll.
+        let max = TimeDelta::seconds(i64::from(self.deps.config.max_recheck_seconds));
+        let want = want.map(|w| if w <= TimeDelta::zero() { POLL } else { w }.min(max));
+        let next = chain::next(&current, admission, want.map(|w| now + w), now, self.deps.clock.seed());
+        current.check = next.check;
+        current.superseded = next.superseded;
+        if current != *stored {
+            self.put(stored, &current).await?;
+        }
+        if let Some(link) = next.send {
+            let delay = (link.due - now).to_std().unwrap_or_default();
+            let message = PowerMessage { check: Some(link.token), ..self.msg.clone() };
+            self.deps.queue.power(&message, delay).await?;
+            self.outcome.recheck = Some(delay);
+        }
+        Ok(())
+    }
+
+    async fn wake_pool(&mut self, reason: &str) -> Result<()> {
+        let message = ReconcileMessage { pool: self.pool.name.clone(), reason: reason.into() };
+        self.deps.queue.reconcile(&message).await?;
+        self.outcome.woke_pool = true;
+        Ok(())
+    }
+
+    /// One attempt: read the cluster, step it, write, carry the chain on.
+    async fn attempt(&mut self) -> Result<()> {
+        let Some(stored) = get_cluster(self.deps, &self.pool.name, &self.msg.cluster).await? else { return Ok(()) };
+        let admission = chain::admit(&stored, self.msg.check, self.deps.clock.now());
+        match admission {
+            Admission::Drop => {
+                self.outcome.dropped = true;
+                return Ok(());
+            }
+            Admission::Forget => {
+                let forgotten = Cluster { superseded: None, ..stored.clone() };
+                self.put(&stored, &forgotten).await?;
+                return Ok(());
+            }
+            Admission::Own | Admission::Nudge => {}
+        }
+        if stored.deleting {
+            return self.deprovision(stored, admission).await;
+        }
+        let (mut last, mut current) = (stored.clone(), stored);
+        let (mut want, mut wakes) = (None, false);
+        for _ in 0..MAX_STEPS {
+            let now = self.deps.clock.now();
+            if let Some(until) = fenced_until(&current, now) {
+                // Another invocation's call is under way: look again when its fence passes.
+                want = Some(until - now);
+                break;
+            }
+            let Some(question) = probe(&current) else {
+                want = None;
+                break;
+            };
+            let report = ask(self.platform, self.target(&current, now), question).await?;
+            let mut s = step(&current, &report, now, self.limits);
+            wakes |= s.wakes_pool;
+            if let Some(c) = s.call {
+                // The intent first, then the call, then its outcome.
+                let intent = self.put(&last, &s.cluster).await?;
+                s = self.call_and_record(intent, c, now).await?;
+                wakes |= s.wakes_pool;
+                last = s.cluster.clone();
+            }
+            current = s.cluster;
+            want = s.recheck_after;
+            if want != Some(TimeDelta::zero()) {
+                break;
+            }
+        }
+        self.carry_on(&last, current, admission, want).await?;
         if wakes {
-            deps.queue.reconcile(&ReconcileMessage { pool: msg.pool.clone(), reason: "power".into() }).await?;
-            outcome.woke_pool = true;
+            self.wake_pool("power").await?;
         }
-        return Ok(outcome);
+        Ok(())
+    }
+
+    async fn deprovision(&mut self, stored: Cluster, admission: Admission) -> Result<()> {
+        let now = self.deps.clock.now();
+        if let Some(wait) = deprovision_wait(&stored, now) {
+            // Backing off after refusals: a nudge only makes sure the chain carries on.
+            return self.carry_on(&stored.clone(), stored, admission, Some(wait)).await;
+        }
+        let termination = self.platform.deprovision(self.target(&stored, now)).await?;
+        let ds = deprovision_step(&stored, &termination, now);
+        if !ds.done {
+            return self.carry_on(&stored.clone(), ds.cluster, admission, ds.recheck_after).await;
+        }
+        let pool = self.pool.name.clone();
+        let gone = Write::Delete(Key::Cluster(stored.id.clone()), Cond::Rev(stored.rev));
+        self.deps.store.write(&pool, vec![gone]).await?;
+        self.outcome.removed = true;
+        tracing::info!("cluster deprovisioned");
+        if self.pool.spec.inventory.is_some() {
+            let lease = Write::Delete(Key::Lease(stored.cluster_name.clone()), Cond::Holder(stored.id.clone()));
+            match self.deps.store.write(&pool, vec![lease]).await {
+                // Not held by this cluster (or already gone): nothing to release.
+                Ok(()) | Err(Error::Conflict(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.wake_pool("deprovisioned").await
     }
 }
 
-async fn deprovision(deps: &Deps, pool: &Pool, cluster: &Cluster, platform: &dyn Machinery) -> Result<Outcome> {
-    let mut outcome = Outcome::default();
-    let t = Target { pool: &pool.name, spec: &pool.spec, cluster, now: deps.clock.now() };
-    if !platform.deprovision(t).await? {
-        let delay = Duration::from_secs(POLL.num_seconds().min(i64::from(deps.config.max_recheck_seconds)) as u64);
-        deps.queue
-            .power(&PowerMessage { pool: pool.name.clone(), cluster: cluster.id.clone(), check: None }, delay)
-            .await?;
-        outcome.recheck = Some(delay);
-        return Ok(outcome);
-    }
-    match deps
-        .store
-        .write(&pool.name, vec![Write::Delete(Key::Cluster(cluster.id.clone()), Cond::Rev(cluster.rev))])
-        .await
-    {
-        Ok(()) => {}
-        // Someone changed or removed it meanwhile: the message that follows their change handles it.
-        Err(Error::Conflict(_)) => return Ok(outcome),
-        Err(e) => return Err(e),
-    }
-    outcome.removed = true;
-    tracing::info!(pool = %pool.name, cluster = %cluster.id, "cluster deprovisioned");
-    if pool.spec.inventory.is_some() {
-        let lease = Write::Delete(Key::Lease(cluster.cluster_name.clone()), Cond::Holder(cluster.id.clone()));
-        match deps.store.write(&pool.name, vec![lease]).await {
-            // Not held by this cluster (or already gone): nothing to release.
-            Ok(()) | Err(Error::Conflict(_)) => {}
+/// Steps the cluster of `msg` once (or a few times, while each step asks to look again at once).
+pub async fn power(deps: &Deps, msg: &PowerMessage) -> Result<Outcome> {
+    let Some(pool) = get_pool(deps, &msg.pool).await? else { return Ok(Outcome::default()) };
+    let platform = deps.platforms.of(&pool.spec)?;
+    let mut run =
+        Run { deps, pool: &pool, platform, limits: pool.spec.power_limits(), msg, outcome: Outcome::default() };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match run.attempt().await {
+            Ok(()) => return Ok(run.outcome),
+            Err(Error::Conflict(why)) if attempt < MAX_ATTEMPTS => {
+                tracing::info!(attempt, why, "lost a condition; re-reading");
+            }
             Err(e) => return Err(e),
         }
     }
-    deps.queue.reconcile(&ReconcileMessage { pool: pool.name.clone(), reason: "deprovisioned".into() }).await?;
-    outcome.woke_pool = true;
-    Ok(outcome)
 }
 
 /// Handles one batch from the power queue, its messages concurrently; each failed message is reported alone.

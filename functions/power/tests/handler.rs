@@ -144,3 +144,72 @@ async fn messages_for_nothing_do_nothing_and_unreadable_ones_are_dropped() {
     };
     assert!(power::handle(&deps, event).await.batch_item_failures.is_empty());
 }
+
+/// Bug 2: every nudge (a reconcile that touched the cluster, the sweep's full pass) started a new re-check chain
+/// and nothing retired the old ones, so a cluster in a long transition gathered chains, each polling the cloud.
+#[tokio::test]
+async fn nudges_do_not_multiply_re_check_chains() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Hibernating);
+    w.put_cluster("ci", c);
+    let deps = w.default_deps(900);
+    for _ in 0..5 {
+        power::power(&deps, &nudge("ci-1")).await.expect("step");
+        w.time.advance(TimeDelta::seconds(1));
+    }
+    let chains = w.queue.messages(QueueName::Power).len();
+    assert!(chains <= 2, "{chains} re-checks in flight for one installing cluster");
+    // Driven for an hour, the cluster installs and hibernates, and the cloud was asked a bounded number of times.
+    drive(&w, &deps, t0() + TimeDelta::hours(1)).await;
+    assert_eq!(w.cluster("ci", "ci-1").expect("cluster").power_state, Some(PowerState::Hibernating));
+    let describes = w.cloud.calls().get("describe").copied().unwrap_or_default();
+    assert!(describes <= 20, "{describes} looks at one cluster");
+}
+
+/// Records, at each start or stop call, what the table said of the cluster's power state at that moment.
+struct Spy {
+    store: std::sync::OnceLock<std::sync::Arc<apiary_testkit::store::MemStore>>,
+    seen: std::sync::Mutex<Vec<Option<PowerState>>>,
+}
+
+impl apiary_testkit::hook::Hook for Spy {
+    fn before(&self, op: apiary_testkit::hook::Op) -> apiary_testkit::hook::Gate {
+        if op == apiary_testkit::hook::Op::Change {
+            let state = self
+                .store
+                .get()
+                .and_then(|s| s.tables().snapshot("ci"))
+                .and_then(|snap| snap.clusters.iter().find(|c| c.id == "ci-1").and_then(|c| c.power_state));
+            self.seen.lock().expect("spy").push(state);
+        }
+        apiary_testkit::hook::Gate::Proceed
+    }
+}
+
+/// Bug 3: the power function stopped the machines before it recorded the new state, so while the stop was under
+/// way the table still said Running and a claim could be given a cluster whose machines were stopping.
+#[tokio::test]
+async fn a_stop_is_recorded_before_the_machines_are_stopped() {
+    let spy = std::sync::Arc::new(Spy { store: Default::default(), seen: Default::default() });
+    let w = World::with_hook(t0(), spy.clone(), 1);
+    let _ = spy.store.set(w.store.clone());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    w.put_cluster("ci", c);
+    let deps = w.default_deps(900);
+    power::power(&deps, &nudge("ci-1")).await.expect("provision");
+    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    assert_eq!(w.cluster("ci", "ci-1").expect("cluster").power_state, Some(PowerState::Running));
+    let mut c = w.cluster("ci", "ci-1").expect("cluster");
+    c.spec_power_state = Some(DesiredPower::Hibernating);
+    c.rev += 1;
+    w.put_cluster("ci", c);
+    spy.seen.lock().expect("spy").clear();
+    power::power(&deps, &nudge("ci-1")).await.expect("stop");
+    let seen = spy.seen.lock().expect("spy").clone();
+    assert!(!seen.is_empty(), "a stop was made");
+    assert!(seen.iter().all(|s| *s != Some(PowerState::Running)), "the table said {seen:?} while stopping");
+}

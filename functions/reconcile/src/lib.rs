@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use apiary_planner::power::in_progress;
+use apiary_planner::power::needs_nudge;
 use apiary_planner::{plan, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::metrics;
@@ -37,8 +37,9 @@ pub struct Outcome {
 /// The reason of the sweep's periodic full pass: its reconciles also nudge every unsettled cluster.
 pub const FULL_SWEEP: &str = "sweep-full";
 
-/// Reconciles `pool` once. With `nudge`, every unsettled cluster also gets a power message: the safety net for
-/// a power message lost on its way (its re-checks chain from it, so one lost message would stall a cluster).
+/// Reconciles `pool` once. With `nudge`, every unsettled cluster whose re-check chain is not alive also gets a
+/// power message: the safety net for a power message lost on its way (its re-checks chain from it, so one lost
+/// message would stall a cluster).
 pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     loop {
@@ -51,7 +52,7 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         let plan = plan(&snapshot, now, deps.clock.seed());
         let mut power = BTreeSet::new();
         if nudge && outcome.attempts == 1 {
-            power.extend(snapshot.clusters.iter().filter(|c| in_progress(c)).map(|c| c.id.clone()));
+            power.extend(snapshot.clusters.iter().filter(|c| needs_nudge(c, now)).map(|c| c.id.clone()));
         }
         let mut lost = None;
         for action in &plan.actions {

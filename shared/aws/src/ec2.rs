@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use apiary_planner::machines::MachineState;
+use apiary_planner::power::Termination;
 use apiary_planner::{AwsPlatform, Platform};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
@@ -205,23 +206,28 @@ impl Change {
     }
 }
 
-fn machines(instances: &[Instance], want: MachineState) -> Machines {
-    Machines {
-        total: instances.len() as u32,
-        not_ready: instances.iter().filter(|i| i.state != want).map(|i| i.id.clone()).collect(),
-    }
+fn machines(instances: &[Instance], want: MachineState, acts: fn(MachineState) -> bool) -> Machines {
+    Machines::of(instances.iter().map(|i| (i.id.as_str(), i.state)), want, acts)
 }
 
 #[async_trait]
 impl Actuator for Ec2Platform {
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         let client = self.client(&t)?;
-        Ok(machines(&self.instances(&client, &t.cluster.infra_id).await?, MachineState::Running))
+        Ok(machines(
+            &self.instances(&client, &t.cluster.infra_id).await?,
+            MachineState::Running,
+            MachineState::start_acts,
+        ))
     }
 
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
         let client = self.client(&t)?;
-        Ok(machines(&self.instances(&client, &t.cluster.infra_id).await?, MachineState::Stopped))
+        Ok(machines(
+            &self.instances(&client, &t.cluster.infra_id).await?,
+            MachineState::Stopped,
+            MachineState::stop_acts,
+        ))
     }
 
     async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
@@ -315,13 +321,14 @@ impl Provisioner for Ec2Platform {
         }
     }
 
-    async fn deprovision(&self, t: Target<'_>) -> Result<bool> {
+    async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
         let client = self.client(&t)?;
         let refused = self.change(&client, &t, MachineState::terminate_acts, Change::Terminate).await?;
         if !refused.machines.is_empty() {
             tracing::warn!(cluster = %t.cluster.id, refused = ?refused.machines, "some machines refused to terminate");
         }
-        // Terminated instances are gone from the cluster's machines at once (shutting-down counts as gone).
-        Ok(refused.machines.is_empty())
+        // Terminated instances are gone from the cluster's machines at once (shutting-down counts as gone): what
+        // remains is what refused.
+        Ok(Termination { remaining: refused.machines.len() as u32, refused: refused.machines })
     }
 }

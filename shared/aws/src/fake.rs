@@ -9,7 +9,10 @@
 //!   (a stable hash of the cluster id and the transition's start) never completes, so the pool's
 //!   `powerstateTransitionToRunningTimeout` catches it.
 //! - A stop completes `stopDuration` after it began (default 0).
+//! - Starts and stops act on nothing ([`Machines::actionable`] is always 0): the machine follows the cluster's own
+//!   transition, so the power function only looks, never calls.
 
+use apiary_planner::power::Termination;
 use apiary_planner::{Cluster, FakePlatform as Spec, Platform, PowerState, Timestamp};
 use async_trait::async_trait;
 use chrono::TimeDelta;
@@ -80,9 +83,11 @@ fn machines(t: &Target<'_>, ready: bool) -> Machines {
     {
         // Not there yet: a failing install never gets its machine, the provision call then fails.
         let total = u32::from(!install_fails(&s, c));
-        return Machines { total, not_ready: if total == 1 { vec![format!("{}-0", c.infra_id)] } else { vec![] } };
+        let not_ready = if total == 1 { vec![format!("{}-0", c.infra_id)] } else { vec![] };
+        return Machines { total, not_ready, actionable: 0 };
     }
-    Machines { total: 1, not_ready: if ready { vec![] } else { vec![format!("{}-0", c.infra_id)] } }
+    // Simulated machines follow the cluster's own transitions: no start or stop ever acts on them.
+    Machines { total: 1, not_ready: if ready { vec![] } else { vec![format!("{}-0", c.infra_id)] }, actionable: 0 }
 }
 
 #[async_trait]
@@ -119,7 +124,7 @@ impl Provisioner for FakePlatform {
         Ok(Ok(()))
     }
 
-    async fn deprovision(&self, _: Target<'_>) -> Result<bool> {
-        Ok(true)
+    async fn deprovision(&self, _: Target<'_>) -> Result<Termination> {
+        Ok(Termination { remaining: 0, refused: vec![] })
     }
 }

@@ -141,12 +141,12 @@ impl SimHook {
     pub fn counts(&self) -> FaultCounts {
         self.lock().counts.clone()
     }
-
 }
 
 impl SimHook {
     fn extra_delay(&self) -> TimeDelta {
-        let mut s = self.lock();
+        let mut guard = self.lock();
+        let s = &mut *guard;
         if !s.active || !s.rng.chance(s.faults.delay) {
             return TimeDelta::zero();
         }
@@ -158,17 +158,22 @@ impl SimHook {
 
 fn throttle(op: Op) -> Error {
     let (name, message) = match op {
-        Op::Read | Op::Write => ("dynamodb", "ProvisionedThroughputExceededException: rate of requests exceeds the limit"),
+        Op::Read | Op::Write => {
+            ("dynamodb", "ProvisionedThroughputExceededException: rate of requests exceeds the limit")
+        }
         Op::Send => ("sqs", "ServiceUnavailable: the service is unavailable"),
         Op::Schedules => ("scheduler", "ThrottlingException: rate exceeded"),
-        Op::Describe | Op::Change | Op::Provision | Op::Terminate => ("ec2", "RequestLimitExceeded: request limit exceeded"),
+        Op::Describe | Op::Change | Op::Provision | Op::Terminate => {
+            ("ec2", "RequestLimitExceeded: request limit exceeded")
+        }
     };
     Error::service(if name == "ec2" { "ec2:Call" } else { "aws:Call" }, message, true)
 }
 
 impl Hook for SimHook {
     fn before(&self, op: Op) -> Gate {
-        let mut s = self.lock();
+        let mut guard = self.lock();
+        let s = &mut *guard;
         if s.active {
             if s.rng.chance(s.faults.kill) {
                 let id = s.current;
@@ -189,16 +194,22 @@ impl Hook for SimHook {
     }
 
     fn after(&self, op: Op) -> Option<Error> {
-        let mut s = self.lock();
+        let mut guard = self.lock();
+        let s = &mut *guard;
         if s.active && op.changes_state() && s.rng.chance(s.faults.lost_answer) {
             s.counts.lost_answers += 1;
-            return Some(Error::service("aws:Call", "operation timed out after 10s (the request may have landed)", true));
+            return Some(Error::service(
+                "aws:Call",
+                "operation timed out after 10s (the request may have landed)",
+                true,
+            ));
         }
         None
     }
 
     fn transition(&self, kind: Transition, usual: TimeDelta) -> Option<TimeDelta> {
-        let mut s = self.lock();
+        let mut guard = self.lock();
+        let s = &mut *guard;
         if !s.active {
             return Some(usual);
         }
@@ -216,7 +227,8 @@ impl Hook for SimHook {
     }
 
     fn refuses(&self, machine: &str, change: Change) -> Option<String> {
-        let mut s = self.lock();
+        let mut guard = self.lock();
+        let s = &mut *guard;
         if s.active && s.rng.chance(s.faults.refuse) {
             s.counts.refusals += 1;
             return Some(format!("IncorrectInstanceState: {machine} cannot {change:?} now"));
@@ -225,7 +237,8 @@ impl Hook for SimHook {
     }
 
     fn duplicate(&self) -> bool {
-        let mut s = self.lock();
+        let mut guard = self.lock();
+        let s = &mut *guard;
         if s.active && s.rng.chance(s.faults.duplicate) {
             s.counts.duplicates += 1;
             return true;

@@ -83,11 +83,20 @@ pub fn apply_mut(s: &mut Snapshot, plan: &Plan) -> Result<bool, Conflict> {
                 );
                 k.rev += 1;
             }
-            Action::ReserveName { name, holder, at } => {
+            Action::ReserveName { name, holder, at, replacing: None } => {
                 if s.leases.iter().any(|l| &l.name == name) {
                     return Err(conflict(format!("name {name} already leased")));
                 }
                 s.leases.push(NameLease { name: name.clone(), holder: holder.clone(), reserved_at: *at });
+            }
+            Action::ReserveName { name, holder, at, replacing: Some(old) } => {
+                let lease = s
+                    .leases
+                    .iter_mut()
+                    .find(|l| &l.name == name && &l.holder == old)
+                    .ok_or_else(|| conflict(format!("name {name} not held by {old}")))?;
+                lease.holder = holder.clone();
+                lease.reserved_at = *at;
             }
             Action::ReleaseName { name, holder } => {
                 let pos = s
@@ -125,7 +134,7 @@ pub fn apply_mut(s: &mut Snapshot, plan: &Plan) -> Result<bool, Conflict> {
                 if s.pool.rev != *expected_rev {
                     return Err(conflict(format!("pool not at rev {expected_rev}")));
                 }
-                s.pool.status = status.clone();
+                s.pool.status = (**status).clone();
                 s.pool.next_wake_at = *next_wake_at;
                 s.pool.rev += 1;
             }

@@ -45,6 +45,13 @@ pub struct PoolSpec {
     /// Longest a hibernation may take before the cluster is broken (seed 002). Unset: wait forever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub powerstate_transition_to_hibernating_timeout: Option<GoDuration>,
+    /// How many times a cluster's provisioning is tried (backing off between tries) before the cluster is broken
+    /// (Hive's `installAttemptsLimit`). Unset: [`DEFAULT_INSTALL_ATTEMPTS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_attempts_limit: Option<i64>,
+    /// Longest a cluster may take to install before it is broken and replaced. Unset: wait forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_timeout: Option<GoDuration>,
     /// Admin-provided cluster names (seed 003).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inventory: Option<Inventory>,
@@ -76,6 +83,8 @@ impl PoolSpec {
             claim_lifetime: None,
             powerstate_transition_to_running_timeout: None,
             powerstate_transition_to_hibernating_timeout: None,
+            install_attempts_limit: None,
+            install_timeout: None,
             inventory: None,
             base_domain: None,
             labels: BTreeMap::new(),
@@ -92,22 +101,42 @@ impl PoolSpec {
         })
     }
 
-    /// The power transition timeouts (seed 002), parsed.
-    pub fn power_timeouts(&self) -> PowerTimeouts {
-        PowerTimeouts {
+    /// The limits the power state machine holds a cluster to, parsed.
+    pub fn power_limits(&self) -> PowerLimits {
+        PowerLimits {
             to_running: self.powerstate_transition_to_running_timeout.as_ref().and_then(GoDuration::get),
             to_hibernating: self.powerstate_transition_to_hibernating_timeout.as_ref().and_then(GoDuration::get),
+            install: self.install_timeout.as_ref().and_then(GoDuration::get),
+            install_attempts: self
+                .install_attempts_limit
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n > 0)
+                .unwrap_or(DEFAULT_INSTALL_ATTEMPTS),
         }
     }
 }
 
-/// The seed 002 timeouts of a pool; `None` waits forever.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PowerTimeouts {
+/// Provisioning attempts of a cluster when the pool does not say (`installAttemptsLimit`).
+pub const DEFAULT_INSTALL_ATTEMPTS: u32 = 3;
+
+/// What the power state machine holds a cluster to: seed 002's transition timeouts (`None` waits forever), the
+/// install timeout and the provisioning attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PowerLimits {
     /// Longest a resume may take.
     pub to_running: Option<TimeDelta>,
     /// Longest a hibernation may take.
     pub to_hibernating: Option<TimeDelta>,
+    /// Longest an install may take.
+    pub install: Option<TimeDelta>,
+    /// Provisioning attempts before the cluster is broken.
+    pub install_attempts: u32,
+}
+
+impl Default for PowerLimits {
+    fn default() -> Self {
+        Self { to_running: None, to_hibernating: None, install: None, install_attempts: DEFAULT_INSTALL_ATTEMPTS }
+    }
 }
 
 /// Claim lifetime bounds: a claim lives `min(maximum, its own lifetime or default)` from assignment.
@@ -375,6 +404,12 @@ pub mod condition {
     pub const READY: &str = "Ready";
     /// Cluster: provisioning gave up.
     pub const PROVISION_STOPPED: &str = "ProvisionStopped";
+    /// Cluster (deleting): the cloud refused to terminate some of its machines; retried with backoff.
+    pub const DEPROVISION_FAILED: &str = "DeprovisionFailed";
+    /// Cluster: the last provisioning attempt failed; another follows after a backoff (Hive's ProvisionFailed).
+    pub const PROVISION_FAILED: &str = "ProvisionFailed";
+    /// Pool: clusters keep failing to provision, so new ones wait a growing backoff.
+    pub const PROVISIONING_BACKOFF: &str = "ProvisioningBackoff";
     /// Claim: waiting for a cluster.
     pub const PENDING: &str = "Pending";
     /// Pool: every unclaimed cluster matches the current poolVersion.
@@ -425,6 +460,12 @@ pub mod reason {
     pub const RUNNING: &str = "Running";
     /// ProvisionStopped=True: the install failed.
     pub const PROVISION_FAILED: &str = "ProvisionFailed";
+    /// ProvisionStopped=True: every provisioning attempt the pool allows failed (Hive's reason).
+    pub const INSTALL_ATTEMPTS_LIMIT_REACHED: &str = "InstallAttemptsLimitReached";
+    /// ProvisionStopped=True: the install outlived the pool's installTimeout.
+    pub const INSTALL_TIMED_OUT: &str = "InstallTimedOut";
+    /// DeprovisionFailed=True: the cloud refused to terminate machines.
+    pub const TERMINATION_REFUSED: &str = "TerminationRefused";
     /// Claim Pending=True: no Running cluster was free.
     pub const NO_CLUSTERS: &str = "NoClusters";
     /// Claim Pending=False: a cluster was assigned.
@@ -525,9 +566,52 @@ pub struct Cluster {
     /// Deprovisioning has started.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleting: bool,
+    /// Failed provisioning attempts so far.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub install_failures: u32,
+    /// Termination attempts the cloud refused so far (while deleting).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub deprovision_failures: u32,
+    /// After a failed actuator call (provision, start, stop, terminate): not retried before then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<Timestamp>,
+    /// The actuator call an invocation recorded it is making ([`crate::power::fenced_until`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_call: Option<PendingCall>,
+    /// The live re-check chain ([`crate::power::chain`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Recheck>,
+    /// A superseded link of a re-check chain that may still arrive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded: Option<Recheck>,
     /// Revision for conditional writes.
     #[serde(default)]
     pub rev: u64,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+/// An actuator call under way: the invocation making it recorded it before calling, so that nobody else acts on
+/// the cluster's machines (or declares them Running) until its outcome is written or the fence passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCall {
+    /// The call.
+    pub call: crate::power::ActuatorCall,
+    /// When it was recorded.
+    pub at: Timestamp,
+}
+
+/// One link of a cluster's re-check chain: the token its power message carries and when it is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Recheck {
+    /// The token (drawn fresh for each link, never reused).
+    pub token: u64,
+    /// When the message is due.
+    pub due: Timestamp,
 }
 
 impl Cluster {
@@ -557,6 +641,12 @@ impl Cluster {
             conditions: Vec::new(),
             marked_for_deletion: false,
             deleting: false,
+            install_failures: 0,
+            deprovision_failures: 0,
+            retry_at: None,
+            pending_call: None,
+            check: None,
+            superseded: None,
             rev: 0,
         }
     }
@@ -721,6 +811,15 @@ pub struct PoolStatus {
     /// Claims waiting for a cluster.
     #[serde(default)]
     pub pending_claims: u32,
+    /// Deleting clusters whose machines the cloud refuses to terminate.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub deprovision_failing: u32,
+    /// Clusters lost to provisioning in a row (reset when one installs): new clusters wait a growing backoff.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub provision_failures: u32,
+    /// The last of those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_provision_failure: Option<ProvisionFailure>,
     /// The claim arrival-rate estimate of the adaptive running count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<Demand>,
@@ -733,6 +832,18 @@ pub struct PoolStatus {
     /// AllClustersCurrent and CapacityAvailable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// A cluster lost to provisioning, as the pool remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisionFailure {
+    /// When its provisioning stopped.
+    pub at: Timestamp,
+    /// The cluster.
+    pub cluster: String,
+    /// Why (its ProvisionStopped condition's message).
+    pub message: String,
 }
 
 /// A pool (`POOL` item).

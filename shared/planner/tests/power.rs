@@ -3,28 +3,38 @@
 
 mod support;
 
-use apiary_planner::power::{in_progress, probe, step, ActuatorCall, Probe, Report, MIN_BACKOFF, POLL};
+use apiary_planner::power::{
+    deprovision_step, fenced_until, in_progress, probe, step, ActuatorCall, Probe, Report, Termination, CALL_FENCE,
+    MIN_BACKOFF, POLL,
+};
 use apiary_planner::*;
 use chrono::TimeDelta;
 use support::*;
 
+/// Of three machines, `not_ready` are not in the asked-for state, and the call would act on all of those now.
 fn machines(not_ready: u32) -> Report {
-    Report::Machines { not_ready, total: 3 }
+    Report::Machines { not_ready, total: 3, actionable: not_ready }
+}
+
+/// Of three machines, `not_ready` are not in the asked-for state but mid-transition: no call acts on them now.
+fn waiting(not_ready: u32) -> Report {
+    Report::Machines { not_ready, total: 3, actionable: 0 }
 }
 
 fn cond<'a>(c: &'a Cluster, type_: &str) -> &'a Condition {
     find_condition(&c.conditions, type_).unwrap()
 }
 
-fn timeouts(to_running: Option<i64>, to_hibernating: Option<i64>) -> PowerTimeouts {
-    PowerTimeouts {
+fn timeouts(to_running: Option<i64>, to_hibernating: Option<i64>) -> PowerLimits {
+    PowerLimits {
         to_running: to_running.map(TimeDelta::minutes),
         to_hibernating: to_hibernating.map(TimeDelta::minutes),
+        ..PowerLimits::default()
     }
 }
 
 /// Drives `c` with the reports in order, each at its time; returns the cluster and every step's call.
-fn drive(mut c: Cluster, reports: &[(Timestamp, Report)], t: PowerTimeouts) -> (Cluster, Vec<Option<ActuatorCall>>) {
+fn drive(mut c: Cluster, reports: &[(Timestamp, Report)], t: PowerLimits) -> (Cluster, Vec<Option<ActuatorCall>>) {
     let mut calls = Vec::new();
     for (now, report) in reports {
         let s = step(&c, report, *now, t);
@@ -39,7 +49,7 @@ fn a_resume_walks_starting_machines_waiting_for_machines_waiting_for_nodes_runni
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
     assert_eq!(probe(&c), Some(Probe::MachinesRunning));
 
-    let s = step(&c, &machines(3), at(1), PowerTimeouts::default());
+    let s = step(&c, &machines(3), at(1), PowerLimits::default());
     assert_eq!(s.call, Some(ActuatorCall::Start));
     assert!(s.changed);
     let c = s.cluster;
@@ -52,18 +62,18 @@ fn a_resume_walks_starting_machines_waiting_for_machines_waiting_for_nodes_runni
     );
     assert_eq!(cond(&c, condition::READY).reason, reason::STARTING_MACHINES);
 
-    let s = step(&c, &Report::CallAccepted, at(1), PowerTimeouts::default());
+    let s = step(&c, &Report::CallAccepted, at(1), PowerLimits::default());
     assert_eq!((s.cluster.power_state, s.recheck_after), (Some(PowerState::WaitingForMachines), Some(POLL)));
     let c = s.cluster;
 
-    let s = step(&c, &machines(1), at(2), PowerTimeouts::default());
+    let s = step(&c, &waiting(1), at(2), PowerLimits::default());
     assert_eq!((s.changed, s.call, s.recheck_after), (false, None, Some(POLL)), "still waiting: nothing to write");
 
-    let c = step(&c, &machines(0), at(3), PowerTimeouts::default()).cluster;
+    let c = step(&c, &machines(0), at(3), PowerLimits::default()).cluster;
     assert_eq!(c.power_state, Some(PowerState::WaitingForNodes));
     assert_eq!(probe(&c), Some(Probe::NodesReady));
 
-    let running = step(&c, &Report::Nodes { ready: true }, at(4), PowerTimeouts::default());
+    let running = step(&c, &Report::Nodes { ready: true }, at(4), PowerLimits::default());
     assert!(running.wakes_pool, "a cluster that became Running may serve a pending claim");
     assert!(!s.wakes_pool, "a step along the way does not");
     let c = running.cluster;
@@ -77,7 +87,7 @@ fn a_resume_walks_starting_machines_waiting_for_machines_waiting_for_nodes_runni
     );
     assert!(c.is_running());
 
-    let settled = step(&c, &machines(0), at(5), PowerTimeouts::default());
+    let settled = step(&c, &machines(0), at(5), PowerLimits::default());
     assert_eq!((settled.changed, settled.call, settled.recheck_after), (false, None, None));
 }
 
@@ -87,8 +97,8 @@ fn a_hibernation_walks_stopping_waiting_for_machines_to_stop_hibernating() {
     assert_eq!(probe(&c), Some(Probe::MachinesStopped));
     let (c, calls) = drive(
         c,
-        &[(at(1), machines(3)), (at(1), Report::CallAccepted), (at(2), machines(2)), (at(3), machines(0))],
-        PowerTimeouts::default(),
+        &[(at(1), machines(3)), (at(1), Report::CallAccepted), (at(2), waiting(2)), (at(3), machines(0))],
+        PowerLimits::default(),
     );
     assert_eq!(calls, [Some(ActuatorCall::Stop), None, None, None]);
     assert_eq!(c.power_state, Some(PowerState::Hibernating));
@@ -105,13 +115,9 @@ fn a_hibernation_walks_stopping_waiting_for_machines_to_stop_hibernating() {
 #[test]
 fn an_actuator_error_is_retried_with_backoff_and_never_breaks_the_cluster_by_itself() {
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
-    let c = step(&c, &machines(3), at(0), PowerTimeouts::default()).cluster;
-    let failed = step(
-        &c,
-        &Report::CallFailed { message: "InsufficientInstanceCapacity".into() },
-        at(0),
-        PowerTimeouts::default(),
-    );
+    let c = step(&c, &machines(3), at(0), PowerLimits::default()).cluster;
+    let failed =
+        step(&c, &Report::CallFailed { message: "InsufficientInstanceCapacity".into() }, at(0), PowerLimits::default());
     let c = failed.cluster;
     assert_eq!(c.power_state, Some(PowerState::FailedToStartMachines));
     let ready = cond(&c, condition::READY);
@@ -123,7 +129,7 @@ fn an_actuator_error_is_retried_with_backoff_and_never_breaks_the_cluster_by_its
     assert!(!c.is_broken());
 
     // Hours later, with no timeout set, the start is simply tried again, from the same transition start.
-    let retry = step(&c, &machines(3), at(600), PowerTimeouts::default());
+    let retry = step(&c, &machines(3), at(600), PowerLimits::default());
     assert_eq!(retry.call, Some(ActuatorCall::Start));
     assert_eq!(retry.cluster.transition_started_at, Some(at(0)));
     assert!(!retry.cluster.is_broken());
@@ -134,11 +140,11 @@ fn resume_timeout_marks_broken_with_failed_to_start_and_a_timed_out_message() {
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
     let t = timeouts(Some(10), None);
     let (c, _) = drive(c, &[(at(0), machines(3)), (at(0), Report::CallAccepted)], t);
-    let waiting = step(&c, &machines(3), at(10) - TimeDelta::seconds(5), t);
-    assert!(!waiting.cluster.is_broken());
-    assert_eq!(waiting.recheck_after, Some(TimeDelta::seconds(5)), "the next look comes no later than the deadline");
+    let still = step(&c, &waiting(3), at(10) - TimeDelta::seconds(5), t);
+    assert!(!still.cluster.is_broken());
+    assert_eq!(still.recheck_after, Some(TimeDelta::seconds(5)), "the next look comes no later than the deadline");
 
-    let s = step(&c, &machines(3), at(10), t);
+    let s = step(&c, &waiting(3), at(10), t);
     assert!(s.cluster.is_broken());
     assert_eq!((s.call, s.recheck_after), (None, None));
     let hib = cond(&s.cluster, condition::HIBERNATING);
@@ -149,7 +155,7 @@ fn resume_timeout_marks_broken_with_failed_to_start_and_a_timed_out_message() {
     // The pool then replaces it.
     let mut broken = cluster("c").c;
     broken.broken_at = s.cluster.broken_at;
-    let plan = given(pool().size(1)).with(ClusterBuilder { c: broken, stale: false }).plan_at(at(11));
+    let plan = given(pool().size(1)).with(ClusterBuilder { c: broken, stale: false, version: None }).plan_at(at(11));
     assert_eq!(plan.deleted_for(DeleteReason::Broken), ["c"]);
 }
 
@@ -157,9 +163,9 @@ fn resume_timeout_marks_broken_with_failed_to_start_and_a_timed_out_message() {
 fn hibernate_timeout_marks_broken_with_failed_to_stop_and_a_timed_out_message() {
     let c = cluster("c").running().spec(DesiredPower::Hibernating).c;
     let t = timeouts(None, Some(5));
-    let (c, _) = drive(c, &[(at(0), machines(3)), (at(0), Report::CallAccepted), (at(4), machines(1))], t);
+    let (c, _) = drive(c, &[(at(0), machines(3)), (at(0), Report::CallAccepted), (at(4), waiting(1))], t);
     assert!(!c.is_broken());
-    let s = step(&c, &machines(1), at(5), t);
+    let s = step(&c, &waiting(1), at(5), t);
     assert!(s.cluster.is_broken());
     let hib = cond(&s.cluster, condition::HIBERNATING);
     assert_eq!(hib.reason, reason::FAILED_TO_STOP);
@@ -171,8 +177,8 @@ fn no_timeout_when_unset() {
     for spec in [DesiredPower::Running, DesiredPower::Hibernating] {
         let start = if spec == DesiredPower::Running { cluster("c").hibernating() } else { cluster("c").running() };
         let (c, _) =
-            drive(start.spec(spec).c, &[(at(0), machines(3)), (at(0), Report::CallAccepted)], PowerTimeouts::default());
-        let s = step(&c, &machines(3), at(60 * 24 * 7), PowerTimeouts::default());
+            drive(start.spec(spec).c, &[(at(0), machines(3)), (at(0), Report::CallAccepted)], PowerLimits::default());
+        let s = step(&c, &waiting(3), at(60 * 24 * 7), PowerLimits::default());
         assert!(!s.cluster.is_broken(), "{spec:?}");
         assert_eq!(s.recheck_after, Some(POLL), "{spec:?}: still waiting, a week later");
     }
@@ -184,7 +190,7 @@ fn a_timeout_counts_from_the_start_of_the_transition_not_from_the_last_state_cha
     let t = timeouts(None, Some(10));
     // Stopping at 0, WaitingForMachinesToStop at 8: the deadline is still 10.
     let (c, _) = drive(c, &[(at(0), machines(3)), (at(8), Report::CallAccepted)], t);
-    assert!(step(&c, &machines(1), at(10), t).cluster.is_broken());
+    assert!(step(&c, &waiting(1), at(10), t).cluster.is_broken());
 }
 
 #[test]
@@ -192,38 +198,142 @@ fn installation_provisions_once_no_machine_exists_and_completes_running() {
     let mut c = cluster("c").installing().c;
     c.spec_power_state = Some(DesiredPower::Hibernating);
     assert_eq!(probe(&c), Some(Probe::MachinesRunning));
-    let s = step(&c, &Report::Machines { not_ready: 0, total: 0 }, at(0), PowerTimeouts::default());
+    let s = step(&c, &Report::Machines { not_ready: 0, total: 0, actionable: 0 }, at(0), PowerLimits::default());
     assert_eq!(s.call, Some(ActuatorCall::Provision));
-    let s = step(&s.cluster, &Report::CallAccepted, at(0), PowerTimeouts::default());
+    let s = step(&s.cluster, &Report::CallAccepted, at(0), PowerLimits::default());
     assert_eq!(s.recheck_after, Some(apiary_planner::power::INSTALL_POLL), "installs are polled gently");
-    let s = step(&c, &Report::Machines { not_ready: 0, total: 3 }, at(30), PowerTimeouts::default());
+    let s = step(&c, &Report::Machines { not_ready: 0, total: 3, actionable: 0 }, at(30), PowerLimits::default());
     assert_eq!(s.cluster.installed_at, Some(at(30)));
     assert_eq!(s.cluster.power_state, Some(PowerState::Running));
     assert_eq!(s.recheck_after, Some(TimeDelta::zero()), "the spec (Hibernating) takes over at once");
     assert_eq!(probe(&s.cluster), Some(Probe::MachinesStopped));
 }
 
+/// Bug 6: a failed provisioning broke the cluster at once. It is retried after 1, 2, 4 … minutes, up to the
+/// pool's installAttemptsLimit (Hive's), and only then is the cluster broken.
 #[test]
-fn a_failed_install_is_provision_stopped() {
-    let c = cluster("c").installing().c;
-    let s = step(&c, &Report::CallFailed { message: "InvalidAMIID.NotFound".into() }, at(0), PowerTimeouts::default());
+fn a_failed_install_is_retried_with_a_growing_backoff_until_the_attempts_limit() {
+    let none = Report::Machines { not_ready: 0, total: 0, actionable: 0 };
+    let failed = Report::CallFailed { message: "InvalidAMIID.NotFound".into() };
+    let limits = PowerLimits { install_attempts: 3, ..PowerLimits::default() };
+    let mut c = cluster("c").installing().c;
+    let mut now = at(0);
+    for (attempt, wait) in [(1, 1), (2, 2)] {
+        let s = step(&c, &none, now, limits);
+        assert_eq!(s.call, Some(ActuatorCall::Provision), "attempt {attempt}");
+        let s = step(&s.cluster, &failed, now, limits);
+        assert!(!s.cluster.is_broken(), "attempt {attempt}");
+        assert_eq!(s.recheck_after, Some(TimeDelta::minutes(wait)));
+        let pf = cond(&s.cluster, condition::PROVISION_FAILED);
+        assert!(pf.message.contains(&format!("attempt {attempt} of 3")), "{}", pf.message);
+        // A look before the backoff ends makes no attempt.
+        let early = step(&s.cluster, &none, now + TimeDelta::seconds(30), limits);
+        assert_eq!(early.call, None);
+        c = s.cluster;
+        now += TimeDelta::minutes(wait);
+    }
+    let s = step(&c, &none, now, limits);
+    let s = step(&s.cluster, &failed, now, limits);
     assert!(s.cluster.provision_stopped && s.cluster.is_broken());
     let ps = cond(&s.cluster, condition::PROVISION_STOPPED);
-    assert_eq!((ps.status, ps.message.as_str()), (ConditionStatus::True, "InvalidAMIID.NotFound"));
+    assert_eq!((ps.status, ps.reason.as_str()), (ConditionStatus::True, reason::INSTALL_ATTEMPTS_LIMIT_REACHED));
+    assert!(ps.message.contains("InvalidAMIID.NotFound"), "{}", ps.message);
+}
+
+#[test]
+fn an_install_that_outlives_install_timeout_is_broken() {
+    let limits = PowerLimits { install: Some(TimeDelta::minutes(30)), ..PowerLimits::default() };
+    let c = cluster("c").installing().c;
+    let launching = Report::Machines { not_ready: 3, total: 3, actionable: 0 };
+    let s = step(&c, &launching, at(29), limits);
+    assert_eq!((s.cluster.is_broken(), s.recheck_after), (false, Some(TimeDelta::minutes(1))));
+    let s = step(&c, &launching, at(30), limits);
+    assert!(s.cluster.is_broken());
+    assert_eq!(cond(&s.cluster, condition::PROVISION_STOPPED).reason, reason::INSTALL_TIMED_OUT);
 }
 
 #[test]
 fn no_machine_found_is_never_running() {
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
-    let s = step(&c, &Report::Machines { not_ready: 0, total: 0 }, at(0), PowerTimeouts::default());
-    assert_eq!(s.call, Some(ActuatorCall::Start));
+    let s = step(&c, &Report::Machines { not_ready: 0, total: 0, actionable: 0 }, at(0), PowerLimits::default());
     assert_ne!(s.cluster.power_state, Some(PowerState::Running));
+}
+
+/// Bug 1: a resume asked for while the machines were still stopping started nothing and then only polled. Now
+/// the start is re-issued on every check while a machine can be started, so it starts them once they stop.
+#[test]
+fn a_resume_asked_while_the_machines_stop_starts_them_once_they_have_stopped() {
+    let c = cluster("c").running().spec(DesiredPower::Hibernating).c;
+    let (c, _) = drive(c, &[(at(0), machines(3)), (at(0), Report::CallAccepted)], PowerLimits::default());
+    assert_eq!(c.power_state, Some(PowerState::WaitingForMachinesToStop));
+    let mut c = c;
+    c.spec_power_state = Some(DesiredPower::Running);
+    // Still stopping: nothing can be started yet.
+    let s = step(&c, &waiting(3), at(1), PowerLimits::default());
+    assert_eq!((s.call, s.recheck_after), (None, Some(POLL)));
+    assert_eq!(s.cluster.power_state, Some(PowerState::WaitingForMachines));
+    assert_eq!(s.cluster.transition_started_at, Some(at(1)), "a resume began");
+    // Stopped: start them.
+    let s = step(&s.cluster, &machines(3), at(2), PowerLimits::default());
+    assert_eq!(s.call, Some(ActuatorCall::Start));
+    // One started, two still stopped (the cloud refused them once): the start is made again.
+    let s = step(&s.cluster, &Report::CallAccepted, at(2), PowerLimits::default());
+    let s =
+        step(&s.cluster, &Report::Machines { not_ready: 2, total: 3, actionable: 2 }, at(3), PowerLimits::default());
+    assert_eq!(s.call, Some(ActuatorCall::Start));
+}
+
+/// Bug 3: a step that calls the actuator records the call on the cluster first (with the state it leads to), and
+/// others keep off until its outcome clears it or the fence passes.
+#[test]
+fn a_call_is_recorded_before_it_is_made_and_fences_others_off() {
+    let c = cluster("c").running().spec(DesiredPower::Hibernating).c;
+    let s = step(&c, &machines(3), at(0), PowerLimits::default());
+    assert_eq!(s.call, Some(ActuatorCall::Stop));
+    assert_eq!(s.cluster.power_state, Some(PowerState::Stopping), "not Running: no claim takes it");
+    assert_eq!(s.cluster.pending_call.map(|p| p.call), Some(ActuatorCall::Stop));
+    assert!(s.changed, "the intent is written before the call");
+    assert_eq!(fenced_until(&s.cluster, at(0)), Some(at(0) + CALL_FENCE));
+    // The outcome clears it.
+    let done = step(&s.cluster, &Report::CallAccepted, at(0), PowerLimits::default());
+    assert_eq!(done.cluster.pending_call, None);
+    // A call whose maker died is forgotten once the fence passes, and the machines are looked at afresh.
+    let later = at(0) + CALL_FENCE;
+    assert_eq!(fenced_until(&s.cluster, later), None);
+    let again = step(&s.cluster, &machines(3), later, PowerLimits::default());
+    assert_eq!(again.call, Some(ActuatorCall::Stop), "re-issued");
+    assert_eq!(again.cluster.pending_call.map(|p| p.at), Some(later));
+}
+
+/// Bug 7: refused terminations were retried every 15 seconds forever, silently. They back off (15 s, doubling,
+/// at most 15 minutes) and the DeprovisionFailed condition names the machines.
+#[test]
+fn refused_terminations_back_off_and_are_surfaced() {
+    let c = cluster("c").deleting().c;
+    let refused = Termination { remaining: 2, refused: vec![("i-1".into(), "OperationNotPermitted".into())] };
+    let mut now = at(0);
+    let mut c = c;
+    let mut waits = vec![];
+    for _ in 0..8 {
+        let s = deprovision_step(&c, &refused, now);
+        assert!(!s.done);
+        let wait = s.recheck_after.expect("retried");
+        waits.push(wait.num_seconds());
+        c = s.cluster;
+        now += wait;
+    }
+    assert_eq!(waits, [15, 30, 60, 120, 240, 480, 900, 900]);
+    let k = cond(&c, condition::DEPROVISION_FAILED);
+    assert_eq!((k.status, k.reason.as_str()), (ConditionStatus::True, reason::TERMINATION_REFUSED));
+    assert!(k.message.contains("i-1: OperationNotPermitted"), "{}", k.message);
+    let done = deprovision_step(&c, &Termination { remaining: 0, refused: vec![] }, now);
+    assert!(done.done);
 }
 
 #[test]
 fn machines_started_behind_a_hibernating_clusters_back_are_stopped_again() {
     let c = cluster("c").hibernating().c;
-    let s = step(&c, &machines(2), at(0), PowerTimeouts::default());
+    let s = step(&c, &machines(2), at(0), PowerLimits::default());
     assert_eq!((s.cluster.power_state, s.call), (Some(PowerState::Stopping), Some(ActuatorCall::Stop)));
 }
 
@@ -231,7 +341,7 @@ fn machines_started_behind_a_hibernating_clusters_back_are_stopped_again() {
 fn deleting_and_broken_clusters_are_not_driven() {
     assert_eq!(probe(&cluster("c").deleting().c), None);
     assert_eq!(probe(&cluster("c").broken().c), None);
-    let s = step(&cluster("c").broken().spec(DesiredPower::Running).c, &machines(3), at(0), PowerTimeouts::default());
+    let s = step(&cluster("c").broken().spec(DesiredPower::Running).c, &machines(3), at(0), PowerLimits::default());
     assert_eq!((s.changed, s.call), (false, None));
 }
 

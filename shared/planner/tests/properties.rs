@@ -305,6 +305,35 @@ proptest! {
         }
     }
 
+    /// Pool deletion and resizing to 0 follow the same budget and order (bug 9): given the same clusters, they
+    /// delete the same ones.
+    #[test]
+    fn deleting_a_pool_and_resizing_it_to_zero_delete_the_same_clusters(g in gen()) {
+        let mut base = snapshot(&g);
+        base.claims.retain(|c| c.cluster.is_some());
+        base.pool.spec.adaptive_running_count = None;
+        base.pool.spec.schedules.clear();
+        let mut deleted = base.clone();
+        deleted.pool.deletion_requested_at = Some(at(0));
+        let mut zero = base;
+        zero.pool.deletion_requested_at = None;
+        zero.pool.spec.size = 0;
+        zero.pool.spec.running_count = 0;
+        let gone = |s: &Snapshot| {
+            let mut ids: Vec<String> = plan(s, at(g.now), g.seed)
+                .actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::DeleteCluster { cluster, .. } => Some(cluster.clone()),
+                    _ => None,
+                })
+                .collect();
+            ids.sort();
+            ids
+        };
+        prop_assert_eq!(gone(&deleted), gone(&zero));
+    }
+
     #[test]
     fn wake_at_is_always_in_the_future(g in gen()) {
         let snap = snapshot(&g);

@@ -3,7 +3,9 @@
 
 mod support;
 
+use apiary_planner::plan::provisioning_backoff;
 use apiary_planner::*;
+use chrono::TimeDelta;
 use support::*;
 
 use DesiredPower::{Hibernating, Running};
@@ -97,6 +99,11 @@ fn a_pending_claim_wakes_the_oldest_standby_cluster() {
 fn provision_stopped_is_broken() {
     let plan = given(pool().size(1)).with(cluster("p").provision_stopped()).plan_at(at(10));
     assert_eq!(plan.deleted_for(DeleteReason::Broken), ["p"]);
+    assert_eq!(plan.created().len(), 0, "replaced once the provisioning backoff ends");
+    assert_eq!(plan.wake_at, Some(at(11)));
+    // A cluster broken by a resume timeout is replaced at once.
+    let plan = given(pool().size(1)).with(cluster("b").broken()).plan_at(at(10));
+    assert_eq!(plan.deleted_for(DeleteReason::Broken), ["b"]);
     assert_eq!(plan.created().len(), 1, "and it is replaced");
     assert_eq!(plan.status.installing, 1);
 }
@@ -160,7 +167,7 @@ fn max_concurrent_counts_installing_and_deleting() {
 }
 
 #[test]
-fn excess_deletion_order_is_installing_newest_first_then_standby_then_assignable_oldest_first() {
+fn excess_deletion_order_is_installing_newest_first_then_standby_oldest_first_then_assignable_oldest_first() {
     let plan = given(pool().size(1))
         .with(cluster("a1").created(at(1)).running())
         .with(cluster("a2").created(at(2)).running())
@@ -169,7 +176,7 @@ fn excess_deletion_order_is_installing_newest_first_then_standby_then_assignable
         .with(cluster("i1").created(at(5)).installing())
         .with(cluster("i2").created(at(6)).installing())
         .plan_at(at(10));
-    assert_eq!(plan.deleted_for(DeleteReason::Excess), ["i2", "i1", "s2", "s1", "a1"]);
+    assert_eq!(plan.deleted_for(DeleteReason::Excess), ["i2", "i1", "s1", "s2", "a1"]);
 }
 
 // ── stale clusters and poolVersion ──────────────────────────────────────────────────────────────────────
@@ -297,10 +304,19 @@ fn removing_a_name_deletes_its_unclaimed_holder_and_leaves_a_claimed_one() {
 
 #[test]
 fn a_lease_with_no_cluster_after_the_grace_period_is_used_or_released() {
-    // Still needed: the cluster is created under the lease's holder id, without a second reservation.
+    // Still needed: the lease moves to a new cluster with a new id (bug 5: a reused id reused its provisioning
+    // token, and the cluster got the old, terminated machines back and installed forever).
     let plan = given(pool().size(1).inventory(&["foo"])).with(lease("foo", "foo-zzzzz", at(0))).plan_at(at(10));
-    assert_eq!(plan.created().iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["foo-zzzzz"]);
-    assert!(plan.reserved().is_empty());
+    let created: Vec<&str> = plan.created().iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(created.len(), 1);
+    assert!(created[0].starts_with("foo-") && created[0] != "foo-zzzzz", "{created:?}");
+    let moved = plan.actions.iter().find_map(|a| match a {
+        Action::ReserveName { name, holder, replacing, .. } => {
+            Some((name.as_str(), holder.as_str(), replacing.as_deref()))
+        }
+        _ => None,
+    });
+    assert_eq!(moved, Some(("foo", created[0], Some("foo-zzzzz"))), "the lease moves, on condition it is still held");
 
     // Not needed: released.
     let plan = given(pool().size(0).inventory(&["foo"])).with(lease("foo", "foo-zzzzz", at(0))).plan_at(at(10));
@@ -497,7 +513,52 @@ fn an_orphaned_lease_is_reused_once_and_never_also_handed_out_as_a_free_name() {
     let mut made: Vec<_> = plan.created().iter().map(|c| (c.cluster_name.clone(), c.id.clone())).collect();
     made.sort();
     assert_eq!(made.len(), 2);
-    assert_eq!(made[1], ("foo".to_string(), "foo-zzzzz".to_string()));
+    assert_eq!(made[1].0, "foo");
+    assert_ne!(made[1].1, "foo-zzzzz");
     assert_eq!(made[0].0, "bar");
-    assert_eq!(plan.reserved(), ["bar"]);
+    let mut reserved = plan.reserved();
+    reserved.sort();
+    assert_eq!(reserved, ["bar", "foo"], "foo by moving its orphaned lease, bar afresh");
+}
+
+/// Bug 6: a cluster lost to provisioning was replaced at once, forever. Each loss in a row doubles the wait before
+/// the next new cluster (1, 2, 4 … minutes, at most an hour), the pool says so, and a cluster that installs ends it.
+#[test]
+fn clusters_lost_to_provisioning_hold_back_new_ones_for_a_growing_while() {
+    let mut lost = cluster("c1").provision_stopped();
+    set_condition(
+        &mut lost.c.conditions,
+        condition::PROVISION_STOPPED,
+        ConditionStatus::True,
+        "InstallAttemptsLimitReached",
+        "attempt 3 of 3 failed: no such image",
+        at(5),
+    );
+    let scenario = given(pool().size(1)).with(lost);
+    let plan = scenario.plan_at(at(5));
+    assert_eq!(plan.deleted_for(DeleteReason::Broken), ["c1"]);
+    assert!(plan.created().is_empty(), "no replacement yet");
+    assert_eq!(plan.wake_at, Some(at(6)), "one minute after the loss");
+    assert_eq!(plan.status.provision_failures, 1);
+    let backoff = find_condition(&plan.status.conditions, condition::PROVISIONING_BACKOFF).unwrap();
+    assert_eq!(backoff.status, ConditionStatus::True);
+    assert!(backoff.message.contains("no such image"), "{}", backoff.message);
+    // After the wait, the replacement is made.
+    let applied = apply(&scenario.snapshot(), &plan).unwrap().unwrap();
+    assert_eq!(plan_at(&applied, at(6)).created().len(), 1);
+    assert_eq!(plan_at(&applied, at(5) + TimeDelta::seconds(30)).created().len(), 0);
+    // Three in a row: four minutes.
+    assert_eq!(provisioning_backoff(3), TimeDelta::minutes(4));
+    assert_eq!(provisioning_backoff(30), TimeDelta::hours(1));
+    // A cluster that installs after the last loss ends the streak.
+    let mut recovered = applied.clone();
+    recovered.clusters.push(cluster("c2").created(at(7)).c);
+    let p = plan_at(&recovered, at(8));
+    assert_eq!(p.status.provision_failures, 0);
+    let backoff = find_condition(&p.status.conditions, condition::PROVISIONING_BACKOFF).unwrap();
+    assert_eq!(backoff.status, ConditionStatus::False);
+}
+
+fn plan_at(s: &Snapshot, now: Timestamp) -> Plan {
+    plan(s, now, 9)
 }

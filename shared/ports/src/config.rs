@@ -134,14 +134,12 @@ mod tests {
 
     #[test]
     fn bad_settings_name_the_variable() {
-        for (name, value) in
-            [
+        for (name, value) in [
             ("APIARY_METRICS", "loud"),
             ("APIARY_METRICS", "file:"),
             ("APIARY_MAX_RECHECK_SECONDS", "0"),
             ("APIARY_FULL_SWEEP_SECONDS", "soon"),
-        ]
-        {
+        ] {
             let e = config(&[(name, value)]).expect_err(value).to_string();
             assert!(e.contains(name), "{e}");
         }

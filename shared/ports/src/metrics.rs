@@ -4,7 +4,8 @@
 //! Namespace [`NAMESPACE`]; every metric has the dimension `Stack` (the deployment) and is published twice: with
 //! `Pool`, for the per-pool graphs, and without, so that one alarm covers every pool of a stack.
 //!
-//! - Pool gauges, written by each reconcile from the plan's status: [`pool_status`].
+//! - Pool gauges, written by each reconcile from the plan's status: [`pool_status`] (clusters by state, those whose
+//!   machines refuse to terminate, pending claims and the oldest one's wait).
 //! - `ClaimAssignmentSeconds`: claim created → assigned a Running cluster ([`claim_assigned`]).
 //! - `PowerTransitionSeconds`, with the dimension `Transition` (`Resume` or `Hibernate`): transition began →
 //!   settled ([`power_transition`]).
@@ -88,6 +89,7 @@ pub fn pool_status(stack: &str, snapshot: &Snapshot, status: &PoolStatus, now: T
             ("ClustersBroken", n(status.broken), Unit::Count),
             ("ClustersStale", n(status.stale), Unit::Count),
             ("ClustersDeleting", n(status.deleting), Unit::Count),
+            ("ClustersDeprovisionFailing", n(status.deprovision_failing), Unit::Count),
             ("ClaimsPending", n(status.pending_claims), Unit::Count),
             ("OldestPendingClaimSeconds", oldest, Unit::Seconds),
         ],

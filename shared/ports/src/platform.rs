@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use apiary_planner::machines::MachineState;
+use apiary_planner::power::Termination;
 use apiary_planner::{Cluster, PoolSpec, Timestamp};
 use async_trait::async_trait;
 
@@ -19,6 +21,29 @@ pub struct Machines {
     pub total: u32,
     /// Ids of those not yet in the asked-for state.
     pub not_ready: Vec<String>,
+    /// How many of those a start (when asked about running) or a stop (when asked about stopped) would act on
+    /// now, by [`apiary_planner::machines::MachineState`]'s rules; the others are mid-transition.
+    pub actionable: u32,
+}
+
+impl Machines {
+    /// The machines of `states` (id, state) as an answer to "are they in state `want`?", where `acts` says which
+    /// the call towards `want` would act on.
+    pub fn of<'a>(
+        states: impl IntoIterator<Item = (&'a str, MachineState)>,
+        want: MachineState,
+        acts: fn(MachineState) -> bool,
+    ) -> Self {
+        let mut m = Machines::default();
+        for (id, state) in states {
+            m.total += 1;
+            if state != want {
+                m.not_ready.push(id.to_owned());
+                m.actionable += u32::from(acts(state));
+            }
+        }
+        m
+    }
 }
 
 /// The outcome of a start or stop: which machines the cloud refused, with its message.
@@ -72,24 +97,38 @@ pub trait Actuator: Send + Sync {
 pub trait Provisioner: Send + Sync {
     /// Creates the machines, idempotently (keyed by the cluster id). `Err(message)` when the cloud refused.
     async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>>;
-    /// Terminates the machines; `true` once none is left.
-    async fn deprovision(&self, t: Target<'_>) -> Result<bool>;
+    /// Terminates the machines: how many are left, and which the cloud refused to terminate.
+    async fn deprovision(&self, t: Target<'_>) -> Result<Termination>;
 }
 
 /// The idempotency token of a cluster's provisioning request (EC2's RunInstances `ClientToken`, GCP's
 /// `requestId`): at most 64 characters, the same for every retry of one cluster's provision, different for
-/// every cluster.
+/// every cluster, including a later cluster that happens to have an earlier one's id (the creation time is part
+/// of it: a token's old, terminated machines must never come back for a new cluster).
 pub fn client_token(pool: &str, cluster: &Cluster) -> String {
-    let id = &cluster.id;
-    let token = format!("{pool}/{id}");
-    if token.len() <= 64 {
-        return token;
-    }
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in token.bytes() {
+    let created = cluster.created_at.timestamp_nanos_opt().unwrap_or_default().to_string();
+    for b in pool.bytes().chain([0]).chain(cluster.id.bytes()).chain([0]).chain(created.bytes()) {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
+    let id = &cluster.id;
     format!("{}-{h:016x}", &id[..id.len().min(47)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_the_same_for_one_cluster_and_differs_for_a_reused_id() {
+        let t = |s: i64| chrono::DateTime::from_timestamp(1_800_000_000 + s, 0).expect("time");
+        let c = Cluster::new("foo-abcde", "foo", "foo-xyz", t(0));
+        assert_eq!(client_token("ci", &c), client_token("ci", &c.clone()));
+        assert!(client_token("ci", &c).len() <= 64);
+        let again = Cluster::new("foo-abcde", "foo", "foo-xyz", t(60));
+        assert_ne!(client_token("ci", &c), client_token("ci", &again));
+        assert_ne!(client_token("ci", &c), client_token("cd", &c));
+    }
 }
 
 /// Both roles, for one platform.

@@ -224,10 +224,11 @@ pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>
             ),
             Write::Put(Item::Claim(claim(snapshot, name).ok_or_else(|| missing(name))?), Cond::RevPending(*claim_rev)),
         ],
-        Action::ReserveName { name, holder, at } => {
+        Action::ReserveName { name, holder, at, replacing } => {
+            let cond = replacing.clone().map_or(Cond::Absent, Cond::Holder);
             vec![Write::Put(
                 Item::Lease(NameLease { name: name.clone(), holder: holder.clone(), reserved_at: *at }),
-                Cond::Absent,
+                cond,
             )]
         }
         Action::ReleaseName { name, holder } => {

@@ -384,7 +384,7 @@ impl<'t> Simulation<'t> {
 
     /// The power function for one cluster; true when it reached a state the pool acts on.
     fn drive(&mut self, id: &str, now: Timestamp) -> bool {
-        let timeouts = self.snap.pool.spec.power_timeouts();
+        let timeouts = self.snap.pool.spec.power_limits();
         let mut notable = false;
         for _ in 0..4 {
             let Some(idx) = self.position(id) else { return notable };
@@ -442,11 +442,20 @@ impl<'t> Simulation<'t> {
     fn report(&self, id: &str, probe: Probe) -> Report {
         let n = self.setup.platform.machines;
         let state = self.machines.get(id).copied().unwrap_or(Machines::Absent);
-        let all = |ready: bool| Report::Machines { not_ready: if ready { 0 } else { n }, total: n };
+        // A start acts on stopped or stopping machines here, a stop on running or starting ones (`call`).
+        let all = |ready: bool, acts: bool| Report::Machines {
+            not_ready: if ready { 0 } else { n },
+            total: n,
+            actionable: if acts { n } else { 0 },
+        };
         match (probe, state) {
-            (_, Machines::Absent) => Report::Machines { not_ready: 0, total: 0 },
-            (Probe::MachinesRunning, s) => all(s == Machines::Running),
-            (Probe::MachinesStopped, s) => all(s == Machines::Stopped),
+            (_, Machines::Absent) => Report::Machines { not_ready: 0, total: 0, actionable: 0 },
+            (Probe::MachinesRunning, s) => {
+                all(s == Machines::Running, matches!(s, Machines::Stopped | Machines::Stopping(_)))
+            }
+            (Probe::MachinesStopped, s) => {
+                all(s == Machines::Stopped, matches!(s, Machines::Running | Machines::Starting(_)))
+            }
             (Probe::NodesReady, s) => Report::Nodes { ready: s == Machines::Running },
         }
     }

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use apiary_planner::machines::MachineState;
+use apiary_planner::power::Termination;
 use apiary_planner::{Platform, Timestamp};
 use apiary_ports::platform::{client_token, Actuator, Machines, Provisioner, Refused, Target};
 use apiary_ports::Result;
@@ -76,6 +77,7 @@ struct State {
     machines: BTreeMap<String, Machine>,
     tokens: BTreeMap<String, Vec<String>>,
     refused_images: BTreeSet<String>,
+    refusing: BTreeSet<(String, Change)>,
     next: u64,
 }
 
@@ -85,12 +87,19 @@ pub struct Cloud {
     hook: Arc<dyn Hook>,
     state: Mutex<State>,
     timings: Mutex<Timings>,
+    calls: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Cloud {
     /// An empty cloud on `time`, whose calls pass through `hook`.
     pub fn new(time: Arc<Time>, hook: Arc<dyn Hook>) -> Self {
-        Self { time, hook, state: Mutex::new(State::default()), timings: Mutex::new(Timings::default()) }
+        Self {
+            time,
+            hook,
+            state: Mutex::new(State::default()),
+            timings: Mutex::new(Timings::default()),
+            calls: Mutex::new(BTreeMap::new()),
+        }
     }
 
     /// Sets how long transitions usually take.
@@ -101,6 +110,21 @@ impl Cloud {
     /// Refuses every provisioning request naming `image` (a launch template or image that does not exist).
     pub fn refuse_image(&self, image: &str) {
         self.lock().refused_images.insert(image.to_owned());
+    }
+
+    /// Makes `machine` refuse every `change` from now on (a termination-protected instance, a broken host).
+    pub fn refuse(&self, machine: &str, change: Change) {
+        self.lock().refusing.insert((machine.to_owned(), change));
+    }
+
+    /// Calls of each kind the cloud answered (describes, changes, provisions, terminations), for tests that
+    /// count what a function asked.
+    pub fn calls(&self) -> BTreeMap<&'static str, u64> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn count(&self, op: &'static str) {
+        *self.calls.lock().unwrap_or_else(|e| e.into_inner()).entry(op).or_default() += 1;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -159,7 +183,13 @@ impl Cloud {
     fn change(&self, infra_id: &str, acts: fn(MachineState) -> bool, change: Change) -> Refused {
         let mut refused = Refused::default();
         for m in self.cluster(infra_id).into_iter().filter(|m| acts(m.state)) {
-            if let Some(why) = self.hook.refuses(&m.id, change) {
+            let refusing = self.lock().refusing.contains(&(m.id.clone(), change));
+            let why = if refusing {
+                Some(format!("OperationNotPermitted: {} refuses to {change:?}", m.id))
+            } else {
+                self.hook.refuses(&m.id, change)
+            };
+            if let Some(why) = why {
                 refused.machines.push((m.id.clone(), why));
                 continue;
             }
@@ -198,29 +228,29 @@ fn settle(s: &mut State, now: Timestamp) {
     }
 }
 
-fn machines(list: &[Machine], want: MachineState) -> Machines {
-    Machines {
-        total: list.len() as u32,
-        not_ready: list.iter().filter(|m| m.state != want).map(|m| m.id.clone()).collect(),
-    }
+fn machines(list: &[Machine], want: MachineState, acts: fn(MachineState) -> bool) -> Machines {
+    Machines::of(list.iter().map(|m| (m.id.as_str(), m.state)), want, acts)
 }
 
 #[async_trait]
 impl Actuator for Cloud {
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         enter(self.hook.as_ref(), Op::Describe).await?;
-        let found = machines(&self.cluster(&t.cluster.infra_id), MachineState::Running);
+        self.count("describe");
+        let found = machines(&self.cluster(&t.cluster.infra_id), MachineState::Running, MachineState::start_acts);
         leave(self.hook.as_ref(), Op::Describe, Ok(found))
     }
 
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
         enter(self.hook.as_ref(), Op::Describe).await?;
-        let found = machines(&self.cluster(&t.cluster.infra_id), MachineState::Stopped);
+        self.count("describe");
+        let found = machines(&self.cluster(&t.cluster.infra_id), MachineState::Stopped, MachineState::stop_acts);
         leave(self.hook.as_ref(), Op::Describe, Ok(found))
     }
 
     async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
         enter(self.hook.as_ref(), Op::Describe).await?;
+        self.count("describe");
         let now = self.time.now();
         let checks = self.timings().status_checks;
         let list = self.cluster(&t.cluster.infra_id);
@@ -233,12 +263,14 @@ impl Actuator for Cloud {
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
         enter(self.hook.as_ref(), Op::Change).await?;
+        self.count("start");
         let refused = self.change(&t.cluster.infra_id, MachineState::start_acts, Change::Start);
         leave(self.hook.as_ref(), Op::Change, Ok(refused))
     }
 
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
         enter(self.hook.as_ref(), Op::Change).await?;
+        self.count("stop");
         let refused = self.change(&t.cluster.infra_id, MachineState::stop_acts, Change::Stop);
         leave(self.hook.as_ref(), Op::Change, Ok(refused))
     }
@@ -248,6 +280,7 @@ impl Actuator for Cloud {
 impl Provisioner for Cloud {
     async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>> {
         enter(self.hook.as_ref(), Op::Provision).await?;
+        self.count("provision");
         let (count, image) = match &t.spec.platform {
             Platform::Aws(aws) => (
                 u32::try_from(aws.machine_count).unwrap_or(1).max(1),
@@ -292,10 +325,11 @@ impl Provisioner for Cloud {
         leave(self.hook.as_ref(), Op::Provision, Ok(outcome))
     }
 
-    async fn deprovision(&self, t: Target<'_>) -> Result<bool> {
+    async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
         enter(self.hook.as_ref(), Op::Terminate).await?;
+        self.count("terminate");
         let refused = self.change(&t.cluster.infra_id, MachineState::terminate_acts, Change::Terminate);
-        let done = refused.machines.is_empty() && self.cluster(&t.cluster.infra_id).is_empty();
-        leave(self.hook.as_ref(), Op::Terminate, Ok(done))
+        let remaining = self.cluster(&t.cluster.infra_id).len() as u32;
+        leave(self.hook.as_ref(), Op::Terminate, Ok(Termination { remaining, refused: refused.machines }))
     }
 }

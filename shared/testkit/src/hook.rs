@@ -63,7 +63,7 @@ pub enum Transition {
 }
 
 /// A change a machine may refuse.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Change {
     /// Start.
     Start,

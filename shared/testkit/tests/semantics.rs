@@ -210,7 +210,8 @@ fn a_repeated_provision_with_the_same_token_launches_nothing_even_after_terminat
     assert_eq!(w.cloud.machines().len(), 2);
     w.time.advance(TimeDelta::seconds(30));
     // Shutting down is gone from the cluster's machines at once, as on EC2.
-    assert!(block_on(w.cloud.deprovision(target(&spec, &c, w.now()))).expect("terminate"), "gone");
+    let gone = block_on(w.cloud.deprovision(target(&spec, &c, w.now()))).expect("terminate");
+    assert_eq!((gone.remaining, gone.refused.len()), (0, 0), "gone");
     w.time.advance(TimeDelta::seconds(10));
     assert!(w.cloud.machines().iter().all(|m| m.state == MachineState::Terminated));
     block_on(w.cloud.provision(target(&spec, &c, w.now()))).expect("call").expect("accepted");

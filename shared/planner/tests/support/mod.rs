@@ -88,6 +88,8 @@ impl PoolBuilder {
 pub struct ClusterBuilder {
     pub c: Cluster,
     pub stale: bool,
+    /// A poolVersion of its own (`Some(None)`: none recorded, "unknown").
+    pub version: Option<Option<String>>,
 }
 
 /// An installed, Hibernating, unclaimed cluster created at [`t0`].
@@ -96,7 +98,7 @@ pub fn cluster(id: &str) -> ClusterBuilder {
     c.installed_at = Some(t0());
     c.spec_power_state = Some(DesiredPower::Hibernating);
     c.power_state = Some(PowerState::Hibernating);
-    ClusterBuilder { c, stale: false }
+    ClusterBuilder { c, stale: false, version: None }
 }
 
 impl ClusterBuilder {
@@ -164,6 +166,11 @@ impl ClusterBuilder {
     }
     pub fn stale(mut self) -> Self {
         self.stale = true;
+        self
+    }
+    /// Made from poolVersion `v` (`None`: no version recorded).
+    pub fn version(mut self, v: Option<&str>) -> Self {
+        self.version = Some(v.map(String::from));
         self
     }
     pub fn named(mut self, name: &str) -> Self {
@@ -254,6 +261,9 @@ impl Scenario {
             .map(|b| {
                 let mut c = b.c.clone();
                 c.pool_version = Some(if b.stale { "0000000000000000".to_string() } else { version.clone() });
+                if let Some(v) = &b.version {
+                    c.pool_version = v.clone();
+                }
                 c
             })
             .collect();

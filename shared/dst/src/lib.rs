@@ -1,0 +1,15 @@
+//! A deterministic simulation of the whole system, the way FoundationDB and TigerBeetle earn trust: the real
+//! handlers of claim-api, reconcile, power and timeouts run on the in-memory ports ([`apiary_testkit`]) with a
+//! virtual clock, while a seeded stream interleaves them call by call and injects the faults the cloud can
+//! produce ([`faults`]). Invariants are checked after every step ([`invariants`]); a failing seed replays
+//! exactly (`make dst SEED=…`).
+//!
+//! - [`sim`]: the driver, with Lambda's queue consumption and concurrency.
+//! - [`workload`]: a seeded mix of pool edits, claims, releases, lifetimes, schedules and power requests.
+//! - [`run`]: one seed end to end: chaos with faults, then quiet until everything converges.
+
+pub mod faults;
+pub mod sim;
+
+pub use faults::Faults;
+pub use sim::{Options, Request, Sim};

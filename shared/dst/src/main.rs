@@ -1,0 +1,3 @@
+//! `apiary-dst`: runs seeds of the whole-system simulation.
+
+fn main() {}

@@ -1,0 +1,414 @@
+//! The driver: the real handlers of the four functions, run as Lambda runs them, on one in-memory world.
+//!
+//! Each invocation (a reconcile or power batch, a sweep, an API request) is a future polled by hand. Every port
+//! call yields first, so with several invocations in flight the driver interleaves them call by call, choosing
+//! the next to poll from the seeded stream: every order two concurrent Lambdas could take is reachable. When
+//! nothing is in flight, virtual time jumps to the next event: a message becoming deliverable, the next sweep, the
+//! next client request. Queues are consumed as Lambda's event source mappings consume them (batches of up to ten,
+//! the reconcile queue one group at a time, deletes of everything but the reported failures, redelivery after the
+//! visibility timeout), with each function's reserved concurrency.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use apiary_planner::Timestamp;
+use apiary_ports::{Config, Deps};
+use apiary_testkit::queue::QueueName;
+use apiary_testkit::time::SplitMix;
+use apiary_testkit::{World, ADMIN};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use chrono::TimeDelta;
+use serde_json::Value;
+
+use crate::faults::{Faults, SimHook};
+
+/// How the simulated deployment runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Every draw comes from this seed.
+    pub seed: u64,
+    /// The faults injected until [`Sim::quiet`].
+    pub faults: Faults,
+    /// Whether concurrent invocations interleave call by call (otherwise each runs to its end when polled).
+    pub interleave: bool,
+    /// Reserved concurrency of the reconcile and power functions.
+    pub concurrency: usize,
+    /// The queues' visibility timeout.
+    pub visibility: TimeDelta,
+    /// The sweep's rate.
+    pub sweep_every: TimeDelta,
+    /// How often the sweep makes a full pass.
+    pub full_sweep_every: TimeDelta,
+    /// `APIARY_MAX_RECHECK_SECONDS`.
+    pub max_recheck_seconds: u32,
+}
+
+impl Options {
+    /// The deployment as the template sets it up (visibility 360 s, a sweep every minute, a full pass every ten,
+    /// concurrency 10), without faults, each invocation running to its end.
+    pub fn deployed(seed: u64) -> Self {
+        Self {
+            seed,
+            faults: Faults::none(),
+            interleave: false,
+            concurrency: 10,
+            visibility: TimeDelta::seconds(360),
+            sweep_every: TimeDelta::minutes(1),
+            full_sweep_every: TimeDelta::minutes(10),
+            max_recheck_seconds: 900,
+        }
+    }
+}
+
+/// A request a client makes through the API.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// `PUT /pools/{pool}` as the admin.
+    PutPool {
+        /// The pool.
+        pool: String,
+        /// Its spec.
+        spec: Value,
+    },
+    /// `DELETE /pools/{pool}` as the admin.
+    DeletePool {
+        /// The pool.
+        pool: String,
+    },
+    /// `PUT /pools/{pool}/claims/{claim}`.
+    Claim {
+        /// The pool.
+        pool: String,
+        /// The claim.
+        claim: String,
+        /// Who claims.
+        owner: String,
+        /// Its lifetime, if it asks for one.
+        lifetime: Option<String>,
+    },
+    /// `DELETE /pools/{pool}/claims/{claim}`.
+    Release {
+        /// The pool.
+        pool: String,
+        /// The claim.
+        claim: String,
+        /// Who releases.
+        owner: String,
+    },
+    /// `POST /pools/{pool}/claims/{claim}/hibernate` or `/resume`.
+    Power {
+        /// The pool.
+        pool: String,
+        /// The claim.
+        claim: String,
+        /// Who asks.
+        owner: String,
+        /// Hibernate (or resume).
+        hibernate: bool,
+    },
+}
+
+impl Request {
+    /// The HTTP method, path, signer and body.
+    fn http(&self) -> (&'static str, String, &str, String) {
+        match self {
+            Request::PutPool { pool, spec } => ("PUT", format!("/pools/{pool}"), ADMIN, spec.to_string()),
+            Request::DeletePool { pool } => ("DELETE", format!("/pools/{pool}"), ADMIN, String::new()),
+            Request::Claim { pool, claim, owner, lifetime } => {
+                let body = lifetime.as_ref().map(|l| serde_json::json!({ "lifetime": l }).to_string());
+                ("PUT", format!("/pools/{pool}/claims/{claim}"), owner, body.unwrap_or_default())
+            }
+            Request::Release { pool, claim, owner } => {
+                ("DELETE", format!("/pools/{pool}/claims/{claim}"), owner, String::new())
+            }
+            Request::Power { pool, claim, owner, hibernate } => {
+                let verb = if *hibernate { "hibernate" } else { "resume" };
+                ("POST", format!("/pools/{pool}/claims/{claim}/{verb}"), owner, String::new())
+            }
+        }
+    }
+}
+
+/// An API answer the simulation received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// When the request was made.
+    pub at: Timestamp,
+    /// The request.
+    pub request: Request,
+    /// The HTTP status.
+    pub status: u16,
+    /// The JSON body.
+    pub body: Value,
+}
+
+/// What kind of invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// A reconcile batch.
+    Reconcile,
+    /// A power batch.
+    Power,
+    /// A sweep.
+    Sweep,
+    /// An API request.
+    Api,
+}
+
+enum Done {
+    Batch(SqsEvent, SqsBatchResponse),
+    Sweep,
+    Api(Request, Timestamp, u16, Value),
+}
+
+struct Invocation {
+    id: u64,
+    kind: Kind,
+    polls: u32,
+    future: Pin<Box<dyn Future<Output = Done> + Send>>,
+}
+
+/// Counts of what ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Invocations started, by kind (reconcile, power, sweep, api).
+    pub started: [u64; 4],
+    /// Invocations killed.
+    pub killed: u64,
+    /// Polls (steps).
+    pub polls: u64,
+}
+
+/// One simulated deployment.
+pub struct Sim {
+    /// The world the handlers act on.
+    pub world: World,
+    /// The handlers' dependencies.
+    pub deps: Deps,
+    /// The faults.
+    pub hook: Arc<SimHook>,
+    /// Every API answer so far.
+    pub answers: Vec<Answer>,
+    /// What ran.
+    pub stats: Stats,
+    options: Options,
+    rng: SplitMix,
+    in_flight: Vec<Invocation>,
+    next_id: u64,
+    next_sweep: Timestamp,
+    requests: Vec<(Timestamp, u64, Request)>,
+    next_request: u64,
+}
+
+/// A poll that never finishes: an invocation waits on something the simulation does not drive.
+const MAX_POLLS: u32 = 100_000;
+
+impl Sim {
+    /// A deployment starting at `start`.
+    pub fn new(start: Timestamp, options: Options) -> Self {
+        let hook = Arc::new(SimHook::new(options.seed, options.faults, options.interleave));
+        let world = World::with_hook(start, hook.clone(), options.seed);
+        let config = Config {
+            max_recheck_seconds: options.max_recheck_seconds,
+            full_sweep_every: options.full_sweep_every,
+            ..Config::named("apiary", &[ADMIN])
+        };
+        let deps = world.deps(config);
+        Self {
+            world,
+            deps,
+            hook,
+            answers: vec![],
+            stats: Stats::default(),
+            rng: SplitMix::new(options.seed),
+            in_flight: vec![],
+            next_id: 0,
+            next_sweep: start,
+            requests: vec![],
+            next_request: 0,
+            options,
+        }
+    }
+
+    /// The current virtual time.
+    pub fn now(&self) -> Timestamp {
+        self.world.now()
+    }
+
+    /// Makes `request` at `at`.
+    pub fn request(&mut self, at: Timestamp, request: Request) {
+        self.next_request += 1;
+        self.requests.push((at, self.next_request, request));
+        self.requests.sort_by_key(|r| std::cmp::Reverse((r.0, r.1)));
+    }
+
+    /// Turns the faults off: from now on every call succeeds and every transition takes its usual time.
+    pub fn quiet(&mut self) {
+        self.hook.set_active(false);
+    }
+
+    /// Invocations in flight.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    fn running(&self, kind: Kind) -> usize {
+        self.in_flight.iter().filter(|i| i.kind == kind).count()
+    }
+
+    fn start(&mut self, kind: Kind, future: Pin<Box<dyn Future<Output = Done> + Send>>) {
+        self.next_id += 1;
+        self.stats.started[kind as usize] += 1;
+        self.in_flight.push(Invocation { id: self.next_id, kind, polls: 0, future });
+    }
+
+    /// Starts every invocation that is due: the sweep, the client requests, and queue batches up to each
+    /// function's concurrency.
+    fn start_due(&mut self) {
+        let now = self.now();
+        if self.next_sweep <= now && self.running(Kind::Sweep) == 0 {
+            self.next_sweep = now + self.options.sweep_every;
+            let deps = self.deps.clone();
+            self.start(
+                Kind::Sweep,
+                Box::pin(async move {
+                    // A failed sweep is retried by the next one (the schedule's retries are off).
+                    let _ = timeouts::run(&deps).await;
+                    Done::Sweep
+                }),
+            );
+        }
+        while self.requests.last().is_some_and(|(at, _, _)| *at <= now) {
+            let Some((_, _, request)) = self.requests.pop() else { break };
+            let deps = self.deps.clone();
+            self.start(
+                Kind::Api,
+                Box::pin(async move {
+                    let (method, path, who, body) = request.http();
+                    let req = claim_api::api_request(method, &path, Some(who), body.into_bytes());
+                    let res = claim_api::handle(&deps, req).await;
+                    let status = res.status().as_u16();
+                    let text = match res.into_body() {
+                        lambda_http::Body::Text(t) => t,
+                        lambda_http::Body::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
+                        lambda_http::Body::Empty => String::new(),
+                    };
+                    Done::Api(request, now, status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+                }),
+            );
+        }
+        for (kind, queue) in [(Kind::Reconcile, QueueName::Reconcile), (Kind::Power, QueueName::Power)] {
+            while self.running(kind) < self.options.concurrency {
+                let rng = &mut self.rng;
+                let event = self.world.queue.receive(queue, 10, self.options.visibility, &mut |n| {
+                    usize::try_from(rng.below(n as u64)).unwrap_or_default()
+                });
+                if event.records.is_empty() {
+                    break;
+                }
+                let deps = self.deps.clone();
+                let future: Pin<Box<dyn Future<Output = Done> + Send>> = match kind {
+                    Kind::Reconcile => Box::pin(async move {
+                        let response = reconcile::handle(&deps, event.clone()).await;
+                        Done::Batch(event, response)
+                    }),
+                    _ => Box::pin(async move {
+                        let response = power::handle(&deps, event.clone()).await;
+                        Done::Batch(event, response)
+                    }),
+                };
+                self.start(kind, future);
+            }
+        }
+    }
+
+    /// When something next happens by itself: a message becomes deliverable, the sweep runs, a request is made.
+    fn next_event(&self) -> Timestamp {
+        let mut next = self.next_sweep;
+        if let Some((at, _, _)) = self.requests.last() {
+            next = next.min(*at);
+        }
+        if let Some(at) = self.world.queue.next_visible() {
+            next = next.min(at);
+        }
+        next
+    }
+
+    /// One step: starts what is due, then polls one invocation in flight (chosen by the seed), or, when none is,
+    /// moves time to the next event. `false` once time would pass `horizon`.
+    pub fn step(&mut self, horizon: Timestamp) -> bool {
+        self.start_due();
+        if self.in_flight.is_empty() {
+            let next = self.next_event();
+            if next > horizon {
+                self.world.time.set(horizon);
+                return false;
+            }
+            self.world.time.set(next);
+            return true;
+        }
+        // A call takes a few milliseconds.
+        self.world.time.advance(TimeDelta::milliseconds(1 + self.rng.below(20) as i64));
+        let i = usize::try_from(self.rng.below(self.in_flight.len() as u64)).unwrap_or_default();
+        let id = self.in_flight[i].id;
+        self.hook.enter_invocation(id);
+        self.stats.polls += 1;
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        match self.in_flight[i].future.as_mut().poll(&mut cx) {
+            Poll::Ready(done) => {
+                self.in_flight.swap_remove(i);
+                self.finish(done);
+            }
+            Poll::Pending if self.hook.take_killed(id) => {
+                // Killed between two calls: what it wrote stands, what it held comes back after the visibility
+                // timeout.
+                self.in_flight.swap_remove(i);
+                self.stats.killed += 1;
+            }
+            Poll::Pending => {
+                let inv = &mut self.in_flight[i];
+                inv.polls += 1;
+                assert!(
+                    inv.polls < MAX_POLLS,
+                    "a {:?} invocation never finishes: it waits on something outside the simulation",
+                    inv.kind
+                );
+            }
+        }
+        true
+    }
+
+    fn finish(&mut self, done: Done) {
+        match done {
+            Done::Batch(event, response) => self.world.queue.settle(&event, &response),
+            Done::Sweep => {}
+            Done::Api(request, at, status, body) => self.answers.push(Answer { at, request, status, body }),
+        }
+    }
+
+    /// Runs until `until`, calling `check` after every step (an invariant check; its error stops the run).
+    pub fn run_until<E>(&mut self, until: Timestamp, mut check: impl FnMut(&Sim) -> Result<(), E>) -> Result<(), E> {
+        while self.step(until) {
+            check(self)?;
+        }
+        // Finish what is in flight at the horizon.
+        while !self.in_flight.is_empty() {
+            self.step(until);
+            check(self)?;
+        }
+        Ok(())
+    }
+
+    /// Runs until `until` without checks.
+    pub fn run(&mut self, until: Timestamp) {
+        let _ = self.run_until(until, |_| Ok::<(), ()>(()));
+    }
+
+    /// Runs for `d` from now.
+    pub fn run_for(&mut self, d: TimeDelta) {
+        let until = self.now() + d;
+        self.run(until);
+    }
+}

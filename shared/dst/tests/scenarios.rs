@@ -1,0 +1,169 @@
+//! Whole-system scenarios without faults: the four handlers run together on the in-memory world, as deployed.
+//! Each known bug of the shell has its scenario here, written to fail before its fix.
+
+use std::collections::BTreeSet;
+
+use apiary_dst::{Options, Request, Sim};
+use apiary_planner::machines::MachineState;
+use apiary_planner::{condition, find_condition, PowerState, Timestamp};
+use apiary_ports::store::{Cond, Key, Store, Write};
+use apiary_testkit::cloud::Timings;
+use apiary_testkit::hook::Change;
+use chrono::{TimeDelta, TimeZone, Utc};
+use serde_json::{json, Value};
+
+const ALICE: &str = "arn:aws:iam::123456789012:user/alice";
+
+fn t0() -> Timestamp {
+    Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time")
+}
+
+fn minutes(m: i64) -> TimeDelta {
+    TimeDelta::minutes(m)
+}
+
+fn spec(size: i64, running: i64) -> Value {
+    json!({
+        "size": size,
+        "runningCount": running,
+        "platform": {"aws": {"region": "us-east-1", "imageId": "ami-0123456789abcdef0", "instanceType": "t3.large", "machineCount": 2}}
+    })
+}
+
+fn sim_with(pool: &str, spec: Value) -> Sim {
+    let mut sim = Sim::new(t0(), Options::deployed(1));
+    sim.request(t0(), Request::PutPool { pool: pool.into(), spec });
+    sim
+}
+
+fn claim(sim: &mut Sim, pool: &str, claim: &str) {
+    let at = sim.now();
+    sim.request(at, Request::Claim { pool: pool.into(), claim: claim.into(), owner: ALICE.into(), lifetime: None });
+}
+
+fn last_answer(sim: &Sim) -> &Value {
+    &sim.answers.last().expect("an answer").body
+}
+
+#[test]
+fn a_pool_fills_and_a_claim_gets_a_running_cluster_at_once() {
+    let mut sim = sim_with("ci", spec(3, 1));
+    sim.run_for(minutes(20));
+    let snap = sim.world.snapshot("ci").expect("pool");
+    assert_eq!(snap.clusters.len(), 3);
+    assert!(snap.clusters.iter().all(|c| c.installed_at.is_some()));
+    let running: Vec<_> = snap.clusters.iter().filter(|c| c.power_state == Some(PowerState::Running)).collect();
+    assert_eq!(running.len(), 1);
+    claim(&mut sim, "ci", "job");
+    sim.run_for(TimeDelta::seconds(1));
+    assert_eq!(sim.answers.last().map(|a| a.status), Some(201), "{}", last_answer(&sim));
+    assert_eq!(last_answer(&sim)["phase"], "Ready");
+}
+
+/// Bug 1: a resume asked for while the machines were still stopping started nothing (only stopped machines are
+/// started) and then only polled, so the claim waited forever.
+#[test]
+fn a_resume_asked_while_the_machines_are_stopping_completes() {
+    let mut sim = sim_with("ci", spec(1, 1));
+    sim.world.cloud.set_timings(Timings { stop: minutes(1), ..Timings::default() });
+    sim.run_for(minutes(20));
+    claim(&mut sim, "ci", "job");
+    sim.run_for(TimeDelta::seconds(5));
+    let id = last_answer(&sim)["cluster"]["id"].as_str().expect("assigned").to_owned();
+    let at = sim.now();
+    let (pool, claim, owner) = ("ci".to_owned(), "job".to_owned(), ALICE.to_owned());
+    sim.request(at, Request::Power { pool: pool.clone(), claim: claim.clone(), owner: owner.clone(), hibernate: true });
+    sim.run_for(TimeDelta::seconds(10));
+    assert!(sim.world.cloud.machines().iter().any(|m| m.state == MachineState::Stopping), "stopping");
+    let at = sim.now();
+    sim.request(at, Request::Power { pool, claim, owner, hibernate: false });
+    sim.run_for(minutes(10));
+    let c = sim.world.cluster("ci", &id).expect("cluster");
+    assert_eq!(c.power_state, Some(PowerState::Running), "{c:?}");
+    assert!(sim.world.cloud.machines().iter().all(|m| m.state == MachineState::Running));
+}
+
+/// Bug 5: a name lease left behind by a crash (its cluster's item deleted, the lease not) was reused under the
+/// old cluster id, so the provisioning request carried the old client token, got the old terminated machines
+/// back, and the cluster installed forever.
+#[test]
+fn a_cluster_made_from_a_leftover_name_lease_installs() {
+    let mut sim = sim_with(
+        "inv",
+        json!({
+            "size": 1,
+            "platform": {"aws": {"region": "us-east-1", "imageId": "ami-0123456789abcdef0", "instanceType": "t3.large"}},
+            "inventory": {"clusterDeployments": [{"name": "foo"}]}
+        }),
+    );
+    sim.run_for(minutes(20));
+    let old = sim.world.snapshot("inv").expect("pool").clusters.remove(0);
+    assert!(old.installed_at.is_some());
+    // Deprovisioned, and the power function died between deleting the item and deleting the lease.
+    for m in sim.world.cloud.machines() {
+        sim.world.cloud.force(&m.id, MachineState::Terminated);
+    }
+    let gone = Write::Delete(Key::Cluster(old.id.clone()), Cond::Rev(old.rev));
+    futures::executor::block_on(sim.world.store.write("inv", vec![gone])).expect("delete");
+    sim.run_for(minutes(40));
+    let snap = sim.world.snapshot("inv").expect("pool");
+    assert_eq!(snap.clusters.len(), 1);
+    let new = &snap.clusters[0];
+    assert_eq!(new.cluster_name, "foo");
+    assert!(new.installed_at.is_some(), "the new cluster never installed: {new:?}");
+}
+
+/// Bug 6: a provision that always fails (a wrong image) broke the cluster at once and the pool replaced it at
+/// once, creating and deleting clusters every few seconds for as long as it ran.
+#[test]
+fn a_provision_that_always_fails_backs_off_instead_of_churning() {
+    let mut bad = spec(2, 0);
+    bad["platform"]["aws"]["imageId"] = json!("ami-missing");
+    let mut sim = sim_with("bad", bad);
+    sim.world.cloud.refuse_image("ami-missing");
+    let mut seen = BTreeSet::new();
+    let churn = sim.run_until(t0() + TimeDelta::hours(2), |s| {
+        for c in s.world.snapshot("bad").map(|p| p.clusters).unwrap_or_default() {
+            seen.insert(c.id);
+        }
+        if seen.len() > 40 {
+            return Err(format!("{} clusters made by {}", seen.len(), s.now()));
+        }
+        Ok(())
+    });
+    assert_eq!(churn, Ok(()));
+    assert!(seen.len() <= 12, "{} clusters in two hours", seen.len());
+    let calls = sim.world.cloud.calls();
+    assert!(calls.get("provision").copied().unwrap_or_default() <= 36, "{calls:?}");
+    let snap = sim.world.snapshot("bad").expect("pool");
+    let why = snap.clusters.iter().chain(std::iter::empty()).find_map(|c| {
+        find_condition(&c.conditions, condition::PROVISION_STOPPED).map(|k| (k.reason.clone(), k.message.clone()))
+    });
+    let pool_says = find_condition(&snap.pool.status.conditions, "ProvisioningBackoff").map(|k| k.message.clone());
+    assert!(why.is_some() || pool_says.is_some(), "the failure is visible on the clusters or the pool: {snap:?}");
+}
+
+/// Bug 7: machines that refused to terminate were asked again every 15 seconds, forever, and nothing said so.
+#[test]
+fn refused_terminations_back_off_and_say_so() {
+    let mut sim = sim_with("ci", spec(1, 1));
+    sim.run_for(minutes(20));
+    claim(&mut sim, "ci", "job");
+    sim.run_for(TimeDelta::seconds(5));
+    let id = last_answer(&sim)["cluster"]["id"].as_str().expect("assigned").to_owned();
+    let infra = sim.world.cluster("ci", &id).expect("cluster").infra_id;
+    for m in sim.world.cloud.machines().iter().filter(|m| m.infra_id == infra) {
+        sim.world.cloud.refuse(&m.id, Change::Terminate);
+    }
+    let before = sim.world.cloud.calls().get("terminate").copied().unwrap_or_default();
+    let at = sim.now();
+    sim.request(at, Request::Release { pool: "ci".into(), claim: "job".into(), owner: ALICE.into() });
+    sim.run_for(TimeDelta::hours(1));
+    let terminations = sim.world.cloud.calls().get("terminate").copied().unwrap_or_default() - before;
+    assert!(terminations <= 20, "{terminations} terminations asked in an hour");
+    let c = sim.world.cluster("ci", &id).expect("the refusing cluster is still there");
+    let cond = find_condition(&c.conditions, condition::DEPROVISION_FAILED).expect("a DeprovisionFailed condition");
+    assert!(cond.message.contains("refuses"), "{cond:?}");
+    let docs = sim.world.metrics.documents();
+    assert!(docs.iter().any(|d| d["ClustersDeprovisionFailing"].as_f64() == Some(1.0)), "a metric says so");
+}

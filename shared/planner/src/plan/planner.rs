@@ -1,0 +1,275 @@
+//! The planner's state for one plan, and the order of its steps.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use crate::hash::{FastMap, FastSet};
+use crate::ids::Suffixes;
+use crate::model::{Claim, ProvisionFailure, Snapshot, Timestamp};
+use crate::{schedule, version};
+
+use super::slots::{Item, Slot, Version};
+use super::{by_age, earliest, fifo, to_count, Action, Plan, LEASE_GRACE};
+
+/// The counts the pool is held to in this plan, after schedules, the adaptive count and the inventory cap.
+pub(super) struct Targets {
+    /// Effective size.
+    pub(super) size: usize,
+    /// Effective running count.
+    pub(super) running: usize,
+    pub(super) max_size: Option<usize>,
+    pub(super) max_concurrent: Option<usize>,
+    /// The open schedule window, if any, and the schedules' answer, to keep in the status.
+    pub(super) active_schedule: Option<String>,
+    pub(super) schedule_state: Option<schedule::ScheduleState>,
+    /// The adaptive running count's rate estimate, to store in the status.
+    pub(super) demand: Option<crate::adaptive::Demand>,
+}
+
+/// Inventory names (seed 003): which are taken, which leases are orphaned, which this plan reserves.
+#[derive(Default)]
+pub(super) struct Names<'a> {
+    /// Inventory names in spec order, if the pool has an inventory.
+    pub(super) inventory: Option<Vec<&'a str>>,
+    /// Names taken by a lease or an existing cluster.
+    pub(super) taken: FastSet<Cow<'a, str>>,
+    /// Leases whose holder does not exist and whose grace has passed: reuse (under a new id) or release.
+    pub(super) orphans: Vec<(&'a str, &'a str)>,
+    /// New clusters' leases, in creation order: (name, holder id, the orphaned holder it replaces).
+    pub(super) reserved: Vec<(String, String, Option<String>)>,
+}
+
+/// Clusters lost to provisioning in a row, and the last of them: new clusters wait a growing backoff.
+pub(super) struct Failures {
+    pub(super) count: u32,
+    pub(super) last: Option<ProvisionFailure>,
+}
+
+/// What the plan decided so far, in the order it will be written.
+#[derive(Default)]
+pub(super) struct Decisions {
+    pub(super) releases: Vec<Action>,
+    pub(super) assigns: Vec<Action>,
+    pub(super) deletes: Vec<Action>,
+    /// The earliest future deadline seen.
+    pub(super) wake: Option<Timestamp>,
+}
+
+pub(super) struct Planner<'a> {
+    pub(super) snap: &'a Snapshot,
+    pub(super) now: Timestamp,
+    pub(super) ids: Suffixes,
+    pub(super) version: String,
+    pub(super) targets: Targets,
+    pub(super) slots: Vec<Slot<'a>>,
+    /// Clusters installing or deleting: what maxConcurrent bounds.
+    pub(super) busy: usize,
+    /// Pending claims, oldest first, with their working revision.
+    pub(super) pending: Vec<(&'a Claim, u64)>,
+    pub(super) names: Names<'a>,
+    pub(super) failures: Failures,
+    pub(super) out: Decisions,
+}
+
+impl<'a> Planner<'a> {
+    pub(super) fn new(snap: &'a Snapshot, now: Timestamp, seed: u64) -> Self {
+        let spec = &snap.pool.spec;
+        let eff = schedule::effective(spec, now, snap.pool.status.schedule.as_ref());
+        let inventory = spec.inventory_names();
+        let cap = |n: usize| inventory.as_ref().map_or(n, |names| n.min(names.len()));
+        let size = cap(to_count(eff.size));
+        let max_size = match (spec.max_size, &inventory) {
+            (Some(m), _) => Some(cap(to_count(m))),
+            (None, Some(names)) => Some(names.len()),
+            (None, None) => None,
+        };
+
+        let version = version::pool_version(spec);
+        let inventory_set: Option<FastSet<&str>> = inventory.as_ref().map(|n| n.iter().copied().collect());
+        let held_by: FastMap<&str, &str> = match inventory {
+            Some(_) => snap.leases.iter().map(|l| (l.holder.as_str(), l.name.as_str())).collect(),
+            None => FastMap::default(),
+        };
+        let mut slots: Vec<Slot<'a>> = snap
+            .clusters
+            .iter()
+            .map(|c| Slot {
+                rev: c.rev,
+                claimed: c.claim.is_some() && !c.marked_for_deletion,
+                marked: c.marked_for_deletion,
+                deleting: c.deleting,
+                power: c.spec_power_state,
+                name_removed: match (&inventory_set, held_by.get(c.id.as_str())) {
+                    (Some(names), Some(name)) => c.claim.is_none() && !names.contains(name),
+                    _ => false,
+                },
+                version: match c.pool_version.as_deref() {
+                    None | Some("") => Version::Unknown,
+                    Some(v) if v == version => Version::Current,
+                    Some(_) => Version::Mismatched,
+                },
+                c: Item::Stored(c),
+            })
+            .collect();
+        slots.sort_by(by_age);
+
+        let existing: FastSet<&str> = if snap.leases.is_empty() {
+            FastSet::default()
+        } else {
+            snap.clusters.iter().map(|c| c.id.as_str()).collect()
+        };
+        let mut taken: FastSet<Cow<'a, str>> =
+            FastSet::with_capacity_and_hasher(snap.clusters.len() + snap.leases.len(), Default::default());
+        taken.extend(snap.clusters.iter().map(|c| Cow::Borrowed(c.cluster_name.as_str())));
+        let mut orphans = Vec::new();
+        let mut wake = eff.next_change.filter(|t| *t > now);
+        for lease in &snap.leases {
+            // Every leased name is taken: an orphaned lease's name is reusable only through the lease itself.
+            taken.insert(Cow::Borrowed(lease.name.as_str()));
+            if existing.contains(lease.holder.as_str()) {
+                continue;
+            }
+            if lease.reserved_at + LEASE_GRACE > now {
+                wake = earliest(wake, Some(lease.reserved_at + LEASE_GRACE));
+            } else {
+                orphans.push((lease.name.as_str(), lease.holder.as_str()));
+            }
+        }
+        orphans.sort();
+
+        let mut pending: Vec<(&Claim, u64)> =
+            snap.claims.iter().filter(|c| c.cluster.is_none()).map(|c| (c, c.rev)).collect();
+        pending.sort_by(|a, b| fifo(a.0, b.0));
+
+        // Adaptive running count: demand sets the spares, runningCount (or the open schedule's) is the floor.
+        // Running spares never outnumber the pool: at most size, and at most maxSize.
+        let running_cap = max_size.map_or(size, |m| m.min(size));
+        let mut running = to_count(eff.running_count).min(running_cap);
+        let mut demand = None;
+        if let Some(adaptive) = &spec.adaptive_running_count {
+            let status = snap.pool.status.demand.as_ref();
+            let decision = adaptive.decide(status, &snap.claims, &snap.clusters, now, running_cap);
+            running = running.max(decision.running);
+            wake = earliest(wake, decision.next_drop);
+            demand = Some(decision.demand);
+        }
+
+        // Provisioning failures in a row end with the first cluster installed after the last of them.
+        let status = &snap.pool.status;
+        let recovered = status
+            .last_provision_failure
+            .as_ref()
+            .is_none_or(|last| snap.clusters.iter().any(|c| c.installed_at.is_some_and(|t| t > last.at)));
+        let failures = if recovered {
+            Failures { count: 0, last: None }
+        } else {
+            Failures { count: status.provision_failures, last: status.last_provision_failure.clone() }
+        };
+
+        let busy = slots.iter().filter(|s| s.deleting || s.installing()).count();
+        Self {
+            snap,
+            now,
+            ids: Suffixes::new(seed),
+            version,
+            targets: Targets {
+                size,
+                running,
+                max_size,
+                max_concurrent: spec.max_concurrent.map(to_count),
+                active_schedule: eff.active,
+                schedule_state: eff.state,
+                demand,
+            },
+            slots,
+            busy,
+            pending,
+            names: Names { inventory, taken, orphans, reserved: Vec::new() },
+            failures,
+            out: Decisions { wake, ..Decisions::default() },
+        }
+    }
+
+    /// DESIGN.md's steps, in order.
+    pub(super) fn run(mut self) -> Plan {
+        let deleting_pool = self.snap.pool.deletion_requested_at.is_some();
+        self.release_claims(deleting_pool);
+        let mut power = Vec::new();
+        if deleting_pool {
+            self.drain();
+        } else {
+            self.assign_claims();
+            self.delete_marked();
+            self.adjust_size();
+            power = self.set_power_states();
+        }
+        power.extend(self.hibernate_after());
+        power.extend(self.overdue_transitions());
+        self.finish(power)
+    }
+
+    /// Installing and deleting clusters count against maxConcurrent.
+    pub(super) fn budget(&self) -> usize {
+        self.targets.max_concurrent.map_or(usize::MAX, |m| m.saturating_sub(self.busy))
+    }
+
+    pub(super) fn capacity(&self) -> usize {
+        self.targets.max_size.map_or(usize::MAX, |m| m.saturating_sub(self.slots.len()))
+    }
+
+    pub(super) fn wake_at(&mut self, t: Option<Timestamp>) {
+        self.out.wake = earliest(self.out.wake, t);
+    }
+
+    fn finish(mut self, power_actions: Vec<Action>) -> Plan {
+        let mut actions = std::mem::take(&mut self.out.releases);
+        actions.append(&mut self.out.assigns);
+        let leftover: Vec<(&str, &str)> = std::mem::take(&mut self.names.orphans);
+        for (name, holder) in leftover {
+            actions.push(Action::ReleaseName { name: name.to_string(), holder: holder.to_string() });
+        }
+        let reserved: HashMap<&str, (&str, &Option<String>)> = self
+            .names
+            .reserved
+            .iter()
+            .map(|(name, holder, replacing)| (holder.as_str(), (name.as_str(), replacing)))
+            .collect();
+        for slot in &self.slots {
+            if let Item::New(c) = &slot.c {
+                if let Some((name, replacing)) = reserved.get(c.id.as_str()) {
+                    actions.push(Action::ReserveName {
+                        name: name.to_string(),
+                        holder: c.id.clone(),
+                        at: self.now,
+                        replacing: (*replacing).clone(),
+                    });
+                }
+                let mut cluster = c.clone();
+                cluster.spec_power_state = slot.power;
+                actions.push(Action::CreateCluster { cluster });
+            }
+        }
+        actions.append(&mut self.out.deletes);
+        actions.extend(power_actions);
+        for slot in self.slots.iter().filter(|s| s.deleting) {
+            actions.push(Action::Deprovision { cluster: slot.c.id.clone() });
+        }
+
+        let status = self.status();
+        let wake_at = self.out.wake.filter(|t| *t > self.now);
+        let pool = &self.snap.pool;
+        let released = |kind: fn(&Action) -> bool| actions.iter().filter(|a| kind(a)).count();
+        let claims_left = self.snap.claims.len() > released(|a| matches!(a, Action::ReleaseClaim { .. }));
+        let leases_left = self.snap.leases.len() > released(|a| matches!(a, Action::ReleaseName { .. }));
+        if pool.deletion_requested_at.is_some() && self.slots.is_empty() && !claims_left && !leases_left {
+            actions.push(Action::DeletePool { expected_rev: pool.rev });
+        } else if status != pool.status || wake_at != pool.next_wake_at {
+            actions.push(Action::UpdatePool {
+                expected_rev: pool.rev,
+                status: Box::new(status.clone()),
+                next_wake_at: wake_at,
+            });
+        }
+        Plan { actions, status, wake_at }
+    }
+}

@@ -1,0 +1,155 @@
+//! Re-check chains: the power function looks at a cluster again by sending itself a delayed message, and each
+//! such message names the chain link it is ([`Recheck`]'s token). The cluster item records the live link
+//! (`check`), so of all the messages that may be in flight for one cluster, only one keeps the work going:
+//!
+//! - the live link's message steps the cluster and, if more is to do, records and sends the next link;
+//! - a nudge (a message without a token, from a reconcile, the claim API or the sweep) steps the cluster at once,
+//!   and starts a chain only when none is live, or the live one is due too late for what the nudge found (a
+//!   claim waiting on a cluster in a five-minute backoff), or presumed lost ([`LOST_AFTER`] overdue);
+//! - any other link is stale and ends on arrival without a look.
+//!
+//! Replacing a live link leaves its message in flight until it arrives: the cluster records it as
+//! `superseded`, and a chain is replaced only while no superseded link is in flight. So at most two re-checks are
+//! in flight per cluster: the live link and one superseded one. A superseded link is forgotten when it arrives,
+//! or [`FORGET_AFTER`] past its due (by then SQS has delivered it or moved it to the dead-letter queue: five
+//! receives, six minutes apart).
+
+use chrono::TimeDelta;
+
+use crate::model::{Cluster, Recheck, Timestamp};
+
+/// A live link this far past its due is presumed lost (its invocation died between recording it and sending
+/// it): a nudge may take over.
+pub const LOST_AFTER: TimeDelta = TimeDelta::minutes(2);
+/// A superseded link this far past its due is gone: delivered, or dead-lettered after five receives.
+pub const FORGET_AFTER: TimeDelta = TimeDelta::minutes(40);
+/// A live link due this much later than a nudge wants is kept anyway: not worth a second message.
+pub const SLACK: TimeDelta = TimeDelta::seconds(5);
+
+/// What a power message arriving for a cluster may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// It is the live link: step, and carry the chain on.
+    Own,
+    /// A nudge (or a stale link finding no live chain): step, and start a chain if one is needed.
+    Nudge,
+    /// It is the superseded link arriving: forget it, nothing else.
+    Forget,
+    /// A stale link: end here, without a look.
+    Drop,
+}
+
+/// Whether `cluster` has a live chain at `now`: a link recorded and not yet [`LOST_AFTER`] overdue.
+pub fn live(cluster: &Cluster, now: Timestamp) -> bool {
+    cluster.check.is_some_and(|c| now <= c.due + LOST_AFTER)
+}
+
+/// What a message carrying `token` (`None`: a nudge) may do on `cluster` at `now`.
+pub fn admit(cluster: &Cluster, token: Option<u64>, now: Timestamp) -> Admission {
+    let Some(token) = token else { return Admission::Nudge };
+    if cluster.check.is_some_and(|c| c.token == token) {
+        Admission::Own
+    } else if cluster.superseded.is_some_and(|c| c.token == token) {
+        Admission::Forget
+    } else if live(cluster, now) {
+        Admission::Drop
+    } else {
+        // The chain it belonged to ended or was lost: it is as good as a nudge.
+        Admission::Nudge
+    }
+}
+
+/// The chain after a step: what to record on the cluster and what to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Next {
+    /// The live link to record.
+    pub check: Option<Recheck>,
+    /// The superseded link to record.
+    pub superseded: Option<Recheck>,
+    /// The link whose message to send (after the cluster is written).
+    pub send: Option<Recheck>,
+}
+
+/// The chain of `cluster` after a message admitted as `admission` stepped it and wants a look at `want` (`None`:
+/// nothing left to do); `token` is a fresh token, used if a link is started.
+pub fn next(cluster: &Cluster, admission: Admission, want: Option<Timestamp>, now: Timestamp, token: u64) -> Next {
+    let superseded = cluster.superseded.filter(|s| now <= s.due + FORGET_AFTER);
+    let keep = Next { check: cluster.check, superseded, send: None };
+    let start = |superseded| {
+        let link = want.map(|due| Recheck { token, due });
+        Next { check: link, superseded, send: link }
+    };
+    match admission {
+        Admission::Drop => keep,
+        Admission::Forget => Next { superseded: None, ..keep },
+        // The live link carries on, or the chain ends.
+        Admission::Own => start(superseded),
+        Admission::Nudge => {
+            let Some(want) = want else { return keep };
+            match cluster.check {
+                None => start(superseded),
+                Some(c) if live(cluster, now) && c.due <= want + SLACK => keep,
+                // Too late for what the nudge found, or lost: replace it, unless a replaced link is still in flight.
+                Some(c) if superseded.is_none() => start(Some(c)),
+                Some(_) => keep,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time") + TimeDelta::seconds(s)
+    }
+
+    fn cluster(check: Option<(u64, i64)>, superseded: Option<(u64, i64)>) -> Cluster {
+        let mut c = Cluster::new("c", "c", "c-infra", t(0));
+        c.check = check.map(|(token, due)| Recheck { token, due: t(due) });
+        c.superseded = superseded.map(|(token, due)| Recheck { token, due: t(due) });
+        c
+    }
+
+    #[test]
+    fn only_the_live_link_carries_the_chain_and_stale_links_end() {
+        let c = cluster(Some((7, 60)), Some((5, 300)));
+        assert_eq!(admit(&c, Some(7), t(60)), Admission::Own);
+        assert_eq!(admit(&c, Some(5), t(300)), Admission::Forget);
+        assert_eq!(admit(&c, Some(3), t(60)), Admission::Drop);
+        assert_eq!(admit(&c, None, t(60)), Admission::Nudge);
+        // A stale link finding the live one lost acts as a nudge.
+        assert_eq!(admit(&c, Some(3), t(60) + LOST_AFTER + TimeDelta::seconds(1)), Admission::Nudge);
+        let n = next(&c, Admission::Own, Some(t(75)), t(60), 8);
+        assert_eq!((n.check.map(|r| r.token), n.send.map(|r| r.due)), (Some(8), Some(t(75))));
+        let n = next(&c, Admission::Own, None, t(60), 8);
+        assert_eq!((n.check, n.send), (None, None), "settled: the chain ends");
+        assert_eq!(next(&c, Admission::Forget, None, t(300), 8).superseded, None);
+    }
+
+    #[test]
+    fn a_nudge_starts_a_chain_only_when_none_serves_it_and_never_a_third_message() {
+        // No chain: start one.
+        let n = next(&cluster(None, None), Admission::Nudge, Some(t(15)), t(0), 9);
+        assert_eq!(n.send.map(|r| (r.token, r.due)), Some((9, t(15))));
+        // A live link due soon enough: keep it, send nothing.
+        let n = next(&cluster(Some((7, 16)), None), Admission::Nudge, Some(t(15)), t(0), 9);
+        assert_eq!((n.check.map(|r| r.token), n.send), (Some(7), None));
+        // Due too late (a five-minute backoff): replace it, remembering the one still in flight.
+        let n = next(&cluster(Some((7, 300)), None), Admission::Nudge, Some(t(15)), t(0), 9);
+        assert_eq!(
+            (n.check.map(|r| r.token), n.superseded.map(|r| r.token), n.send.is_some()),
+            (Some(9), Some(7), true)
+        );
+        // But not while a replaced link is still in flight: at most two messages.
+        let n = next(&cluster(Some((7, 300)), Some((5, 200))), Admission::Nudge, Some(t(15)), t(0), 9);
+        assert_eq!((n.check.map(|r| r.token), n.send), (Some(7), None));
+        // A superseded link long past its due is forgotten, and the replacement goes ahead.
+        let late = t(200) + FORGET_AFTER + TimeDelta::seconds(1);
+        let n = next(&cluster(Some((7, 3000)), Some((5, 200))), Admission::Nudge, Some(late), late, 9);
+        assert_eq!((n.check.map(|r| r.token), n.superseded.map(|r| r.token)), (Some(9), Some(7)));
+    }
+}

@@ -1,0 +1,530 @@
+//! The power state machine (seed 004) with seed 002's timeouts, as a pure step.
+//!
+//! The power function drives one cluster like this:
+//! 1. [`fenced_until`]: if another invocation recorded an actuator call still within its fence, leave the cluster
+//!    alone until then;
+//! 2. [`probe`] says what to ask the actuator (machines running? stopped? nodes ready?), or that there is
+//!    nothing to do;
+//! 3. [`step`] takes the answer, `now` and the pool's [`PowerLimits`], and returns the updated cluster, the
+//!    actuator call to make if any (provision, start, stop), and when to look again;
+//! 4. when a call is asked for, the step's cluster carries it as its [`PendingCall`] (and the state the call
+//!    leads to): the shell **writes that first**, makes the call, then steps again with its outcome
+//!    ([`Report::CallAccepted`] or [`Report::CallFailed`]), which clears it. Recording the intent first means the
+//!    table never says Running while a stop is landing, so no claim is given a stopping cluster.
+//!
+//! A start or stop is re-issued on every check while some machine is actionable ([`Report::Machines`]'s
+//! `actionable`, from [`crate::machines::MachineState`]'s rules), as Hive's hibernation controller does: a
+//! resume asked for while the machines are still stopping starts them once they have stopped. Actuator errors are
+//! retried with a backoff that grows with the age of the transition; only a seed 002 timeout, when the pool sets
+//! one, declares the cluster broken. Failed provisioning is retried with an exponential backoff up to the pool's
+//! `installAttemptsLimit`; an install that outlives `installTimeout` breaks the cluster. A deleting cluster whose
+//! machines the cloud refuses to terminate is retried with an exponential backoff and says so
+//! ([`deprovision_step`]). Re-checks travel as chains of delayed messages ([`chain`]).
+
+pub mod chain;
+
+use chrono::TimeDelta;
+use serde::{Deserialize, Serialize};
+
+use crate::duration;
+use crate::model::{
+    condition, reason, set_condition, Cluster, ConditionStatus, DesiredPower, PendingCall, PowerLimits, PowerState,
+    Timestamp,
+};
+
+/// How often a power transition under way is looked at: a claim may be waiting for it.
+pub const POLL: TimeDelta = TimeDelta::seconds(15);
+/// How often an install under way is looked at: installs take tens of minutes, and a minute's delay in noticing
+/// one finished costs no claim a resume's worth of waiting, while a 15-second poll would cost four times the calls.
+pub const INSTALL_POLL: TimeDelta = TimeDelta::minutes(1);
+/// Shortest wait before retrying a failed actuator call.
+pub const MIN_BACKOFF: TimeDelta = TimeDelta::seconds(15);
+/// Longest wait before retrying a failed start or stop (SQS delays stop at 15 minutes).
+pub const MAX_BACKOFF: TimeDelta = TimeDelta::minutes(5);
+/// Wait after the first failed provisioning attempt; it doubles with each further failure (Hive's 2ⁿ minutes).
+pub const INSTALL_BACKOFF: TimeDelta = TimeDelta::minutes(1);
+/// Longest wait between provisioning attempts.
+pub const MAX_INSTALL_BACKOFF: TimeDelta = TimeDelta::hours(1);
+/// Wait after the first refused termination; it doubles with each further refusal.
+pub const DEPROVISION_BACKOFF: TimeDelta = TimeDelta::seconds(15);
+/// Longest wait between termination attempts (SQS's longest delay).
+pub const MAX_DEPROVISION_BACKOFF: TimeDelta = TimeDelta::minutes(15);
+/// How long a recorded actuator call holds off other invocations: longer than a call can take (25 s) and than a
+/// function can live (60 s), so a call recorded by an invocation that died can no longer land when it passes.
+pub const CALL_FENCE: TimeDelta = TimeDelta::seconds(90);
+
+/// What to ask the actuator about a cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Probe {
+    /// Which machines are not running yet.
+    MachinesRunning,
+    /// Which machines are not stopped yet.
+    MachinesStopped,
+    /// Whether the cluster's nodes are ready.
+    NodesReady,
+}
+
+/// What the actuator reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Report {
+    /// Answer to a machines probe: of `total` machines found, `not_ready` are not yet in the asked-for state, and
+    /// `actionable` of those a start (for [`Probe::MachinesRunning`]) or a stop (for [`Probe::MachinesStopped`])
+    /// would act on now. No machine found at all is never "ready".
+    Machines {
+        /// Machines not yet running (or stopped).
+        not_ready: u32,
+        /// Machines found.
+        total: u32,
+        /// Machines a start (or stop) would act on now; the others are mid-transition.
+        actionable: u32,
+    },
+    /// Answer to [`Probe::NodesReady`].
+    Nodes {
+        /// All nodes ready.
+        ready: bool,
+    },
+    /// The call the last step asked for was accepted by the cloud.
+    CallAccepted,
+    /// The call the last step asked for failed.
+    CallFailed {
+        /// The cloud's error.
+        message: String,
+    },
+}
+
+/// A call the shell must make through the platform.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ActuatorCall {
+    /// Create the cluster's machines (idempotent: keyed by the cluster).
+    Provision,
+    /// Start the machines.
+    Start,
+    /// Stop the machines.
+    Stop,
+}
+
+/// The result of one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PowerStep {
+    /// The cluster after the step (same `rev`: the shell writes it conditionally). When `call` is set, it carries
+    /// the call as its pending call: write it before making the call.
+    pub cluster: Cluster,
+    /// Whether `cluster` differs from the input and must be written.
+    pub changed: bool,
+    /// Call to make now (after writing `cluster`), then step again with its outcome.
+    pub call: Option<ActuatorCall>,
+    /// Look again after this long; `None` when the cluster is settled (or broken).
+    pub recheck_after: Option<TimeDelta>,
+    /// The pool must reconcile: the cluster became Running or Hibernating, finished installing, or broke.
+    /// (A Running cluster can serve a pending claim; a broken one must be replaced.)
+    pub wakes_pool: bool,
+}
+
+/// Until when another invocation's recorded actuator call holds the cluster, if it does at `now`.
+pub fn fenced_until(cluster: &Cluster, now: Timestamp) -> Option<Timestamp> {
+    let until = cluster.pending_call?.at + CALL_FENCE;
+    (now < until).then_some(until)
+}
+
+/// What to ask the actuator about `cluster`, or `None` when nothing drives it now.
+pub fn probe(cluster: &Cluster) -> Option<Probe> {
+    if cluster.deleting || cluster.is_broken() {
+        return None;
+    }
+    if cluster.installed_at.is_none() {
+        return Some(Probe::MachinesRunning);
+    }
+    match cluster.spec_power_state? {
+        DesiredPower::Running if cluster.power_state == Some(PowerState::WaitingForNodes) => Some(Probe::NodesReady),
+        DesiredPower::Running => Some(Probe::MachinesRunning),
+        DesiredPower::Hibernating => Some(Probe::MachinesStopped),
+    }
+}
+
+/// Whether the power function still has work on `cluster`: it is being deprovisioned, it is installing, or its
+/// power state has not reached the one asked for.
+pub fn in_progress(cluster: &Cluster) -> bool {
+    if cluster.deleting {
+        return true;
+    }
+    if probe(cluster).is_none() {
+        return false;
+    }
+    let settled = match cluster.spec_power_state {
+        _ if cluster.installed_at.is_none() => false,
+        Some(DesiredPower::Running) => cluster.power_state == Some(PowerState::Running),
+        Some(DesiredPower::Hibernating) => cluster.power_state == Some(PowerState::Hibernating),
+        None => true,
+    };
+    !settled
+}
+
+/// Whether the sweep's full pass must nudge `cluster`: the power function has work on it and no live re-check
+/// chain is carrying that work (none was started, or its next link is overdue and presumed lost).
+pub fn needs_nudge(cluster: &Cluster, now: Timestamp) -> bool {
+    in_progress(cluster) && !chain::live(cluster, now)
+}
+
+/// One step of the state machine for `cluster` given what the actuator reported.
+pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLimits) -> PowerStep {
+    let mut out =
+        PowerStep { cluster: cluster.clone(), changed: false, call: None, recheck_after: None, wakes_pool: false };
+    if cluster.deleting || cluster.is_broken() {
+        return out;
+    }
+    let outcome = matches!(report, Report::CallAccepted | Report::CallFailed { .. });
+    if outcome || fenced_until(cluster, now).is_none() {
+        // The call was answered, or whoever recorded it can no longer be making it.
+        out.cluster.pending_call = None;
+    }
+    if cluster.installed_at.is_none() {
+        install(&mut out, report, now, limits);
+    } else {
+        match cluster.spec_power_state {
+            None => {}
+            Some(DesiredPower::Running) => resume(&mut out, report, now),
+            Some(DesiredPower::Hibernating) => hibernate(&mut out, report, now),
+        }
+        enforce_timeout(&mut out, now, limits);
+    }
+    if let Some(call) = out.call {
+        out.cluster.pending_call = Some(PendingCall { call, at: now });
+    }
+    out.changed = out.cluster != *cluster;
+    let c = &out.cluster;
+    let settled = matches!(c.power_state, Some(PowerState::Running | PowerState::Hibernating));
+    out.wakes_pool = (settled && c.power_state != cluster.power_state)
+        || c.installed_at != cluster.installed_at
+        || c.is_broken() != cluster.is_broken();
+    out
+}
+
+fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLimits) {
+    let c = &mut out.cluster;
+    if let Some(limit) = limits.install.filter(|l| now >= c.created_at + *l) {
+        let message = format!("not installed {} after it was created", duration::format(limit));
+        stop_provisioning(c, reason::INSTALL_TIMED_OUT, &message, now);
+        return;
+    }
+    match report {
+        Report::Machines { not_ready: 0, total, .. } if *total > 0 => {
+            c.installed_at = Some(now);
+            c.retry_at = None;
+            if c.install_failures > 0 {
+                set_condition(
+                    &mut c.conditions,
+                    condition::PROVISION_FAILED,
+                    ConditionStatus::False,
+                    "Installed",
+                    "",
+                    now,
+                );
+            }
+            enter(c, PowerState::Running, "", now);
+            // The spec's power state takes over at once.
+            out.recheck_after = c.spec_power_state.map(|_| TimeDelta::zero());
+        }
+        Report::Machines { total: 0, .. } => match c.retry_at {
+            Some(at) if at > now => out.recheck_after = Some(at - now),
+            _ => {
+                out.call = Some(ActuatorCall::Provision);
+                out.recheck_after = Some(INSTALL_POLL);
+            }
+        },
+        Report::CallFailed { message } => {
+            c.install_failures += 1;
+            let (n, limit) = (c.install_failures, limits.install_attempts);
+            let message = format!("attempt {n} of {limit} failed: {message}");
+            if n >= limit {
+                c.retry_at = None;
+                stop_provisioning(c, reason::INSTALL_ATTEMPTS_LIMIT_REACHED, &message, now);
+            } else {
+                let wait = install_backoff(n);
+                c.retry_at = Some(now + wait);
+                set_condition(
+                    &mut c.conditions,
+                    condition::PROVISION_FAILED,
+                    ConditionStatus::True,
+                    "InstallFailed",
+                    &message,
+                    now,
+                );
+                out.recheck_after = Some(wait);
+            }
+        }
+        Report::Machines { .. } | Report::Nodes { .. } | Report::CallAccepted => out.recheck_after = Some(INSTALL_POLL),
+    }
+    if let Some(limit) = limits.install {
+        // Look again no later than the install deadline.
+        let until = (c.created_at + limit - now).max(TimeDelta::seconds(1));
+        out.recheck_after = out.recheck_after.map(|r| r.min(until));
+    }
+}
+
+/// The wait after `failures` failed provisioning attempts: 1, 2, 4 … minutes, at most an hour.
+pub fn install_backoff(failures: u32) -> TimeDelta {
+    let doublings = failures.saturating_sub(1).min(10);
+    (INSTALL_BACKOFF * 2i32.pow(doublings)).min(MAX_INSTALL_BACKOFF)
+}
+
+fn stop_provisioning(c: &mut Cluster, why: &str, message: &str, now: Timestamp) {
+    c.provision_stopped = true;
+    set_condition(&mut c.conditions, condition::PROVISION_STOPPED, ConditionStatus::True, why, message, now);
+}
+
+/// The step for an outcome report, or for a machines report whose machines a call would act on now.
+fn resume(out: &mut PowerStep, report: &Report, now: Timestamp) {
+    let c = &mut out.cluster;
+    let state = c.power_state;
+    match report {
+        Report::Machines { not_ready: 0, total, .. } if *total > 0 => {
+            if state != Some(PowerState::Running) {
+                begin(c, PowerState::WaitingForNodes, now);
+                out.recheck_after = Some(TimeDelta::zero());
+            }
+        }
+        Report::Machines { actionable, .. } => {
+            if !state.is_some_and(PowerState::is_resuming) {
+                begin(c, PowerState::StartingMachines, now);
+            }
+            match c.retry_at {
+                Some(at) if at > now => out.recheck_after = Some(at - now),
+                // Some machine can be started now (again: a start is re-issued until every machine runs).
+                _ if *actionable > 0 => {
+                    if c.power_state != Some(PowerState::StartingMachines) {
+                        enter(c, PowerState::StartingMachines, "", now);
+                    }
+                    out.call = Some(ActuatorCall::Start);
+                }
+                // The machines are on their way (or still stopping): look again.
+                _ => {
+                    if c.power_state == Some(PowerState::StartingMachines) {
+                        enter(c, PowerState::WaitingForMachines, "", now);
+                    }
+                    out.recheck_after = Some(POLL);
+                }
+            }
+        }
+        Report::Nodes { ready: true } => {
+            enter(c, PowerState::Running, "", now);
+        }
+        Report::Nodes { ready: false } => out.recheck_after = Some(POLL),
+        Report::CallAccepted => {
+            c.retry_at = None;
+            enter(c, PowerState::WaitingForMachines, "", now);
+            out.recheck_after = Some(POLL);
+        }
+        Report::CallFailed { message } => {
+            enter(c, PowerState::FailedToStartMachines, message, now);
+            let wait = backoff(c, now);
+            c.retry_at = Some(now + wait);
+            out.recheck_after = Some(wait);
+        }
+    }
+}
+
+fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
+    let c = &mut out.cluster;
+    let state = c.power_state;
+    match report {
+        Report::Machines { not_ready: 0, total, .. } if *total > 0 => {
+            if state != Some(PowerState::Hibernating) {
+                enter(c, PowerState::Hibernating, "", now);
+            }
+        }
+        Report::Machines { actionable, .. } => {
+            if !state.is_some_and(PowerState::is_stopping) {
+                begin(c, PowerState::Stopping, now);
+            }
+            match c.retry_at {
+                Some(at) if at > now => out.recheck_after = Some(at - now),
+                // Some machine can be stopped now (again: a stop is re-issued until every machine is stopped).
+                _ if *actionable > 0 => {
+                    if c.power_state != Some(PowerState::Stopping) {
+                        enter(c, PowerState::Stopping, "", now);
+                    }
+                    out.call = Some(ActuatorCall::Stop);
+                }
+                _ => {
+                    if c.power_state == Some(PowerState::Stopping) {
+                        enter(c, PowerState::WaitingForMachinesToStop, "", now);
+                    }
+                    out.recheck_after = Some(POLL);
+                }
+            }
+        }
+        Report::Nodes { .. } => out.recheck_after = Some(POLL),
+        Report::CallAccepted => {
+            c.retry_at = None;
+            enter(c, PowerState::WaitingForMachinesToStop, "", now);
+            out.recheck_after = Some(POLL);
+        }
+        Report::CallFailed { message } => {
+            enter(c, PowerState::FailedToStop, message, now);
+            let wait = backoff(c, now);
+            c.retry_at = Some(now + wait);
+            out.recheck_after = Some(wait);
+        }
+    }
+}
+
+/// Starts a transition in `state`'s direction, unless one in that direction is already under way.
+fn begin(c: &mut Cluster, state: PowerState, now: Timestamp) {
+    let same_direction = match c.power_state {
+        Some(s) => (s.is_resuming() && state.is_resuming()) || (s.is_stopping() && state.is_stopping()),
+        None => false,
+    };
+    if !same_direction || c.transition_started_at.is_none() {
+        c.transition_started_at = Some(now);
+        // A backoff of the other direction does not hold this one back.
+        c.retry_at = None;
+    }
+    enter(c, state, "", now);
+}
+
+/// Sets the status power state and the Hibernating / Ready conditions as seed 004 describes them.
+fn enter(c: &mut Cluster, state: PowerState, message: &str, now: Timestamp) {
+    use ConditionStatus::{False, True};
+    let (hibernating, ready) = match state {
+        PowerState::Running => ((False, reason::RESUMING_OR_RUNNING), (True, reason::RUNNING)),
+        PowerState::StartingMachines => ((False, reason::RESUMING_OR_RUNNING), (False, reason::STARTING_MACHINES)),
+        PowerState::WaitingForMachines => ((False, reason::RESUMING_OR_RUNNING), (False, reason::WAITING_FOR_MACHINES)),
+        PowerState::WaitingForNodes => ((False, reason::RESUMING_OR_RUNNING), (False, reason::WAITING_FOR_NODES)),
+        PowerState::FailedToStartMachines => {
+            ((False, reason::RESUMING_OR_RUNNING), (False, reason::FAILED_TO_START_MACHINES))
+        }
+        PowerState::Stopping => ((False, reason::STOPPING), (False, reason::STOPPING_OR_HIBERNATING)),
+        PowerState::WaitingForMachinesToStop => {
+            ((False, reason::WAITING_FOR_MACHINES_TO_STOP), (False, reason::STOPPING_OR_HIBERNATING))
+        }
+        PowerState::FailedToStop => ((False, reason::FAILED_TO_STOP), (False, reason::STOPPING_OR_HIBERNATING)),
+        PowerState::Hibernating => ((True, reason::HIBERNATING), (False, reason::STOPPING_OR_HIBERNATING)),
+        // Never entered by Apiary.
+        _ => return,
+    };
+    let ready_message = if state.is_resuming() { message } else { "" };
+    let hibernating_message = if state.is_stopping() { message } else { "" };
+    set_condition(&mut c.conditions, condition::HIBERNATING, hibernating.0, hibernating.1, hibernating_message, now);
+    set_condition(&mut c.conditions, condition::READY, ready.0, ready.1, ready_message, now);
+    if state == PowerState::Running && c.power_state != Some(PowerState::Running) {
+        c.running_since = Some(now);
+        if let Some(started) = c.transition_started_at {
+            c.last_resume_seconds = u32::try_from((now - started).num_seconds().max(0)).ok();
+        }
+    }
+    if matches!(state, PowerState::Running | PowerState::Hibernating) {
+        c.transition_started_at = None;
+        c.retry_at = None;
+    }
+    c.power_state = Some(state);
+}
+
+/// Retry delay after an actuator error: a quarter of the transition's age, within [`MIN_BACKOFF`, `MAX_BACKOFF`].
+fn backoff(c: &Cluster, now: Timestamp) -> TimeDelta {
+    let age = c.transition_started_at.map_or(TimeDelta::zero(), |t| now - t);
+    (age / 4).clamp(MIN_BACKOFF, MAX_BACKOFF)
+}
+
+/// The deadline of what `c` is doing, if the pool bounds it: the install (`installTimeout`) or the power
+/// transition under way (seed 002's timeouts).
+pub fn deadline(c: &Cluster, limits: PowerLimits) -> Option<Timestamp> {
+    if c.installed_at.is_none() {
+        return Some(c.created_at + limits.install?);
+    }
+    let state = c.power_state?;
+    let limit = if state.is_resuming() {
+        limits.to_running?
+    } else if state.is_stopping() {
+        limits.to_hibernating?
+    } else {
+        return None;
+    };
+    Some(c.transition_started_at? + limit)
+}
+
+/// Marks the cluster broken when its transition outlived the timeout (seed 002); otherwise makes sure the
+/// next look comes no later than the deadline.
+fn enforce_timeout(out: &mut PowerStep, now: Timestamp, limits: PowerLimits) {
+    let c = &mut out.cluster;
+    let Some(deadline) = deadline(c, limits) else {
+        return;
+    };
+    if now < deadline {
+        let until = (deadline - now).max(TimeDelta::seconds(1));
+        out.recheck_after = Some(out.recheck_after.map_or(until, |r| r.min(until)));
+        return;
+    }
+    let state = c.power_state.unwrap_or(PowerState::Unknown);
+    let (why, verb, limit) = if state.is_resuming() {
+        (reason::FAILED_TO_START, "start", limits.to_running)
+    } else {
+        (reason::FAILED_TO_STOP, "stop", limits.to_hibernating)
+    };
+    let limit = limit.map(duration::format).unwrap_or_default();
+    let message = format!("timed out after {limit} waiting for the cluster to {verb} (last state {state:?})");
+    set_condition(&mut c.conditions, condition::HIBERNATING, ConditionStatus::False, why, &message, now);
+    c.broken_at = Some(now);
+    c.pending_call = None;
+    out.call = None;
+    out.recheck_after = None;
+}
+
+/// What a termination of a deleting cluster's machines achieved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Termination {
+    /// Machines still the cluster's (not shutting down or terminated).
+    pub remaining: u32,
+    /// `(machine, the cloud's refusal)` for each machine that refused.
+    pub refused: Vec<(String, String)>,
+}
+
+/// The next step of a deleting cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeprovisionStep {
+    /// The cluster with its DeprovisionFailed condition and refusal count (when not done).
+    pub cluster: Cluster,
+    /// Every machine is gone: delete the item and its name lease.
+    pub done: bool,
+    /// Try again after this long, when not done.
+    pub recheck_after: Option<TimeDelta>,
+}
+
+/// The step after a termination attempt of a deleting cluster: done once no machine remains; refusals are
+/// retried after [`DEPROVISION_BACKOFF`] doubling with each (at most [`MAX_DEPROVISION_BACKOFF`]) and surfaced as
+/// the DeprovisionFailed condition; machines still going are looked at again after [`POLL`].
+pub fn deprovision_step(cluster: &Cluster, outcome: &Termination, now: Timestamp) -> DeprovisionStep {
+    let mut c = cluster.clone();
+    if outcome.remaining == 0 && outcome.refused.is_empty() {
+        return DeprovisionStep { cluster: c, done: true, recheck_after: None };
+    }
+    if outcome.refused.is_empty() {
+        return DeprovisionStep { cluster: c, done: false, recheck_after: Some(POLL) };
+    }
+    c.deprovision_failures += 1;
+    let detail: Vec<String> = outcome.refused.iter().map(|(m, e)| format!("{m}: {e}")).collect();
+    let message = format!(
+        "{} machine(s) refused to terminate (attempt {}): {}",
+        outcome.refused.len(),
+        c.deprovision_failures,
+        detail.join("; ")
+    );
+    set_condition(
+        &mut c.conditions,
+        condition::DEPROVISION_FAILED,
+        ConditionStatus::True,
+        reason::TERMINATION_REFUSED,
+        &message,
+        now,
+    );
+    let doublings = c.deprovision_failures.saturating_sub(1).min(10);
+    let wait = (DEPROVISION_BACKOFF * 2i32.pow(doublings)).min(MAX_DEPROVISION_BACKOFF);
+    c.retry_at = Some(now + wait);
+    DeprovisionStep { cluster: c, done: false, recheck_after: Some(wait) }
+}
+
+/// How long a deleting cluster must still wait before its machines are asked to terminate again, if it must.
+pub fn deprovision_wait(cluster: &Cluster, now: Timestamp) -> Option<TimeDelta> {
+    cluster.retry_at.filter(|t| *t > now).map(|t| t - now)
+}
