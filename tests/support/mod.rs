@@ -132,6 +132,13 @@ impl Stack {
         }
     }
 
+    /// Stops the functions but keeps the stack, for tests of the adapters alone.
+    pub async fn halt(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop().await;
+        }
+    }
+
     /// Restarts the functions as `options` say (the API on a new address).
     pub async fn restart(&mut self, options: Options) {
         if let Some(r) = self.running.take() {

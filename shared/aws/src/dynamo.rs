@@ -100,15 +100,18 @@ struct Condition {
     values: Attrs,
 }
 
+/// The condition expression of `cond`: each must hold exactly when [`Cond::holds`] does (`tests/store.rs` checks
+/// every one against the emulator).
 fn condition(cond: &Cond) -> Condition {
     let n = |pairs: &[(&str, &str)]| pairs.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
     let rev = |r: u64| ("#rev", AttributeValue::N(r.to_string()));
     let (expression, names, values): (&str, HashMap<String, String>, Vec<(&str, AttributeValue)>) = match cond {
         Cond::Absent => ("attribute_not_exists(PK)", HashMap::new(), vec![]),
         Cond::Rev(r) => ("#rev = :rev", n(&[("#rev", "rev")]), vec![(":rev", rev(*r).1)]),
+        // Cond::holds: at this revision, unclaimed, and Running as Cluster::is_running means it (installed too).
         Cond::RevUnclaimedRunning(r) => (
-            "#rev = :rev AND attribute_not_exists(#claim) AND #power = :running",
-            n(&[("#rev", "rev"), ("#claim", "claim"), ("#power", "powerState")]),
+            "#rev = :rev AND attribute_not_exists(#claim) AND attribute_exists(#installed) AND #power = :running",
+            n(&[("#rev", "rev"), ("#claim", "claim"), ("#installed", "installedAt"), ("#power", "powerState")]),
             vec![(":rev", rev(*r).1), (":running", s("Running"))],
         ),
         Cond::RevPending(r) => (

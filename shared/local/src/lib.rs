@@ -35,11 +35,10 @@ pub struct Options {
     pub listen: SocketAddr,
     /// Time between two sweeps.
     pub sweep_every: Duration,
-    /// Concurrent consumers of the power queue. Default 1: the emulator (moto 5.2) loses messages when several
-    /// long polls of one queue overlap. The power handler works on a batch's messages concurrently.
+    /// Concurrent consumers of the power queue. The power handler works on a batch's messages concurrently.
     pub power_consumers: usize,
-    /// Concurrent consumers of the reconcile queue. Default 1, for the same reason; it also keeps one pool to
-    /// one reconcile at a time, which the emulator's FIFO queue does not enforce across consumers.
+    /// Concurrent consumers of the reconcile queue. Default 1: it keeps one pool to one reconcile at a time, which
+    /// the emulator's FIFO queue does not enforce across concurrent receives as SQS does.
     pub reconcile_consumers: usize,
 }
 

@@ -1,0 +1,137 @@
+//! The DynamoDB store against the reference: every condition, checked against the emulator's DynamoDB, holds
+//! exactly when [`Cond::holds`] (the in-memory store's meaning, and the planner's `apply`) says it does; the item
+//! size limit, condition checks in transactions, and the sweep's record behave alike.
+
+mod support;
+
+use apiary_planner::{Claim, Cluster, NameLease, PowerState, Timestamp};
+use apiary_ports::store::{Cond, Item, Key, Store, Write};
+use apiary_ports::Error;
+use apiary_testkit::World;
+use chrono::{TimeZone, Utc};
+
+fn t0() -> Timestamp {
+    Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time")
+}
+
+fn cluster(id: &str, rev: u64, installed: bool, power: Option<PowerState>, claim: Option<&str>) -> Item {
+    let mut c = Cluster::new(id, id, format!("{id}-infra"), t0());
+    c.rev = rev;
+    c.installed_at = installed.then(t0);
+    c.power_state = power;
+    c.claim = claim.map(String::from);
+    Item::Cluster(Box::new(c))
+}
+
+fn claim(name: &str, rev: u64, cluster: Option<&str>) -> Item {
+    let mut k = Claim::new(name, "arn:aws:iam::123456789012:user/alice", t0());
+    k.rev = rev;
+    k.cluster = cluster.map(String::from);
+    Item::Claim(Box::new(k))
+}
+
+fn lease(name: &str, holder: &str) -> Item {
+    Item::Lease(NameLease { name: name.into(), holder: holder.into(), reserved_at: t0() })
+}
+
+/// `(what, item stored first or none, the item to write, its condition)`.
+fn cases() -> Vec<(&'static str, Option<Item>, Item, Cond)> {
+    let running = Some(PowerState::Running);
+    vec![
+        ("absent, nothing there", None, cluster("c", 0, false, None, None), Cond::Absent),
+        ("absent, something there", Some(cluster("c", 0, false, None, None)), cluster("c", 0, false, None, None), Cond::Absent),
+        ("rev matches", Some(cluster("c", 4, true, running, None)), cluster("c", 5, true, running, None), Cond::Rev(4)),
+        ("rev differs", Some(cluster("c", 4, true, running, None)), cluster("c", 5, true, running, None), Cond::Rev(3)),
+        ("rev, nothing there", None, cluster("c", 5, true, running, None), Cond::Rev(4)),
+        (
+            "assignable: unclaimed, installed, Running",
+            Some(cluster("c", 3, true, running, None)),
+            cluster("c", 4, true, running, Some("k")),
+            Cond::RevUnclaimedRunning(3),
+        ),
+        (
+            "assignable: Running but not installed",
+            Some(cluster("c", 3, false, running, None)),
+            cluster("c", 4, false, running, Some("k")),
+            Cond::RevUnclaimedRunning(3),
+        ),
+        (
+            "assignable: claimed",
+            Some(cluster("c", 3, true, running, Some("j"))),
+            cluster("c", 4, true, running, Some("k")),
+            Cond::RevUnclaimedRunning(3),
+        ),
+        (
+            "assignable: stopping",
+            Some(cluster("c", 3, true, Some(PowerState::Stopping), None)),
+            cluster("c", 4, true, running, Some("k")),
+            Cond::RevUnclaimedRunning(3),
+        ),
+        (
+            "assignable: another revision",
+            Some(cluster("c", 2, true, running, None)),
+            cluster("c", 4, true, running, Some("k")),
+            Cond::RevUnclaimedRunning(3),
+        ),
+        ("pending claim", Some(claim("k", 1, None)), claim("k", 2, Some("c")), Cond::RevPending(1)),
+        ("claim already assigned", Some(claim("k", 1, Some("c"))), claim("k", 2, Some("d")), Cond::RevPending(1)),
+        ("lease held by the holder", Some(lease("foo", "foo-1")), lease("foo", "foo-2"), Cond::Holder("foo-1".into())),
+        ("lease held by another", Some(lease("foo", "foo-9")), lease("foo", "foo-2"), Cond::Holder("foo-1".into())),
+    ]
+}
+
+/// Runs every case in its own pool partition of `store`; what each write did.
+async fn outcomes(store: &dyn Store, prefix: &str) -> Vec<(String, bool)> {
+    let mut out = vec![];
+    for (i, (what, before, item, cond)) in cases().into_iter().enumerate() {
+        let pool = format!("{prefix}{i}");
+        if let Some(b) = before {
+            store.write(&pool, vec![Write::Put(b, Cond::Absent)]).await.expect("setup");
+        }
+        let result = store.write(&pool, vec![Write::Put(item, cond)]).await;
+        assert!(matches!(result, Ok(()) | Err(Error::Conflict(_))), "{what}: {result:?}");
+        out.push((what.to_owned(), result.is_ok()));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_conditions_mean_exactly_what_the_reference_says() {
+    let mut s = support::stack().await;
+    s.halt().await;
+    let reference = World::new(t0());
+    let want = outcomes(reference.store.as_ref(), "ref").await;
+    // The reference itself: Cond::holds.
+    for ((what, ok), (_, before, _, cond)) in want.iter().zip(cases()) {
+        assert_eq!(*ok, cond.holds(before.as_ref()), "{what}");
+    }
+    let got = outcomes(s.deps.store.as_ref(), "ddb").await;
+    assert_eq!(got, want);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_refuses_oversized_items_checks_conditions_in_transactions_and_records_sweeps() {
+    let mut s = support::stack().await;
+    s.halt().await;
+    let store = s.deps.store.as_ref();
+    let Item::Cluster(mut big) = cluster("big", 0, false, None, None) else { unreachable!() };
+    big.cluster_name = "x".repeat(410 * 1024);
+    let r = store.write("p", vec![Write::Put(Item::Cluster(big), Cond::Absent)]).await;
+    assert!(matches!(r, Err(Error::TooLarge { .. })), "{r:?}");
+    // A ConditionCheck that fails cancels the transaction: nothing is written.
+    store.write("tx", vec![Write::Put(claim("k", 0, None), Cond::Absent)]).await.expect("setup");
+    let tx = vec![Write::Put(cluster("c", 0, false, None, None), Cond::Absent), Write::Check(Key::Claim("k".into()), Cond::Rev(9))];
+    assert!(matches!(store.write("tx", tx).await, Err(Error::Conflict(_))));
+    assert_eq!(store.get("tx", &Key::Cluster("c".into())).await.expect("get"), None);
+    let tx = vec![Write::Put(cluster("c", 0, false, None, None), Cond::Absent), Write::Check(Key::Claim("k".into()), Cond::Rev(0))];
+    store.write("tx", tx).await.expect("the check holds");
+    // The sweep's record (the stack's own sweep may have made the first): only over the one read.
+    let last = store.last_full_sweep().await.expect("read");
+    let later = last.unwrap_or(t0()) + chrono::TimeDelta::minutes(10);
+    store.record_full_sweep(last, later).await.expect("over the one read");
+    assert!(matches!(store.record_full_sweep(last, later).await, Err(Error::Conflict(_))), "a second sweep loses");
+    assert_eq!(store.last_full_sweep().await.expect("read"), Some(later));
+    assert!(store.list_pools().await.expect("pools").is_empty(), "the sweep's item is not a pool");
+    s.stop().await;
+}
