@@ -39,7 +39,12 @@ fn cases() -> Vec<(&'static str, Option<Item>, Item, Cond)> {
     let running = Some(PowerState::Running);
     vec![
         ("absent, nothing there", None, cluster("c", 0, false, None, None), Cond::Absent),
-        ("absent, something there", Some(cluster("c", 0, false, None, None)), cluster("c", 0, false, None, None), Cond::Absent),
+        (
+            "absent, something there",
+            Some(cluster("c", 0, false, None, None)),
+            cluster("c", 0, false, None, None),
+            Cond::Absent,
+        ),
         ("rev matches", Some(cluster("c", 4, true, running, None)), cluster("c", 5, true, running, None), Cond::Rev(4)),
         ("rev differs", Some(cluster("c", 4, true, running, None)), cluster("c", 5, true, running, None), Cond::Rev(3)),
         ("rev, nothing there", None, cluster("c", 5, true, running, None), Cond::Rev(4)),
@@ -121,10 +126,16 @@ async fn dynamodb_refuses_oversized_items_checks_conditions_in_transactions_and_
     assert!(matches!(r, Err(Error::TooLarge { .. })), "{r:?}");
     // A ConditionCheck that fails cancels the transaction: nothing is written.
     store.write("tx", vec![Write::Put(claim("k", 0, None), Cond::Absent)]).await.expect("setup");
-    let tx = vec![Write::Put(cluster("c", 0, false, None, None), Cond::Absent), Write::Check(Key::Claim("k".into()), Cond::Rev(9))];
+    let tx = vec![
+        Write::Put(cluster("c", 0, false, None, None), Cond::Absent),
+        Write::Check(Key::Claim("k".into()), Cond::Rev(9)),
+    ];
     assert!(matches!(store.write("tx", tx).await, Err(Error::Conflict(_))));
     assert_eq!(store.get("tx", &Key::Cluster("c".into())).await.expect("get"), None);
-    let tx = vec![Write::Put(cluster("c", 0, false, None, None), Cond::Absent), Write::Check(Key::Claim("k".into()), Cond::Rev(0))];
+    let tx = vec![
+        Write::Put(cluster("c", 0, false, None, None), Cond::Absent),
+        Write::Check(Key::Claim("k".into()), Cond::Rev(0)),
+    ];
     store.write("tx", tx).await.expect("the check holds");
     // The sweep's record (the stack's own sweep may have made the first): only over the one read.
     let last = store.last_full_sweep().await.expect("read");

@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use apiary_planner::duration::parse as parse_duration;
+use apiary_planner::validate::limits::MAX_DURATION_LEN;
+use apiary_planner::validate::validate_lifetime;
 use apiary_planner::{plan, Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration};
 use apiary_ports::messages::PowerMessage;
 use apiary_ports::store::{writes_for, Cond, Item, Key, Write};
@@ -57,11 +59,10 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
     name("claim", claim)?;
     let request: ClaimRequest = parse_body(body, Some(ClaimRequest::default()))?;
     let lifetime = match request.lifetime {
-        Some(text) => match parse_duration(&text) {
-            Ok(d) if d > chrono::TimeDelta::zero() => Some(GoDuration::new(text)),
-            Ok(_) => return Err(ApiError::field("lifetime", "must be positive")),
-            Err(e) => return Err(ApiError::field("lifetime", e.to_string())),
-        },
+        Some(text) => {
+            validate_lifetime("lifetime", &text).map_err(|e| ApiError::field(&e.field, e.message))?;
+            Some(GoDuration::new(text))
+        }
         None => None,
     };
     // Each lost race means another claim won a spare: re-read and try for the next, until none is left.
@@ -133,6 +134,9 @@ async fn get_cluster_item(deps: &Deps, pool: &str, id: &str) -> Result<Option<Cl
 pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, wait: Option<&str>) -> ApiResult {
     let wait = match wait {
         None => Duration::ZERO,
+        Some(text) if text.len() > MAX_DURATION_LEN => {
+            return Err(ApiError::field("wait", format!("at most {MAX_DURATION_LEN} characters")));
+        }
         Some(text) => match parse_duration(text).ok().and_then(|d| d.to_std().ok()) {
             Some(d) if d <= MAX_WAIT => d,
             Some(_) => return Err(ApiError::field("wait", format!("at most {}s", MAX_WAIT.as_secs()))),

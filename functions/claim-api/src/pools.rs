@@ -61,7 +61,11 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
             Some(p) if p.deletion_requested_at.is_some() => {
                 return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
             }
-            Some(p) if p.spec == spec => return Ok((200, to_json(&p))),
+            Some(p) if p.spec == spec => {
+                // Nothing to write, but the scheduler may have lost what an earlier PUT synced: sync again.
+                deps.schedules.sync(pool, &spec.schedules).await?;
+                return Ok((200, to_json(&p)));
+            }
             Some(p) => {
                 let rev = p.rev;
                 (Pool { spec: spec.clone(), rev: rev + 1, ..p }, Cond::Rev(rev), 200)

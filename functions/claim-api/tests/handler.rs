@@ -126,3 +126,84 @@ async fn unknown_routes_and_methods_are_named() {
     let (status, doc) = call(&deps, "GET", "/openapi.json", None, None).await;
     assert_eq!((status, doc["openapi"].as_str().map(|v| v.starts_with('3'))), (200, Some(true)));
 }
+
+/// Section 4: a lifetime of 200 000 "1ns" was a valid duration, stored a 600 KB claim and answered 500.
+#[tokio::test]
+async fn an_enormous_lifetime_is_refused_by_name_and_nothing_is_stored() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    let deps = w.default_deps(900);
+    let body = json!({ "lifetime": "1ns".repeat(200_000) }).to_string();
+    let (status, answer) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), Some(&body)).await;
+    assert_eq!(
+        (status, answer["fields"][0]["field"].as_str()),
+        (400, Some("lifetime")),
+        "{}",
+        answer.to_string().chars().take(200).collect::<String>()
+    );
+    assert!(w.snapshot("ci").expect("pool").claims.is_empty());
+}
+
+/// Section 4: `{"size": 1000000000}` without maxConcurrent made every plan allocate a billion clusters; every
+/// count has a ceiling and every string a length limit, each refused by name.
+#[tokio::test]
+async fn counts_have_ceilings_and_strings_have_lengths_each_refused_by_name() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    let aws = json!({"region": "us-east-1", "imageId": "ami-1", "instanceType": "t3.large"});
+    let long = "x".repeat(300);
+    let cases = [
+        (json!({"size": 1_000_000_000, "platform": {"aws": aws}}), "size"),
+        (json!({"size": 1, "runningCount": 20_000, "platform": {"aws": aws}}), "runningCount"),
+        (json!({"size": 1, "maxSize": 20_000, "platform": {"aws": aws}}), "maxSize"),
+        (json!({"size": 1, "maxConcurrent": 20_000, "platform": {"aws": aws}}), "maxConcurrent"),
+        (json!({"size": 1, "hibernateAfter": "1ns".repeat(100), "platform": {"aws": aws}}), "hibernateAfter"),
+        (json!({"size": 1, "labels": {"team": long}, "platform": {"aws": aws}}), "labels.team"),
+        (
+            json!({"size": 1, "platform": {"aws": {"region": long, "imageId": "ami-1", "instanceType": "t3"}}}),
+            "platform.aws.region",
+        ),
+        (
+            json!({"size": 1, "platform": {"aws": {"region": "r", "imageId": long, "instanceType": "t3"}}}),
+            "platform.aws.imageId",
+        ),
+        (
+            json!({"size": 1, "platform": {"aws": {"region": "r", "imageId": "a", "instanceType": "t3", "tags": {"k": long}}}}),
+            "platform.aws.tags.k",
+        ),
+        (
+            json!({"size": 1, "platform": {"aws": aws}, "schedules": [{"name": "Work Day!", "cron": "0 8 * * 1-5", "duration": "8h", "size": 2}]}),
+            "schedules[0].name",
+        ),
+        (
+            json!({"size": 1, "platform": {"aws": aws}, "inventory": {"clusterDeployments": (0..3000).map(|i| json!({"name": format!("n{i}")})).collect::<Vec<_>>()}}),
+            "inventory.clusterDeployments",
+        ),
+    ];
+    for (spec, field) in cases {
+        let (status, answer) = call(&deps, "PUT", "/pools/p", Some(ADMIN), Some(&spec.to_string())).await;
+        let fields: Vec<&str> =
+            answer["fields"].as_array().into_iter().flatten().filter_map(|f| f["field"].as_str()).collect();
+        assert_eq!(status, 400, "{field}: {answer}");
+        assert!(fields.contains(&field), "want {field}, got {fields:?}");
+    }
+    assert!(w.store.tables().pools.is_empty(), "nothing was stored");
+}
+
+/// Section 4: a re-PUT of an unchanged spec answered at once without touching the scheduler, so schedules lost
+/// on the scheduler's side were never restored.
+#[tokio::test]
+async fn a_re_put_of_an_unchanged_spec_re_syncs_its_schedules() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    let spec = json!({"size": 1, "platform": {"aws": {"region": "us-east-1", "imageId": "ami-1", "instanceType": "t3"}},
+        "schedules": [{"name": "office", "cron": "0 8 * * 1-5", "timeZone": "Europe/Berlin", "duration": "10h", "runningCount": 1}]});
+    let (status, _) = call(&deps, "PUT", "/pools/p", Some(ADMIN), Some(&spec.to_string())).await;
+    assert_eq!(status, 201);
+    assert_eq!(w.schedules.of("p").len(), 1);
+    futures::executor::block_on(apiary_ports::schedules::Schedules::sync(w.schedules.as_ref(), "p", &[]))
+        .expect("lost");
+    let (status, _) = call(&deps, "PUT", "/pools/p", Some(ADMIN), Some(&spec.to_string())).await;
+    assert_eq!(status, 200);
+    assert_eq!(w.schedules.of("p").len(), 1, "the unchanged spec's schedules are synced again");
+}

@@ -472,8 +472,11 @@ pub mod reason {
     pub const CLUSTER_ASSIGNED: &str = "ClusterAssigned";
 }
 
-/// Sets a condition in `conditions`, keeping `lastTransitionTime` when the status is unchanged.
-/// Returns whether anything changed.
+/// Longest condition message kept (a cloud's error text can be long; items must stay small).
+pub const MAX_CONDITION_MESSAGE: usize = 1024;
+
+/// Sets a condition in `conditions`, keeping `lastTransitionTime` when the status is unchanged. A message longer
+/// than [`MAX_CONDITION_MESSAGE`] bytes is cut. Returns whether anything changed.
 pub fn set_condition(
     conditions: &mut Vec<Condition>,
     type_: &str,
@@ -482,6 +485,17 @@ pub fn set_condition(
     message: &str,
     now: Timestamp,
 ) -> bool {
+    let cut;
+    let message = if message.len() > MAX_CONDITION_MESSAGE {
+        let mut end = MAX_CONDITION_MESSAGE - 3;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        cut = format!("{}…", &message[..end]);
+        cut.as_str()
+    } else {
+        message
+    };
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) if c.status == status && c.reason == reason && c.message == message => false,
         Some(c) => {

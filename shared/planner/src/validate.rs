@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::GoDuration;
 use crate::model::{Platform, PoolSpec};
+use limits::*;
 
 /// One problem with one field, e.g. `inventory.clusterDeployments[2].name: duplicate name "foo"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,21 +36,66 @@ impl std::fmt::Display for FieldError {
 /// Longest inventory name: a DNS label (63) less the `-xxxxx` suffix of the cluster id.
 pub const MAX_CLUSTER_NAME_LEN: usize = 57;
 
+/// The bounds of every count and string a pool spec or claim may carry. Together they keep a pool item far below
+/// DynamoDB's 400 KB (a test builds the largest spec they allow and measures it), keep every plan's work bounded,
+/// and are declared in the OpenAPI document (a test checks each is there and enforced).
+pub mod limits {
+    /// Most clusters a pool may hold or ask for: size, runningCount, maxSize, maxConcurrent and a schedule's
+    /// overrides.
+    pub const MAX_CLUSTERS: i64 = 10_000;
+    /// Most inventory names.
+    pub const MAX_INVENTORY: usize = 2_000;
+    /// Longest duration text (`1h30m`, …).
+    pub const MAX_DURATION_LEN: usize = 32;
+    /// Most labels, and the longest label key and value.
+    pub const MAX_LABELS: usize = 64;
+    /// Longest label key.
+    pub const MAX_LABEL_KEY_LEN: usize = 128;
+    /// Longest label value.
+    pub const MAX_LABEL_VALUE_LEN: usize = 256;
+    /// Most schedules.
+    pub const MAX_SCHEDULES: usize = 16;
+    /// Longest cron expression and IANA time zone name.
+    pub const MAX_CRON_LEN: usize = 64;
+    /// Longest time zone name.
+    pub const MAX_TIME_ZONE_LEN: usize = 64;
+    /// Longest cloud identifier (region, image, instance type, launch template id and version, subnet).
+    pub const MAX_CLOUD_ID_LEN: usize = 128;
+    /// Most extra tags on a machine (EC2 allows 50; Apiary sets four of its own).
+    pub const MAX_TAGS: usize = 40;
+    /// Longest tag key (EC2's limit).
+    pub const MAX_TAG_KEY_LEN: usize = 127;
+    /// Longest tag value (EC2's limit).
+    pub const MAX_TAG_VALUE_LEN: usize = 255;
+    /// Most provisioning attempts per cluster.
+    pub const MAX_INSTALL_ATTEMPTS: i64 = 100;
+    /// Most machines per cluster.
+    pub const MAX_MACHINES: i64 = 100;
+}
+
 /// Checks a pool spec. `Ok` when it can be stored; otherwise every problem found, in field order.
 pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     let mut errors = Vec::new();
     let mut e = |field: &str, message: String| errors.push(FieldError::new(field, message));
 
-    non_negative(&mut e, "size", spec.size);
-    non_negative(&mut e, "runningCount", spec.running_count);
+    count(&mut e, "size", spec.size);
+    count(&mut e, "runningCount", spec.running_count);
     if let Some(n) = spec.max_size {
-        non_negative(&mut e, "maxSize", n);
+        count(&mut e, "maxSize", n);
     }
     if let Some(n) = spec.max_concurrent {
         if n < 1 {
             e("maxConcurrent", format!("must be at least 1 (omit it for no limit), got {n}"));
+        } else {
+            count(&mut e, "maxConcurrent", n);
         }
     }
+    if let Some(n) = spec.install_attempts_limit {
+        if !(1..=MAX_INSTALL_ATTEMPTS).contains(&n) {
+            e("installAttemptsLimit", format!("must be between 1 and {MAX_INSTALL_ATTEMPTS}, got {n}"));
+        }
+    }
+    positive_duration(&mut e, "installTimeout", spec.install_timeout.as_ref());
     positive_duration(&mut e, "hibernateAfter", spec.hibernate_after.as_ref());
     if let Some(lifetime) = &spec.claim_lifetime {
         positive_duration(&mut e, "claimLifetime.default", lifetime.default.as_ref());
@@ -67,8 +113,13 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     );
 
     if let Some(inventory) = &spec.inventory {
-        if inventory.cluster_deployments.is_empty() {
+        let n = inventory.cluster_deployments.len();
+        if n == 0 {
             e("inventory.clusterDeployments", "must list at least one entry (omit inventory to generate names)".into());
+        } else if n > MAX_INVENTORY {
+            e("inventory.clusterDeployments", format!("at most {MAX_INVENTORY} entries, got {n}"));
+            // Every name would be checked too: one error says it.
+            return Err(errors);
         }
         let mut seen = BTreeSet::new();
         for (i, entry) in inventory.cluster_deployments.iter().enumerate() {
@@ -96,9 +147,14 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
             e("baseDomain", format!("{domain:?} is not a DNS domain (lowercase labels separated by dots)"));
         }
     }
-    for key in spec.labels.keys() {
-        if key.is_empty() || key.len() > 128 {
-            e("labels", format!("label key {key:?} must be 1 to 128 characters"));
+    if spec.labels.len() > MAX_LABELS {
+        e("labels", format!("at most {MAX_LABELS} labels, got {}", spec.labels.len()));
+    }
+    for (key, value) in spec.labels.iter().take(MAX_LABELS + 1) {
+        if key.is_empty() || key.len() > MAX_LABEL_KEY_LEN {
+            e("labels", format!("label key {:?} must be 1 to {MAX_LABEL_KEY_LEN} characters", shorten(key)));
+        } else if value.len() > MAX_LABEL_VALUE_LEN {
+            e(&format!("labels.{key}"), format!("at most {MAX_LABEL_VALUE_LEN} characters, got {}", value.len()));
         }
     }
 
@@ -106,6 +162,45 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         Platform::Aws(aws) => {
             if aws.region.trim().is_empty() {
                 e("platform.aws.region", "is required".into());
+            }
+            let ids = [
+                ("platform.aws.region", Some(&aws.region)),
+                ("platform.aws.launchTemplate.id", aws.launch_template.as_ref().map(|lt| &lt.id)),
+                (
+                    "platform.aws.launchTemplate.version",
+                    aws.launch_template.as_ref().and_then(|lt| lt.version.as_ref()),
+                ),
+                ("platform.aws.imageId", aws.image_id.as_ref()),
+                ("platform.aws.instanceType", aws.instance_type.as_ref()),
+                ("platform.aws.subnetId", aws.subnet_id.as_ref()),
+            ];
+            for (field, value) in ids {
+                if let Some(v) = value.filter(|v| v.len() > MAX_CLOUD_ID_LEN) {
+                    e(field, format!("at most {MAX_CLOUD_ID_LEN} characters, got {}", v.len()));
+                }
+            }
+            if aws.tags.len() > MAX_TAGS {
+                e("platform.aws.tags", format!("at most {MAX_TAGS} tags, got {}", aws.tags.len()));
+            }
+            for (key, value) in aws.tags.iter().take(MAX_TAGS + 1) {
+                if key.is_empty()
+                    || key.len() > MAX_TAG_KEY_LEN
+                    || key.starts_with("aws:")
+                    || key.starts_with("apiary:")
+                {
+                    e(
+                        "platform.aws.tags",
+                        format!(
+                            "tag key {:?} must be 1 to {MAX_TAG_KEY_LEN} characters, not starting with aws: or apiary:",
+                            shorten(key)
+                        ),
+                    );
+                } else if value.len() > MAX_TAG_VALUE_LEN {
+                    e(
+                        &format!("platform.aws.tags.{key}"),
+                        format!("at most {MAX_TAG_VALUE_LEN} characters, got {}", value.len()),
+                    );
+                }
             }
             match &aws.launch_template {
                 Some(lt) => {
@@ -122,8 +217,11 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
                     }
                 }
             }
-            if !(1..=100).contains(&aws.machine_count) {
-                e("platform.aws.machineCount", format!("must be between 1 and 100, got {}", aws.machine_count));
+            if !(1..=MAX_MACHINES).contains(&aws.machine_count) {
+                e(
+                    "platform.aws.machineCount",
+                    format!("must be between 1 and {MAX_MACHINES}, got {}", aws.machine_count),
+                );
             }
         }
         Platform::Fake(fake) => {
@@ -161,20 +259,31 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         positive_duration(&mut e, "adaptiveRunningCount.resumeEstimate", adaptive.resume_estimate.as_ref());
     }
 
-    for (i, schedule) in spec.schedules.iter().enumerate() {
+    if spec.schedules.len() > MAX_SCHEDULES {
+        e("schedules", format!("at most {MAX_SCHEDULES} schedules, got {}", spec.schedules.len()));
+    }
+    for (i, schedule) in spec.schedules.iter().enumerate().take(MAX_SCHEDULES) {
         let at = |f: &str| format!("schedules[{i}].{f}");
-        if let Err(why) = crate::schedule::parse_cron(&schedule.cron) {
+        if let Some(name) = &schedule.name {
+            if let Err(why) = check_dns_label(name, 63) {
+                e(&at("name"), why);
+            }
+        }
+        if schedule.cron.len() > MAX_CRON_LEN {
+            e(&at("cron"), format!("at most {MAX_CRON_LEN} characters, got {}", schedule.cron.len()));
+        } else if let Err(why) = crate::schedule::parse_cron(&schedule.cron) {
             e(&at("cron"), why);
         }
-        if chrono_tz::Tz::from_str(&schedule.time_zone).is_err() {
-            e(&at("timeZone"), format!("{:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)", schedule.time_zone));
+        if schedule.time_zone.len() > MAX_TIME_ZONE_LEN || chrono_tz::Tz::from_str(&schedule.time_zone).is_err() {
+            let zone = shorten(&schedule.time_zone);
+            e(&at("timeZone"), format!("{zone:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)"));
         }
         positive_duration(&mut e, &at("duration"), Some(&schedule.duration));
         if let Some(n) = schedule.size {
-            non_negative(&mut e, &at("size"), n);
+            count(&mut e, &at("size"), n);
         }
         if let Some(n) = schedule.running_count {
-            non_negative(&mut e, &at("runningCount"), n);
+            count(&mut e, &at("runningCount"), n);
         }
         if schedule.size.is_none() && schedule.running_count.is_none() {
             e(&at("size"), "a schedule must override size, runningCount or both".into());
@@ -193,14 +302,38 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), FieldError> {
     check_dns_label(name, 63).map_err(|why| FieldError::new(field, why))
 }
 
-fn non_negative(e: &mut impl FnMut(&str, String), field: &str, n: i64) {
+fn count(e: &mut impl FnMut(&str, String), field: &str, n: i64) {
     if n < 0 {
         e(field, format!("must not be negative, got {n}"));
+    } else if n > MAX_CLUSTERS {
+        e(field, format!("at most {MAX_CLUSTERS}, got {n}"));
     }
+}
+
+/// `text`, cut to a length fit for an error message.
+fn shorten(text: &str) -> String {
+    if text.len() <= 64 {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(60).collect();
+    format!("{cut}…")
+}
+
+/// A duration text's length, before it is parsed.
+fn duration_len(e: &mut impl FnMut(&str, String), field: &str, d: &GoDuration) -> bool {
+    let n = d.text().len();
+    if n > MAX_DURATION_LEN {
+        e(field, format!("at most {MAX_DURATION_LEN} characters, got {n}"));
+        return false;
+    }
+    true
 }
 
 fn duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&GoDuration>) {
     if let Some(d) = d {
+        if !duration_len(e, field, d) {
+            return;
+        }
         if let Err(why) = crate::duration::parse(d.text()) {
             e(field, why.to_string());
         }
@@ -209,6 +342,9 @@ fn duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&GoDuration
 
 fn positive_duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&GoDuration>) {
     if let Some(d) = d {
+        if !duration_len(e, field, d) {
+            return;
+        }
         match crate::duration::parse(d.text()) {
             Err(why) => e(field, why.to_string()),
             Ok(v) if v <= chrono::TimeDelta::zero() => {
@@ -219,12 +355,23 @@ fn positive_duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&G
     }
 }
 
+/// Checks a claim's own lifetime: a positive duration of at most [`limits::MAX_DURATION_LEN`] characters.
+pub fn validate_lifetime(field: &str, text: &str) -> Result<chrono::TimeDelta, FieldError> {
+    let mut found = None;
+    let mut e = |f: &str, m: String| found = Some(FieldError::new(f, m));
+    positive_duration(&mut e, field, Some(&GoDuration::new(text)));
+    match found {
+        Some(err) => Err(err),
+        None => crate::duration::parse(text).map_err(|why| FieldError::new(field, why.to_string())),
+    }
+}
+
 fn check_dns_label(name: &str, max: usize) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
     }
     if name.len() > max {
-        return Err(format!("{name:?} is longer than {max} characters"));
+        return Err(format!("{:?} is longer than {max} characters", shorten(name)));
     }
     let ok_chars = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     if !ok_chars || name.starts_with('-') || name.ends_with('-') {

@@ -1,0 +1,311 @@
+//! The OpenAPI document declares the limits validation enforces: every bound in the pool spec's schema equals the
+//! planner's limit, and a value one past it is refused with 400 naming its field. A bound added to either side
+//! without the other fails here, so a schema-driven client's inputs and the API agree.
+
+use apiary_planner::validate::limits::*;
+use apiary_testkit::{World, ADMIN};
+use chrono::{TimeZone, Utc};
+use serde_json::{json, Value};
+
+const BOUNDS: [&str; 5] = ["maxLength", "maximum", "maxItems", "maxProperties", "minimum"];
+
+/// Every `(path/keyword, value)` bound of an inline schema (references are checked once, in their own case).
+fn bounds(schema: &Value, path: &str, out: &mut Vec<(String, f64)>) {
+    let Some(obj) = schema.as_object() else { return };
+    for k in BOUNDS {
+        if let Some(v) = obj.get(k).and_then(Value::as_f64) {
+            out.push((format!("{path}/{k}"), v));
+        }
+    }
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        for (name, s) in props {
+            bounds(s, &format!("{path}/{name}"), out);
+        }
+    }
+    if let Some(items) = obj.get("items") {
+        bounds(items, &format!("{path}/items"), out);
+    }
+    if let Some(values) = obj.get("additionalProperties").filter(|v| v.is_object()) {
+        bounds(values, &format!("{path}/*"), out);
+    }
+}
+
+fn base() -> Value {
+    json!({"size": 1, "platform": {"aws": {"region": "us-east-1", "imageId": "ami-1", "instanceType": "t3"}}})
+}
+
+fn with(path: &[&str], value: Value) -> Value {
+    let mut spec = base();
+    let mut at = &mut spec;
+    for (i, key) in path.iter().enumerate() {
+        if i + 1 == path.len() {
+            at[*key] = value;
+            break;
+        }
+        if at.get(*key).is_none() {
+            at[*key] = json!({});
+        }
+        at = &mut at[*key];
+    }
+    spec
+}
+
+fn schedule(extra: Value) -> Value {
+    let mut s = json!({"name": "office", "cron": "0 8 * * 1-5", "duration": "8h", "runningCount": 1});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        s[k] = v.clone();
+    }
+    json!([s])
+}
+
+#[tokio::test]
+async fn every_declared_bound_is_the_enforced_one() {
+    let doc: Value = serde_json::from_str(claim_api::OPENAPI).expect("document");
+    let schemas = &doc["components"]["schemas"];
+    let mut declared = vec![];
+    bounds(&schemas["PoolSpec"], "PoolSpec", &mut declared);
+    bounds(&schemas["Duration"], "Duration", &mut declared);
+    let x = |n: usize| "x".repeat(n);
+    let m = MAX_CLUSTERS as usize;
+    let aws = ["platform", "aws"];
+    // (declared bound, its value in the planner, a spec one past it, the field the 400 must name)
+    let cases: Vec<(&str, f64, Value, &str)> = vec![
+        ("PoolSpec/size/maximum", m as f64, with(&["size"], json!(m + 1)), "size"),
+        ("PoolSpec/size/minimum", 0.0, with(&["size"], json!(-1)), "size"),
+        ("PoolSpec/runningCount/maximum", m as f64, with(&["runningCount"], json!(m + 1)), "runningCount"),
+        ("PoolSpec/runningCount/minimum", 0.0, with(&["runningCount"], json!(-1)), "runningCount"),
+        ("PoolSpec/maxSize/maximum", m as f64, with(&["maxSize"], json!(m + 1)), "maxSize"),
+        ("PoolSpec/maxSize/minimum", 0.0, with(&["maxSize"], json!(-1)), "maxSize"),
+        ("PoolSpec/maxConcurrent/maximum", m as f64, with(&["maxConcurrent"], json!(m + 1)), "maxConcurrent"),
+        ("PoolSpec/maxConcurrent/minimum", 1.0, with(&["maxConcurrent"], json!(0)), "maxConcurrent"),
+        (
+            "PoolSpec/installAttemptsLimit/maximum",
+            MAX_INSTALL_ATTEMPTS as f64,
+            with(&["installAttemptsLimit"], json!(MAX_INSTALL_ATTEMPTS + 1)),
+            "installAttemptsLimit",
+        ),
+        (
+            "PoolSpec/installAttemptsLimit/minimum",
+            1.0,
+            with(&["installAttemptsLimit"], json!(0)),
+            "installAttemptsLimit",
+        ),
+        (
+            "Duration/maxLength",
+            MAX_DURATION_LEN as f64,
+            with(&["hibernateAfter"], json!("1s".repeat(MAX_DURATION_LEN / 2 + 1))),
+            "hibernateAfter",
+        ),
+        (
+            "PoolSpec/inventory/clusterDeployments/maxItems",
+            MAX_INVENTORY as f64,
+            with(
+                &["inventory", "clusterDeployments"],
+                (0..=MAX_INVENTORY).map(|i| json!({"name": format!("n{i}")})).collect(),
+            ),
+            "inventory.clusterDeployments",
+        ),
+        (
+            "PoolSpec/inventory/clusterDeployments/items/name/maxLength",
+            apiary_planner::validate::MAX_CLUSTER_NAME_LEN as f64,
+            with(&["inventory", "clusterDeployments"], json!([{"name": x(58)}])),
+            "inventory.clusterDeployments[0].name",
+        ),
+        (
+            "PoolSpec/baseDomain/maxLength",
+            253.0,
+            with(&["baseDomain"], json!(format!("{}.{}.{}.{}", x(63), x(63), x(63), x(63)))),
+            "baseDomain",
+        ),
+        (
+            "PoolSpec/labels/maxProperties",
+            MAX_LABELS as f64,
+            with(
+                &["labels"],
+                (0..=MAX_LABELS).map(|i| (format!("k{i}"), json!("v"))).collect::<serde_json::Map<_, _>>().into(),
+            ),
+            "labels",
+        ),
+        (
+            "PoolSpec/labels/*/maxLength",
+            MAX_LABEL_VALUE_LEN as f64,
+            with(&["labels"], json!({"team": x(MAX_LABEL_VALUE_LEN + 1)})),
+            "labels.team",
+        ),
+        (
+            "PoolSpec/platform/aws/region/maxLength",
+            MAX_CLOUD_ID_LEN as f64,
+            with(&[aws[0], aws[1], "region"], json!(x(129))),
+            "platform.aws.region",
+        ),
+        (
+            "PoolSpec/platform/aws/imageId/maxLength",
+            MAX_CLOUD_ID_LEN as f64,
+            with(&[aws[0], aws[1], "imageId"], json!(x(129))),
+            "platform.aws.imageId",
+        ),
+        (
+            "PoolSpec/platform/aws/instanceType/maxLength",
+            MAX_CLOUD_ID_LEN as f64,
+            with(&[aws[0], aws[1], "instanceType"], json!(x(129))),
+            "platform.aws.instanceType",
+        ),
+        (
+            "PoolSpec/platform/aws/subnetId/maxLength",
+            MAX_CLOUD_ID_LEN as f64,
+            with(&[aws[0], aws[1], "subnetId"], json!(x(129))),
+            "platform.aws.subnetId",
+        ),
+        (
+            "PoolSpec/platform/aws/launchTemplate/id/maxLength",
+            MAX_CLOUD_ID_LEN as f64,
+            with(&[aws[0], aws[1], "launchTemplate"], json!({"id": x(129)})),
+            "platform.aws.launchTemplate.id",
+        ),
+        (
+            "PoolSpec/platform/aws/launchTemplate/version/maxLength",
+            MAX_CLOUD_ID_LEN as f64,
+            with(&[aws[0], aws[1], "launchTemplate"], json!({"id": "lt-1", "version": x(129)})),
+            "platform.aws.launchTemplate.version",
+        ),
+        (
+            "PoolSpec/platform/aws/machineCount/maximum",
+            MAX_MACHINES as f64,
+            with(&[aws[0], aws[1], "machineCount"], json!(MAX_MACHINES + 1)),
+            "platform.aws.machineCount",
+        ),
+        (
+            "PoolSpec/platform/aws/machineCount/minimum",
+            1.0,
+            with(&[aws[0], aws[1], "machineCount"], json!(0)),
+            "platform.aws.machineCount",
+        ),
+        (
+            "PoolSpec/platform/aws/tags/maxProperties",
+            MAX_TAGS as f64,
+            with(
+                &[aws[0], aws[1], "tags"],
+                (0..=MAX_TAGS).map(|i| (format!("k{i}"), json!("v"))).collect::<serde_json::Map<_, _>>().into(),
+            ),
+            "platform.aws.tags",
+        ),
+        (
+            "PoolSpec/platform/aws/tags/*/maxLength",
+            MAX_TAG_VALUE_LEN as f64,
+            with(&[aws[0], aws[1], "tags"], json!({"k": x(256)})),
+            "platform.aws.tags.k",
+        ),
+        (
+            "PoolSpec/platform/fake/installFailureRate/maximum",
+            1.0,
+            json!({"size": 1, "platform": {"fake": {"installFailureRate": 1.5}}}),
+            "platform.fake.installFailureRate",
+        ),
+        (
+            "PoolSpec/platform/fake/installFailureRate/minimum",
+            0.0,
+            json!({"size": 1, "platform": {"fake": {"installFailureRate": -0.5}}}),
+            "platform.fake.installFailureRate",
+        ),
+        (
+            "PoolSpec/platform/fake/resumeFailureRate/maximum",
+            1.0,
+            json!({"size": 1, "platform": {"fake": {"resumeFailureRate": 1.5}}}),
+            "platform.fake.resumeFailureRate",
+        ),
+        (
+            "PoolSpec/platform/fake/resumeFailureRate/minimum",
+            0.0,
+            json!({"size": 1, "platform": {"fake": {"resumeFailureRate": -0.5}}}),
+            "platform.fake.resumeFailureRate",
+        ),
+        (
+            "PoolSpec/platform/maxProperties",
+            1.0,
+            json!({"size": 1, "platform": {"fake": {}, "aws": {"region": "r", "imageId": "a", "instanceType": "t"}}}),
+            "platform",
+        ),
+        (
+            "PoolSpec/schedules/maxItems",
+            MAX_SCHEDULES as f64,
+            with(&["schedules"], (0..=MAX_SCHEDULES).map(|_| schedule(json!({}))[0].clone()).collect()),
+            "schedules",
+        ),
+        (
+            "PoolSpec/schedules/items/name/maxLength",
+            63.0,
+            with(&["schedules"], schedule(json!({"name": x(64)}))),
+            "schedules[0].name",
+        ),
+        (
+            "PoolSpec/schedules/items/cron/maxLength",
+            MAX_CRON_LEN as f64,
+            with(&["schedules"], schedule(json!({"cron": format!("0 8 * * 1-5{}", " ".repeat(60))}))),
+            "schedules[0].cron",
+        ),
+        (
+            "PoolSpec/schedules/items/timeZone/maxLength",
+            MAX_TIME_ZONE_LEN as f64,
+            with(&["schedules"], schedule(json!({"timeZone": x(65)}))),
+            "schedules[0].timeZone",
+        ),
+        (
+            "PoolSpec/schedules/items/size/maximum",
+            m as f64,
+            with(&["schedules"], schedule(json!({"size": m + 1}))),
+            "schedules[0].size",
+        ),
+        (
+            "PoolSpec/schedules/items/size/minimum",
+            0.0,
+            with(&["schedules"], schedule(json!({"size": -1}))),
+            "schedules[0].size",
+        ),
+        (
+            "PoolSpec/schedules/items/runningCount/maximum",
+            m as f64,
+            with(&["schedules"], schedule(json!({"runningCount": m + 1}))),
+            "schedules[0].runningCount",
+        ),
+        (
+            "PoolSpec/schedules/items/runningCount/minimum",
+            0.0,
+            with(&["schedules"], schedule(json!({"runningCount": -1}))),
+            "schedules[0].runningCount",
+        ),
+        (
+            "PoolSpec/adaptiveRunningCount/instantShare/maximum",
+            1.0,
+            with(&["adaptiveRunningCount"], json!({"instantShare": 1.0})),
+            "adaptiveRunningCount.instantShare",
+        ),
+        (
+            "PoolSpec/adaptiveRunningCount/instantShare/minimum",
+            0.0,
+            with(&["adaptiveRunningCount"], json!({"instantShare": 0.0})),
+            "adaptiveRunningCount.instantShare",
+        ),
+    ];
+    let mut tested: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    tested.sort_unstable();
+    let mut found: Vec<&str> = declared.iter().map(|(p, _)| p.as_str()).collect();
+    found.sort_unstable();
+    assert_eq!(found, tested, "the document's bounds and the tested ones");
+    let w = World::new(Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time"));
+    let deps = w.default_deps(900);
+    for (path, want, spec, field) in cases {
+        let value = declared.iter().find(|(p, _)| p == path).map(|(_, v)| *v);
+        assert_eq!(value, Some(want), "{path}: the document and the planner disagree");
+        let req = claim_api::api_request("PUT", "/pools/p", Some(ADMIN), spec.to_string().into_bytes());
+        let res = claim_api::handle(&deps, req).await;
+        let status = res.status().as_u16();
+        let body: Value = match res.into_body() {
+            lambda_http::Body::Text(t) => serde_json::from_str(&t).unwrap_or(Value::Null),
+            _ => Value::Null,
+        };
+        let fields: Vec<&str> =
+            body["fields"].as_array().into_iter().flatten().filter_map(|f| f["field"].as_str()).collect();
+        assert_eq!(status, 400, "{path}: {body}");
+        assert!(fields.contains(&field), "{path}: want {field}, got {fields:?}");
+    }
+}
