@@ -1,6 +1,7 @@
 # Apiary — one entry point for building, testing and measuring.
 #
 #   make test    formatting, lints, the planner's purity check and every test (what CI runs)
+#   make dst     the whole-system simulation: SEEDS=N seeds (default 200), or SEED=S replayed with its trace
 #   make bench   the planner benchmark (figures go to BENCHMARKS.md)
 #   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
 #   make run     Apiary locally: the AWS emulator, the stack deployed into it, the four functions, a demo pool
@@ -16,7 +17,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity unit system bench bench-api sim run emulator venv package deploy \
+.PHONY: test fmt-check clippy purity tests unit system bench bench-api sim dst run emulator venv package deploy \
 	lint-infra deploy-test cold-start
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
@@ -39,7 +40,7 @@ $(LINT_VENV)/.installed: infra/requirements-lint.txt
 	$(LINT_VENV)/bin/pip install --quiet -r infra/requirements-lint.txt
 	touch $@
 
-test: fmt-check clippy purity lint-infra unit system deploy-test
+test: fmt-check clippy purity lint-infra tests deploy-test
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -56,12 +57,18 @@ purity:
 	  echo "purity: chrono's clock feature is enabled for $(PLANNER); time must be an argument" >&2; exit 1; fi; \
 	echo "purity: $(PLANNER) has no async, AWS, randomness or clock dependency"
 
+# Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the
+# whole workspace, so `make test`, `make run` and `make system` share every compiled crate.
+tests: venv
+	@$(WITH_EMULATOR) $(CARGO) test --workspace -- --test-threads=$${TEST_THREADS:-3}
+
+# While iterating: the tests that need no emulator (the planner, the handlers on in-memory ports, the simulation).
 unit:
 	$(CARGO) test --workspace --exclude apiary-system-tests
 
-# System tests: the emulator on a free port for the duration, stopped however the tests end.
+# Only the system tests: the emulator on a free port for the duration, stopped however the tests end.
 system: venv
-	@$(WITH_EMULATOR) $(CARGO) test -p apiary-system-tests -- --test-threads=$${SYSTEM_TEST_THREADS:-3}
+	@$(WITH_EMULATOR) $(CARGO) test -p apiary-system-tests -- --test-threads=$${TEST_THREADS:-3}
 
 # AWS calls per operation and claim latency through the local API (figures go to BENCHMARKS.md). A debug build:
 # the latencies are the emulator's, and a release build of the AWS SDK would take a quarter of an hour here.
@@ -118,9 +125,10 @@ cold-start: package
 emulator: venv
 	$(EMULATOR_CREDENTIALS) $(PYTHON) infra/emulator.py --port $(EMULATOR_PORT)
 
-# Apiary locally: Ctrl-C stops the functions and the emulator.
+# Apiary locally: Ctrl-C stops the functions and the emulator. Built as `make test` builds it (apiary-local is built
+# for its integration test), so switching between the two recompiles nothing.
 run: venv
-	$(CARGO) build --quiet -p apiary-local
+	$(CARGO) test --quiet --workspace --no-run
 	@$(EMULATOR_CREDENTIALS) bash infra/run-local.sh
 
 bench:
@@ -128,4 +136,11 @@ bench:
 
 ARGS ?=
 sim:
-	$(CARGO) run --quiet --release -p apiary-sim -- $(ARGS)
+	$(CARGO) run --quiet --profile tool -p apiary-sim -- $(ARGS)
+
+# The whole-system simulation (shared/dst): each failing seed prints the command that replays it.
+SEEDS ?= 200
+SEED ?=
+HOURS ?= 2
+dst:
+	$(CARGO) run --quiet --profile tool -p apiary-dst -- --hours $(HOURS) $(if $(SEED),--seed $(SEED) --trace,--seeds $(SEEDS))

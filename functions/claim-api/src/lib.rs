@@ -39,7 +39,7 @@ const MAX_ATTEMPTS: usize = 5;
 pub async fn handle(deps: &Deps, req: Request) -> Response<lambda_http::Body> {
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
-    let started = std::time::Instant::now();
+    let started = deps.clock.now();
     // Every line this request logs names the pool and claim its path does.
     let span = tracing::info_span!("request", pool = tracing::field::Empty, claim = tracing::field::Empty);
     let segments = api_segments(&path);
@@ -55,7 +55,7 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<lambda_http::Body> {
         method,
         path,
         status = response.status().as_u16(),
-        ms = started.elapsed().as_millis() as u64,
+        ms = (deps.clock.now() - started).num_milliseconds(),
         "request"
     );
     response

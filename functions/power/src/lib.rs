@@ -99,6 +99,8 @@ struct Run<'a> {
     platform: &'a dyn Machinery,
     limits: PowerLimits,
     msg: &'a PowerMessage,
+    /// The message's receipt handle, when it came from the queue.
+    receipt: Option<&'a str>,
     outcome: Outcome,
 }
 
@@ -175,6 +177,10 @@ impl Run<'_> {
         if current != *stored {
             self.put(stored, &current).await?;
         }
+        if let (Some(_), Admission::Own, Some(receipt)) = (next.send, admission, self.receipt) {
+            // This link is done: delete it before sending the next, so that a kill in between cannot leave both.
+            self.deps.queue.ack_power(receipt).await?;
+        }
         if let Some(link) = next.send {
             let delay = (link.due - now).to_std().unwrap_or_default();
             let message = PowerMessage { check: Some(link.token), ..self.msg.clone() };
@@ -194,7 +200,7 @@ impl Run<'_> {
     /// One attempt: read the cluster, step it, write, carry the chain on.
     async fn attempt(&mut self) -> Result<()> {
         let Some(stored) = get_cluster(self.deps, &self.pool.name, &self.msg.cluster).await? else { return Ok(()) };
-        let admission = chain::admit(&stored, self.msg.check, self.deps.clock.now());
+        let admission = chain::admit(&stored, self.msg.check);
         match admission {
             Admission::Drop => {
                 self.outcome.dropped = true;
@@ -274,12 +280,13 @@ impl Run<'_> {
     }
 }
 
-/// Steps the cluster of `msg` once (or a few times, while each step asks to look again at once).
-pub async fn power(deps: &Deps, msg: &PowerMessage) -> Result<Outcome> {
+/// Steps the cluster of `msg` once (or a few times, while each step asks to look again at once). `receipt` is the
+/// message's receipt handle when it came from the queue.
+pub async fn power(deps: &Deps, msg: &PowerMessage, receipt: Option<&str>) -> Result<Outcome> {
     let Some(pool) = get_pool(deps, &msg.pool).await? else { return Ok(Outcome::default()) };
     let platform = deps.platforms.of(&pool.spec)?;
-    let mut run =
-        Run { deps, pool: &pool, platform, limits: pool.spec.power_limits(), msg, outcome: Outcome::default() };
+    let limits = pool.spec.power_limits();
+    let mut run = Run { deps, pool: &pool, platform, limits, msg, receipt, outcome: Outcome::default() };
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -306,7 +313,7 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
             }
         };
         let span = tracing::info_span!("power", pool = %msg.pool, cluster = %msg.cluster);
-        let result = power(deps, &msg).instrument(span.clone()).await;
+        let result = power(deps, &msg, record.receipt_handle.as_deref()).instrument(span.clone()).await;
         tracing::debug!(parent: &span, ?result, "power message");
         match result {
             Ok(_) => None,

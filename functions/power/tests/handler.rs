@@ -47,7 +47,7 @@ async fn a_new_cluster_is_provisioned_and_becomes_running_once_its_machines_run(
     c.spec_power_state = Some(DesiredPower::Running);
     w.put_cluster("ci", c);
     let deps = w.default_deps(900);
-    let out = power::power(&deps, &nudge("ci-1")).await.expect("step");
+    let out = power::power(&deps, &nudge("ci-1"), None).await.expect("step");
     assert!(out.recheck.is_some(), "installing: look again");
     assert_eq!(machines(&w), [MachineState::Pending, MachineState::Pending]);
     drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
@@ -67,14 +67,14 @@ async fn a_running_cluster_asked_to_hibernate_stops_its_machines_and_settles_hib
     c.spec_power_state = Some(DesiredPower::Running);
     w.put_cluster("ci", c);
     let deps = w.default_deps(900);
-    power::power(&deps, &nudge("ci-1")).await.expect("provision");
+    power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
     drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
     let mut c = w.cluster("ci", "ci-1").expect("cluster");
     c.spec_power_state = Some(DesiredPower::Hibernating);
     c.rev += 1;
     w.put_cluster("ci", c);
     let start = w.now();
-    power::power(&deps, &nudge("ci-1")).await.expect("step");
+    power::power(&deps, &nudge("ci-1"), None).await.expect("step");
     assert!(machines(&w).iter().all(|m| *m == MachineState::Stopping));
     drive(&w, &deps, start + TimeDelta::minutes(10)).await;
     let c = w.cluster("ci", "ci-1").expect("cluster");
@@ -100,7 +100,7 @@ async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_dur
     c.power_state = Some(PowerState::Hibernating);
     c.rev += 1;
     w.put_cluster("ci", c);
-    power::power(&deps, &nudge("ci-1")).await.expect("step");
+    power::power(&deps, &nudge("ci-1"), None).await.expect("step");
     let c = w.cluster("ci", "ci-1").expect("cluster");
     assert_eq!(c.power_state, Some(PowerState::WaitingForMachines));
     drive(&w, &deps, w.now() + TimeDelta::minutes(10)).await;
@@ -119,12 +119,12 @@ async fn a_deleting_cluster_loses_its_machines_then_its_item_and_the_pool_is_tol
     c.spec_power_state = Some(DesiredPower::Running);
     w.put_cluster("ci", c);
     let deps = w.default_deps(900);
-    power::power(&deps, &nudge("ci-1")).await.expect("provision");
+    power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
     let mut c = w.cluster("ci", "ci-1").expect("cluster");
     c.deleting = true;
     c.rev += 1;
     w.put_cluster("ci", c);
-    let out = power::power(&deps, &nudge("ci-1")).await.expect("deprovision");
+    let out = power::power(&deps, &nudge("ci-1"), None).await.expect("deprovision");
     assert!(out.removed);
     assert!(w.cluster("ci", "ci-1").is_none());
     w.time.advance(TimeDelta::minutes(1));
@@ -136,9 +136,9 @@ async fn a_deleting_cluster_loses_its_machines_then_its_item_and_the_pool_is_tol
 async fn messages_for_nothing_do_nothing_and_unreadable_ones_are_dropped() {
     let w = World::new(t0());
     let deps = w.default_deps(900);
-    assert_eq!(power::power(&deps, &nudge("ghost")).await.expect("no pool"), Default::default());
+    assert_eq!(power::power(&deps, &nudge("ghost"), None).await.expect("no pool"), Default::default());
     w.put_pool(pool("ci", aws_spec(1, 0), t0()));
-    assert_eq!(power::power(&deps, &nudge("ghost")).await.expect("no cluster"), Default::default());
+    assert_eq!(power::power(&deps, &nudge("ghost"), None).await.expect("no cluster"), Default::default());
     let event = SqsEvent {
         records: vec![SqsMessage { message_id: Some("m0".into()), body: Some("{".into()), ..Default::default() }],
     };
@@ -156,7 +156,7 @@ async fn nudges_do_not_multiply_re_check_chains() {
     w.put_cluster("ci", c);
     let deps = w.default_deps(900);
     for _ in 0..5 {
-        power::power(&deps, &nudge("ci-1")).await.expect("step");
+        power::power(&deps, &nudge("ci-1"), None).await.expect("step");
         w.time.advance(TimeDelta::seconds(1));
     }
     let chains = w.queue.messages(QueueName::Power).len();
@@ -200,7 +200,7 @@ async fn a_stop_is_recorded_before_the_machines_are_stopped() {
     c.spec_power_state = Some(DesiredPower::Running);
     w.put_cluster("ci", c);
     let deps = w.default_deps(900);
-    power::power(&deps, &nudge("ci-1")).await.expect("provision");
+    power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
     drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
     assert_eq!(w.cluster("ci", "ci-1").expect("cluster").power_state, Some(PowerState::Running));
     let mut c = w.cluster("ci", "ci-1").expect("cluster");
@@ -208,7 +208,7 @@ async fn a_stop_is_recorded_before_the_machines_are_stopped() {
     c.rev += 1;
     w.put_cluster("ci", c);
     spy.seen.lock().expect("spy").clear();
-    power::power(&deps, &nudge("ci-1")).await.expect("stop");
+    power::power(&deps, &nudge("ci-1"), None).await.expect("stop");
     let seen = spy.seen.lock().expect("spy").clone();
     assert!(!seen.is_empty(), "a stop was made");
     assert!(seen.iter().all(|s| *s != Some(PowerState::Running)), "the table said {seen:?} while stopping");

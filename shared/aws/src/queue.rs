@@ -60,6 +60,18 @@ impl Queue for SqsQueue {
         Ok(())
     }
 
+    async fn ack_power(&self, receipt: &str) -> Result<()> {
+        count("sqs:DeleteMessage");
+        self.client
+            .delete_message()
+            .queue_url(&self.power_url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|e| crate::error::aws("sqs:DeleteMessage", e))?;
+        Ok(())
+    }
+
     async fn power(&self, message: &PowerMessage, delay: Duration) -> Result<()> {
         let delay = delay.min(MAX_DELAY).as_secs() as i32;
         count("sqs:SendMessage");

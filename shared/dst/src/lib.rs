@@ -6,10 +6,15 @@
 //!
 //! - [`sim`]: the driver, with Lambda's queue consumption and concurrency.
 //! - [`workload`]: a seeded mix of pool edits, claims, releases, lifetimes, schedules and power requests.
-//! - [`run`]: one seed end to end: chaos with faults, then quiet until everything converges.
+//! - [`invariants`]: what must hold after every step, and once quiet.
+//! - [`run()`]: one seed end to end: chaos with faults, then quiet until everything converges.
 
 pub mod faults;
+pub mod invariants;
+mod run;
 pub mod sim;
+pub mod workload;
 
 pub use faults::Faults;
+pub use run::{run, start, Failure, Report, RunConfig};
 pub use sim::{Options, Request, Sim};

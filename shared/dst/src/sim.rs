@@ -200,6 +200,8 @@ pub struct Sim {
     next_sweep: Timestamp,
     requests: Vec<(Timestamp, u64, Request)>,
     next_request: u64,
+    /// What happened, invocation by invocation, when tracing.
+    pub trace: Option<Vec<String>>,
 }
 
 /// A poll that never finishes: an invocation waits on something the simulation does not drive.
@@ -228,6 +230,7 @@ impl Sim {
             next_sweep: start,
             requests: vec![],
             next_request: 0,
+            trace: None,
             options,
         }
     }
@@ -258,8 +261,17 @@ impl Sim {
         self.in_flight.iter().filter(|i| i.kind == kind).count()
     }
 
+    fn note(&mut self, what: impl FnOnce() -> String) {
+        if let Some(t) = &mut self.trace {
+            let now = self.world.now().format("%H:%M:%S%.3f");
+            t.push(format!("{now} {}", what()));
+        }
+    }
+
     fn start(&mut self, kind: Kind, future: Pin<Box<dyn Future<Output = Done> + Send>>) {
         self.next_id += 1;
+        let id = self.next_id;
+        self.note(|| format!("#{id} {kind:?} starts"));
         self.stats.started[kind as usize] += 1;
         self.in_flight.push(Invocation { id: self.next_id, kind, polls: 0, future });
     }
@@ -308,6 +320,14 @@ impl Sim {
                 if event.records.is_empty() {
                     break;
                 }
+                let bodies: Vec<String> = event
+                    .records
+                    .iter()
+                    .map(|r| {
+                        format!("{}:{}", r.message_id.clone().unwrap_or_default(), r.body.clone().unwrap_or_default())
+                    })
+                    .collect();
+                self.note(|| format!("{kind:?} batch {}", bodies.join(" ")));
                 let deps = self.deps.clone();
                 let future: Pin<Box<dyn Future<Output = Done> + Send>> = match kind {
                     Kind::Reconcile => Box::pin(async move {
@@ -359,6 +379,7 @@ impl Sim {
         match self.in_flight[i].future.as_mut().poll(&mut cx) {
             Poll::Ready(done) => {
                 self.in_flight.swap_remove(i);
+                self.note(|| format!("#{id} done"));
                 self.finish(done);
             }
             Poll::Pending if self.hook.take_killed(id) => {
@@ -366,6 +387,7 @@ impl Sim {
                 // timeout.
                 self.in_flight.swap_remove(i);
                 self.stats.killed += 1;
+                self.note(|| format!("#{id} killed"));
             }
             Poll::Pending => {
                 let inv = &mut self.in_flight[i];
@@ -382,9 +404,19 @@ impl Sim {
 
     fn finish(&mut self, done: Done) {
         match done {
-            Done::Batch(event, response) => self.world.queue.settle(&event, &response),
+            Done::Batch(event, response) => {
+                let failed: Vec<&str> =
+                    response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+                if !failed.is_empty() {
+                    self.note(|| format!("failed messages {failed:?}"));
+                }
+                self.world.queue.settle(&event, &response)
+            }
             Done::Sweep => {}
-            Done::Api(request, at, status, body) => self.answers.push(Answer { at, request, status, body }),
+            Done::Api(request, at, status, body) => {
+                self.note(|| format!("api {request:?} -> {status}"));
+                self.answers.push(Answer { at, request, status, body })
+            }
         }
     }
 

@@ -22,6 +22,10 @@ pub trait Queue: Send + Sync {
     async fn reconcile(&self, message: &ReconcileMessage) -> Result<()>;
     /// Ask for a power step of a cluster after `delay` (capped at [`MAX_DELAY`]).
     async fn power(&self, message: &PowerMessage, delay: Duration) -> Result<()>;
+    /// Deletes a power message the handler received (by its receipt handle) before its batch ends. A re-check
+    /// link deletes itself before it sends the next one, so an invocation killed in between never leaves two
+    /// links of one chain in the queue. Deleting a message already deleted is not an error.
+    async fn ack_power(&self, receipt: &str) -> Result<()>;
 }
 
 /// The batch response reporting `failed` message ids (Lambda's ReportBatchItemFailures): those come back after

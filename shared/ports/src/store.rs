@@ -234,9 +234,17 @@ pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>
         Action::ReleaseName { name, holder } => {
             vec![Write::Delete(Key::Lease(name.clone()), Cond::Holder(holder.clone()))]
         }
-        Action::CreateCluster { cluster: c } => vec![Write::Put(Item::Cluster(c.clone()), Cond::Absent)],
-        Action::DeleteCluster { cluster: id, expected_rev, .. }
-        | Action::SetPowerState { cluster: id, expected_rev, .. } => {
+        // Creating or deleting a cluster changes what maxSize and maxConcurrent bound: it holds only while the pool
+        // is still at the revision the plan read, so a spec changed meanwhile cancels the rest of a stale plan.
+        Action::CreateCluster { cluster: c } => vec![
+            Write::Put(Item::Cluster(c.clone()), Cond::Absent),
+            Write::Check(Key::Pool, Cond::Rev(snapshot.pool.rev)),
+        ],
+        Action::DeleteCluster { cluster: id, expected_rev, .. } => vec![
+            Write::Put(Item::Cluster(cluster(snapshot, id).ok_or_else(|| missing(id))?), Cond::Rev(*expected_rev)),
+            Write::Check(Key::Pool, Cond::Rev(snapshot.pool.rev)),
+        ],
+        Action::SetPowerState { cluster: id, expected_rev, .. } => {
             vec![Write::Put(Item::Cluster(cluster(snapshot, id).ok_or_else(|| missing(id))?), Cond::Rev(*expected_rev))]
         }
         Action::UpdatePool { expected_rev, .. } => {

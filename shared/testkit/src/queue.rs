@@ -67,6 +67,8 @@ impl Message {
 #[derive(Debug, Default)]
 struct Queues {
     messages: Vec<Message>,
+    /// Messages sent so far (a checker looks again only when this moved).
+    sent: u64,
     dead: Vec<Message>,
     next_id: u64,
     next_receipt: u64,
@@ -94,6 +96,7 @@ impl MemQueue {
         let delay = delay + self.hook.send_delay();
         let mut q = self.lock();
         q.next_id += 1;
+        q.sent += 1;
         let id = q.next_id;
         q.messages.push(Message {
             id,
@@ -110,6 +113,11 @@ impl MemQueue {
     /// Every message in `queue` not yet deleted (in flight or not), oldest first.
     pub fn messages(&self, queue: QueueName) -> Vec<Message> {
         self.lock().messages.iter().filter(|m| m.queue == queue).cloned().collect()
+    }
+
+    /// Messages sent so far.
+    pub fn sent(&self) -> u64 {
+        self.lock().sent
     }
 
     /// Messages moved to the dead-letter queues.
@@ -241,6 +249,13 @@ impl Queue for MemQueue {
         enter(self.hook.as_ref(), Op::Send).await?;
         let body = serde_json::to_string(message)?;
         self.push(QueueName::Reconcile, body, Some(message.pool.clone()), TimeDelta::zero());
+        leave(self.hook.as_ref(), Op::Send, Ok(()))
+    }
+
+    async fn ack_power(&self, receipt: &str) -> Result<()> {
+        enter(self.hook.as_ref(), Op::Send).await?;
+        let receipt: Option<u64> = receipt.parse().ok();
+        self.lock().messages.retain(|m| m.queue != QueueName::Power || m.receipt != receipt || receipt.is_none());
         leave(self.hook.as_ref(), Op::Send, Ok(()))
     }
 

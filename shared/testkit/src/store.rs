@@ -53,12 +53,18 @@ fn snapshot(items: &BTreeMap<String, Item>) -> Option<Snapshot> {
 pub struct MemStore {
     hook: Arc<dyn Hook>,
     tables: Mutex<Tables>,
+    writes: std::sync::atomic::AtomicU64,
 }
 
 impl MemStore {
     /// An empty table whose calls pass through `hook`.
     pub fn new(hook: Arc<dyn Hook>) -> Self {
-        Self { hook, tables: Mutex::new(Tables::default()) }
+        Self { hook, tables: Mutex::new(Tables::default()), writes: Default::default() }
+    }
+
+    /// Successful writes so far (a checker looks again only when this moved).
+    pub fn writes(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A copy of everything stored (no hook: for tests and invariant checks).
@@ -69,6 +75,7 @@ impl MemStore {
     /// Stores `item` in `pool`'s partition unconditionally (test setup; no hook).
     pub fn put(&self, pool: &str, item: Item) {
         self.lock().pools.entry(pool.to_owned()).or_default().insert(item.key().sort_key(), item);
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
@@ -122,6 +129,7 @@ impl MemStore {
         if partition.is_empty() {
             tables.pools.remove(pool);
         }
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 }
@@ -175,6 +183,7 @@ impl Store for MemStore {
             let mut tables = self.lock();
             if tables.last_full_sweep == previous {
                 tables.last_full_sweep = Some(at);
+                self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 Ok(())
             } else {
                 Err(Error::Conflict(format!("sweep: last full {:?}, not {previous:?}", tables.last_full_sweep)))

@@ -6,7 +6,9 @@
 //! - a nudge (a message without a token, from a reconcile, the claim API or the sweep) steps the cluster at once,
 //!   and starts a chain only when none is live, or the live one is due too late for what the nudge found (a
 //!   claim waiting on a cluster in a five-minute backoff), or presumed lost ([`LOST_AFTER`] overdue);
-//! - any other link is stale and ends on arrival without a look.
+//! - any other link is stale (an SQS duplicate of an old link, or a link whose handling failed after the chain
+//!   moved on) and ends on arrival without a look. A chain that is lost (its next link never sent) is taken over
+//!   by the next nudge: the sweep's full pass nudges every unsettled cluster whose chain is not live.
 //!
 //! Replacing a live link leaves its message in flight until it arrives: the cluster records it as
 //! `superseded`, and a chain is replaced only while no superseded link is in flight. So at most two re-checks are
@@ -31,7 +33,7 @@ pub const SLACK: TimeDelta = TimeDelta::seconds(5);
 pub enum Admission {
     /// It is the live link: step, and carry the chain on.
     Own,
-    /// A nudge (or a stale link finding no live chain): step, and start a chain if one is needed.
+    /// A nudge: step, and start a chain if one is needed.
     Nudge,
     /// It is the superseded link arriving: forget it, nothing else.
     Forget,
@@ -44,18 +46,15 @@ pub fn live(cluster: &Cluster, now: Timestamp) -> bool {
     cluster.check.is_some_and(|c| now <= c.due + LOST_AFTER)
 }
 
-/// What a message carrying `token` (`None`: a nudge) may do on `cluster` at `now`.
-pub fn admit(cluster: &Cluster, token: Option<u64>, now: Timestamp) -> Admission {
+/// What a message carrying `token` (`None`: a nudge) may do on `cluster`.
+pub fn admit(cluster: &Cluster, token: Option<u64>) -> Admission {
     let Some(token) = token else { return Admission::Nudge };
     if cluster.check.is_some_and(|c| c.token == token) {
         Admission::Own
     } else if cluster.superseded.is_some_and(|c| c.token == token) {
         Admission::Forget
-    } else if live(cluster, now) {
-        Admission::Drop
     } else {
-        // The chain it belonged to ended or was lost: it is as good as a nudge.
-        Admission::Nudge
+        Admission::Drop
     }
 }
 
@@ -117,12 +116,12 @@ mod tests {
     #[test]
     fn only_the_live_link_carries_the_chain_and_stale_links_end() {
         let c = cluster(Some((7, 60)), Some((5, 300)));
-        assert_eq!(admit(&c, Some(7), t(60)), Admission::Own);
-        assert_eq!(admit(&c, Some(5), t(300)), Admission::Forget);
-        assert_eq!(admit(&c, Some(3), t(60)), Admission::Drop);
-        assert_eq!(admit(&c, None, t(60)), Admission::Nudge);
-        // A stale link finding the live one lost acts as a nudge.
-        assert_eq!(admit(&c, Some(3), t(60) + LOST_AFTER + TimeDelta::seconds(1)), Admission::Nudge);
+        assert_eq!(admit(&c, Some(7)), Admission::Own);
+        assert_eq!(admit(&c, Some(5)), Admission::Forget);
+        assert_eq!(admit(&c, Some(3)), Admission::Drop);
+        assert_eq!(admit(&c, None), Admission::Nudge);
+        // A stale link ends even when the live one is lost: the next nudge takes the chain over.
+        assert_eq!(admit(&cluster(None, None), Some(3)), Admission::Drop);
         let n = next(&c, Admission::Own, Some(t(75)), t(60), 8);
         assert_eq!((n.check.map(|r| r.token), n.send.map(|r| r.due)), (Some(8), Some(t(75))));
         let n = next(&c, Admission::Own, None, t(60), 8);

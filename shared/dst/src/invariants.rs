@@ -1,0 +1,322 @@
+//! What must hold after every step, each with its own message, and what must hold once the faults stop.
+//!
+//! After every step (checked when the table, the queues or the API answers moved):
+//! - **one claim per cluster**: no cluster is in two claims, and a claim's cluster names that claim back;
+//! - **assigned only when Running**: a claim that gains a cluster gains one the table says is installed and Running
+//!   and whose machines all run in the cloud at that moment;
+//! - **unique inventory names**: no two live clusters of a pool hold the same name;
+//! - **maxSize** and **maxConcurrent** as the planner promises: all clusters never above maxSize (the inventory
+//!   caps it), installing + deleting never above maxConcurrent, and if a spec change left a pool above either,
+//!   the count never grows;
+//! - **bounded re-checks**: at most two of the power function's re-check messages in flight per cluster;
+//! - **no 500**: the API never answers a server error but 503 (busy, try again).
+//!
+//! Once quiet (see [`crate::run()`]): every pending claim is assigned within [`CLAIM_BOUND`] of its pool having room
+//! for it, every pool converges within [`POOL_BOUND`], and no machine is left without its cluster.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use apiary_planner::machines::MachineState;
+use apiary_planner::power::chain::{self, Admission};
+use apiary_planner::{plan, Action, Snapshot, Timestamp};
+use apiary_ports::messages::PowerMessage;
+use apiary_testkit::queue::QueueName;
+use apiary_testkit::store::Tables;
+use chrono::TimeDelta;
+
+use crate::sim::Sim;
+
+/// Once faults stop, a claim that can be served is served within this (a lost reconcile comes back after the
+/// six-minute visibility timeout; a lost re-check chain is re-nudged within the ten-minute full sweep and its
+/// two-minute grace; then an install and two resumes, each a few minutes at most).
+pub const CLAIM_BOUND: TimeDelta = TimeDelta::minutes(30);
+/// Once faults stop, every pool converges within this: [`CLAIM_BOUND`], and a termination refused many times
+/// retried after its longest backoff (fifteen minutes).
+pub const POOL_BOUND: TimeDelta = TimeDelta::minutes(50);
+
+/// An invariant that did not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// When.
+    pub at: Timestamp,
+    /// Which invariant.
+    pub invariant: &'static str,
+    /// What was seen.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at {}: {}", self.invariant, self.at.to_rfc3339(), self.detail)
+    }
+}
+
+fn violation(at: Timestamp, invariant: &'static str, detail: String) -> Result<(), Violation> {
+    Err(Violation { at, invariant, detail })
+}
+
+/// Counts a pool's limits are held against.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    total: usize,
+    busy: usize,
+}
+
+/// The step-by-step checker.
+#[derive(Default)]
+pub struct Checker {
+    writes: u64,
+    sent: u64,
+    answers: usize,
+    /// (pool, claim) → its cluster, as of the last look.
+    assigned: BTreeMap<(String, String), Option<String>>,
+    counts: BTreeMap<String, Counts>,
+}
+
+impl Checker {
+    /// Checks what moved since the last step.
+    pub fn step(&mut self, sim: &Sim) -> Result<(), Violation> {
+        let now = sim.now();
+        if sim.answers.len() != self.answers {
+            for a in &sim.answers[self.answers..] {
+                if a.status >= 500 && a.status != 503 {
+                    return violation(now, "no 500", format!("{:?} answered {} {}", a.request, a.status, a.body));
+                }
+            }
+            self.answers = sim.answers.len();
+        }
+        let sent = sim.world.queue.sent();
+        if sent != self.sent {
+            self.sent = sent;
+            rechecks(sim, now)?;
+        }
+        let writes = sim.world.store.writes();
+        if writes != self.writes {
+            self.writes = writes;
+            let tables = sim.world.store.tables();
+            self.table(sim, &tables, now)?;
+        }
+        Ok(())
+    }
+
+    fn table(&mut self, sim: &Sim, tables: &Tables, now: Timestamp) -> Result<(), Violation> {
+        let machines = sim.world.cloud.machines();
+        let mut assigned = BTreeMap::new();
+        for snap in tables.snapshots() {
+            let pool = snap.pool.name.clone();
+            let mut holders: BTreeMap<&str, &str> = BTreeMap::new();
+            for k in &snap.claims {
+                let key = (pool.clone(), k.name.clone());
+                if let Some(id) = &k.cluster {
+                    if let Some(other) = holders.insert(id.as_str(), k.name.as_str()) {
+                        return violation(
+                            now,
+                            "one claim per cluster",
+                            format!("{pool}/{id} is in claims {other} and {}", k.name),
+                        );
+                    }
+                    let cluster = snap.clusters.iter().find(|c| &c.id == id);
+                    if let Some(c) = cluster {
+                        if c.claim.as_deref() != Some(k.name.as_str()) {
+                            return violation(
+                                now,
+                                "one claim per cluster",
+                                format!("{pool}/{id} names claim {:?}, claim {} names it", c.claim, k.name),
+                            );
+                        }
+                    }
+                    let before = self.assigned.get(&key).cloned().flatten();
+                    if before.as_deref() != Some(id.as_str()) {
+                        // Just assigned: Running in the table and in the cloud.
+                        let Some(c) = cluster else {
+                            return violation(
+                                now,
+                                "assigned only when Running",
+                                format!("{pool}/{} got {id}, which does not exist", k.name),
+                            );
+                        };
+                        let up: Vec<MachineState> = machines
+                            .iter()
+                            .filter(|m| m.infra_id == c.infra_id && !m.state.is_gone())
+                            .map(|m| m.state)
+                            .collect();
+                        if !c.is_running() || up.is_empty() || up.iter().any(|s| *s != MachineState::Running) {
+                            return violation(
+                                now,
+                                "assigned only when Running",
+                                format!("{pool}/{} got {id} in state {:?}, machines {up:?}", k.name, c.power_state),
+                            );
+                        }
+                    }
+                }
+                assigned.insert(key, k.cluster.clone());
+            }
+            if snap.pool.spec.inventory.is_some() {
+                let mut names = BTreeSet::new();
+                for c in snap.clusters.iter().filter(|c| !c.deleting) {
+                    if !names.insert(c.cluster_name.as_str()) {
+                        return violation(
+                            now,
+                            "unique inventory names",
+                            format!("{pool}: two live clusters hold {}", c.cluster_name),
+                        );
+                    }
+                }
+            }
+            self.limits(&snap, now)?;
+        }
+        self.assigned = assigned;
+        Ok(())
+    }
+
+    fn limits(&mut self, snap: &Snapshot, now: Timestamp) -> Result<(), Violation> {
+        let spec = &snap.pool.spec;
+        let names = spec.inventory_names().map(|n| n.len());
+        let max_size = match (spec.max_size, names) {
+            (Some(m), Some(n)) => Some((m.max(0) as usize).min(n)),
+            (m, n) => m.map(|m| m.max(0) as usize).or(n),
+        };
+        let counts = Counts {
+            total: snap.clusters.len(),
+            busy: snap.clusters.iter().filter(|c| c.deleting || (c.installed_at.is_none() && !c.is_broken())).count(),
+        };
+        let before = self.counts.insert(snap.pool.name.clone(), counts).unwrap_or(counts);
+        if let Some(max) = max_size {
+            if counts.total > max && counts.total > before.total {
+                return violation(
+                    now,
+                    "maxSize",
+                    format!("{}: {} clusters (was {}), maxSize {max}", snap.pool.name, counts.total, before.total),
+                );
+            }
+        }
+        if let Some(max) = spec.max_concurrent.map(|m| m.max(0) as usize) {
+            if counts.busy > max && counts.busy > before.busy {
+                return violation(
+                    now,
+                    "maxConcurrent",
+                    format!(
+                        "{}: {} installing or deleting (was {}), maxConcurrent {max}",
+                        snap.pool.name, counts.busy, before.busy
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Re-check chains never multiply: of the power function's re-check messages in the queue (waiting, delayed or
+/// being handled), at most two links per cluster can still act on arrival (the live one, and the one it
+/// replaced, which only clears its own record); every other copy (an SQS duplicate of an old link, a link whose
+/// handling failed after the chain moved on) ends on arrival without a look.
+fn rechecks(sim: &Sim, now: Timestamp) -> Result<(), Violation> {
+    let tables = sim.world.store.tables();
+    let mut acting: BTreeMap<(String, String), BTreeSet<u64>> = BTreeMap::new();
+    for m in sim.world.queue.messages(QueueName::Power) {
+        let Ok(msg) = serde_json::from_str::<PowerMessage>(&m.body) else { continue };
+        let Some(token) = msg.check else { continue };
+        let Some(cluster) =
+            tables.snapshot(&msg.pool).and_then(|s| s.clusters.into_iter().find(|c| c.id == msg.cluster))
+        else {
+            continue; // the cluster is gone: every message for it ends on arrival
+        };
+        if chain::admit(&cluster, Some(token)) != Admission::Drop {
+            acting.entry((msg.pool, msg.cluster)).or_default().insert(token);
+        }
+    }
+    match acting.into_iter().find(|(_, tokens)| tokens.len() > 2) {
+        Some(((pool, cluster), tokens)) => violation(
+            now,
+            "bounded re-checks",
+            format!("{pool}/{cluster} has {} acting re-checks in flight: {tokens:?}", tokens.len()),
+        ),
+        None => Ok(()),
+    }
+}
+
+/// Whether `snap`'s pool has converged at `now`: nothing left to plan, every cluster installed, unbroken and
+/// settled in the power state asked for (but a claimed one that broke: seed 002 leaves it to its claimant), none
+/// being deleted, and no claim pending unless the pool is at maxSize.
+/// A pool being deleted has converged when only claimed clusters remain.
+pub fn converged(snap: &Snapshot, now: Timestamp) -> Result<(), String> {
+    let p = plan(snap, now, 0);
+    let work: Vec<&Action> = p.writes().filter(|a| !matches!(a, Action::UpdatePool { .. })).collect();
+    if !work.is_empty() {
+        return Err(format!("still to do: {}", serde_json::to_string(&work).unwrap_or_default()));
+    }
+    if snap.pool.deletion_requested_at.is_some() {
+        return match snap.clusters.iter().find(|c| c.claim.is_none() || c.marked_for_deletion) {
+            Some(c) => Err(format!("pool being deleted still holds unclaimed {}", c.id)),
+            None => Ok(()),
+        };
+    }
+    for c in &snap.clusters {
+        if c.claim.is_some() && c.is_broken() {
+            // Seed 002: a cluster that broke after it was assigned is left to its claimant.
+            continue;
+        }
+        let settled = c.installed_at.is_some()
+            && !c.is_broken()
+            && !c.deleting
+            && match c.spec_power_state {
+                Some(apiary_planner::DesiredPower::Running) => c.is_running(),
+                Some(apiary_planner::DesiredPower::Hibernating) => {
+                    c.power_state == Some(apiary_planner::PowerState::Hibernating)
+                }
+                None => false,
+            };
+        if !settled {
+            return Err(format!(
+                "{} not settled: {:?} wants {:?} (chain {:?}, superseded {:?}, pending call {:?}, retry at {:?})",
+                c.id, c.power_state, c.spec_power_state, c.check, c.superseded, c.pending_call, c.retry_at
+            ));
+        }
+    }
+    pending_with_capacity(snap).map_err(|(_, why)| why)
+}
+
+/// `Err` naming a claim still pending although its pool has room (a free cluster, or room for another), with what
+/// the pool holds.
+pub fn pending_with_capacity(snap: &Snapshot) -> Result<(), (String, String)> {
+    let pending = snap.claims.iter().find(|k| k.is_pending());
+    let Some(k) = pending else { return Ok(()) };
+    let spec = &snap.pool.spec;
+    let names = spec.inventory_names().map(|n| n.len());
+    let room = match (spec.max_size, names) {
+        (Some(m), Some(n)) => (m.max(0) as usize).min(n),
+        (Some(m), None) => m.max(0) as usize,
+        (None, Some(n)) => n,
+        (None, None) => usize::MAX,
+    };
+    let free = snap.clusters.iter().any(|c| c.claim.is_none() && !c.deleting && !c.marked_for_deletion);
+    if snap.clusters.len() >= room && !free {
+        // No room for another cluster and none free: it waits for a release.
+        return Ok(());
+    }
+    let states: Vec<String> = snap
+        .clusters
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {:?}/{:?} claim {:?} broken {} deleting {} installed {} chain {:?} call {:?}",
+                c.id,
+                c.power_state,
+                c.spec_power_state,
+                c.claim,
+                c.is_broken(),
+                c.deleting,
+                c.installed_at.is_some(),
+                c.check,
+                c.pending_call
+            )
+        })
+        .collect();
+    let why = format!(
+        "claim {} still pending with {} of {room} clusters (one free: {free}): {}",
+        k.name,
+        snap.clusters.len(),
+        states.join("; ")
+    );
+    Err((k.name.clone(), why))
+}

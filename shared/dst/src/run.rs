@@ -1,0 +1,188 @@
+//! One seed end to end: a workload under every fault for the chaos phase, with the invariants checked after every
+//! step; then quiet (no faults, no new requests), within whose bounds every pending claim with capacity is served,
+//! every pool converges, and no machine is left without its cluster.
+
+use std::collections::BTreeMap;
+
+use apiary_planner::Timestamp;
+use apiary_testkit::cloud::Timings;
+use chrono::{TimeDelta, TimeZone, Utc};
+
+use crate::faults::{FaultCounts, Faults};
+use crate::invariants::{converged, pending_with_capacity, Checker, Violation, CLAIM_BOUND, POOL_BOUND};
+use crate::sim::{Options, Sim, Stats};
+use crate::workload;
+
+/// How a run is set up.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The seed: the workload, the faults, the interleaving and the cloud's timings all come from it.
+    pub seed: u64,
+    /// How long faults are injected while the workload runs.
+    pub chaos: TimeDelta,
+    /// The faults.
+    pub faults: Faults,
+    /// Keep a trace of every invocation (printed with a failure).
+    pub trace: bool,
+}
+
+impl RunConfig {
+    /// Every fault for two simulated hours.
+    pub fn new(seed: u64) -> Self {
+        Self { seed, chaos: TimeDelta::hours(2), faults: Faults::all(), trace: false }
+    }
+}
+
+/// What a passing run did.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// Virtual time simulated.
+    pub simulated: TimeDelta,
+    /// What ran.
+    pub stats: Stats,
+    /// What the faults did.
+    pub faults: FaultCounts,
+    /// API answers by status.
+    pub answers: BTreeMap<u16, usize>,
+    /// The longest any pool took to converge once quiet.
+    pub slowest_convergence: TimeDelta,
+    /// Messages dead-lettered (their work was recovered by the sweep).
+    pub dead_letters: usize,
+}
+
+/// A failing run: the first invariant that did not hold.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The seed that replays it.
+    pub seed: u64,
+    /// What failed.
+    pub violation: Violation,
+    /// Invocations and steps until then.
+    pub stats: Stats,
+    /// The trace, when asked for.
+    pub trace: Vec<String>,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {}: {} (after {} steps); replay: make dst SEED={}",
+            self.seed, self.violation, self.stats.polls, self.seed
+        )
+    }
+}
+
+/// The start of every run's timeline.
+pub fn start() -> Timestamp {
+    Utc.with_ymd_and_hms(2026, 11, 23, 8, 0, 0).single().unwrap_or_default()
+}
+
+/// Runs one seed.
+pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
+    let t0 = start();
+    let options = Options { faults: config.faults, interleave: true, ..Options::deployed(config.seed) };
+    let mut sim = Sim::new(t0, options);
+    if config.trace {
+        sim.trace = Some(vec![]);
+    }
+    sim.world.cloud.set_timings(Timings {
+        launch: TimeDelta::seconds(90),
+        start: TimeDelta::seconds(60),
+        stop: TimeDelta::seconds(30),
+        terminate: TimeDelta::seconds(10),
+        status_checks: TimeDelta::seconds(20),
+    });
+    for (at, request) in workload::generate(config.seed, t0, config.chaos) {
+        sim.request(at, request);
+    }
+    let mut checker = Checker::default();
+    let fail = |sim: &Sim, violation: Violation| {
+        Box::new(Failure {
+            seed: config.seed,
+            violation,
+            stats: sim.stats.clone(),
+            trace: sim.trace.clone().unwrap_or_default(),
+        })
+    };
+    let quiet_at = t0 + config.chaos;
+    if let Err(v) = sim.run_until(quiet_at, |s| checker.step(s)) {
+        return Err(fail(&sim, v));
+    }
+    sim.quiet();
+    // Quiet: each pool must converge within the bound; each claim with capacity must be served within its own.
+    let mut settled: BTreeMap<String, Option<TimeDelta>> =
+        sim.world.store.tables().snapshots().into_iter().map(|s| (s.pool.name, None)).collect();
+    // Each pending claim: since when it has had room, without a break.
+    let mut waiting: BTreeMap<(String, String), Timestamp> = BTreeMap::new();
+    let deadline = quiet_at + POOL_BOUND;
+    let mut last_look = quiet_at;
+    let result = sim.run_until(deadline, |s| {
+        checker.step(s)?;
+        let now = s.now();
+        if now - last_look < TimeDelta::seconds(10) {
+            return Ok(());
+        }
+        last_look = now;
+        let tables = s.world.store.tables();
+        for (pool, when) in settled.iter_mut().filter(|(_, w)| w.is_none()) {
+            let done = match tables.snapshot(pool) {
+                None => true,
+                Some(snap) => converged(&snap, now).is_ok(),
+            };
+            if done {
+                *when = Some(now - quiet_at);
+            }
+        }
+        let mut still = BTreeMap::new();
+        for snap in tables.snapshots() {
+            if let Err((claim, why)) = pending_with_capacity(&snap) {
+                let key = (snap.pool.name.clone(), claim);
+                let since = waiting.get(&key).copied().unwrap_or(now);
+                if now - since > CLAIM_BOUND {
+                    let detail = format!("{}: {why}, with room for {}", snap.pool.name, CLAIM_BOUND);
+                    return Err(Violation { at: now, invariant: "claims served", detail });
+                }
+                still.insert(key, since);
+            }
+        }
+        waiting = still;
+        Ok(())
+    });
+    if let Err(v) = result {
+        return Err(fail(&sim, v));
+    }
+    let now = sim.now();
+    let tables = sim.world.store.tables();
+    for (pool, when) in &settled {
+        if when.is_none() {
+            let why = tables.snapshot(pool).map(|s| converged(&s, now).err().unwrap_or_default()).unwrap_or_default();
+            let detail = format!("{pool} did not converge within {POOL_BOUND} of the faults stopping: {why}");
+            return Err(fail(&sim, Violation { at: now, invariant: "pools converge", detail }));
+        }
+    }
+    // No leaked machines: every machine still up belongs to a cluster that exists.
+    for m in sim.world.cloud.machines().iter().filter(|m| !m.state.is_gone()) {
+        let exists = tables.snapshot(&m.pool).is_some_and(|s| s.clusters.iter().any(|c| c.id == m.cluster));
+        if !exists {
+            let detail =
+                format!("{} ({:?}) belongs to {}/{}, which no longer exists", m.id, m.state, m.pool, m.cluster);
+            return Err(fail(&sim, Violation { at: now, invariant: "no leaked machines", detail }));
+        }
+    }
+    let mut answers = BTreeMap::new();
+    for a in &sim.answers {
+        *answers.entry(a.status).or_default() += 1;
+    }
+    Ok(Report {
+        seed: config.seed,
+        simulated: now - t0,
+        stats: sim.stats.clone(),
+        faults: sim.hook.counts(),
+        answers,
+        slowest_convergence: settled.values().flatten().copied().max().unwrap_or_default(),
+        dead_letters: sim.world.queue.dead_letters().len(),
+    })
+}

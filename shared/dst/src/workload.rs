@@ -1,0 +1,100 @@
+//! A seeded workload: a few pools with varied specs, then claims (some with lifetimes), releases, hibernate and
+//! resume requests, and pool edits (size, runningCount, maxConcurrent, inventory, platform, schedules) spread
+//! over the chaos phase, now and then a pool deleted. Every pool bounds its power transitions and installs, so a
+//! stuck machine is caught and replaced (with no timeout set it would rightly wait forever).
+
+use apiary_planner::Timestamp;
+use apiary_testkit::time::SplitMix;
+use chrono::TimeDelta;
+use serde_json::{json, Value};
+
+use crate::sim::Request;
+
+/// Principals making claims.
+pub const OWNERS: [&str; 3] =
+    ["arn:aws:iam::123456789012:user/alice", "arn:aws:iam::123456789012:user/bob", "arn:aws:iam::123456789012:role/ci"];
+
+const NAMES: [&str; 6] = ["red", "green", "blue", "cyan", "amber", "plum"];
+
+/// A random pool spec.
+fn spec(rng: &mut SplitMix, version: u64) -> Value {
+    let size = 1 + rng.below(4) as i64;
+    let mut spec = json!({
+        "size": size,
+        "runningCount": rng.below(size as u64 + 2),
+        "powerstateTransitionToRunningTimeout": "15m",
+        "powerstateTransitionToHibernatingTimeout": "15m",
+        "installTimeout": "20m",
+        "platform": {"aws": {
+            "region": "us-east-1",
+            "imageId": "ami-0123456789abcdef0",
+            "instanceType": if version % 2 == 0 { "m5.large" } else { "m5.xlarge" },
+            "machineCount": 1 + rng.below(3)
+        }}
+    });
+    if rng.chance(0.5) {
+        spec["maxConcurrent"] = json!(1 + rng.below(3));
+    }
+    if rng.chance(0.3) {
+        spec["maxSize"] = json!(size + 2 + rng.below(4) as i64);
+    }
+    if rng.chance(0.3) {
+        let n = 1 + rng.below(NAMES.len() as u64) as usize;
+        let names: Vec<Value> = NAMES[..n].iter().map(|n| json!({ "name": n })).collect();
+        spec["inventory"] = json!({ "clusterDeployments": names });
+    }
+    if rng.chance(0.3) {
+        spec["hibernateAfter"] = json!("20m");
+    }
+    if rng.chance(0.4) {
+        spec["claimLifetime"] = json!({"default": "30m", "maximum": "1h"});
+    }
+    if rng.chance(0.2) {
+        spec["schedules"] = json!([{"name": "hourly", "cron": "0 * * * *", "duration": "20m", "runningCount": size}]);
+    }
+    spec
+}
+
+/// The requests of one run: at `start`, pools; then, until `start + chaos`, the rest.
+pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp, Request)> {
+    let mut rng = SplitMix::new(seed ^ 0xa11c_e5ed);
+    let pools: Vec<String> = (0..2 + rng.below(2)).map(|i| format!("p{i}")).collect();
+    let mut out: Vec<(Timestamp, Request)> = vec![];
+    let mut versions = vec![0u64; pools.len()];
+    for p in &pools {
+        out.push((start, Request::PutPool { pool: p.clone(), spec: spec(&mut rng, 0) }));
+    }
+    let mut claims: Vec<(String, String, String)> = vec![];
+    let mut t = start + TimeDelta::minutes(5);
+    let end = start + chaos;
+    let mut n = 0;
+    while t < end {
+        n += 1;
+        let p = pools[rng.below(pools.len() as u64) as usize].clone();
+        let owner = OWNERS[rng.below(OWNERS.len() as u64) as usize].to_owned();
+        let r = rng.unit();
+        let request = if r < 0.45 {
+            let claim = format!("c{n}");
+            claims.push((p.clone(), claim.clone(), owner.clone()));
+            let lifetime = rng.chance(0.3).then(|| "20m".to_owned());
+            Request::Claim { pool: p, claim, owner, lifetime }
+        } else if r < 0.70 && !claims.is_empty() {
+            let (pool, claim, owner) = claims.swap_remove(rng.below(claims.len() as u64) as usize);
+            Request::Release { pool, claim, owner }
+        } else if r < 0.82 && !claims.is_empty() {
+            let (pool, claim, owner) = claims[rng.below(claims.len() as u64) as usize].clone();
+            Request::Power { pool, claim, owner, hibernate: rng.chance(0.5) }
+        } else if r < 0.985 {
+            let i = pools.iter().position(|x| *x == p).unwrap_or_default();
+            versions[i] += u64::from(rng.chance(0.3));
+            Request::PutPool { pool: p, spec: spec(&mut rng, versions[i]) }
+        } else {
+            Request::DeletePool { pool: p }
+        };
+        out.push((t, request));
+        // A request every half a minute to five minutes, some in bursts.
+        let gap = if rng.chance(0.2) { rng.below(3) } else { 30 + rng.below(270) };
+        t += TimeDelta::seconds(gap as i64);
+    }
+    out
+}

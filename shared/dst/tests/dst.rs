@@ -1,0 +1,116 @@
+//! The whole-system simulation in `make test`: seeds run with every fault, each checking every invariant after
+//! every step; the same seed replays exactly; and each invariant fails on a state that breaks it.
+
+use apiary_dst::invariants::{converged, Checker};
+use apiary_dst::{run, start, Faults, Options, RunConfig, Sim};
+use apiary_planner::{Claim, DesiredPower};
+use apiary_ports::store::Item;
+use apiary_testkit::fixtures::{aws_spec, installed, pool};
+
+/// Seeds per test (`APIARY_DST_SEEDS`; `make dst SEEDS=N` runs more from the binary).
+fn seeds() -> u64 {
+    std::env::var("APIARY_DST_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(150)
+}
+
+fn run_seeds(from: u64) {
+    let failures: Vec<String> =
+        (from..from + seeds()).filter_map(|seed| run(&RunConfig::new(seed)).err()).map(|f| f.to_string()).collect();
+    assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn every_invariant_holds_under_every_fault_seeds_1_to_150() {
+    run_seeds(1);
+}
+
+#[test]
+fn every_invariant_holds_under_every_fault_seeds_10001_to_10150() {
+    run_seeds(10_001);
+}
+
+#[test]
+fn a_seed_replays_exactly() {
+    let one = run(&RunConfig::new(7)).expect("seed 7");
+    let two = run(&RunConfig::new(7)).expect("seed 7 again");
+    assert_eq!((one.stats, one.faults, one.answers), (two.stats, two.faults, two.answers));
+}
+
+fn quiet_sim() -> Sim {
+    Sim::new(start(), Options { faults: Faults::none(), ..Options::deployed(1) })
+}
+
+fn violated(sim: &Sim) -> String {
+    Checker::default().step(sim).expect_err("the invariant must fail").invariant.to_owned()
+}
+
+#[test]
+fn two_claims_on_one_cluster_are_caught() {
+    let sim = quiet_sim();
+    let t = start();
+    sim.world.put_pool(pool("p", aws_spec(1, 1), t));
+    let mut c = installed("c1", DesiredPower::Running, t);
+    c.claim = Some("a".into());
+    // Its machines run, so only the double claim is wrong.
+    let spec = aws_spec(1, 1);
+    let target = apiary_ports::platform::Target { pool: "p", spec: &spec, cluster: &c, now: t };
+    let launched =
+        futures::executor::block_on(apiary_ports::platform::Provisioner::provision(sim.world.cloud.as_ref(), target));
+    launched.expect("call").expect("launched");
+    for m in sim.world.cloud.machines() {
+        sim.world.cloud.force(&m.id, apiary_planner::machines::MachineState::Running);
+    }
+    sim.world.put_cluster("p", c);
+    for name in ["a", "b"] {
+        let mut k = Claim::new(name, "me", t);
+        k.cluster = Some("c1".into());
+        sim.world.store.put("p", Item::Claim(Box::new(k)));
+    }
+    assert_eq!(violated(&sim), "one claim per cluster");
+}
+
+#[test]
+fn a_claim_given_a_cluster_whose_machines_do_not_run_is_caught() {
+    let sim = quiet_sim();
+    let t = start();
+    sim.world.put_pool(pool("p", aws_spec(1, 1), t));
+    let mut c = installed("c1", DesiredPower::Running, t);
+    c.claim = Some("a".into());
+    sim.world.put_cluster("p", c);
+    let mut k = Claim::new("a", "me", t);
+    k.cluster = Some("c1".into());
+    sim.world.store.put("p", Item::Claim(Box::new(k)));
+    // The table says Running; the cloud has no machine for it.
+    assert_eq!(violated(&sim), "assigned only when Running");
+}
+
+#[test]
+fn a_pool_above_max_size_that_grows_is_caught() {
+    let sim = quiet_sim();
+    let t = start();
+    let mut spec = aws_spec(1, 0);
+    spec.max_size = Some(1);
+    sim.world.put_pool(pool("p", spec, t));
+    sim.world.put_cluster("p", installed("c1", DesiredPower::Hibernating, t));
+    let mut checker = Checker::default();
+    checker.step(&sim).expect("at maxSize");
+    sim.world.put_cluster("p", installed("c2", DesiredPower::Hibernating, t));
+    sim.world.store.put("p", Item::Pool(Box::new(pool("p", sim.world.snapshot("p").expect("p").pool.spec, t))));
+    assert_eq!(checker.step(&sim).expect_err("above maxSize").invariant, "maxSize");
+}
+
+#[test]
+fn an_unsettled_pool_has_not_converged() {
+    let t = start();
+    let mut snap = apiary_planner::Snapshot {
+        pool: pool("p", aws_spec(1, 0), t),
+        clusters: vec![],
+        claims: vec![],
+        leases: vec![],
+    };
+    assert!(converged(&snap, t).is_err(), "a cluster is still to be made");
+    let mut c = installed("c1", DesiredPower::Hibernating, t);
+    c.pool_version = Some(apiary_planner::pool_version(&snap.pool.spec));
+    c.power_state = Some(apiary_planner::PowerState::Stopping);
+    snap.clusters.push(c);
+    assert!(converged(&snap, t).is_err(), "a cluster is still stopping");
+}
