@@ -16,4 +16,4 @@ export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
 set -a; source .run/stack.env; set +a
 echo "logs: .run/apiary.log; metrics (EMF): .run/metrics.log; emulator: $AWS_ENDPOINT_URL" >&2
 "$CARGO_TARGET_DIR/debug/apiary-local" --listen "$listen" --sweep-every 10s \
-  --pool demo=infra/demo-pool.json --status 2> .run/apiary.log
+  --fake-gcp --pool demo=infra/demo-pool.json --pool demo-gcp=infra/demo-pool-gcp.json --status 2> .run/apiary.log

@@ -393,3 +393,102 @@ async fn four_pools_install_within_twenty_seconds_while_twenty_claims_run_on_a_f
     assert!(took <= Duration::from_secs(20), "the four pools took {took:?}");
     s.stop().await;
 }
+
+/// A pool on the fake Compute Engine: `size` clusters of three instances over two zones.
+fn gcp_pool(s: &support::Stack, size: i64, running: i64) -> Value {
+    let credentials = &s.gcp.as_ref().expect("a GCP stack").credentials;
+    json!({
+        "size": size,
+        "runningCount": running,
+        "platform": {"gcp": {
+            "project": apiary_local::clouds::DEMO_PROJECT,
+            "zones": ["europe-west1-b", "europe-west1-c"],
+            "instanceTemplate": "apiary-node",
+            "machineCount": 3,
+            "credentialsSecret": credentials,
+        }}
+    })
+}
+
+/// The statuses of a cluster's instances on the fake Compute Engine.
+fn gcp_statuses(s: &support::Stack, cluster: &Value) -> Vec<String> {
+    let fake = &s.gcp.as_ref().expect("a GCP stack").fake;
+    let infra = cluster["infraId"].as_str().expect("infraId");
+    fake.instances(apiary_local::clouds::DEMO_PROJECT)
+        .into_iter()
+        .filter(|(_, name, _)| name.starts_with(&format!("{infra}-")))
+        .map(|(_, _, status)| status)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gcp_pool_fills_serves_a_claim_hibernates_resumes_and_replaces_a_stuck_resume() {
+    let s = support::gcp_stack().await;
+    let mut spec = gcp_pool(&s, 2, 1);
+    spec["powerstateTransitionToRunningTimeout"] = json!("8s");
+    s.put_pool("g", &spec).await;
+    let before = s.converged("g", 2, 1).await;
+    assert_eq!(gcp_statuses(&s, &before[0]), ["RUNNING"; 3]);
+    assert_eq!(gcp_statuses(&s, &before[1]), ["TERMINATED"; 3], "the standby cluster is stopped");
+
+    // A claim gets the Running cluster at once; the standby one is resumed to keep a spare running.
+    let (status, claim) = s.call("PUT", "/pools/g/claims/job", ALICE, None).await;
+    assert_eq!(status, 201, "{claim}");
+    assert_eq!(claim["cluster"]["id"], before[0]["id"]);
+    s.until("the standby cluster runs", MINUTE, || async {
+        (gcp_statuses(&s, &before[1]) == ["RUNNING"; 3]).then_some(())
+    })
+    .await;
+
+    // The claimant hibernates its cluster and resumes it.
+    let (status, body) = s.call("POST", "/pools/g/claims/job/hibernate", ALICE, None).await;
+    assert_eq!(status, 202, "{body}");
+    s.until("the claimed cluster is stopped", MINUTE, || async {
+        (gcp_statuses(&s, &before[0]) == ["TERMINATED"; 3]).then_some(())
+    })
+    .await;
+    let (status, body) = s.call("POST", "/pools/g/claims/job/resume", ALICE, None).await;
+    assert_eq!(status, 202, "{body}");
+    s.until("the claimed cluster runs again", MINUTE, || async {
+        let (_, c) = s.call("GET", "/pools/g/claims/job", ALICE, None).await;
+        (c["phase"] == "Ready" && gcp_statuses(&s, &before[0]) == ["RUNNING"; 3]).then_some(())
+    })
+    .await;
+
+    // A resume that never completes: the spare is hibernated, one of its instances sticks while booting, and a
+    // second claim waits on it. The transition times out, the cluster is broken and replaced, and the claim is
+    // served by the replacement.
+    let mut spec = gcp_pool(&s, 2, 0);
+    spec["powerstateTransitionToRunningTimeout"] = json!("8s");
+    s.put_pool("g", &spec).await;
+    let spare = s
+        .until("the spare is hibernated", MINUTE, || async {
+            let c = s.clusters("g").await.into_iter().find(|c| c["id"] == before[1]["id"])?;
+            (c["powerState"] == "Hibernating" && gcp_statuses(&s, &c) == ["TERMINATED"; 3]).then_some(c)
+        })
+        .await;
+    let infra = spare["infraId"].as_str().expect("infraId");
+    s.gcp.as_ref().expect("gcp").fake.stick(&format!("{infra}-1"));
+    let (status, _) = s.call("PUT", "/pools/g/claims/job2", BOB, None).await;
+    assert_eq!(status, 202);
+    let broken = s
+        .until("the stuck cluster is marked broken", MINUTE, || async {
+            let c = s.clusters("g").await.into_iter().find(|c| c["id"] == spare["id"])?;
+            (!c["brokenAt"].is_null()).then_some(c)
+        })
+        .await;
+    assert!(broken.to_string().contains("timed out"), "{broken}");
+    let served = s
+        .until("the second claim is served by a replacement", MINUTE, || async {
+            let (_, c) = s.call("GET", "/pools/g/claims/job2", BOB, None).await;
+            (c["phase"] == "Ready").then_some(c)
+        })
+        .await;
+    assert_ne!(served["cluster"]["id"], spare["id"]);
+    s.gcp.as_ref().expect("gcp").fake.comply(&format!("{infra}-1"));
+    s.until("the broken cluster's instances are deleted", MINUTE, || async {
+        gcp_statuses(&s, &spare).is_empty().then_some(())
+    })
+    .await;
+    s.stop().await;
+}

@@ -34,6 +34,8 @@ pub struct Stack {
     pub ec2: apiary_aws::sdk_ec2::Client,
     /// Where the functions write their CloudWatch metrics (EMF, one JSON document per line).
     pub metrics_file: std::path::PathBuf,
+    /// The fake Compute Engine, on a stack started by [`gcp_stack`].
+    pub gcp: Option<apiary_local::clouds::DemoGcp>,
     running: Option<Running>,
     sdk: SdkConfig,
 }
@@ -49,8 +51,27 @@ pub async fn stack() -> Stack {
     .await
 }
 
+/// A stack whose power function also drives a fake Compute Engine (instances boot in 2 s and stop in 1 s), with
+/// its service account's key in the emulator's Secrets Manager.
+pub async fn gcp_stack() -> Stack {
+    stack_on(
+        Options {
+            listen: "127.0.0.1:0".parse().expect("address"),
+            sweep_every: Duration::from_secs(1),
+            power_consumers: 1,
+            reconcile_consumers: 1,
+        },
+        true,
+    )
+    .await
+}
+
 /// Deploys a new stack and starts the functions on it as `options` say.
 pub async fn stack_with(options: Options) -> Stack {
+    stack_on(options, false).await
+}
+
+async fn stack_on(options: Options, with_gcp: bool) -> Stack {
     let endpoint =
         std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| panic!("AWS_ENDPOINT_URL is not set: {NO_EMULATOR}"));
     let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
@@ -88,14 +109,27 @@ pub async fn stack_with(options: Options) -> Stack {
         .collect();
     let config = Config::from_lookup(|k| settings.get(k).cloned()).expect("stack settings");
     let sdk = apiary_aws::config::load_sdk_config().await;
-    let deps = apiary_aws::deps(config, &sdk);
+    let mut endpoints = apiary_clouds::Endpoints::default();
+    let gcp = match with_gcp {
+        true => {
+            let demo = apiary_local::clouds::demo_gcp(&sdk, &name, Duration::from_secs(2), Duration::from_secs(1))
+                .await
+                .expect("fake Compute Engine");
+            endpoints.gcp = Some(demo.fake.endpoint());
+            Some(demo)
+        }
+        false => None,
+    };
+    let deps = apiary_local::clouds::with_clouds(apiary_aws::deps(config, &sdk), &sdk, endpoints).expect("clouds");
     let running = apiary_local::start(deps.clone(), &sdk, &options).await.expect("local runtime");
     Stack {
         base: format!("http://{}", running.addr),
         deps,
-        http: reqwest::Client::new(),
+        // The clouds' client: reqwest on the AWS SDK's TLS stack (rustls with aws-lc), as the functions build it.
+        http: apiary_clouds::http::Http::new(None).expect("HTTP client").client().clone(),
         ec2: apiary_aws::sdk_ec2::Client::new(&sdk),
         metrics_file,
+        gcp,
         running: Some(running),
         sdk,
     }

@@ -34,6 +34,18 @@ fn base() -> Value {
     json!({"size": 1, "platform": {"aws": {"region": "us-east-1", "imageId": "ami-1", "instanceType": "t3"}}})
 }
 
+/// A valid GCP pool with `field` of its platform set to `value`.
+fn gcp(field: &str, value: Value) -> Value {
+    let mut spec = json!({"size": 1, "platform": {"gcp": {
+        "project": "ci-clusters-1",
+        "zone": "europe-west1-b",
+        "instanceTemplate": "apiary-node",
+        "credentialsSecret": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/gcp-AbCdEf",
+    }}});
+    spec["platform"]["gcp"][field] = value;
+    spec
+}
+
 fn with(path: &[&str], value: Value) -> Value {
     let mut spec = base();
     let mut at = &mut spec;
@@ -195,6 +207,49 @@ async fn every_declared_bound_is_the_enforced_one() {
             with(&[aws[0], aws[1], "tags"], json!({"k": x(256)})),
             "platform.aws.tags.k",
         ),
+        (
+            "PoolSpec/platform/gcp/project/maxLength",
+            30.0,
+            gcp("project", json!(format!("p{}", x(30)))),
+            "platform.gcp.project",
+        ),
+        ("PoolSpec/platform/gcp/zone/maxLength", 63.0, gcp("zone", json!(x(64))), "platform.gcp.zone"),
+        (
+            "PoolSpec/platform/gcp/zones/maxItems",
+            MAX_ZONES as f64,
+            gcp("zones", (0..=MAX_ZONES).map(|i| json!(format!("z{i}"))).collect()),
+            "platform.gcp.zones",
+        ),
+        ("PoolSpec/platform/gcp/zones/items/maxLength", 63.0, gcp("zones", json!([x(64)])), "platform.gcp.zones[0]"),
+        (
+            "PoolSpec/platform/gcp/instanceTemplate/maxLength",
+            MAX_GCP_TEMPLATE_LEN as f64,
+            gcp("instanceTemplate", json!(x(MAX_GCP_TEMPLATE_LEN + 1))),
+            "platform.gcp.instanceTemplate",
+        ),
+        (
+            "PoolSpec/platform/gcp/machineCount/maximum",
+            100.0,
+            gcp("machineCount", json!(101)),
+            "platform.gcp.machineCount",
+        ),
+        ("PoolSpec/platform/gcp/machineCount/minimum", 1.0, gcp("machineCount", json!(0)), "platform.gcp.machineCount"),
+        (
+            "PoolSpec/platform/gcp/credentialsSecret/maxLength",
+            MAX_SECRET_ARN_LEN as f64,
+            gcp("credentialsSecret", json!(format!("arn:aws:secretsmanager:eu-west-1:123456789012:secret:{}", x(500)))),
+            "platform.gcp.credentialsSecret",
+        ),
+        (
+            "PoolSpec/platform/gcp/labels/maxProperties",
+            MAX_GCP_LABELS as f64,
+            gcp(
+                "labels",
+                (0..=MAX_GCP_LABELS).map(|i| (format!("k{i}"), json!("v"))).collect::<serde_json::Map<_, _>>().into(),
+            ),
+            "platform.gcp.labels",
+        ),
+        ("PoolSpec/platform/gcp/labels/*/maxLength", 63.0, gcp("labels", json!({"k": x(64)})), "platform.gcp.labels.k"),
         (
             "PoolSpec/platform/fake/installFailureRate/maximum",
             1.0,

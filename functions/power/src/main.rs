@@ -1,4 +1,9 @@
 //! The power Lambda function: SQS events in, per-message batch failures out.
+//!
+//! Besides the AWS adapters it drives the clouds reached over HTTP (`apiary-clouds`), reading their credentials
+//! from Secrets Manager: the only function that does.
+
+use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{service_fn, LambdaEvent};
@@ -6,7 +11,11 @@ use lambda_runtime::{service_fn, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     apiary_aws::logging::init();
-    let deps = apiary_aws::deps_from_env().await?;
+    let sdk = apiary_aws::load_sdk_config().await;
+    let mut deps = apiary_aws::deps(apiary_ports::Config::from_env()?, &sdk);
+    let secrets = Arc::new(apiary_aws::secrets::SecretsManager::new(&sdk));
+    deps.platforms =
+        Arc::new(apiary_clouds::with_clouds(&deps.platforms, secrets, apiary_clouds::Endpoints::from_env())?);
     lambda_runtime::run(service_fn(|e: LambdaEvent<SqsEvent>| {
         let deps = deps.clone();
         async move { Ok::<_, lambda_runtime::Error>(power::handle(&deps, e.payload).await) }

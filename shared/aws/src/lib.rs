@@ -8,13 +8,15 @@
 //! - [`ec2`]: the [`Actuator`](apiary_ports::platform::Actuator) and
 //!   [`Provisioner`](apiary_ports::platform::Provisioner) of the `aws` platform; [`fake`]: the `fake` platform.
 //! - [`scheduler`]: the [`Schedules`](apiary_ports::schedules::Schedules) as EventBridge Scheduler schedules.
+//! - [`secrets`]: the [`Secrets`](apiary_ports::secrets::Secrets) in Secrets Manager (built by the power function
+//!   only).
 //!
 //! [`config`] loads the SDK configuration with Apiary's timeouts and builds [`Deps`](apiary_ports::Deps) from it;
 //! [`logging`] writes JSON lines with each span's pool, cluster and claim; [`calls`] counts every AWS call the
 //! adapters make, so benchmarks can report calls per operation. Endpoints come from the environment
 //! (`AWS_ENDPOINT_URL`); nothing here knows whether it talks to AWS or to an emulator.
 
-pub mod calls;
+pub use apiary_ports::calls;
 pub mod config;
 pub mod dynamo;
 pub mod ec2;
@@ -23,6 +25,7 @@ pub mod fake;
 pub mod logging;
 pub mod queue;
 pub mod scheduler;
+pub mod secrets;
 
 pub use aws_config::SdkConfig;
 pub use config::{deps, deps_from_env, load_sdk_config};

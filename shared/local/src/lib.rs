@@ -23,6 +23,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+pub mod clouds;
 pub mod status;
 
 /// The header that names the caller locally.

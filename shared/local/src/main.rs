@@ -2,20 +2,24 @@
 //! (`AWS_ENDPOINT_URL`), with the stack's settings from the environment.
 //!
 //! ```text
-//! apiary-local [--listen 127.0.0.1:8080] [--sweep-every 10s] [--pool NAME=SPEC.json]... [--status]
+//! apiary-local [--listen 127.0.0.1:8080] [--sweep-every 10s] [--fake-gcp] [--pool NAME=SPEC.json]... [--status]
 //! ```
 //! `--pool` creates or updates a pool at start (as the first admin of `APIARY_ADMINS`); `--status` redraws every
-//! pool's status every two seconds instead of logging. Ctrl-C stops.
+//! pool's status every two seconds instead of logging. `--fake-gcp` serves a fake Compute Engine API in this
+//! process, stores its service account's key in Secrets Manager, and puts the secret's ARN wherever a pool file
+//! says `{{fake-gcp-credentials}}`. Ctrl-C stops.
 
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use apiary_local::{start, status, Options, PRINCIPAL_HEADER};
+use apiary_local::{clouds, start, status, Options, PRINCIPAL_HEADER};
 
 fn usage() -> ! {
-    eprintln!("usage: apiary-local [--listen ADDR] [--sweep-every DURATION] [--pool NAME=SPEC.json]... [--status]");
+    eprintln!(
+        "usage: apiary-local [--listen ADDR] [--sweep-every DURATION] [--fake-gcp] [--pool NAME=SPEC.json]... [--status]"
+    );
     std::process::exit(2)
 }
 
@@ -24,6 +28,7 @@ async fn main() -> anyhow::Result<()> {
     let mut options = Options::default();
     let mut pools = vec![];
     let mut show_status = false;
+    let mut fake_gcp = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -43,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
                     .push((name.to_owned(), std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?));
             }
             "--status" => show_status = true,
+            "--fake-gcp" => fake_gcp = true,
             "-h" | "--help" => usage(),
             other => bail!("unknown argument {other:?}"),
         }
@@ -56,12 +62,30 @@ async fn main() -> anyhow::Result<()> {
     apiary_aws::logging::init();
     let config = apiary_ports::Config::from_env().context("settings (run through `make run`, which sets them)")?;
     let sdk = apiary_aws::load_sdk_config().await;
-    let deps = apiary_aws::deps(config, &sdk);
+    let mut endpoints = apiary_clouds::Endpoints::from_env();
+    let mut credentials = None;
+    let _gcp = if fake_gcp {
+        let secret = format!("{}-fake-gcp-{}", config.stack, std::process::id());
+        let demo = clouds::demo_gcp(&sdk, &secret, Duration::from_secs(20), Duration::from_secs(10))
+            .await
+            .context("starting the fake Compute Engine")?;
+        endpoints.gcp = Some(demo.fake.endpoint());
+        credentials = Some(demo.credentials.clone());
+        eprintln!("apiary-local: fake Compute Engine on {}", demo.fake.endpoint());
+        Some(demo)
+    } else {
+        None
+    };
+    let deps = clouds::with_clouds(apiary_aws::deps(config, &sdk), &sdk, endpoints)?;
     let running =
         start(deps.clone(), &sdk, &options).await.with_context(|| format!("listening on {}", options.listen))?;
     let base = format!("http://{}", running.addr);
     eprintln!("apiary-local: API on {base}");
     for (name, body) in pools {
+        let body = match &credentials {
+            Some(arn) => body.replace("{{fake-gcp-credentials}}", arn),
+            None => body,
+        };
         let admin = deps.config.admins.first().cloned().context("--pool needs an admin in APIARY_ADMINS")?;
         let answer = put(&format!("{}/pools/{name}", running.addr), &admin, &body).await?;
         eprintln!("apiary-local: pool {name}: {answer}");

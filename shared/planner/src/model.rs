@@ -182,6 +182,8 @@ pub struct InventoryEntry {
 pub enum Platform {
     /// EC2 instances tagged `kubernetes.io/cluster/<infraId>=owned`.
     Aws(AwsPlatform),
+    /// Compute Engine instances labelled `kubernetes-io-cluster-<infraId>=owned`.
+    Gcp(GcpPlatform),
     /// Simulated machines, for tests and demos.
     Fake(FakePlatform),
 }
@@ -191,6 +193,7 @@ impl Platform {
     pub fn kind(&self) -> &'static str {
         match self {
             Platform::Aws(_) => "aws",
+            Platform::Gcp(_) => "gcp",
             Platform::Fake(_) => "fake",
         }
     }
@@ -224,6 +227,42 @@ pub struct AwsPlatform {
 
 fn one() -> i64 {
     1
+}
+
+/// Compute Engine clusters: `machineCount` instances from an instance template, spread over the zones.
+///
+/// A cluster's machines are the instances labelled `kubernetes-io-cluster-<infraId>=owned` (the label
+/// openshift-install sets), wherever they are in the project, so a cluster installed by other means is powered too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GcpPlatform {
+    /// The project id.
+    pub project: String,
+    /// The zone to create instances in (or `zones`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// Zones to spread a cluster's instances over, in turn (or `zone`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<String>,
+    /// The instance template: a name in the project (`apiary-node`) or its path
+    /// (`global/instanceTemplates/apiary-node`, `projects/p/global/instanceTemplates/apiary-node`,
+    /// `projects/p/regions/r/instanceTemplates/apiary-node`).
+    pub instance_template: String,
+    /// Machines per cluster.
+    #[serde(default = "one")]
+    pub machine_count: i64,
+    /// ARN of the Secrets Manager secret holding the service account's JSON key.
+    pub credentials_secret: String,
+    /// Extra labels on every instance.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl GcpPlatform {
+    /// The zones instances are created in: `zone`, then `zones`.
+    pub fn all_zones(&self) -> Vec<&str> {
+        self.zone.iter().chain(&self.zones).map(String::as_str).collect()
+    }
 }
 
 /// An EC2 launch template reference.

@@ -8,7 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::GoDuration;
-use crate::model::{Platform, PoolSpec};
+use crate::model::{GcpPlatform, Platform, PoolSpec};
 use limits::*;
 
 /// One problem with one field, e.g. `inventory.clusterDeployments[2].name: duplicate name "foo"`.
@@ -71,6 +71,16 @@ pub mod limits {
     pub const MAX_INSTALL_ATTEMPTS: i64 = 100;
     /// Most machines per cluster.
     pub const MAX_MACHINES: i64 = 100;
+    /// Longest Secrets Manager ARN.
+    pub const MAX_SECRET_ARN_LEN: usize = 512;
+    /// Most zones of a GCP pool.
+    pub const MAX_ZONES: usize = 16;
+    /// Most extra labels on a GCP instance (Compute Engine allows 64; Apiary sets three of its own).
+    pub const MAX_GCP_LABELS: usize = 60;
+    /// Longest GCP label key or value, and resource name.
+    pub const MAX_GCP_NAME_LEN: usize = 63;
+    /// Longest instance template path (`projects/P/regions/R/instanceTemplates/NAME` at its longest).
+    pub const MAX_GCP_TEMPLATE_LEN: usize = 193;
 }
 
 /// Checks a pool spec. `Ok` when it can be stored; otherwise every problem found, in field order.
@@ -224,6 +234,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
                 );
             }
         }
+        Platform::Gcp(gcp) => gcp_platform(&mut e, gcp),
         Platform::Fake(fake) => {
             for (field, d) in [
                 ("platform.fake.installDuration", &fake.install_duration),
@@ -300,6 +311,134 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
 /// Checks a pool or claim name: a DNS label of at most 63 characters, as it appears in URLs and keys.
 pub fn validate_name(field: &str, name: &str) -> Result<(), FieldError> {
     check_dns_label(name, 63).map_err(|why| FieldError::new(field, why))
+}
+
+fn gcp_platform(e: &mut impl FnMut(&str, String), gcp: &GcpPlatform) {
+    let project = &gcp.project;
+    let project_ok = (6..=30).contains(&project.len())
+        && project.starts_with(|c: char| c.is_ascii_lowercase())
+        && !project.ends_with('-')
+        && project.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !project_ok {
+        e(
+            "platform.gcp.project",
+            format!(
+                "{:?} is not a project id: 6 to 30 lowercase letters, digits and '-', starting with a letter",
+                shorten(project)
+            ),
+        );
+    }
+    let zones = gcp.all_zones();
+    if zones.is_empty() {
+        e("platform.gcp.zone", "is required (or zones)".into());
+    }
+    if gcp.zones.len() > MAX_ZONES {
+        e("platform.gcp.zones", format!("at most {MAX_ZONES} zones, got {}", gcp.zones.len()));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, zone) in gcp
+        .zone
+        .iter()
+        .map(|z| ("platform.gcp.zone".to_owned(), z))
+        .chain(gcp.zones.iter().take(MAX_ZONES).enumerate().map(|(i, z)| (format!("platform.gcp.zones[{i}]"), z)))
+    {
+        if let Err(why) = check_gcp_name(zone) {
+            e(&i, format!("is not a zone: {why}"));
+        } else if !seen.insert(zone.as_str()) {
+            e(&i, format!("zone {zone:?} is given twice"));
+        }
+    }
+    if gcp.instance_template.len() > MAX_GCP_TEMPLATE_LEN {
+        e(
+            "platform.gcp.instanceTemplate",
+            format!("at most {MAX_GCP_TEMPLATE_LEN} characters, got {}", gcp.instance_template.len()),
+        );
+    } else if gcp_template_name(&gcp.instance_template).is_none() {
+        e(
+            "platform.gcp.instanceTemplate",
+            format!(
+                "{:?} is not an instance template: a name (lowercase letters, digits and '-', at most 63) or its \
+                 path (global/instanceTemplates/NAME, projects/P/global/instanceTemplates/NAME or \
+                 projects/P/regions/R/instanceTemplates/NAME)",
+                shorten(&gcp.instance_template)
+            ),
+        );
+    }
+    if !(1..=MAX_MACHINES).contains(&gcp.machine_count) {
+        e("platform.gcp.machineCount", format!("must be between 1 and {MAX_MACHINES}, got {}", gcp.machine_count));
+    }
+    secret_arn(e, "platform.gcp.credentialsSecret", &gcp.credentials_secret);
+    if gcp.labels.len() > MAX_GCP_LABELS {
+        e("platform.gcp.labels", format!("at most {MAX_GCP_LABELS} labels, got {}", gcp.labels.len()));
+    }
+    for (key, value) in gcp.labels.iter().take(MAX_GCP_LABELS + 1) {
+        let key_ok = key.starts_with(|c: char| c.is_ascii_lowercase()) && gcp_label_text(key);
+        if !key_ok || key.starts_with("apiary-") || key.starts_with("kubernetes-io-cluster-") {
+            e(
+                "platform.gcp.labels",
+                format!(
+                    "label key {:?} must be 1 to {MAX_GCP_NAME_LEN} lowercase letters, digits, '_' and '-', \
+                     starting with a letter, not starting with apiary- or kubernetes-io-cluster-",
+                    shorten(key)
+                ),
+            );
+        } else if !value.is_empty() && !gcp_label_text(value) {
+            e(
+                &format!("platform.gcp.labels.{key}"),
+                format!("at most {MAX_GCP_NAME_LEN} lowercase letters, digits, '_' and '-'"),
+            );
+        }
+    }
+}
+
+/// A Compute Engine label key or value's characters and length.
+fn gcp_label_text(text: &str) -> bool {
+    (1..=MAX_GCP_NAME_LEN).contains(&text.len())
+        && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// A Compute Engine resource name (RFC 1035: a lowercase letter, then letters, digits and '-', not ending in '-').
+fn check_gcp_name(name: &str) -> Result<(), String> {
+    check_dns_label(name, MAX_GCP_NAME_LEN)?;
+    if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Err(format!("{name:?} must start with a letter"));
+    }
+    Ok(())
+}
+
+/// The template's name when `path` is a name or a path to an instance template.
+pub fn gcp_template_name(path: &str) -> Option<&str> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] | ["global", "instanceTemplates", name] => *name,
+        ["projects", p, "global", "instanceTemplates", name] if check_dns_label(p, 30).is_ok() => *name,
+        ["projects", p, "regions", r, "instanceTemplates", name]
+            if check_dns_label(p, 30).is_ok() && check_gcp_name(r).is_ok() =>
+        {
+            *name
+        }
+        _ => return None,
+    };
+    check_gcp_name(name).ok().map(|()| name)
+}
+
+/// A Secrets Manager secret's ARN: `arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME`.
+fn secret_arn(e: &mut impl FnMut(&str, String), field: &str, arn: &str) {
+    let parts: Vec<&str> = arn.splitn(7, ':').collect();
+    let ok = arn.len() <= MAX_SECRET_ARN_LEN
+        && matches!(parts.as_slice(), ["arn", partition, "secretsmanager", region, account, "secret", name]
+            if !partition.is_empty() && !region.is_empty() && account.len() == 12
+                && account.bytes().all(|b| b.is_ascii_digit()) && !name.is_empty());
+    if !ok {
+        e(
+            field,
+            format!(
+                "{:?} is not a Secrets Manager secret ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME, at \
+                 most {MAX_SECRET_ARN_LEN} characters)",
+                shorten(arn)
+            ),
+        );
+    }
 }
 
 fn count(e: &mut impl FnMut(&str, String), field: &str, n: i64) {
@@ -472,6 +611,61 @@ mod tests {
             fields(&s),
             ["platform.aws.region", "platform.aws.imageId", "platform.aws.instanceType", "platform.aws.machineCount"]
         );
+    }
+
+    fn gcp() -> crate::model::GcpPlatform {
+        serde_json::from_value(serde_json::json!({
+            "project": "ci-clusters-1",
+            "zone": "europe-west1-b",
+            "instanceTemplate": "apiary-node",
+            "credentialsSecret": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/gcp-ci-AbCdEf",
+        }))
+        .expect("gcp platform")
+    }
+
+    #[test]
+    fn a_gcp_platform_is_valid_with_a_project_a_zone_a_template_and_a_secret() {
+        assert_eq!(validate_spec(&PoolSpec::new(1, Platform::Gcp(gcp()))), Ok(()));
+        for template in [
+            "global/instanceTemplates/apiary-node",
+            "projects/ci-clusters-1/global/instanceTemplates/apiary-node",
+            "projects/ci-clusters-1/regions/europe-west1/instanceTemplates/apiary-node",
+        ] {
+            let g = crate::model::GcpPlatform { instance_template: template.into(), ..gcp() };
+            assert_eq!(validate_spec(&PoolSpec::new(1, Platform::Gcp(g))), Ok(()), "{template}");
+        }
+        let g = crate::model::GcpPlatform { zone: None, zones: vec!["a-b1-c".into(), "a-b1-d".into()], ..gcp() };
+        assert_eq!(validate_spec(&PoolSpec::new(1, Platform::Gcp(g))), Ok(()));
+    }
+
+    #[test]
+    fn every_bad_gcp_field_is_named() {
+        let g = crate::model::GcpPlatform {
+            project: "Bad Project".into(),
+            zone: Some("Zone_A".into()),
+            zones: vec!["europe-west1-c".into(), "europe-west1-c".into()],
+            instance_template: "global/images/x".into(),
+            machine_count: 0,
+            credentials_secret: "arn:aws:s3:::bucket".into(),
+            labels: [("team".to_owned(), "Platform!".to_owned()), ("apiary-pool".to_owned(), "x".to_owned())]
+                .into_iter()
+                .collect(),
+        };
+        assert_eq!(
+            fields(&PoolSpec::new(1, Platform::Gcp(g))),
+            [
+                "platform.gcp.project",
+                "platform.gcp.zone",
+                "platform.gcp.zones[1]",
+                "platform.gcp.instanceTemplate",
+                "platform.gcp.machineCount",
+                "platform.gcp.credentialsSecret",
+                "platform.gcp.labels",
+                "platform.gcp.labels.team",
+            ]
+        );
+        let none = crate::model::GcpPlatform { zone: None, ..gcp() };
+        assert_eq!(fields(&PoolSpec::new(1, Platform::Gcp(none))), ["platform.gcp.zone"]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
-//! Counts of AWS calls made by this process, by operation (`dynamodb:Query`, `sqs:SendMessage`, …).
+//! Counts of cloud calls made by this process, by operation (`dynamodb:Query`, `sqs:SendMessage`,
+//! `compute:instances.start`, …).
 //!
-//! Every adapter counts each call it sends, retries by the SDK aside. Benchmarks and tests read the counts around
-//! an operation to report what it costs.
+//! Every adapter counts each call it sends (the AWS SDK's own retries aside; the HTTP clouds' client counts each
+//! attempt). Benchmarks and tests read the counts around an operation to report what it costs.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;

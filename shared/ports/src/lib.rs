@@ -6,6 +6,7 @@
 //! - [`Actuator`](platform::Actuator) and [`Provisioner`](platform::Provisioner): a cluster's machines on its
 //!   pool's platform ([`platform`]).
 //! - [`Schedules`](schedules::Schedules): a pool's cron overrides, kept in the cloud's scheduler ([`schedules`]).
+//! - [`Secrets`](secrets::Secrets): cloud credentials by ARN, read by the power function only ([`secrets`]).
 //! - [`Clock`](clock::Clock): the time and the seeds of randomness; a handler never reads ambient time ([`clock`]).
 //! - [`metrics`]: CloudWatch metrics in Embedded Metric Format, built by pure functions, written to a sink.
 //!
@@ -13,6 +14,7 @@
 //! dependency tree: the AWS adapters (`apiary-aws`), the in-memory ones (`apiary-testkit`) and the other clouds'
 //! implement these traits, and none of them depends on another.
 
+pub mod calls;
 pub mod clock;
 pub mod config;
 pub mod deps;
@@ -22,6 +24,7 @@ pub mod metrics;
 pub mod platform;
 pub mod queue;
 pub mod schedules;
+pub mod secrets;
 pub mod store;
 
 pub use config::Config;

@@ -1,0 +1,488 @@
+//! Compute Engine: a cluster's machines are the instances labelled `kubernetes-io-cluster-<infraId>=owned`
+//! (openshift-install's label), found with one filtered aggregated list of the project, every page.
+//!
+//! - Start: `POST …/instances/{name}/start` on TERMINATED and STOPPED instances, `…/resume` on SUSPENDED ones.
+//! - Stop: `POST …/instances/{name}/stop` on RUNNING ones.
+//! - Provision: one `bulkInsert` per zone from the pool's instance template, with the cluster's labels and
+//!   instance names (`<infraId>-<n>`), and a `requestId` derived from the cluster's provisioning token, so a
+//!   retry is ignored by the API instead of doubling the machines.
+//! - Deprovision: `DELETE` every labelled instance, until the list is empty.
+//!
+//! States map onto [`MachineState`]: RUNNING is running; TERMINATED (a stopped instance), STOPPED and SUSPENDED
+//! are stopped; STOPPING, PENDING_STOP and SUSPENDING are stopping; DEPROVISIONING is gone; every other state
+//! (PROVISIONING, STAGING, PENDING, REPAIRING) is pending. A start or stop of an instance that is mid-transition
+//! answers `resourceNotReady`: not a refusal, the power function re-issues it at its next check. Each instance
+//! is acted on by its own call; one refusal is reported for that instance and never stops the others.
+
+pub mod auth;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use apiary_planner::machines::MachineState;
+use apiary_planner::power::Termination;
+use apiary_planner::{GcpPlatform, Platform};
+use apiary_ports::platform::{client_token, Actuator, Machines, Provisioner, Refused, Target};
+use apiary_ports::secrets::Secrets;
+use apiary_ports::{Error, Result};
+use async_trait::async_trait;
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde_json::json;
+use sha2::Digest;
+
+use crate::http::{escape, Answer, Http};
+use crate::secrets::SecretCache;
+use auth::{ServiceAccountKey, Tokens};
+
+/// Compute Engine's API root (`APIARY_GCP_ENDPOINT` overrides it, for the fake).
+pub const DEFAULT_ENDPOINT: &str = "https://compute.googleapis.com/compute/v1";
+/// Largest page the aggregated list is asked for (the API's maximum).
+const PAGE: u32 = 500;
+/// Instances acted on at once.
+const CONCURRENCY: usize = 8;
+
+/// The label openshift-install puts on a cluster's instances.
+pub fn cluster_label(infra_id: &str) -> String {
+    format!("kubernetes-io-cluster-{infra_id}")
+}
+
+/// The Compute Engine platform.
+pub struct Gcp {
+    http: Http,
+    endpoint: String,
+    secrets: SecretCache,
+    tokens: Tokens,
+}
+
+/// One instance, as the list gives it.
+#[derive(Debug, Clone, Deserialize)]
+struct Instance {
+    name: String,
+    zone: String,
+    status: String,
+}
+
+impl Instance {
+    /// The zone's name (the list gives its URL).
+    fn zone(&self) -> &str {
+        self.zone.rsplit('/').next().unwrap_or(&self.zone)
+    }
+
+    fn state(&self) -> MachineState {
+        state(&self.status)
+    }
+}
+
+/// Compute Engine's instance status as a [`MachineState`].
+pub fn state(status: &str) -> MachineState {
+    match status {
+        "RUNNING" => MachineState::Running,
+        "TERMINATED" | "STOPPED" | "SUSPENDED" => MachineState::Stopped,
+        "STOPPING" | "PENDING_STOP" | "SUSPENDING" => MachineState::Stopping,
+        "DEPROVISIONING" => MachineState::ShuttingDown,
+        _ => MachineState::Pending,
+    }
+}
+
+#[derive(Deserialize)]
+struct AggregatedList {
+    #[serde(default)]
+    items: BTreeMap<String, Scoped>,
+    #[serde(default, rename = "nextPageToken")]
+    next_page_token: Option<String>,
+    #[serde(default)]
+    unreachables: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Scoped {
+    #[serde(default)]
+    instances: Vec<Instance>,
+}
+
+/// A Compute Engine error answer's first reason (`resourceNotReady`, `alreadyExists`, …) and message.
+fn reason(answer: &Answer) -> (String, String) {
+    #[derive(Deserialize, Default)]
+    struct Body {
+        #[serde(default)]
+        error: Inner,
+    }
+    #[derive(Deserialize, Default)]
+    struct Inner {
+        #[serde(default)]
+        message: String,
+        #[serde(default)]
+        errors: Vec<Item>,
+    }
+    #[derive(Deserialize)]
+    struct Item {
+        #[serde(default)]
+        reason: String,
+    }
+    let body: Body = serde_json::from_slice(&answer.body).unwrap_or_default();
+    let reason = body.error.errors.first().map(|e| e.reason.clone()).unwrap_or_default();
+    let message = if body.error.message.is_empty() { answer.text() } else { body.error.message };
+    (reason, format!("{} {message}", answer.status.as_u16()))
+}
+
+/// An operation's error, when it finished with one.
+fn operation_error(answer: &Answer) -> Option<String> {
+    let op: serde_json::Value = serde_json::from_slice(&answer.body).ok()?;
+    let errors = op.get("error")?.get("errors")?.as_array()?;
+    let text: Vec<String> = errors
+        .iter()
+        .map(|e| {
+            let code = e.get("code").and_then(|c| c.as_str()).unwrap_or("ERROR");
+            let message = e.get("message").and_then(|m| m.as_str()).unwrap_or("");
+            format!("{code}: {message}")
+        })
+        .collect();
+    (!text.is_empty()).then(|| text.join("; "))
+}
+
+/// A call on one instance.
+struct Call {
+    name: String,
+    op: &'static str,
+    method: reqwest::Method,
+    url: String,
+}
+
+/// What one instance's call came to.
+enum Outcome {
+    Done,
+    Refused(String),
+}
+
+impl Gcp {
+    /// The platform, reading credentials through `secrets`, calling `endpoint` (None: [`DEFAULT_ENDPOINT`]).
+    pub fn new(http: Http, secrets: Arc<dyn Secrets>, endpoint: Option<String>) -> Self {
+        let endpoint = endpoint.unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()).trim_end_matches('/').to_owned();
+        Self { http, endpoint, secrets: SecretCache::new(secrets), tokens: Tokens::default() }
+    }
+
+    fn platform<'a>(t: &Target<'a>) -> Result<&'a GcpPlatform> {
+        match &t.spec.platform {
+            Platform::Gcp(gcp) => Ok(gcp),
+            other => Err(Error::Config(format!("the GCP platform was given a {} pool", other.kind()))),
+        }
+    }
+
+    async fn key(&self, gcp: &GcpPlatform) -> Result<ServiceAccountKey> {
+        let secret = self.secrets.get(&gcp.credentials_secret).await?;
+        ServiceAccountKey::parse(&gcp.credentials_secret, secret.expose())
+    }
+
+    /// Sends an authorized request; a 401 renews the token (and re-reads the secret) and tries once more.
+    async fn call(
+        &self,
+        op: &'static str,
+        gcp: &GcpPlatform,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<Answer> {
+        for renewed in [false, true] {
+            let key = self.key(gcp).await?;
+            let token = self.tokens.token(&self.http, &key).await?;
+            let answer = self.http.send(op, |c| build(c).bearer_auth(&token)).await?;
+            if answer.status != StatusCode::UNAUTHORIZED || renewed {
+                return Ok(answer);
+            }
+            tracing::info!(account = %key.client_email, "token refused, renewing it");
+            self.tokens.forget(&key);
+            self.secrets.forget(&gcp.credentials_secret);
+        }
+        unreachable!("the loop returns on its second pass")
+    }
+
+    async fn instances(&self, gcp: &GcpPlatform, infra_id: &str) -> Result<Vec<Instance>> {
+        let url = format!("{}/projects/{}/aggregated/instances", self.endpoint, escape(&gcp.project));
+        let filter = format!("labels.{} = \"owned\"", cluster_label(infra_id));
+        let mut found = Vec::new();
+        let mut page: Option<String> = None;
+        loop {
+            let answer = self
+                .call("compute:instances.aggregatedList", gcp, |c| {
+                    let mut q = vec![
+                        ("filter", filter.clone()),
+                        ("maxResults", PAGE.to_string()),
+                        ("returnPartialSuccess", "true".to_owned()),
+                        ("fields", "items/*/instances(name,zone,status),nextPageToken,unreachables".to_owned()),
+                    ];
+                    q.extend(page.clone().map(|p| ("pageToken", p)));
+                    c.get(&url).query(&q)
+                })
+                .await?;
+            if !answer.is_success() {
+                let (_, message) = reason(&answer);
+                return Err(Error::service("compute:instances.aggregatedList", message, false));
+            }
+            let list: AggregatedList = answer.json("compute:instances.aggregatedList")?;
+            if !list.unreachables.is_empty() {
+                // A zone that did not answer may hold machines: no conclusion can be drawn from this list.
+                return Err(Error::service(
+                    "compute:instances.aggregatedList",
+                    format!("zones unreachable: {}", list.unreachables.join(", ")),
+                    true,
+                ));
+            }
+            found.extend(list.items.into_values().flat_map(|s| s.instances));
+            match list.next_page_token.filter(|p| !p.is_empty()) {
+                Some(next) => page = Some(next),
+                None => return Ok(found),
+            }
+        }
+    }
+
+    fn instance_url(&self, gcp: &GcpPlatform, i: &Instance) -> String {
+        format!(
+            "{}/projects/{}/zones/{}/instances/{}",
+            self.endpoint,
+            escape(&gcp.project),
+            escape(i.zone()),
+            escape(&i.name)
+        )
+    }
+
+    /// One call per instance `pick` selects, at most [`CONCURRENCY`] at once. Refusals are collected; a call that
+    /// could not be made (throttled past its budget) fails the whole step after the others were made, so that it
+    /// is retried, while every other instance has been acted on.
+    async fn each(
+        &self,
+        gcp: &GcpPlatform,
+        instances: Vec<Instance>,
+        act: impl Fn(&Instance) -> Option<(&'static str, reqwest::Method, String)>,
+        ok_reasons: &[&str],
+    ) -> Result<Refused> {
+        let calls: Vec<Call> = instances
+            .iter()
+            .filter_map(|i| act(i).map(|(op, method, url)| Call { name: i.name.clone(), op, method, url }))
+            .collect();
+        let results: Vec<(String, Result<Outcome>)> = futures::stream::iter(calls)
+            .map(|call: Call| self.act(gcp, call, ok_reasons))
+            .buffer_unordered(CONCURRENCY)
+            .collect()
+            .await;
+        let mut refused = Refused::default();
+        let mut failed = None;
+        for (name, result) in results {
+            match result {
+                Ok(Outcome::Done) => {}
+                Ok(Outcome::Refused(message)) => refused.machines.push((name, message)),
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        refused.machines.sort();
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(refused),
+        }
+    }
+
+    /// One instance's call, and what it came to.
+    async fn act(&self, gcp: &GcpPlatform, call: Call, ok_reasons: &[&str]) -> (String, Result<Outcome>) {
+        let result = self.call(call.op, gcp, |c| c.request(call.method.clone(), &call.url)).await.map(|answer| {
+            if answer.is_success() || answer.status == StatusCode::NOT_MODIFIED {
+                return Outcome::Done;
+            }
+            let (why, message) = reason(&answer);
+            if answer.status == StatusCode::NOT_FOUND || ok_reasons.contains(&why.as_str()) {
+                Outcome::Done
+            } else {
+                Outcome::Refused(message)
+            }
+        });
+        (call.name, result)
+    }
+
+    async fn machines(&self, t: &Target<'_>, want: MachineState, acts: fn(MachineState) -> bool) -> Result<Machines> {
+        let gcp = Self::platform(t)?;
+        let instances = self.instances(gcp, &t.cluster.infra_id).await?;
+        Ok(Machines::of(
+            instances.iter().filter(|i| !i.state().is_gone()).map(|i| (i.name.as_str(), i.state())),
+            want,
+            acts,
+        ))
+    }
+}
+
+/// The `requestId` of one zone's bulkInsert for a cluster: a UUID derived from its provisioning token.
+pub fn request_id(token: &str, zone: &str) -> String {
+    let digest = sha2::Sha256::digest(format!("{token}/{zone}").as_bytes());
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&digest[..16]);
+    b[6] = (b[6] & 0x0f) | 0x40; // version 4 layout, so validators accept it
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
+
+/// The instance template as the API takes it: a path, or `global/instanceTemplates/NAME` for a bare name.
+fn template_path(template: &str) -> String {
+    if template.contains('/') {
+        template.to_owned()
+    } else {
+        format!("global/instanceTemplates/{template}")
+    }
+}
+
+#[async_trait]
+impl Actuator for Gcp {
+    async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
+        self.machines(&t, MachineState::Running, MachineState::start_acts).await
+    }
+
+    async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
+        self.machines(&t, MachineState::Stopped, MachineState::stop_acts).await
+    }
+
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
+        let running = self.machines(&t, MachineState::Running, MachineState::start_acts).await?;
+        Ok(running.total > 0 && running.not_ready.is_empty())
+    }
+
+    async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
+        let gcp = Self::platform(&t)?;
+        let instances = self.instances(gcp, &t.cluster.infra_id).await?;
+        self.each(
+            gcp,
+            instances,
+            |i| {
+                let verb = match i.status.as_str() {
+                    "SUSPENDED" => "resume",
+                    _ if i.state().start_acts() => "start",
+                    _ => return None,
+                };
+                let op = if verb == "resume" { "compute:instances.resume" } else { "compute:instances.start" };
+                Some((op, reqwest::Method::POST, format!("{}/{verb}", self.instance_url(gcp, i))))
+            },
+            &["resourceNotReady"],
+        )
+        .await
+    }
+
+    async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
+        let gcp = Self::platform(&t)?;
+        let instances = self.instances(gcp, &t.cluster.infra_id).await?;
+        self.each(
+            gcp,
+            instances,
+            |i| {
+                i.state().stop_acts().then(|| {
+                    ("compute:instances.stop", reqwest::Method::POST, format!("{}/stop", self.instance_url(gcp, i)))
+                })
+            },
+            &["resourceNotReady"],
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl Provisioner for Gcp {
+    async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>> {
+        let gcp = Self::platform(&t)?;
+        let c = t.cluster;
+        let mut labels: BTreeMap<String, String> = gcp.labels.clone();
+        labels.insert(cluster_label(&c.infra_id), "owned".into());
+        labels.insert("apiary-pool".into(), t.pool.into());
+        labels.insert("apiary-cluster".into(), c.id.clone());
+        let zones = gcp.all_zones();
+        let count = usize::try_from(gcp.machine_count).unwrap_or(1).max(1);
+        let token = client_token(t.pool, c);
+        for (z, zone) in zones.iter().enumerate() {
+            // Machine n goes to zone n mod zones, named `<infraId>-<n>`: stable across retries.
+            let names: serde_json::Map<String, serde_json::Value> = (0..count)
+                .filter(|n| n % zones.len() == z)
+                .map(|n| (format!("{}-{n}", c.infra_id), json!({})))
+                .collect();
+            if names.is_empty() {
+                continue;
+            }
+            let body = json!({
+                "count": names.len(),
+                "minCount": names.len(),
+                "sourceInstanceTemplate": template_path(&gcp.instance_template),
+                "perInstanceProperties": names,
+                "instanceProperties": {"labels": labels},
+            });
+            let url = format!(
+                "{}/projects/{}/zones/{}/instances/bulkInsert",
+                self.endpoint,
+                escape(&gcp.project),
+                escape(zone)
+            );
+            let id = request_id(&token, zone);
+            let answer = self
+                .call("compute:instances.bulkInsert", gcp, |c| c.post(&url).query(&[("requestId", &id)]).json(&body))
+                .await?;
+            if answer.is_success() {
+                if let Some(error) = operation_error(&answer) {
+                    return Ok(Err(format!("bulkInsert in {zone}: {error}")));
+                }
+                continue;
+            }
+            let (why, message) = reason(&answer);
+            if why == "alreadyExists" {
+                continue;
+            }
+            return Ok(Err(format!("bulkInsert in {zone}: {message}")));
+        }
+        Ok(Ok(()))
+    }
+
+    async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
+        let gcp = Self::platform(&t)?;
+        let instances: Vec<Instance> =
+            self.instances(gcp, &t.cluster.infra_id).await?.into_iter().filter(|i| !i.state().is_gone()).collect();
+        let listed = instances.len() as u32;
+        let refused = self
+            .each(
+                gcp,
+                instances,
+                |i| Some(("compute:instances.delete", reqwest::Method::DELETE, self.instance_url(gcp, i))),
+                &["resourceNotReady", "resourceInUseByAnotherResource"],
+            )
+            .await?;
+        // An instance being deleted stays listed until it is gone: done only when the list comes back empty.
+        Ok(Termination { remaining: listed, refused: refused.machines })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_map_onto_ec2s() {
+        assert_eq!(state("RUNNING"), MachineState::Running);
+        for s in ["TERMINATED", "STOPPED", "SUSPENDED"] {
+            assert_eq!(state(s), MachineState::Stopped, "{s}");
+        }
+        for s in ["PROVISIONING", "STAGING", "REPAIRING", "PENDING"] {
+            assert_eq!(state(s), MachineState::Pending, "{s}");
+        }
+        assert_eq!(state("STOPPING"), MachineState::Stopping);
+        assert!(state("DEPROVISIONING").is_gone());
+    }
+
+    #[test]
+    fn a_request_id_is_a_stable_uuid_per_token_and_zone() {
+        let a = request_id("c-1-00ff", "europe-west1-b");
+        assert_eq!(a, request_id("c-1-00ff", "europe-west1-b"));
+        assert_ne!(a, request_id("c-1-00ff", "europe-west1-c"));
+        assert_ne!(a, request_id("c-2-00ff", "europe-west1-b"));
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+    }
+
+    #[test]
+    fn a_bare_template_name_is_a_global_template() {
+        assert_eq!(template_path("node"), "global/instanceTemplates/node");
+        assert_eq!(
+            template_path("projects/p/regions/r/instanceTemplates/n"),
+            "projects/p/regions/r/instanceTemplates/n"
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! One HTTP client for every cloud API: built once per process, on the TLS stack the AWS SDK already compiles
+//! (rustls with aws-lc), bounded like the AWS calls, retrying what a cloud asks to be retried.
+//!
+//! Bounds: 3 s to connect, 10 s an attempt, 25 s in all (the AWS calls' bounds, within the functions' 60-second
+//! timeout). Retried: 429 and 5xx answers, connection failures and attempts that time out, after the answer's
+//! `Retry-After` when it gives one that fits the budget, else after a doubling pause. Every other answer, 4xx
+//! included, is the caller's to read. A call that runs out of budget is a retryable [`Error`]: its message goes
+//! back to the queue and is tried again later.
+
+use std::time::Duration;
+
+use apiary_ports::{Error, Result};
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::{Client, RequestBuilder, StatusCode};
+use tokio::time::Instant;
+
+/// Longest wait for a connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest one attempt may take.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest a call may take, retries included.
+pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(25);
+/// First pause before a retry without `Retry-After`; it doubles with each.
+const FIRST_PAUSE: Duration = Duration::from_millis(200);
+
+/// An answer that is not to be retried: its status, headers and body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: bytes::Bytes,
+}
+
+impl Answer {
+    /// The body as `T`; a body that does not decode is a retryable error (a proxy's page, a truncated answer).
+    pub fn json<T: serde::de::DeserializeOwned>(&self, op: &'static str) -> Result<T> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Error::service(op, format!("answer ({}) does not decode: {e}: {}", self.status, self.text()), true)
+        })
+    }
+
+    /// The body as text for an error message, cut at 512 bytes.
+    pub fn text(&self) -> String {
+        let text = String::from_utf8_lossy(&self.body);
+        let cut: String = text.chars().take(512).collect();
+        cut
+    }
+
+    /// Whether the status is 2xx.
+    pub fn is_success(&self) -> bool {
+        self.status.is_success()
+    }
+}
+
+/// The shared client.
+#[derive(Debug, Clone)]
+pub struct Http {
+    client: Client,
+    budget: Duration,
+}
+
+impl Http {
+    /// A client trusting the system's roots and `extra_roots_pem` (PEM certificates, e.g. a vCenter's CA).
+    pub fn new(extra_roots_pem: Option<&str>) -> Result<Self> {
+        let mut roots = rustls::RootCertStore::empty();
+        // A system without a readable store still reaches the fakes over plain HTTP, and a pool's CA bundle.
+        let native = rustls_native_certs::load_native_certs();
+        roots.add_parsable_certificates(native.certs);
+        if let Some(pem) = extra_roots_pem {
+            for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(pem.as_bytes()) {
+                let cert: rustls::pki_types::CertificateDer<'static> =
+                    cert.map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
+                roots.add(cert).map_err(|e| Error::Config(format!("CA bundle: {e}")))?;
+            }
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::Config(format!("TLS: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let client = Client::builder()
+            .use_preconfigured_tls(tls)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(ATTEMPT_TIMEOUT)
+            .user_agent(concat!("apiary/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::Config(format!("HTTP client: {e}")))?;
+        Ok(Self { client, budget: OPERATION_TIMEOUT })
+    }
+
+    /// The same client with a shorter total budget (tests).
+    pub fn with_budget(mut self, budget: Duration) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The underlying client, to build requests with.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Sends the request `build` makes (once per attempt) and answers the first answer not to be retried.
+    pub async fn send(&self, op: &'static str, build: impl Fn(&Client) -> RequestBuilder) -> Result<Answer> {
+        let deadline = Instant::now() + self.budget;
+        let mut pause = FIRST_PAUSE;
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            apiary_ports::calls::count(op);
+            let left = deadline.saturating_duration_since(Instant::now());
+            let why = match tokio::time::timeout(left, build(&self.client).send()).await {
+                Err(_) => "no answer within the call's budget".to_owned(),
+                Ok(Err(e)) if e.is_timeout() || e.is_connect() || e.is_request() => error_chain(&e),
+                Ok(Err(e)) => return Err(Error::service(op, error_chain(&e), false)),
+                Ok(Ok(response)) => {
+                    let status = response.status();
+                    let headers = response.headers().clone();
+                    let body = match response.bytes().await {
+                        Ok(body) => body,
+                        Err(e) => bytes::Bytes::from(format!("(body lost: {})", error_chain(&e))),
+                    };
+                    let answer = Answer { status, headers, body };
+                    if !(status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()) {
+                        return Ok(answer);
+                    }
+                    if let Some(after) = retry_after(&answer.headers) {
+                        pause = after;
+                    }
+                    format!("{status}: {}", answer.text())
+                }
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if pause >= left {
+                return Err(Error::service(op, format!("{why} (after {attempts} attempts)"), true));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is rare from cloud APIs and falls back to the doubling pause).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(RETRY_AFTER)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// An error with its causes, for a log line (reqwest's own message omits them).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Percent-encodes `text` for a URL path segment or a query value.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert(RETRY_AFTER, "3".parse().expect("header"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
+        h.insert(RETRY_AFTER, "Wed, 21 Oct 2015 07:28:00 GMT".parse().expect("header"));
+        assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn escape_keeps_unreserved_characters() {
+        assert_eq!(escape("labels.a-b = \"owned\""), "labels.a-b%20%3D%20%22owned%22");
+    }
+}

@@ -1,0 +1,8 @@
+//! Stateful fakes of the cloud REST APIs Apiary drives over HTTP, for its tests and for `make run`'s demo
+//! pools (no emulator of these APIs exists to install). Each serves on 127.0.0.1 with the real request and
+//! response shapes, machines with timed state transitions, small pages, injected faults and a request log.
+//!
+//! - [`gcp`]: Compute Engine and Google's token endpoint.
+
+pub mod gcp;
+pub mod server;

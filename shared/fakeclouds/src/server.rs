@@ -1,0 +1,179 @@
+//! A minimal HTTP/1 server on 127.0.0.1 for the fakes: each request read whole and answered by one function.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+/// A request, read whole.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The path, percent-decoded.
+    pub path: String,
+    /// The query's pairs, decoded, in order.
+    pub query: Vec<(String, String)>,
+    /// Headers, names in lowercase.
+    pub headers: BTreeMap<String, String>,
+    /// The body.
+    pub body: Bytes,
+}
+
+impl Request {
+    /// The first value of query parameter `name`.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The body's form fields (`application/x-www-form-urlencoded`).
+    pub fn form(&self) -> Vec<(String, String)> {
+        pairs(&String::from_utf8_lossy(&self.body))
+    }
+
+    /// The body as JSON (`null` when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// An answer.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The status.
+    pub status: u16,
+    /// Extra headers.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A JSON answer.
+    pub fn json(status: u16, body: &serde_json::Value) -> Self {
+        Self {
+            status,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.to_string().into_bytes(),
+        }
+    }
+
+    /// The same answer with one more header.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+}
+
+/// Serves `handle` on a free port of 127.0.0.1 until the runtime stops; answers its address.
+pub async fn serve(handle: Arc<dyn Fn(Request) -> Response + Send + Sync>) -> std::io::Result<SocketAddr> {
+    serve_on(SocketAddr::from(([127, 0, 0, 1], 0)), handle).await
+}
+
+/// Serves `handle` on `addr`.
+pub async fn serve_on(
+    addr: SocketAddr,
+    handle: Arc<dyn Fn(Request) -> Response + Send + Sync>,
+) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let handle = handle.clone();
+                    async move {
+                        let (parts, body) = req.into_parts();
+                        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let request = Request {
+                            method: parts.method.to_string(),
+                            path: decode(parts.uri.path()),
+                            query: parts.uri.query().map(pairs).unwrap_or_default(),
+                            headers: parts
+                                .headers
+                                .iter()
+                                .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned()))
+                                .collect(),
+                            body,
+                        };
+                        let answer = handle(request);
+                        let mut response = hyper::Response::new(Full::new(Bytes::from(answer.body)));
+                        *response.status_mut() = hyper::StatusCode::from_u16(answer.status)
+                            .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+                        for (k, v) in answer.headers {
+                            if let (Ok(k), Ok(v)) = (
+                                hyper::header::HeaderName::from_bytes(k.as_bytes()),
+                                hyper::header::HeaderValue::from_str(&v),
+                            ) {
+                                response.headers_mut().append(k, v);
+                            }
+                        }
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                let _ =
+                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// `a=1&b=x%20y` as pairs.
+fn pairs(text: &str) -> Vec<(String, String)> {
+    text.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+/// Percent-decoding, with `+` as a space (forms and queries).
+fn decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = |b: u8| char::from(b).to_digit(16);
+                if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                out.push(b'%');
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_and_forms_decode() {
+        assert_eq!(
+            pairs("filter=labels.a%20%3D%20%22owned%22&x=a+b&flag"),
+            [
+                ("filter".into(), "labels.a = \"owned\"".into()),
+                ("x".into(), "a b".into()),
+                ("flag".into(), String::new())
+            ]
+        );
+        assert_eq!(decode("100%"), "100%");
+    }
+}
