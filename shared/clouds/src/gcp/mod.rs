@@ -296,14 +296,17 @@ impl Gcp {
         (call.name, result)
     }
 
-    async fn machines(&self, t: &Target<'_>, want: MachineState, acts: fn(MachineState) -> bool) -> Result<Machines> {
+    /// The target's platform and the cluster's machines (instances on their way out left out).
+    async fn listed<'a>(&self, t: &Target<'a>) -> Result<(&'a GcpPlatform, Vec<Instance>)> {
         let gcp = Self::platform(t)?;
-        let instances = self.instances(gcp, &t.cluster.infra_id).await?;
-        Ok(Machines::of(
-            instances.iter().filter(|i| !i.state().is_gone()).map(|i| (i.name.as_str(), i.state())),
-            want,
-            acts,
-        ))
+        let mut instances = self.instances(gcp, &t.cluster.infra_id).await?;
+        instances.retain(|i| !i.state().is_gone());
+        Ok((gcp, instances))
+    }
+
+    async fn machines(&self, t: &Target<'_>, want: MachineState, acts: fn(MachineState) -> bool) -> Result<Machines> {
+        let (_, instances) = self.listed(t).await?;
+        Ok(Machines::of(instances.iter().map(|i| (i.name.as_str(), i.state())), want, acts))
     }
 }
 
@@ -343,8 +346,7 @@ impl Actuator for Gcp {
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
-        let gcp = Self::platform(&t)?;
-        let instances = self.instances(gcp, &t.cluster.infra_id).await?;
+        let (gcp, instances) = self.listed(&t).await?;
         self.each(
             gcp,
             instances,
@@ -363,8 +365,7 @@ impl Actuator for Gcp {
     }
 
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
-        let gcp = Self::platform(&t)?;
-        let instances = self.instances(gcp, &t.cluster.infra_id).await?;
+        let (gcp, instances) = self.listed(&t).await?;
         self.each(
             gcp,
             instances,
@@ -433,9 +434,7 @@ impl Provisioner for Gcp {
     }
 
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
-        let gcp = Self::platform(&t)?;
-        let instances: Vec<Instance> =
-            self.instances(gcp, &t.cluster.infra_id).await?.into_iter().filter(|i| !i.state().is_gone()).collect();
+        let (gcp, instances) = self.listed(&t).await?;
         let listed = instances.len() as u32;
         let refused = self
             .each(
