@@ -23,12 +23,13 @@ use std::time::Duration;
 
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::power::{
-    deprovision_step, deprovision_wait, fenced_until, probe, step, ActuatorCall, PowerStep, Probe, Report, POLL,
+    deprovision_step, deprovision_wait, fenced_until, probe, step, ActuatorCall, Install, PowerStep, Probe, Report,
+    Termination, POLL,
 };
 use apiary_planner::{Cluster, Pool, PowerLimits, Timestamp};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::metrics;
-use apiary_ports::platform::{Machinery, Target};
+use apiary_ports::platform::{Machinery, Machines, Provision, Refused, Target};
 use apiary_ports::store::{Cond, Item, Key, Write};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -69,27 +70,57 @@ async fn get_cluster(deps: &Deps, pool: &str, id: &str) -> Result<Option<Cluster
     })
 }
 
-/// What the actuator reports for `question`.
+/// What the platform reports for `question`. An error that trying again cannot mend (credentials refused, a
+/// secret that does not exist, a permission missing) is reported as a failure of what the question is for, so the
+/// planner backs off and the cluster's conditions say why, instead of the message failing until it is dropped.
 async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe) -> Result<Report> {
-    let m = match question {
-        Probe::MachinesRunning => platform.machines_running(t).await?,
-        Probe::MachinesStopped => platform.machines_stopped(t).await?,
-        Probe::NodesReady => return Ok(Report::Nodes { ready: platform.nodes_ready(t).await? }),
+    let answer = match question {
+        Probe::Install => platform.install_state(t).await.map(Report::Install),
+        Probe::MachinesRunning => platform.machines_running(t).await.map(|m| machines(&m)),
+        Probe::MachinesStopped => platform.machines_stopped(t).await.map(|m| match m.unsupported_message() {
+            // Nothing is stopped when some machine cannot be: a half-stopped cluster is neither.
+            Some(message) if !m.not_ready.is_empty() => Report::Unsupported { message },
+            _ => machines(&m),
+        }),
+        Probe::NodesReady => platform.nodes_ready(t).await.map(|ready| Report::Nodes { ready }),
     };
-    Ok(Report::Machines { not_ready: m.not_ready.len() as u32, total: m.total, actionable: m.actionable })
+    match answer {
+        Err(e) if !e.is_retryable() => {
+            let message = e.to_string();
+            Ok(match question {
+                Probe::Install => Report::Install(Install::Failed { message }),
+                _ => Report::CallFailed { message },
+            })
+        }
+        other => other,
+    }
 }
 
-/// Makes `call`; the cloud's refusal is a report, not an error.
+fn machines(m: &Machines) -> Report {
+    Report::Machines { not_ready: m.not_ready.len() as u32, total: m.total, actionable: m.actionable }
+}
+
+/// Makes `call`; the cloud's refusal, and an error that trying again cannot mend, are reports, not errors.
 async fn call(platform: &dyn Machinery, t: Target<'_>, call: ActuatorCall) -> Result<Report> {
-    let refused = match call {
-        ActuatorCall::Provision => platform.provision(t).await?,
-        ActuatorCall::Start => platform.start_machines(t).await?.into_result(),
-        ActuatorCall::Stop => platform.stop_machines(t).await?.into_result(),
+    let outcome = match call {
+        ActuatorCall::Provision => platform.provision(t).await.map(|p| match p {
+            Provision::Accepted { handle } => Report::Provisioned { handle },
+            Provision::Refused(message) => Report::CallFailed { message },
+        }),
+        ActuatorCall::Start => platform.start_machines(t).await.map(refusal),
+        ActuatorCall::Stop => platform.stop_machines(t).await.map(refusal),
     };
-    Ok(match refused {
+    match outcome {
+        Err(e) if !e.is_retryable() => Ok(Report::CallFailed { message: e.to_string() }),
+        other => other,
+    }
+}
+
+fn refusal(refused: Refused) -> Report {
+    match refused.into_result() {
         Ok(()) => Report::CallAccepted,
         Err(message) => Report::CallFailed { message },
-    })
+    }
 }
 
 /// One invocation's work on one cluster: the message, its pool, and what it wrote last.
@@ -258,7 +289,12 @@ impl Run<'_> {
             // Backing off after refusals: a nudge only makes sure the chain carries on.
             return self.carry_on(&stored.clone(), stored, admission, Some(wait)).await;
         }
-        let termination = self.platform.deprovision(self.target(&stored, now)).await?;
+        let termination = match self.platform.deprovision(self.target(&stored, now)).await {
+            Ok(t) => t,
+            // Trying again cannot mend it: back off and say why, as for a refused termination.
+            Err(e) if !e.is_retryable() => Termination { remaining: 1, refused: vec![("*".into(), e.to_string())] },
+            Err(e) => return Err(e),
+        };
         let ds = deprovision_step(&stored, &termination, now);
         if !ds.done {
             return self.carry_on(&stored.clone(), ds.cluster, admission, ds.recheck_after).await;

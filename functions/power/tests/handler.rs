@@ -92,7 +92,8 @@ async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_dur
     let c = w.cluster("ci", "ci-1").expect("cluster");
     let spec = aws_spec(1, 0);
     let t = apiary_ports::platform::Target { pool: "ci", spec: &spec, cluster: &c, now: w.now() };
-    apiary_ports::platform::Provisioner::provision(w.cloud.as_ref(), t).await.expect("call").expect("launched");
+    let launched = apiary_ports::platform::Provisioner::provision(w.cloud.as_ref(), t).await.expect("call");
+    assert_eq!(launched, apiary_ports::platform::Provision::Accepted { handle: None });
     for m in w.cloud.machines() {
         w.cloud.force(&m.id, MachineState::Stopped);
     }
@@ -212,4 +213,71 @@ async fn a_stop_is_recorded_before_the_machines_are_stopped() {
     let seen = spy.seen.lock().expect("spy").clone();
     assert!(!seen.is_empty(), "a stop was made");
     assert!(seen.iter().all(|s| *s != Some(PowerState::Running)), "the table said {seen:?} while stopping");
+}
+
+/// Seed 004: a cluster whose machines the platform cannot stop keeps running, says Unsupported, stops nothing, and
+/// is not looked at again until its spec changes.
+#[tokio::test]
+async fn a_cluster_that_cannot_be_stopped_stays_running_with_hibernation_unsupported() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    w.put_cluster("ci", c);
+    w.cloud.unstoppable("ci-1-infra");
+    let deps = w.default_deps(900);
+    power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
+    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    let mut c = w.cluster("ci", "ci-1").expect("cluster");
+    c.spec_power_state = Some(DesiredPower::Hibernating);
+    c.rev += 1;
+    w.put_cluster("ci", c);
+    let out = power::power(&deps, &nudge("ci-1"), None).await.expect("asked to hibernate");
+    assert_eq!(out.recheck, None, "nothing left to look at");
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    assert_eq!(c.power_state, Some(PowerState::Running));
+    let hib = c.conditions.iter().find(|c| c.type_ == "Hibernating").expect("Hibernating condition");
+    assert_eq!((hib.status, hib.reason.as_str()), (apiary_planner::ConditionStatus::False, "Unsupported"));
+    assert!(hib.message.contains("instance store"), "{}", hib.message);
+    assert_eq!(machines(&w), [MachineState::Running, MachineState::Running]);
+    assert_eq!(w.cloud.calls().get("stop"), None, "no machine was asked to stop");
+    assert!(!apiary_planner::power::needs_nudge(&c, w.now()), "the sweep leaves it alone");
+}
+
+/// Fails every look at the machines with an error that trying again cannot mend (a credential the cloud refuses).
+struct Refusing;
+
+impl apiary_testkit::hook::Hook for Refusing {
+    fn before(&self, op: apiary_testkit::hook::Op) -> apiary_testkit::hook::Gate {
+        match op {
+            apiary_testkit::hook::Op::Describe => apiary_testkit::hook::Gate::Fail(apiary_ports::Error::service(
+                "gcp:token",
+                "https://oauth2.googleapis.com/token refused the service account: 400 invalid_grant",
+                false,
+            )),
+            _ => apiary_testkit::hook::Gate::Proceed,
+        }
+    }
+}
+
+/// A cloud error that trying again cannot mend used to fail the message until the queue dropped it, with nothing
+/// said anywhere. It is now the resume's failure: FailedToStartMachines with the cloud's message, retried after a
+/// backoff, and the message itself succeeds.
+#[tokio::test]
+async fn a_refused_credential_is_surfaced_on_the_cluster_and_backed_off() {
+    let w = World::with_hook(t0(), std::sync::Arc::new(Refusing), 1);
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let mut c = w.cluster("ci", "ci-1").expect("cluster");
+    c.power_state = Some(PowerState::Hibernating);
+    c.rev += 1;
+    w.put_cluster("ci", c);
+    let deps = w.default_deps(900);
+    let out = power::power(&deps, &nudge("ci-1"), None).await.expect("the message is handled, not failed");
+    assert_eq!(out.recheck, Some(std::time::Duration::from_secs(15)), "backed off");
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    assert_eq!(c.power_state, Some(PowerState::FailedToStartMachines));
+    let ready = c.conditions.iter().find(|c| c.type_ == "Ready").expect("Ready condition");
+    assert_eq!(ready.reason, "FailedToStartMachines");
+    assert!(ready.message.contains("invalid_grant"), "{}", ready.message);
 }

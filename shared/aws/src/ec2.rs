@@ -6,6 +6,8 @@
 //! - Start / stop: in batches of [`BATCH`]; a batch the cloud refuses is retried instance by instance, so one
 //!   failing instance never blocks the others, and each refusal is reported with its instance.
 //! - Instances `shutting-down` or `terminated` are not machines of the cluster any more.
+//! - An instance whose root volume is an instance store cannot be stopped (EC2 refuses it): such a cluster's
+//!   hibernation is unsupported (seed 004), reported before any instance is stopped.
 //!
 //! EC2 clients are made per region (a pool's `platform.aws.region`) from one shared SDK configuration.
 
@@ -13,15 +15,16 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use apiary_planner::machines::MachineState;
-use apiary_planner::power::Termination;
+use apiary_planner::power::{Install, Termination};
 use apiary_planner::{AwsPlatform, Platform};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
-    Filter, InstanceStateName, LaunchTemplateSpecification, ResourceType, SummaryStatus, Tag, TagSpecification,
+    DeviceType, Filter, InstanceStateName, LaunchTemplateSpecification, ResourceType, SummaryStatus, Tag,
+    TagSpecification,
 };
 use aws_sdk_ec2::Client;
 
-use apiary_ports::platform::{client_token, Actuator, Machines, Provisioner, Refused, Target};
+use apiary_ports::platform::{client_token, Actuator, Machines, Provision, Provisioner, Refused, Target};
 use apiary_ports::{Error, Result};
 
 use crate::calls::count;
@@ -49,6 +52,8 @@ pub struct Ec2Platform {
 struct Instance {
     id: String,
     state: MachineState,
+    /// Its root volume is an instance store: EC2 cannot stop it.
+    instance_store: bool,
 }
 
 impl Ec2Platform {
@@ -100,7 +105,8 @@ impl Ec2Platform {
                         continue;
                     }
                     if let Some(id) = i.instance_id() {
-                        out.push(Instance { id: id.to_owned(), state });
+                        let instance_store = i.root_device_type() == Some(&DeviceType::InstanceStore);
+                        out.push(Instance { id: id.to_owned(), state, instance_store });
                     }
                 }
             }
@@ -223,11 +229,14 @@ impl Actuator for Ec2Platform {
 
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
         let client = self.client(&t)?;
-        Ok(machines(
-            &self.instances(&client, &t.cluster.infra_id).await?,
-            MachineState::Stopped,
-            MachineState::stop_acts,
-        ))
+        let instances = self.instances(&client, &t.cluster.infra_id).await?;
+        let mut m = machines(&instances, MachineState::Stopped, MachineState::stop_acts);
+        m.unsupported = instances
+            .iter()
+            .filter(|i| i.instance_store && i.state != MachineState::Stopped)
+            .map(|i| (i.id.clone(), "its root volume is an instance store, which EC2 cannot stop".to_owned()))
+            .collect();
+        Ok(m)
     }
 
     async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
@@ -272,7 +281,11 @@ impl Actuator for Ec2Platform {
 
 #[async_trait]
 impl Provisioner for Ec2Platform {
-    async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>> {
+    async fn install_state(&self, t: Target<'_>) -> Result<Install> {
+        Ok(self.machines_running(t).await?.install())
+    }
+
+    async fn provision(&self, t: Target<'_>) -> Result<Provision> {
         let Platform::Aws(aws) = &t.spec.platform else {
             return Err(Error::Config(format!("the EC2 platform was given a {} pool", t.spec.platform.kind())));
         };
@@ -309,13 +322,13 @@ impl Provisioner for Ec2Platform {
         }
         count("ec2:RunInstances");
         match req.send().await {
-            Ok(_) => Ok(Ok(())),
+            Ok(_) => Ok(Provision::Accepted { handle: None }),
             Err(e) => {
                 let e = crate::error::aws("ec2:RunInstances", e);
                 if e.is_retryable() {
                     Err(e)
                 } else {
-                    Ok(Err(e.to_string()))
+                    Ok(Provision::Refused(e.to_string()))
                 }
             }
         }

@@ -12,12 +12,12 @@
 //! - Starts and stops act on nothing ([`Machines::actionable`] is always 0): the machine follows the cluster's own
 //!   transition, so the power function only looks, never calls.
 
-use apiary_planner::power::Termination;
+use apiary_planner::power::{Install, Termination};
 use apiary_planner::{Cluster, FakePlatform as Spec, Platform, PowerState, Timestamp};
 use async_trait::async_trait;
 use chrono::TimeDelta;
 
-use apiary_ports::platform::{Actuator, Machines, Provisioner, Refused, Target};
+use apiary_ports::platform::{Actuator, Machines, Provision, Provisioner, Refused, Target};
 use apiary_ports::Result;
 
 /// The simulated platform.
@@ -84,10 +84,11 @@ fn machines(t: &Target<'_>, ready: bool) -> Machines {
         // Not there yet: a failing install never gets its machine, the provision call then fails.
         let total = u32::from(!install_fails(&s, c));
         let not_ready = if total == 1 { vec![format!("{}-0", c.infra_id)] } else { vec![] };
-        return Machines { total, not_ready, actionable: 0 };
+        return Machines { total, not_ready, ..Machines::default() };
     }
     // Simulated machines follow the cluster's own transitions: no start or stop ever acts on them.
-    Machines { total: 1, not_ready: if ready { vec![] } else { vec![format!("{}-0", c.infra_id)] }, actionable: 0 }
+    let not_ready = if ready { vec![] } else { vec![format!("{}-0", c.infra_id)] };
+    Machines { total: 1, not_ready, ..Machines::default() }
 }
 
 #[async_trait]
@@ -117,11 +118,18 @@ impl Actuator for FakePlatform {
 
 #[async_trait]
 impl Provisioner for FakePlatform {
-    async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>> {
+    async fn install_state(&self, t: Target<'_>) -> Result<Install> {
+        Ok(machines(&t, true).install())
+    }
+
+    async fn provision(&self, t: Target<'_>) -> Result<Provision> {
         if install_fails(&spec(&t), t.cluster) {
-            return Ok(Err(format!("simulated install failure of {} (installFailureRate)", t.cluster.id)));
+            return Ok(Provision::Refused(format!(
+                "simulated install failure of {} (installFailureRate)",
+                t.cluster.id
+            )));
         }
-        Ok(Ok(()))
+        Ok(Provision::Accepted { handle: None })
     }
 
     async fn deprovision(&self, _: Target<'_>) -> Result<Termination> {

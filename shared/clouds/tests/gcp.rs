@@ -10,7 +10,7 @@ use apiary_clouds::gcp::{cluster_label, Gcp};
 use apiary_clouds::http::Http;
 use apiary_fakeclouds::gcp::{FakeGcp, Timings};
 use apiary_planner::{Cluster, GcpPlatform, Platform, PoolSpec};
-use apiary_ports::platform::{Actuator, Provisioner, Target};
+use apiary_ports::platform::{Actuator, Provision, Provisioner, Target};
 use apiary_ports::secrets::{Secret, Secrets};
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -65,6 +65,10 @@ impl World {
         Target { pool: "gcp-ci", spec: &self.spec, cluster: &self.cluster, now: self.cluster.created_at }
     }
 
+    async fn provisioned(&self) {
+        assert_eq!(self.gcp.provision(self.target()).await.expect("call"), Provision::Accepted { handle: None });
+    }
+
     fn statuses(&self) -> Vec<String> {
         self.fake.instances(PROJECT).into_iter().map(|(_, _, s)| s).collect()
     }
@@ -73,7 +77,7 @@ impl World {
 #[tokio::test]
 async fn provision_creates_labelled_instances_and_a_retry_does_not_double_them() {
     let w = World::new(3, &["europe-west1-b", "europe-west1-c"]).await;
-    assert_eq!(w.gcp.provision(w.target()).await.expect("call"), Ok(()));
+    assert_eq!(w.gcp.provision(w.target()).await.expect("call"), Provision::Accepted { handle: None });
     let instances = w.fake.instances(PROJECT);
     let names: Vec<(String, String)> = instances.iter().map(|(z, n, _)| (z.clone(), n.clone())).collect();
     assert_eq!(
@@ -92,7 +96,7 @@ async fn provision_creates_labelled_instances_and_a_retry_does_not_double_them()
 
     // The same cluster again (a retry after a lost answer): the same requestIds, nothing new.
     let first: Vec<String> = w.fake.take_log().into_iter().filter(|l| l.contains("bulkInsert")).collect();
-    assert_eq!(w.gcp.provision(w.target()).await.expect("call"), Ok(()));
+    assert_eq!(w.gcp.provision(w.target()).await.expect("call"), Provision::Accepted { handle: None });
     let again: Vec<String> = w.fake.take_log().into_iter().filter(|l| l.contains("bulkInsert")).collect();
     assert_eq!(first, again, "a retry sends the same requestIds");
     assert_eq!(w.fake.instances(PROJECT).len(), 3);
@@ -104,12 +108,12 @@ async fn a_missing_template_or_an_exhausted_quota_is_a_refusal_naming_it() {
     if let Platform::Gcp(g) = &mut w.spec.platform {
         g.instance_template = "projects/ci-clusters-1/global/instanceTemplates/gone".into();
     }
-    let refused = w.gcp.provision(w.target()).await.expect("call").expect_err("no template");
+    let Provision::Refused(refused) = w.gcp.provision(w.target()).await.expect("call") else { panic!("no template") };
     assert!(refused.contains("instanceTemplates/gone") && refused.contains("404"), "{refused}");
 
     let w = World::new(1, &["europe-west1-b"]).await;
     w.fake.exhaust_quota(true);
-    let refused = w.gcp.provision(w.target()).await.expect("call").expect_err("no quota");
+    let Provision::Refused(refused) = w.gcp.provision(w.target()).await.expect("call") else { panic!("no quota") };
     assert!(refused.contains("QUOTA_EXCEEDED"), "{refused}");
 }
 
@@ -133,7 +137,7 @@ async fn machines_are_selected_by_label_across_pages() {
 #[tokio::test]
 async fn start_and_stop_are_reissued_until_the_machines_settle() {
     let w = World::new(2, &["europe-west1-b"]).await;
-    w.gcp.provision(w.target()).await.expect("call").expect("provisioned");
+    w.provisioned().await;
     let m = w.gcp.machines_running(w.target()).await.expect("list");
     assert_eq!((m.total, m.not_ready.len(), m.actionable), (2, 2, 0), "booting: nothing a start acts on");
     w.fake.advance(Duration::from_secs(61));
@@ -173,7 +177,7 @@ async fn a_suspended_machine_is_resumed() {
 #[tokio::test]
 async fn one_refusing_machine_does_not_block_the_others() {
     let w = World::new(3, &["europe-west1-b"]).await;
-    w.gcp.provision(w.target()).await.expect("call").expect("provisioned");
+    w.provisioned().await;
     w.fake.advance(Duration::from_secs(61));
     w.fake.refuse("ci-x7k2p-1");
     let refused = w.gcp.stop_machines(w.target()).await.expect("stop");
@@ -186,7 +190,7 @@ async fn one_refusing_machine_does_not_block_the_others() {
 #[tokio::test]
 async fn throttling_and_unavailability_are_retried_within_the_budget() {
     let w = World::new(1, &["europe-west1-b"]).await;
-    w.gcp.provision(w.target()).await.expect("call").expect("provisioned");
+    w.provisioned().await;
     w.fake.throttle(2);
     w.fake.unavailable(1);
     let m = w.gcp.machines_running(w.target()).await.expect("retried");
@@ -202,7 +206,7 @@ async fn throttling_and_unavailability_are_retried_within_the_budget() {
 #[tokio::test]
 async fn an_expired_token_is_renewed_once() {
     let w = World::new(1, &["europe-west1-b"]).await;
-    w.gcp.provision(w.target()).await.expect("call").expect("provisioned");
+    w.provisioned().await;
     let tokens = w.fake.take_log().iter().filter(|l| l.as_str() == "POST /token").count();
     assert_eq!(tokens, 1, "one token for every call while it is valid");
     w.fake.expire_tokens();
@@ -235,7 +239,7 @@ async fn a_wrong_key_is_refused_by_the_token_endpoint_without_showing_the_key() 
 #[tokio::test]
 async fn an_unreachable_zone_is_no_conclusion() {
     let w = World::new(1, &["europe-west1-b"]).await;
-    w.gcp.provision(w.target()).await.expect("call").expect("provisioned");
+    w.provisioned().await;
     w.fake.unreachable("europe-west1-b");
     let err = w.gcp.machines_stopped(w.target()).await.expect_err("unreachable");
     assert!(err.is_retryable() && err.to_string().contains("europe-west1-b"), "{err}");
@@ -244,7 +248,7 @@ async fn an_unreachable_zone_is_no_conclusion() {
 #[tokio::test]
 async fn deprovision_deletes_until_nothing_is_left() {
     let w = World::new(2, &["europe-west1-b"]).await;
-    w.gcp.provision(w.target()).await.expect("call").expect("provisioned");
+    w.provisioned().await;
     w.fake.advance(Duration::from_secs(61));
     let t = w.gcp.deprovision(w.target()).await.expect("delete");
     assert_eq!((t.remaining, t.refused.len()), (2, 0), "being deleted, still listed");
@@ -259,7 +263,7 @@ async fn deprovision_deletes_until_nothing_is_left() {
 #[tokio::test]
 async fn a_refused_deletion_is_reported_and_the_rest_deleted() {
     let w = World::new(2, &["europe-west1-b"]).await;
-    w.gcp.provision(w.target()).await.expect("call").expect("provisioned");
+    w.provisioned().await;
     w.fake.refuse("ci-x7k2p-0");
     let t = w.gcp.deprovision(w.target()).await.expect("delete");
     assert_eq!(t.refused.len(), 1);

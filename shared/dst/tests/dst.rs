@@ -55,7 +55,7 @@ fn two_claims_on_one_cluster_are_caught() {
     let target = apiary_ports::platform::Target { pool: "p", spec: &spec, cluster: &c, now: t };
     let launched =
         futures::executor::block_on(apiary_ports::platform::Provisioner::provision(sim.world.cloud.as_ref(), target));
-    launched.expect("call").expect("launched");
+    assert_eq!(launched.expect("call"), apiary_ports::platform::Provision::Accepted { handle: None });
     for m in sim.world.cloud.machines() {
         sim.world.cloud.force(&m.id, apiary_planner::machines::MachineState::Running);
     }

@@ -625,6 +625,10 @@ pub struct Cluster {
     /// Termination attempts the cloud refused so far (while deleting).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub deprovision_failures: u32,
+    /// What the platform answered the current provisioning attempt with, to follow it by (vSphere's clone
+    /// tasks); opaque to the planner, dropped once the cluster is installed or the attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provision_ref: Option<String>,
     /// After a failed actuator call (provision, start, stop, terminate): not retried before then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<Timestamp>,
@@ -696,6 +700,7 @@ impl Cluster {
             deleting: false,
             install_failures: 0,
             deprovision_failures: 0,
+            provision_ref: None,
             retry_at: None,
             pending_call: None,
             check: None,

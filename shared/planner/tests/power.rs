@@ -4,8 +4,8 @@
 mod support;
 
 use apiary_planner::power::{
-    deprovision_step, fenced_until, in_progress, probe, step, ActuatorCall, Probe, Report, Termination, CALL_FENCE,
-    MIN_BACKOFF, POLL,
+    deprovision_step, fenced_until, hibernation_unsupported, in_progress, probe, step, ActuatorCall, Install, Probe,
+    Report, Termination, CALL_FENCE, INSTALL_POLL, MIN_BACKOFF, POLL,
 };
 use apiary_planner::*;
 use chrono::TimeDelta;
@@ -194,62 +194,140 @@ fn a_timeout_counts_from_the_start_of_the_transition_not_from_the_last_state_cha
 }
 
 #[test]
-fn installation_provisions_once_no_machine_exists_and_completes_running() {
+fn installation_provisions_once_nothing_is_under_way_and_completes_running() {
     let mut c = cluster("c").installing().c;
     c.spec_power_state = Some(DesiredPower::Hibernating);
-    assert_eq!(probe(&c), Some(Probe::MachinesRunning));
-    let s = step(&c, &Report::Machines { not_ready: 0, total: 0, actionable: 0 }, at(0), PowerLimits::default());
+    assert_eq!(probe(&c), Some(Probe::Install));
+    let s = step(&c, &Report::Install(Install::Absent), at(0), PowerLimits::default());
     assert_eq!(s.call, Some(ActuatorCall::Provision));
-    let s = step(&s.cluster, &Report::CallAccepted, at(0), PowerLimits::default());
-    assert_eq!(s.recheck_after, Some(apiary_planner::power::INSTALL_POLL), "installs are polled gently");
-    let s = step(&c, &Report::Machines { not_ready: 0, total: 3, actionable: 0 }, at(30), PowerLimits::default());
+    let s = step(&s.cluster, &Report::Provisioned { handle: None }, at(0), PowerLimits::default());
+    assert_eq!(s.recheck_after, Some(INSTALL_POLL), "installs are polled gently");
+    let s = step(&s.cluster, &Report::Install(Install::UnderWay), at(10), PowerLimits::default());
+    assert_eq!((s.call, s.recheck_after, s.cluster.installed_at), (None, Some(INSTALL_POLL), None));
+    let s = step(&c, &Report::Install(Install::Done), at(30), PowerLimits::default());
     assert_eq!(s.cluster.installed_at, Some(at(30)));
     assert_eq!(s.cluster.power_state, Some(PowerState::Running));
     assert_eq!(s.recheck_after, Some(TimeDelta::zero()), "the spec (Hibernating) takes over at once");
     assert_eq!(probe(&s.cluster), Some(Probe::MachinesStopped));
 }
 
+/// A platform that must follow its provisioning (vSphere's clone tasks) gets back what it answered at the next
+/// look; the handle is dropped once the cluster is installed, or when its attempt failed.
+#[test]
+fn a_provisioning_handle_is_kept_until_the_attempt_ends() {
+    let c = cluster("c").installing().c;
+    let s = step(&c, &Report::Install(Install::Absent), at(0), PowerLimits::default());
+    let handle = Some("task-1,task-2".to_owned());
+    let s = step(&s.cluster, &Report::Provisioned { handle: handle.clone() }, at(0), PowerLimits::default());
+    assert_eq!(s.cluster.provision_ref, handle);
+    let under_way = step(&s.cluster, &Report::Install(Install::UnderWay), at(1), PowerLimits::default());
+    assert_eq!(under_way.cluster.provision_ref, handle);
+    let done = step(&s.cluster, &Report::Install(Install::Done), at(5), PowerLimits::default());
+    assert_eq!(done.cluster.provision_ref, None);
+    let failed = Report::Install(Install::Failed { message: "clone: datastore full".into() });
+    let failed = step(&s.cluster, &failed, at(5), PowerLimits::default());
+    assert_eq!(failed.cluster.provision_ref, None);
+}
+
 /// Bug 6: a failed provisioning broke the cluster at once. It is retried after 1, 2, 4 … minutes, up to the
-/// pool's installAttemptsLimit (Hive's), and only then is the cluster broken.
+/// pool's installAttemptsLimit (Hive's), and only then is the cluster broken. A provisioning that fails after it
+/// was accepted (an install that fails later) counts the same as one refused at once.
 #[test]
 fn a_failed_install_is_retried_with_a_growing_backoff_until_the_attempts_limit() {
-    let none = Report::Machines { not_ready: 0, total: 0, actionable: 0 };
-    let failed = Report::CallFailed { message: "InvalidAMIID.NotFound".into() };
-    let limits = PowerLimits { install_attempts: 3, ..PowerLimits::default() };
-    let mut c = cluster("c").installing().c;
-    let mut now = at(0);
-    for (attempt, wait) in [(1, 1), (2, 2)] {
+    let none = Report::Install(Install::Absent);
+    let refused = Report::CallFailed { message: "InvalidAMIID.NotFound".into() };
+    let failed_later = Report::Install(Install::Failed { message: "InvalidAMIID.NotFound".into() });
+    for (how, failed) in [("refused", &refused), ("failed later", &failed_later)] {
+        let limits = PowerLimits { install_attempts: 3, ..PowerLimits::default() };
+        let mut c = cluster("c").installing().c;
+        let mut now = at(0);
+        for (attempt, wait) in [(1, 1), (2, 2)] {
+            let s = step(&c, &none, now, limits);
+            assert_eq!(s.call, Some(ActuatorCall::Provision), "{how}: attempt {attempt}");
+            let s = step(&s.cluster, failed, now, limits);
+            assert!(!s.cluster.is_broken(), "{how}: attempt {attempt}");
+            assert_eq!(s.recheck_after, Some(TimeDelta::minutes(wait)));
+            assert_eq!(s.cluster.install_failures, attempt);
+            let pf = cond(&s.cluster, condition::PROVISION_FAILED);
+            assert!(pf.message.contains(&format!("attempt {attempt} of 3")), "{}", pf.message);
+            // A look before the backoff ends makes no attempt.
+            let early = step(&s.cluster, &none, now + TimeDelta::seconds(30), limits);
+            assert_eq!(early.call, None);
+            c = s.cluster;
+            now += TimeDelta::minutes(wait);
+        }
         let s = step(&c, &none, now, limits);
-        assert_eq!(s.call, Some(ActuatorCall::Provision), "attempt {attempt}");
-        let s = step(&s.cluster, &failed, now, limits);
-        assert!(!s.cluster.is_broken(), "attempt {attempt}");
-        assert_eq!(s.recheck_after, Some(TimeDelta::minutes(wait)));
-        let pf = cond(&s.cluster, condition::PROVISION_FAILED);
-        assert!(pf.message.contains(&format!("attempt {attempt} of 3")), "{}", pf.message);
-        // A look before the backoff ends makes no attempt.
-        let early = step(&s.cluster, &none, now + TimeDelta::seconds(30), limits);
-        assert_eq!(early.call, None);
-        c = s.cluster;
-        now += TimeDelta::minutes(wait);
+        let s = step(&s.cluster, failed, now, limits);
+        assert!(s.cluster.provision_stopped && s.cluster.is_broken(), "{how}");
+        let ps = cond(&s.cluster, condition::PROVISION_STOPPED);
+        assert_eq!((ps.status, ps.reason.as_str()), (ConditionStatus::True, reason::INSTALL_ATTEMPTS_LIMIT_REACHED));
+        assert!(ps.message.contains("InvalidAMIID.NotFound"), "{}", ps.message);
     }
-    let s = step(&c, &none, now, limits);
-    let s = step(&s.cluster, &failed, now, limits);
-    assert!(s.cluster.provision_stopped && s.cluster.is_broken());
-    let ps = cond(&s.cluster, condition::PROVISION_STOPPED);
-    assert_eq!((ps.status, ps.reason.as_str()), (ConditionStatus::True, reason::INSTALL_ATTEMPTS_LIMIT_REACHED));
-    assert!(ps.message.contains("InvalidAMIID.NotFound"), "{}", ps.message);
 }
 
 #[test]
 fn an_install_that_outlives_install_timeout_is_broken() {
     let limits = PowerLimits { install: Some(TimeDelta::minutes(30)), ..PowerLimits::default() };
     let c = cluster("c").installing().c;
-    let launching = Report::Machines { not_ready: 3, total: 3, actionable: 0 };
+    let launching = Report::Install(Install::UnderWay);
     let s = step(&c, &launching, at(29), limits);
     assert_eq!((s.cluster.is_broken(), s.recheck_after), (false, Some(TimeDelta::minutes(1))));
     let s = step(&c, &launching, at(30), limits);
     assert!(s.cluster.is_broken());
     assert_eq!(cond(&s.cluster, condition::PROVISION_STOPPED).reason, reason::INSTALL_TIMED_OUT);
+}
+
+/// Seed 004: a platform that cannot stop a cluster's machines sets the Hibernating condition False with reason
+/// Unsupported. Nothing is stopped, the cluster stays Running (and assignable), and nothing retries it until the
+/// spec changes again.
+#[test]
+fn a_cluster_whose_machines_cannot_be_stopped_stays_running_and_says_unsupported() {
+    let c = cluster("c").running().spec(DesiredPower::Hibernating).c;
+    assert_eq!(probe(&c), Some(Probe::MachinesStopped));
+    let unsupported = Report::Unsupported { message: "vm-1: ephemeral OS disk cannot be deallocated".into() };
+    let s = step(&c, &unsupported, at(1), PowerLimits::default());
+    assert_eq!((s.call, s.recheck_after, s.wakes_pool), (None, None, false));
+    let c = s.cluster;
+    assert_eq!(c.power_state, Some(PowerState::Running));
+    assert!(c.is_running(), "still assignable");
+    let hib = cond(&c, condition::HIBERNATING);
+    assert_eq!((hib.status, hib.reason.as_str()), (ConditionStatus::False, reason::UNSUPPORTED));
+    assert!(hib.message.contains("ephemeral OS disk"), "{}", hib.message);
+    assert!(find_condition(&c.conditions, condition::READY).is_none(), "Ready is left as it was");
+    assert!(hibernation_unsupported(&c));
+    assert!(!in_progress(&c), "not failing forever: nothing left to do");
+    // Looked at again (a nudge): it is Running, as it is driven now.
+    assert_eq!(probe(&c), Some(Probe::MachinesRunning));
+    let again = step(&c, &machines(0), at(2), PowerLimits::default());
+    assert!(!again.changed);
+
+    // Asked to run: the condition says so again. Asked to hibernate once more: the platform is asked again.
+    let mut running = c.clone();
+    running.spec_power_state = Some(DesiredPower::Running);
+    let s = step(&running, &machines(0), at(3), PowerLimits::default());
+    assert_eq!(cond(&s.cluster, condition::HIBERNATING).reason, reason::RESUMING_OR_RUNNING);
+    let mut hibernate = s.cluster;
+    hibernate.spec_power_state = Some(DesiredPower::Hibernating);
+    assert_eq!(probe(&hibernate), Some(Probe::MachinesStopped));
+    assert_eq!(step(&hibernate, &machines(3), at(4), PowerLimits::default()).call, Some(ActuatorCall::Stop));
+}
+
+/// A resume under way when the spec turns to Hibernating on a platform that cannot stop: the resume carries on
+/// to Running rather than stalling half way, and the timeouts still apply to it.
+#[test]
+fn an_unsupported_hibernation_during_a_resume_lets_the_resume_finish() {
+    let c = cluster("c").resuming().spec(DesiredPower::Hibernating).c;
+    let unsupported = Report::Unsupported { message: "cannot stop".into() };
+    let s = step(&c, &unsupported, at(1), PowerLimits::default());
+    assert_eq!(s.recheck_after, Some(TimeDelta::zero()), "look again at once, as a resume");
+    assert!(in_progress(&s.cluster));
+    assert_eq!(probe(&s.cluster), Some(Probe::MachinesRunning));
+    let s = step(&s.cluster, &machines(0), at(2), PowerLimits::default());
+    assert_eq!(s.cluster.power_state, Some(PowerState::WaitingForNodes));
+    let s = step(&s.cluster, &Report::Nodes { ready: true }, at(3), PowerLimits::default());
+    assert_eq!(s.cluster.power_state, Some(PowerState::Running));
+    assert_eq!(cond(&s.cluster, condition::HIBERNATING).reason, reason::UNSUPPORTED);
+    assert!(!in_progress(&s.cluster));
 }
 
 #[test]

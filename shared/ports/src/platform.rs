@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
-use apiary_planner::power::Termination;
+use apiary_planner::power::{Install, Termination};
 use apiary_planner::{Cluster, PoolSpec, Timestamp};
 use async_trait::async_trait;
 
@@ -24,6 +24,9 @@ pub struct Machines {
     /// How many of those a start (when asked about running) or a stop (when asked about stopped) would act on
     /// now, by [`apiary_planner::machines::MachineState`]'s rules; the others are mid-transition.
     pub actionable: u32,
+    /// `(machine id, why)` for each machine the asked-for change can never act on (a stop of a VM with an
+    /// ephemeral OS disk): the platform does not support it for this cluster. Filled by `machines_stopped` only.
+    pub unsupported: Vec<(String, String)>,
 }
 
 impl Machines {
@@ -43,6 +46,25 @@ impl Machines {
             }
         }
         m
+    }
+
+    /// The answer to "how does the install stand?" for platforms whose install is done once every machine
+    /// runs: none found is [`Install::Absent`], all `running` is [`Install::Done`], else under way.
+    pub fn install(&self) -> Install {
+        match (self.total, self.not_ready.len()) {
+            (0, _) => Install::Absent,
+            (_, 0) => Install::Done,
+            _ => Install::UnderWay,
+        }
+    }
+
+    /// One message naming every machine in `unsupported`, if any.
+    pub fn unsupported_message(&self) -> Option<String> {
+        if self.unsupported.is_empty() {
+            return None;
+        }
+        let detail: Vec<String> = self.unsupported.iter().map(|(id, why)| format!("{id}: {why}")).collect();
+        Some(format!("{} machine(s) cannot be stopped: {}", self.unsupported.len(), detail.join("; ")))
     }
 }
 
@@ -77,6 +99,15 @@ pub struct Target<'a> {
     pub now: Timestamp,
 }
 
+impl Target<'_> {
+    /// The provisioning attempt under way: 1, then one more after each failed attempt. Platforms that name what
+    /// they create (Azure's deployment, GCP's `requestId`) name it by attempt, so a retry after a failure is a
+    /// new request and a retry of the same attempt is the same one.
+    pub fn attempt(&self) -> u32 {
+        self.cluster.install_failures + 1
+    }
+}
+
 /// Powers a cluster's machines (seed 004's actuator).
 #[async_trait]
 pub trait Actuator: Send + Sync {
@@ -92,11 +123,27 @@ pub trait Actuator: Send + Sync {
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused>;
 }
 
+/// What a provisioning call came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Provision {
+    /// The cloud accepted it; `handle` is what to follow it by at the next [`Provisioner::install_state`], when
+    /// the platform needs one (it is kept on the cluster).
+    Accepted {
+        /// The handle.
+        handle: Option<String>,
+    },
+    /// The cloud refused it: its message.
+    Refused(String),
+}
+
 /// Creates and removes a cluster's machines.
 #[async_trait]
 pub trait Provisioner: Send + Sync {
-    /// Creates the machines, idempotently (keyed by the cluster id). `Err(message)` when the cloud refused.
-    async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>>;
+    /// How the cluster's install stands for attempt [`Target::attempt`]: nothing under way, under way, failed, or
+    /// done (every machine there and running).
+    async fn install_state(&self, t: Target<'_>) -> Result<Install>;
+    /// Creates what is missing of the machines, idempotently (keyed by the cluster and the attempt).
+    async fn provision(&self, t: Target<'_>) -> Result<Provision>;
     /// Terminates the machines: how many are left, and which the cloud refused to terminate.
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination>;
 }

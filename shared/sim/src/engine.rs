@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use chrono::TimeDelta;
 
 use apiary_planner::duration::hours;
-use apiary_planner::power::{self, ActuatorCall, Probe, Report};
+use apiary_planner::power::{self, ActuatorCall, Install, Probe, Report};
 use apiary_planner::{apply_mut, plan, Action, Claim, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
 
 use crate::report::{Calls, Outcome, Sample};
@@ -449,6 +449,9 @@ impl<'t> Simulation<'t> {
             actionable: if acts { n } else { 0 },
         };
         match (probe, state) {
+            (Probe::Install, Machines::Absent) => Report::Install(Install::Absent),
+            (Probe::Install, Machines::Installing(_)) => Report::Install(Install::UnderWay),
+            (Probe::Install, _) => Report::Install(Install::Done),
             (_, Machines::Absent) => Report::Machines { not_ready: 0, total: 0, actionable: 0 },
             (Probe::MachinesRunning, s) => {
                 all(s == Machines::Running, matches!(s, Machines::Stopped | Machines::Stopping(_)))
@@ -495,7 +498,10 @@ impl<'t> Simulation<'t> {
         };
         self.machines.insert(id.to_string(), next);
         self.dirty = true;
-        Report::CallAccepted
+        match call {
+            ActuatorCall::Provision => Report::Provisioned { handle: None },
+            ActuatorCall::Start | ActuatorCall::Stop => Report::CallAccepted,
+        }
     }
 
     /// Counts the clusters by what their machines do.

@@ -11,14 +11,16 @@
 //!   [`MachineState`] rules select, and re-issues on later checks.
 //! - A machine's status checks pass [`Timings::status_checks`] after it started running ("nodes ready").
 //! - The hook may refuse a change per machine; the others proceed.
+//! - A machine made [`Cloud::unstoppable`] (an instance-store root volume) is reported by `machines_stopped` as
+//!   one the platform cannot stop, and a stop never acts on it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use apiary_planner::machines::MachineState;
-use apiary_planner::power::Termination;
+use apiary_planner::power::{Install, Termination};
 use apiary_planner::{Platform, Timestamp};
-use apiary_ports::platform::{client_token, Actuator, Machines, Provisioner, Refused, Target};
+use apiary_ports::platform::{client_token, Actuator, Machines, Provision, Provisioner, Refused, Target};
 use apiary_ports::Result;
 use async_trait::async_trait;
 use chrono::TimeDelta;
@@ -78,6 +80,7 @@ struct State {
     tokens: BTreeMap<String, Vec<String>>,
     refused_images: BTreeSet<String>,
     refusing: BTreeSet<(String, Change)>,
+    unstoppable: BTreeSet<String>,
     next: u64,
 }
 
@@ -115,6 +118,11 @@ impl Cloud {
     /// Makes `machine` refuse every `change` from now on (a termination-protected instance, a broken host).
     pub fn refuse(&self, machine: &str, change: Change) {
         self.lock().refusing.insert((machine.to_owned(), change));
+    }
+
+    /// Makes the machines of `infra_id` impossible to stop, as EC2 cannot stop an instance-store instance.
+    pub fn unstoppable(&self, infra_id: &str) {
+        self.lock().unstoppable.insert(infra_id.to_owned());
     }
 
     /// Calls of each kind the cloud answered (describes, changes, provisions, terminations), for tests that
@@ -182,6 +190,9 @@ impl Cloud {
     /// machine, the others proceed.
     fn change(&self, infra_id: &str, acts: fn(MachineState) -> bool, change: Change) -> Refused {
         let mut refused = Refused::default();
+        if change == Change::Stop && self.lock().unstoppable.contains(infra_id) {
+            return refused;
+        }
         for m in self.cluster(infra_id).into_iter().filter(|m| acts(m.state)) {
             let refusing = self.lock().refusing.contains(&(m.id.clone(), change));
             let why = if refusing {
@@ -244,7 +255,15 @@ impl Actuator for Cloud {
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
         enter(self.hook.as_ref(), Op::Describe).await?;
         self.count("describe");
-        let found = machines(&self.cluster(&t.cluster.infra_id), MachineState::Stopped, MachineState::stop_acts);
+        let list = self.cluster(&t.cluster.infra_id);
+        let mut found = machines(&list, MachineState::Stopped, MachineState::stop_acts);
+        if self.lock().unstoppable.contains(&t.cluster.infra_id) {
+            found.unsupported = list
+                .iter()
+                .filter(|m| m.state != MachineState::Stopped)
+                .map(|m| (m.id.clone(), "its root volume is an instance store, which cannot be stopped".to_owned()))
+                .collect();
+        }
         leave(self.hook.as_ref(), Op::Describe, Ok(found))
     }
 
@@ -278,7 +297,14 @@ impl Actuator for Cloud {
 
 #[async_trait]
 impl Provisioner for Cloud {
-    async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>> {
+    async fn install_state(&self, t: Target<'_>) -> Result<Install> {
+        enter(self.hook.as_ref(), Op::Describe).await?;
+        self.count("describe");
+        let found = machines(&self.cluster(&t.cluster.infra_id), MachineState::Running, MachineState::start_acts);
+        leave(self.hook.as_ref(), Op::Describe, Ok(found.install()))
+    }
+
+    async fn provision(&self, t: Target<'_>) -> Result<Provision> {
         enter(self.hook.as_ref(), Op::Provision).await?;
         self.count("provision");
         let (count, image) = match &t.spec.platform {
@@ -292,10 +318,10 @@ impl Provisioner for Cloud {
         let outcome = {
             let mut s = self.lock();
             if let Some(image) = image.filter(|i| s.refused_images.contains(i)) {
-                Err(format!("InvalidParameterValue: {image} does not exist"))
+                Provision::Refused(format!("InvalidParameterValue: {image} does not exist"))
             } else if s.tokens.contains_key(&token) {
                 // Idempotent: the same token launches nothing more, whatever became of its machines.
-                Ok(())
+                Provision::Accepted { handle: None }
             } else {
                 let mut ids = vec![];
                 for _ in 0..count {
@@ -319,7 +345,7 @@ impl Provisioner for Cloud {
                         },
                     );
                 }
-                Ok(())
+                Provision::Accepted { handle: None }
             }
         };
         leave(self.hook.as_ref(), Op::Provision, Ok(outcome))

@@ -3,7 +3,7 @@
 use apiary_planner::machines::MachineState;
 use apiary_planner::{AwsPlatform, Claim, Cluster, Platform, Pool, PoolSpec, PowerState, Timestamp};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
-use apiary_ports::platform::{Actuator, Provisioner, Target};
+use apiary_ports::platform::{Actuator, Provision, Provisioner, Target};
 use apiary_ports::queue::{batch_response, Queue};
 use apiary_ports::store::{Cond, Item, Key, Store, Write};
 use apiary_ports::Error;
@@ -11,6 +11,8 @@ use apiary_testkit::queue::{QueueName, MAX_RECEIVES};
 use apiary_testkit::World;
 use chrono::{TimeDelta, TimeZone, Utc};
 use futures::executor::block_on;
+
+const ACCEPTED: Provision = Provision::Accepted { handle: None };
 
 fn t0() -> Timestamp {
     Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time")
@@ -181,7 +183,7 @@ fn machines_follow_ec2s_lifecycle_and_a_stopping_machine_starts_only_once_stoppe
     let w = World::new(t0());
     let spec = aws();
     let c = cluster("c1", 0);
-    block_on(w.cloud.provision(target(&spec, &c, w.now()))).expect("call").expect("accepted");
+    assert_eq!(block_on(w.cloud.provision(target(&spec, &c, w.now()))).expect("call"), ACCEPTED);
     let m = block_on(w.cloud.machines_running(target(&spec, &c, w.now()))).expect("describe");
     assert_eq!((m.total, m.not_ready.len()), (2, 2), "pending");
     w.time.advance(TimeDelta::seconds(30));
@@ -205,8 +207,8 @@ fn a_repeated_provision_with_the_same_token_launches_nothing_even_after_terminat
     let w = World::new(t0());
     let spec = aws();
     let c = cluster("c1", 0);
-    block_on(w.cloud.provision(target(&spec, &c, w.now()))).expect("call").expect("accepted");
-    block_on(w.cloud.provision(target(&spec, &c, w.now()))).expect("call").expect("accepted");
+    assert_eq!(block_on(w.cloud.provision(target(&spec, &c, w.now()))).expect("call"), ACCEPTED);
+    assert_eq!(block_on(w.cloud.provision(target(&spec, &c, w.now()))).expect("call"), ACCEPTED);
     assert_eq!(w.cloud.machines().len(), 2);
     w.time.advance(TimeDelta::seconds(30));
     // Shutting down is gone from the cluster's machines at once, as on EC2.
@@ -214,7 +216,7 @@ fn a_repeated_provision_with_the_same_token_launches_nothing_even_after_terminat
     assert_eq!((gone.remaining, gone.refused.len()), (0, 0), "gone");
     w.time.advance(TimeDelta::seconds(10));
     assert!(w.cloud.machines().iter().all(|m| m.state == MachineState::Terminated));
-    block_on(w.cloud.provision(target(&spec, &c, w.now()))).expect("call").expect("accepted");
+    assert_eq!(block_on(w.cloud.provision(target(&spec, &c, w.now()))).expect("call"), ACCEPTED);
     let m = block_on(w.cloud.machines_running(target(&spec, &c, w.now()))).expect("describe");
     assert_eq!(m.total, 0, "the token's machines are terminated; none were launched");
 }

@@ -4,8 +4,11 @@
 //! - Start: `POST …/instances/{name}/start` on TERMINATED and STOPPED instances, `…/resume` on SUSPENDED ones.
 //! - Stop: `POST …/instances/{name}/stop` on RUNNING ones.
 //! - Provision: one `bulkInsert` per zone from the pool's instance template, with the cluster's labels and
-//!   instance names (`<infraId>-<n>`), and a `requestId` derived from the cluster's provisioning token, so a
-//!   retry is ignored by the API instead of doubling the machines.
+//!   instance names (`<infraId>-<n>`), and a `requestId` derived from the cluster's provisioning token and the
+//!   attempt, so a retry of one attempt is ignored by the API instead of doubling the machines, and the attempt
+//!   after a failed one (a bulkInsert whose operation failed: QUOTA_EXCEEDED) is a new request.
+//! - Install: done once every labelled instance runs; under way while fewer than `machineCount` are listed but
+//!   some are; nothing under way when none is.
 //! - Deprovision: `DELETE` every labelled instance, until the list is empty.
 //!
 //! States map onto [`MachineState`]: RUNNING is running; TERMINATED (a stopped instance), STOPPED and SUSPENDED
@@ -20,9 +23,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
-use apiary_planner::power::Termination;
+use apiary_planner::power::{Install, Termination};
 use apiary_planner::{GcpPlatform, Platform};
-use apiary_ports::platform::{client_token, Actuator, Machines, Provisioner, Refused, Target};
+use apiary_ports::platform::{client_token, Actuator, Machines, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -382,7 +385,11 @@ impl Actuator for Gcp {
 
 #[async_trait]
 impl Provisioner for Gcp {
-    async fn provision(&self, t: Target<'_>) -> Result<std::result::Result<(), String>> {
+    async fn install_state(&self, t: Target<'_>) -> Result<Install> {
+        Ok(self.machines(&t, MachineState::Running, MachineState::start_acts).await?.install())
+    }
+
+    async fn provision(&self, t: Target<'_>) -> Result<Provision> {
         let gcp = Self::platform(&t)?;
         let c = t.cluster;
         let mut labels: BTreeMap<String, String> = gcp.labels.clone();
@@ -391,7 +398,7 @@ impl Provisioner for Gcp {
         labels.insert("apiary-cluster".into(), c.id.clone());
         let zones = gcp.all_zones();
         let count = usize::try_from(gcp.machine_count).unwrap_or(1).max(1);
-        let token = client_token(t.pool, c);
+        let token = format!("{}/{}", client_token(t.pool, c), t.attempt());
         for (z, zone) in zones.iter().enumerate() {
             // Machine n goes to zone n mod zones, named `<infraId>-<n>`: stable across retries.
             let names: serde_json::Map<String, serde_json::Value> = (0..count)
@@ -420,7 +427,7 @@ impl Provisioner for Gcp {
                 .await?;
             if answer.is_success() {
                 if let Some(error) = operation_error(&answer) {
-                    return Ok(Err(format!("bulkInsert in {zone}: {error}")));
+                    return Ok(Provision::Refused(format!("bulkInsert in {zone}: {error}")));
                 }
                 continue;
             }
@@ -428,9 +435,9 @@ impl Provisioner for Gcp {
             if why == "alreadyExists" {
                 continue;
             }
-            return Ok(Err(format!("bulkInsert in {zone}: {message}")));
+            return Ok(Provision::Refused(format!("bulkInsert in {zone}: {message}")));
         }
-        Ok(Ok(()))
+        Ok(Provision::Accepted { handle: None })
     }
 
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {

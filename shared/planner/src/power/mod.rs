@@ -3,8 +3,8 @@
 //! The power function drives one cluster like this:
 //! 1. [`fenced_until`]: if another invocation recorded an actuator call still within its fence, leave the cluster
 //!    alone until then;
-//! 2. [`probe`] says what to ask the actuator (machines running? stopped? nodes ready?), or that there is
-//!    nothing to do;
+//! 2. [`probe`] says what to ask the platform (how the install stands? machines running? stopped? nodes
+//!    ready?), or that there is nothing to do;
 //! 3. [`step`] takes the answer, `now` and the pool's [`PowerLimits`], and returns the updated cluster, the
 //!    actuator call to make if any (provision, start, stop), and when to look again;
 //! 4. when a call is asked for, the step's cluster carries it as its [`PendingCall`] (and the state the call
@@ -16,8 +16,11 @@
 //! `actionable`, from [`crate::machines::MachineState`]'s rules), as Hive's hibernation controller does: a
 //! resume asked for while the machines are still stopping starts them once they have stopped. Actuator errors are
 //! retried with a backoff that grows with the age of the transition; only a seed 002 timeout, when the pool sets
-//! one, declares the cluster broken. Failed provisioning is retried with an exponential backoff up to the pool's
-//! `installAttemptsLimit`; an install that outlives `installTimeout` breaks the cluster. A deleting cluster whose
+//! one, declares the cluster broken. A platform that cannot stop a cluster's machines says so
+//! ([`Report::Unsupported`]): the cluster then stays Running with its Hibernating condition False, reason
+//! Unsupported (seed 004), instead of failing forever. Failed provisioning (refused at once, or failed later as
+//! [`Install::Failed`]) is retried with an exponential backoff up to the pool's `installAttemptsLimit`; an install
+//! that outlives `installTimeout` breaks the cluster. A deleting cluster whose
 //! machines the cloud refuses to terminate is retried with an exponential backoff and says so
 //! ([`deprovision_step`]). Re-checks travel as chains of delayed messages ([`chain`]).
 
@@ -56,6 +59,8 @@ pub const CALL_FENCE: TimeDelta = TimeDelta::seconds(90);
 /// What to ask the actuator about a cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Probe {
+    /// How the cluster's install stands (attempt `installFailures + 1`).
+    Install,
     /// Which machines are not running yet.
     MachinesRunning,
     /// Which machines are not stopped yet.
@@ -64,10 +69,29 @@ pub enum Probe {
     NodesReady,
 }
 
+/// Where a cluster's install stands, as its platform reports it for the current attempt (`installFailures + 1`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum Install {
+    /// Nothing is under way and the machines are not all there: a provisioning call is needed.
+    Absent,
+    /// The provisioning is under way.
+    UnderWay,
+    /// The current attempt failed (a deployment or a clone that failed after it was accepted).
+    Failed {
+        /// The cloud's error.
+        message: String,
+    },
+    /// Every machine is there and running.
+    Done,
+}
+
 /// What the actuator reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Report {
+    /// Answer to [`Probe::Install`].
+    Install(Install),
     /// Answer to a machines probe: of `total` machines found, `not_ready` are not yet in the asked-for state, and
     /// `actionable` of those a start (for [`Probe::MachinesRunning`]) or a stop (for [`Probe::MachinesStopped`])
     /// would act on now. No machine found at all is never "ready".
@@ -86,6 +110,18 @@ pub enum Report {
     },
     /// The call the last step asked for was accepted by the cloud.
     CallAccepted,
+    /// The provisioning call was accepted; `handle` is what the cloud answered to follow it by (vSphere's clone
+    /// tasks, …), kept on the cluster for the next [`Probe::Install`].
+    Provisioned {
+        /// The handle, if the platform needs one.
+        handle: Option<String>,
+    },
+    /// Answer to [`Probe::MachinesStopped`]: the platform cannot stop these machines (an ephemeral OS disk, an
+    /// instance-store root volume): hibernation is unsupported for this cluster.
+    Unsupported {
+        /// Which machines, and why.
+        message: String,
+    },
     /// The call the last step asked for failed.
     CallFailed {
         /// The cloud's error.
@@ -133,13 +169,28 @@ pub fn probe(cluster: &Cluster) -> Option<Probe> {
         return None;
     }
     if cluster.installed_at.is_none() {
-        return Some(Probe::MachinesRunning);
+        return Some(Probe::Install);
     }
-    match cluster.spec_power_state? {
+    match desired(cluster)? {
         DesiredPower::Running if cluster.power_state == Some(PowerState::WaitingForNodes) => Some(Probe::NodesReady),
         DesiredPower::Running => Some(Probe::MachinesRunning),
         DesiredPower::Hibernating => Some(Probe::MachinesStopped),
     }
+}
+
+/// Whether the platform said it cannot stop `cluster`'s machines since it was last asked to hibernate: its
+/// Hibernating condition is False with reason Unsupported (seed 004).
+pub fn hibernation_unsupported(cluster: &Cluster) -> bool {
+    cluster.spec_power_state == Some(DesiredPower::Hibernating) && says_unsupported(cluster)
+}
+
+/// The power state the cluster is driven to: the spec's, except that a cluster whose hibernation is unsupported
+/// is kept Running. The next change of the spec asks the platform again.
+fn desired(cluster: &Cluster) -> Option<DesiredPower> {
+    if hibernation_unsupported(cluster) {
+        return Some(DesiredPower::Running);
+    }
+    cluster.spec_power_state
 }
 
 /// Whether the power function still has work on `cluster`: it is being deprovisioned, it is installing, or its
@@ -151,7 +202,7 @@ pub fn in_progress(cluster: &Cluster) -> bool {
     if probe(cluster).is_none() {
         return false;
     }
-    let settled = match cluster.spec_power_state {
+    let settled = match desired(cluster) {
         _ if cluster.installed_at.is_none() => false,
         Some(DesiredPower::Running) => cluster.power_state == Some(PowerState::Running),
         Some(DesiredPower::Hibernating) => cluster.power_state == Some(PowerState::Hibernating),
@@ -181,7 +232,7 @@ pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLim
     if cluster.installed_at.is_none() {
         install(&mut out, report, now, limits);
     } else {
-        match cluster.spec_power_state {
+        match desired(cluster) {
             None => {}
             Some(DesiredPower::Running) => resume(&mut out, report, now),
             Some(DesiredPower::Hibernating) => hibernate(&mut out, report, now),
@@ -208,9 +259,10 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
         return;
     }
     match report {
-        Report::Machines { not_ready: 0, total, .. } if *total > 0 => {
+        Report::Install(Install::Done) => {
             c.installed_at = Some(now);
             c.retry_at = None;
+            c.provision_ref = None;
             if c.install_failures > 0 {
                 set_condition(
                     &mut c.conditions,
@@ -225,15 +277,20 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
             // The spec's power state takes over at once.
             out.recheck_after = c.spec_power_state.map(|_| TimeDelta::zero());
         }
-        Report::Machines { total: 0, .. } => match c.retry_at {
+        Report::Install(Install::Absent) => match c.retry_at {
             Some(at) if at > now => out.recheck_after = Some(at - now),
             _ => {
                 out.call = Some(ActuatorCall::Provision);
                 out.recheck_after = Some(INSTALL_POLL);
             }
         },
-        Report::CallFailed { message } => {
+        Report::Provisioned { handle } => {
+            c.provision_ref.clone_from(handle);
+            out.recheck_after = Some(INSTALL_POLL);
+        }
+        Report::CallFailed { message } | Report::Install(Install::Failed { message }) => {
             c.install_failures += 1;
+            c.provision_ref = None;
             let (n, limit) = (c.install_failures, limits.install_attempts);
             let message = format!("attempt {n} of {limit} failed: {message}");
             if n >= limit {
@@ -253,7 +310,11 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
                 out.recheck_after = Some(wait);
             }
         }
-        Report::Machines { .. } | Report::Nodes { .. } | Report::CallAccepted => out.recheck_after = Some(INSTALL_POLL),
+        Report::Install(Install::UnderWay)
+        | Report::Machines { .. }
+        | Report::Nodes { .. }
+        | Report::CallAccepted
+        | Report::Unsupported { .. } => out.recheck_after = Some(INSTALL_POLL),
     }
     if let Some(limit) = limits.install {
         // Look again no later than the install deadline.
@@ -282,6 +343,9 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp) {
             if state != Some(PowerState::Running) {
                 begin(c, PowerState::WaitingForNodes, now);
                 out.recheck_after = Some(TimeDelta::zero());
+            } else if !hibernation_unsupported(c) && says_unsupported(c) {
+                // Running was asked for again: the Hibernating condition no longer says Unsupported.
+                enter(c, PowerState::Running, "", now);
             }
         }
         Report::Machines { actionable, .. } => {
@@ -315,6 +379,7 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp) {
             enter(c, PowerState::WaitingForMachines, "", now);
             out.recheck_after = Some(POLL);
         }
+        Report::Install(_) | Report::Provisioned { .. } | Report::Unsupported { .. } => out.recheck_after = Some(POLL),
         Report::CallFailed { message } => {
             enter(c, PowerState::FailedToStartMachines, message, now);
             let wait = backoff(c, now);
@@ -354,7 +419,22 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
                 }
             }
         }
-        Report::Nodes { .. } => out.recheck_after = Some(POLL),
+        Report::Nodes { .. } | Report::Install(_) | Report::Provisioned { .. } => out.recheck_after = Some(POLL),
+        Report::Unsupported { message } => {
+            // Nothing was stopped: the cluster stays as it is, driven Running, and says why (seed 004).
+            set_condition(
+                &mut c.conditions,
+                condition::HIBERNATING,
+                ConditionStatus::False,
+                reason::UNSUPPORTED,
+                message,
+                now,
+            );
+            c.retry_at = None;
+            if state != Some(PowerState::Running) {
+                out.recheck_after = Some(TimeDelta::zero());
+            }
+        }
         Report::CallAccepted => {
             c.retry_at = None;
             enter(c, PowerState::WaitingForMachinesToStop, "", now);
@@ -405,7 +485,17 @@ fn enter(c: &mut Cluster, state: PowerState, message: &str, now: Timestamp) {
     };
     let ready_message = if state.is_resuming() { message } else { "" };
     let hibernating_message = if state.is_stopping() { message } else { "" };
-    set_condition(&mut c.conditions, condition::HIBERNATING, hibernating.0, hibernating.1, hibernating_message, now);
+    // A cluster kept Running because it cannot hibernate goes on saying so.
+    if !hibernation_unsupported(c) {
+        set_condition(
+            &mut c.conditions,
+            condition::HIBERNATING,
+            hibernating.0,
+            hibernating.1,
+            hibernating_message,
+            now,
+        );
+    }
     set_condition(&mut c.conditions, condition::READY, ready.0, ready.1, ready_message, now);
     if state == PowerState::Running && c.power_state != Some(PowerState::Running) {
         c.running_since = Some(now);
@@ -418,6 +508,11 @@ fn enter(c: &mut Cluster, state: PowerState, message: &str, now: Timestamp) {
         c.retry_at = None;
     }
     c.power_state = Some(state);
+}
+
+/// Whether the Hibernating condition says Unsupported.
+fn says_unsupported(c: &Cluster) -> bool {
+    crate::model::find_condition(&c.conditions, condition::HIBERNATING).is_some_and(|h| h.reason == reason::UNSUPPORTED)
 }
 
 /// Retry delay after an actuator error: a quarter of the transition's age, within [`MIN_BACKOFF`, `MAX_BACKOFF`].
