@@ -143,6 +143,34 @@ impl Http {
     }
 }
 
+impl Http {
+    /// Sends the request `build` makes with the credential `credential` gives (a token, a session); when the
+    /// answer is 401, `forget` drops what is cached, and the request is sent once more with a fresh credential.
+    pub async fn send_with<C, CF>(
+        &self,
+        op: &'static str,
+        credential: C,
+        forget: impl Fn(),
+        build: impl Fn(&Client, &str) -> RequestBuilder,
+    ) -> Result<Answer>
+    where
+        C: Fn() -> CF,
+        CF: std::future::Future<Output = Result<String>>,
+    {
+        let mut renewed = false;
+        loop {
+            let held = credential().await?;
+            let answer = self.send(op, |c| build(c, &held)).await?;
+            if answer.status != StatusCode::UNAUTHORIZED || renewed {
+                return Ok(answer);
+            }
+            tracing::info!(op, "credential refused, renewing it");
+            forget();
+            renewed = true;
+        }
+    }
+}
+
 /// `Retry-After` in seconds (the HTTP-date form is rare from cloud APIs and falls back to the doubling pause).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?;

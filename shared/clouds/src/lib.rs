@@ -3,15 +3,19 @@
 //! for one platform kind:
 //!
 //! - [`gcp`]: Compute Engine (`platform.gcp`).
+//! - [`azure`]: Azure Resource Manager (`platform.azure`).
 //!
 //! They share one [`http::Http`] client (built once per process, bounded and retrying like the AWS calls), read
 //! their credentials through the [`Secrets`](apiary_ports::secrets::Secrets) port by the ARN a pool names, and
 //! keep tokens per warm process. This crate depends on the ports only, never on another adapter: a function's
 //! `main` joins them ([`with_clouds`]).
 
+pub mod azure;
+pub mod fanout;
 pub mod gcp;
 pub mod http;
 pub mod secrets;
+pub mod tokens;
 
 use std::sync::Arc;
 
@@ -24,17 +28,29 @@ use apiary_ports::Result;
 pub struct Endpoints {
     /// `APIARY_GCP_ENDPOINT`: Compute Engine's API root (default [`gcp::DEFAULT_ENDPOINT`]).
     pub gcp: Option<String>,
+    /// `APIARY_AZURE_ENDPOINT`: Azure Resource Manager's root (default [`azure::DEFAULT_ENDPOINT`]).
+    pub azure: Option<String>,
+    /// `APIARY_AZURE_AUTHORITY`: Entra ID's root (default [`azure::DEFAULT_AUTHORITY`]).
+    pub azure_authority: Option<String>,
 }
 
 impl Endpoints {
     /// Reads the endpoints from the environment.
     pub fn from_env() -> Self {
-        Self { gcp: std::env::var("APIARY_GCP_ENDPOINT").ok().filter(|v| !v.is_empty()) }
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Self {
+            gcp: var("APIARY_GCP_ENDPOINT"),
+            azure: var("APIARY_AZURE_ENDPOINT"),
+            azure_authority: var("APIARY_AZURE_AUTHORITY"),
+        }
     }
 }
 
 /// `platforms` and every cloud of this crate, sharing one HTTP client, reading credentials through `secrets`.
 pub fn with_clouds(platforms: &Platforms, secrets: Arc<dyn Secrets>, endpoints: Endpoints) -> Result<Platforms> {
     let http = http::Http::new(None)?;
-    Ok(platforms.clone().with("gcp", Arc::new(gcp::Gcp::new(http, secrets, endpoints.gcp))))
+    Ok(platforms
+        .clone()
+        .with("gcp", Arc::new(gcp::Gcp::new(http.clone(), secrets.clone(), endpoints.gcp)))
+        .with("azure", Arc::new(azure::Azure::new(http, secrets, endpoints.azure, endpoints.azure_authority))))
 }

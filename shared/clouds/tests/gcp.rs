@@ -2,8 +2,8 @@
 //! re-issued until settled, refusals isolated, throttling retried, token renewal, provisioning retried without
 //! doubling, deprovisioning until empty.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
 use apiary_clouds::gcp::{cluster_label, Gcp};
@@ -11,24 +11,9 @@ use apiary_clouds::http::Http;
 use apiary_fakeclouds::gcp::{FakeGcp, Timings};
 use apiary_planner::{Cluster, GcpPlatform, Platform, PoolSpec};
 use apiary_ports::platform::{Actuator, Provision, Provisioner, Target};
-use apiary_ports::secrets::{Secret, Secrets};
-use apiary_ports::{Error, Result};
-use async_trait::async_trait;
+use support::{MemSecrets, ARN};
 
 const PROJECT: &str = "ci-clusters-1";
-const ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/gcp-AbCdEf";
-
-struct MemSecrets(HashMap<String, String>);
-
-#[async_trait]
-impl Secrets for MemSecrets {
-    async fn secret(&self, arn: &str) -> Result<Secret> {
-        self.0
-            .get(arn)
-            .map(Secret::new)
-            .ok_or_else(|| Error::service("secretsmanager:GetSecretValue", format!("{arn} not found"), false))
-    }
-}
 
 struct World {
     fake: FakeGcp,
@@ -44,7 +29,7 @@ impl World {
             .expect("fake");
         fake.add_template("apiary-node");
         let key = fake.service_account("apiary@ci-clusters-1.iam.gserviceaccount.com", PROJECT);
-        let secrets = Arc::new(MemSecrets([(ARN.to_owned(), key)].into_iter().collect()));
+        let secrets = MemSecrets::one(key);
         let http = Http::new(None).expect("client").with_budget(Duration::from_secs(5));
         let gcp = Gcp::new(http, secrets, Some(fake.endpoint()));
         let platform = GcpPlatform {
@@ -222,15 +207,14 @@ async fn a_wrong_key_is_refused_by_the_token_endpoint_without_showing_the_key() 
     // A key the fake never issued: signed by a key it does not know.
     let key = stranger.service_account("apiary@ci-clusters-1.iam.gserviceaccount.com", PROJECT);
     let key = key.replace(&stranger.token_uri(), &w.fake.token_uri());
-    let secrets = Arc::new(MemSecrets([(ARN.to_owned(), key.clone())].into_iter().collect()));
+    let secrets = MemSecrets::one(key.clone());
     let gcp = Gcp::new(Http::new(None).expect("client"), secrets, Some(w.fake.endpoint()));
     let err = gcp.machines_running(w.target()).await.expect_err("refused");
     let text = err.to_string();
     assert!(text.contains("invalid_grant"), "{text}");
     assert!(!text.contains("PRIVATE KEY"), "{text}");
 
-    let secrets =
-        Arc::new(MemSecrets([(ARN.to_owned(), "{\"client_email\": 424242}".to_owned())].into_iter().collect()));
+    let secrets = MemSecrets::one("{\"client_email\": 424242}".to_owned());
     let gcp = Gcp::new(Http::new(None).expect("client"), secrets, Some(w.fake.endpoint()));
     let err = gcp.machines_running(w.target()).await.expect_err("not a key").to_string();
     assert!(err.contains(ARN) && err.contains("wrong type") && !err.contains("424242"), "{err}");

@@ -17,13 +17,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::signature::KeyPair as _;
 use serde_json::{json, Value};
 
-use crate::server::{serve, serve_on, Request, Response};
+use crate::common::{bearer, Clock, Faults, Log, Tokens};
+use crate::server::{serve_on, Request, Response};
 
 /// Transition times.
 #[derive(Debug, Clone, Copy)]
@@ -45,33 +46,29 @@ struct Instance {
     status: &'static str,
     labels: BTreeMap<String, String>,
     /// When the current transition ends, and what it ends in (`None`: the instance is gone).
-    next: Option<(Instant, Option<&'static str>)>,
+    next: Option<(Duration, Option<&'static str>)>,
 }
 
-#[derive(Default)]
 struct State {
     timings: Timings,
-    /// Time added to the wall clock by [`FakeGcp::advance`].
-    offset: Duration,
+    clock: Clock,
     accounts: HashMap<String, Vec<u8>>,
-    tokens: HashMap<String, Instant>,
-    next_token: u64,
+    tokens: Tokens,
     templates: BTreeSet<String>,
     /// (project, zone, name) → instance.
     instances: BTreeMap<(String, String, String), Instance>,
     operations: HashMap<String, Value>,
     next_op: u64,
     page_size: usize,
-    throttle: u32,
-    unavailable: u32,
+    faults: Faults,
     refusing: BTreeSet<String>,
     stuck: BTreeSet<String>,
     unreachable: BTreeSet<String>,
     quota_exceeded: bool,
-    log: Vec<String>,
+    log: Log,
 }
 
-/// The fake, serving on 127.0.0.1.
+/// The fake: served on 127.0.0.1 ([`FakeGcp::start`]), or called in process ([`FakeGcp::handle`]).
 #[derive(Clone)]
 pub struct FakeGcp {
     state: Arc<Mutex<State>>,
@@ -79,20 +76,45 @@ pub struct FakeGcp {
 }
 
 impl FakeGcp {
-    /// Starts the fake on a free port.
+    /// The fake on `clock`, not served: [`FakeGcp::handle`] answers requests addressed to `addr`.
+    pub fn new(timings: Timings, clock: Clock, addr: SocketAddr) -> Self {
+        let state = State {
+            timings,
+            clock,
+            accounts: HashMap::new(),
+            tokens: Tokens::default(),
+            templates: BTreeSet::new(),
+            instances: BTreeMap::new(),
+            operations: HashMap::new(),
+            next_op: 0,
+            page_size: 2,
+            faults: Faults::default(),
+            refusing: BTreeSet::new(),
+            stuck: BTreeSet::new(),
+            unreachable: BTreeSet::new(),
+            quota_exceeded: false,
+            log: Log::default(),
+        };
+        Self { state: Arc::new(Mutex::new(state)), addr }
+    }
+
+    /// Starts the fake on a free port, on the wall clock.
     pub async fn start(timings: Timings) -> std::io::Result<Self> {
         Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), timings).await
     }
 
-    /// Starts the fake on `addr`.
+    /// Starts the fake on `addr` (port 0: a free one), on the wall clock.
     pub async fn start_on(addr: SocketAddr, timings: Timings) -> std::io::Result<Self> {
-        let state = Arc::new(Mutex::new(State { timings, page_size: 2, ..State::default() }));
-        let handler = {
-            let state = state.clone();
-            Arc::new(move |req: Request| handle(&state, req))
-        };
-        let addr = if addr.port() == 0 { serve(handler).await? } else { serve_on(addr, handler).await? };
-        Ok(Self { state, addr })
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let fake = Self::new(timings, Clock::wall(), listener.local_addr()?);
+        let state = fake.state.clone();
+        serve_on(listener, Arc::new(move |req: Request| handle(&state, req)))?;
+        Ok(fake)
+    }
+
+    /// Answers one request, as the server does.
+    pub fn handle(&self, req: Request) -> Response {
+        handle(&self.state, req)
     }
 
     /// The Compute API root to configure (`APIARY_GCP_ENDPOINT`).
@@ -152,7 +174,7 @@ impl FakeGcp {
 
     /// Moves the clock on.
     pub fn advance(&self, by: Duration) {
-        self.lock().offset += by;
+        self.lock().clock.advance(by);
     }
 
     /// Aggregated-list pages hold this many instances.
@@ -162,17 +184,17 @@ impl FakeGcp {
 
     /// The next `n` Compute calls answer 429 with `Retry-After: 0`.
     pub fn throttle(&self, n: u32) {
-        self.lock().throttle = n;
+        self.lock().faults.throttle = n;
     }
 
     /// The next `n` Compute calls answer 503.
     pub fn unavailable(&self, n: u32) {
-        self.lock().unavailable = n;
+        self.lock().faults.unavailable = n;
     }
 
     /// Every issued token stops being accepted.
     pub fn expire_tokens(&self) {
-        self.lock().tokens.clear();
+        self.lock().tokens.expire_all();
     }
 
     /// Calls on instance `name` answer 403 until [`FakeGcp::comply`].
@@ -204,7 +226,7 @@ impl FakeGcp {
 
     /// Requests so far, as `METHOD path` (and the `requestId` of inserts), and clears the log.
     pub fn take_log(&self) -> Vec<String> {
-        std::mem::take(&mut self.lock().log)
+        self.lock().log.take()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -224,8 +246,8 @@ fn error(status: u16, reason: &str, message: &str) -> Response {
 }
 
 impl State {
-    fn now(&self) -> Instant {
-        Instant::now() + self.offset
+    fn now(&self) -> Duration {
+        self.clock.now()
     }
 
     /// Ends every transition whose time has come.
@@ -283,29 +305,23 @@ impl State {
 
 fn handle(state: &Mutex<State>, req: Request) -> Response {
     let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
-    let mut line = format!("{} {}", req.method, req.path);
-    if let Some(id) = req.param("requestId") {
-        line.push_str(&format!(" requestId={id}"));
-    }
-    s.log.push(line);
+    s.log.push(&req, req.param("requestId").map(|id| format!("requestId={id}")));
     if req.path == "/token" && req.method == "POST" {
         return token(&mut s, &req);
     }
     let Some(rest) = req.path.strip_prefix("/compute/v1/projects/") else {
         return error(404, "notFound", &format!("no route {}", req.path));
     };
-    let bearer = req.headers.get("authorization").and_then(|h| h.strip_prefix("Bearer ")).unwrap_or_default();
     let now = s.now();
-    if s.tokens.get(bearer).is_none_or(|until| *until <= now) {
+    if !s.tokens.valid(bearer(&req), now) {
         return error(401, "authError", "Request had invalid authentication credentials.");
     }
-    if s.throttle > 0 {
-        s.throttle -= 1;
-        return error(429, "rateLimitExceeded", "Rate Limit Exceeded").header("retry-after", "0");
-    }
-    if s.unavailable > 0 {
-        s.unavailable -= 1;
-        return error(503, "backendError", "The service is currently unavailable.");
+    let fault = s.faults.take(
+        || error(429, "rateLimitExceeded", "Rate Limit Exceeded").header("retry-after", "0"),
+        || error(503, "backendError", "The service is currently unavailable."),
+    );
+    if let Some(answer) = fault {
+        return answer;
     }
     s.settle();
     let parts: Vec<&str> = rest.split('/').collect();
@@ -351,10 +367,8 @@ fn token(s: &mut State, req: &Request) -> Response {
     if !claims.scope.split(' ').any(|sc| sc.starts_with("https://www.googleapis.com/auth/compute")) {
         return Response::json(400, &json!({"error": "invalid_scope"}));
     }
-    s.next_token += 1;
-    let token = format!("ya29.fake-{}", s.next_token);
-    let until = s.now() + Duration::from_secs(3599);
-    s.tokens.insert(token.clone(), until);
+    let now = s.now();
+    let token = s.tokens.issue("ya29.fake", now, Duration::from_secs(3599));
     Response::json(200, &json!({"access_token": token, "expires_in": 3599, "token_type": "Bearer"}))
 }
 

@@ -3,6 +3,9 @@
 //! response shapes, machines with timed state transitions, small pages, injected faults and a request log.
 //!
 //! - [`gcp`]: Compute Engine and Google's token endpoint.
+//! - [`azure`]: Azure Resource Manager (resource groups, deployments, VMs) and Entra ID's token endpoint.
 
+pub mod azure;
+pub mod common;
 pub mod gcp;
 pub mod server;

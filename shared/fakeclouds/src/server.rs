@@ -26,6 +26,28 @@ pub struct Request {
 }
 
 impl Request {
+    /// A request for `target` (a path with its query, or an absolute URL whose path and query are taken),
+    /// header names lowercased.
+    pub fn new<'a>(
+        method: &str,
+        target: &str,
+        headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+        body: impl Into<Bytes>,
+    ) -> Self {
+        let target = match target.split_once("://") {
+            Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
+            None => target,
+        };
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        Self {
+            method: method.to_owned(),
+            path: decode(path),
+            query: pairs(query),
+            headers: headers.into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned())).collect(),
+            body: body.into(),
+        }
+    }
+
     /// The first value of query parameter `name`.
     pub fn param(&self, name: &str) -> Option<&str> {
         self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
@@ -70,17 +92,11 @@ impl Response {
     }
 }
 
-/// Serves `handle` on a free port of 127.0.0.1 until the runtime stops; answers its address.
-pub async fn serve(handle: Arc<dyn Fn(Request) -> Response + Send + Sync>) -> std::io::Result<SocketAddr> {
-    serve_on(SocketAddr::from(([127, 0, 0, 1], 0)), handle).await
-}
-
-/// Serves `handle` on `addr`.
-pub async fn serve_on(
-    addr: SocketAddr,
+/// Serves `handle` on `listener` until the runtime stops; answers its address.
+pub fn serve_on(
+    listener: TcpListener,
     handle: Arc<dyn Fn(Request) -> Response + Send + Sync>,
 ) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
@@ -91,17 +107,8 @@ pub async fn serve_on(
                     async move {
                         let (parts, body) = req.into_parts();
                         let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                        let request = Request {
-                            method: parts.method.to_string(),
-                            path: decode(parts.uri.path()),
-                            query: parts.uri.query().map(pairs).unwrap_or_default(),
-                            headers: parts
-                                .headers
-                                .iter()
-                                .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or_default().to_owned()))
-                                .collect(),
-                            body,
-                        };
+                        let headers = parts.headers.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap_or_default()));
+                        let request = Request::new(parts.method.as_str(), &parts.uri.to_string(), headers, body);
                         let answer = handle(request);
                         let mut response = hyper::Response::new(Full::new(Bytes::from(answer.body)));
                         *response.status_mut() = hyper::StatusCode::from_u16(answer.status)
@@ -163,6 +170,16 @@ fn decode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_request_keeps_the_path_and_query_of_a_url() {
+        let r = Request::new("GET", "http://127.0.0.1:9/a%20b?x=1&y=a+b", [("Host", "h")], Bytes::new());
+        assert_eq!(
+            (r.path.as_str(), r.param("y"), r.headers.get("host").map(String::as_str)),
+            ("/a b", Some("a b"), Some("h"))
+        );
+        assert_eq!(Request::new("GET", "/p?q=1", [], Bytes::new()).param("q"), Some("1"));
+    }
 
     #[test]
     fn queries_and_forms_decode() {

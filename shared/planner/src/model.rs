@@ -184,6 +184,10 @@ pub enum Platform {
     Aws(AwsPlatform),
     /// Compute Engine instances labelled `kubernetes-io-cluster-<infraId>=owned`.
     Gcp(GcpPlatform),
+    /// Azure virtual machines in the cluster's resource group (`<infraId>-rg`).
+    Azure(AzurePlatform),
+    /// vSphere VMs in the folder `<infraId>` or tagged `<infraId>` in category `openshift-<infraId>`.
+    Vsphere(VspherePlatform),
     /// Simulated machines, for tests and demos.
     Fake(FakePlatform),
 }
@@ -194,6 +198,8 @@ impl Platform {
         match self {
             Platform::Aws(_) => "aws",
             Platform::Gcp(_) => "gcp",
+            Platform::Azure(_) => "azure",
+            Platform::Vsphere(_) => "vsphere",
             Platform::Fake(_) => "fake",
         }
     }
@@ -262,6 +268,99 @@ impl GcpPlatform {
     /// The zones instances are created in: `zone`, then `zones`.
     pub fn all_zones(&self) -> Vec<&str> {
         self.zone.iter().chain(&self.zones).map(String::as_str).collect()
+    }
+}
+
+/// Azure clusters: a resource group per cluster, created in `location`, and an ARM template deployed into it.
+///
+/// A cluster's machines are the virtual machines of its resource group (openshift-install's `<infraId>-rg`),
+/// so a cluster installed by other means is powered too. Hibernating deallocates them (a VM that is only
+/// powered off is still billed); deleting the cluster deletes its resource group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AzurePlatform {
+    /// The subscription id (a GUID).
+    pub subscription_id: String,
+    /// The Entra ID tenant of the service principal (a GUID).
+    pub tenant_id: String,
+    /// The region resource groups are created in (`westeurope`).
+    pub location: String,
+    /// The cluster's resource group name: `{infraId}` is replaced by the cluster's infraId.
+    #[serde(default = "default_resource_group")]
+    pub resource_group_name: String,
+    /// The ARM template deployed into the resource group (or `templateUri`). It must declare a string parameter
+    /// `infraId`, which Apiary sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<serde_json::Value>,
+    /// Where ARM fetches the template from (an `https` URL), instead of `template`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_uri: Option<String>,
+    /// The template's other parameters, by name (values as JSON).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, serde_json::Value>,
+    /// ARN of the Secrets Manager secret holding the service principal's client id and secret.
+    pub credentials_secret: String,
+    /// Extra tags on the resource group and the deployment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// openshift-install's name of a cluster's resource group.
+pub const DEFAULT_RESOURCE_GROUP: &str = "{infraId}-rg";
+
+fn default_resource_group() -> String {
+    DEFAULT_RESOURCE_GROUP.to_owned()
+}
+
+impl AzurePlatform {
+    /// The resource group of the cluster `infra_id`.
+    pub fn resource_group(&self, infra_id: &str) -> String {
+        self.resource_group_name.replace("{infraId}", infra_id)
+    }
+}
+
+/// vSphere clusters: `machineCount` VMs cloned from a template VM into a folder, tagged as openshift-install
+/// tags them.
+///
+/// A cluster's machines are the VMs in the folder named `<infraId>` (openshift-install's folder) and those
+/// tagged `<infraId>` in the category `openshift-<infraId>`, which Apiary creates for the VMs it clones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VspherePlatform {
+    /// vCenter's host name (or `host:port`); its API is `https://<server>/api`.
+    pub server: String,
+    /// The datacenter's name.
+    pub datacenter: String,
+    /// The name of the VM (or VM template) clusters are cloned from.
+    pub template: String,
+    /// The name of the VM folder new VMs are cloned into.
+    pub folder: String,
+    /// The resource pool new VMs run in; unset: the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_pool: Option<String>,
+    /// The datastore new VMs are stored on; unset: the template's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datastore: Option<String>,
+    /// Machines per cluster.
+    #[serde(default = "one")]
+    pub machine_count: i64,
+    /// ARN of the Secrets Manager secret holding the vCenter user name and password.
+    pub credentials_secret: String,
+    /// PEM certificates vCenter's certificate chains to (its VMCA root), beside the system's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// How long a guest shutdown may take before the VM is powered off hard. Unset: five minutes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown_grace_period: Option<GoDuration>,
+}
+
+/// How long a vSphere guest shutdown may take when the pool does not say.
+pub const DEFAULT_SHUTDOWN_GRACE: TimeDelta = TimeDelta::minutes(5);
+
+impl VspherePlatform {
+    /// How long a guest shutdown may take before a hard power-off.
+    pub fn shutdown_grace(&self) -> TimeDelta {
+        self.shutdown_grace_period.as_ref().and_then(GoDuration::get).unwrap_or(DEFAULT_SHUTDOWN_GRACE)
     }
 }
 

@@ -70,6 +70,59 @@ fn largest_spec() -> PoolSpec {
     spec
 }
 
+/// The largest spec of each platform: the largest AWS spec with its platform swapped.
+fn largest_of_each_platform() -> Vec<PoolSpec> {
+    let arn = |n: usize| format!("arn:aws:secretsmanager:eu-west-1:123456789012:secret:{}", text(n));
+    let secret = arn(MAX_SECRET_ARN_LEN - arn(0).len());
+    let gcp = GcpPlatform {
+        project: format!("p{}", text(29)),
+        zone: Some(text(63)),
+        zones: (0..MAX_ZONES).map(|i| format!("z{i:0>62}")).collect(),
+        instance_template: format!("projects/{}/regions/{}/instanceTemplates/{}", text(30), text(63), text(63)),
+        machine_count: MAX_MACHINES,
+        credentials_secret: secret.clone(),
+        labels: (0..MAX_GCP_LABELS).map(|i| (format!("k{i:0>62}"), text(MAX_GCP_NAME_LEN))).collect(),
+    };
+    // An inline template padded to the limit with the parameters.
+    let pad = MAX_AZURE_TEMPLATE_BYTES - 100 - MAX_AZURE_PARAMETERS * 136;
+    let azure = AzurePlatform {
+        subscription_id: "00000000-0000-0000-0000-000000000000".into(),
+        tenant_id: "00000000-0000-0000-0000-000000000000".into(),
+        location: text(MAX_AZURE_LOCATION_LEN),
+        resource_group_name: format!("{}{{infraId}}", text(MAX_RESOURCE_GROUP_LEN - MAX_INFRA_ID_LEN)),
+        template: Some(serde_json::json!({
+            "parameters": {"infraId": {"type": "string"}},
+            "resources": [],
+            "metadata": {"pad": text(pad)},
+        })),
+        template_uri: None,
+        parameters: (0..MAX_AZURE_PARAMETERS).map(|i| (format!("p{i:0>127}"), serde_json::json!("v"))).collect(),
+        credentials_secret: secret.clone(),
+        tags: (0..MAX_AZURE_TAGS).map(|i| (format!("{i:0>128}"), text(MAX_AZURE_TAG_VALUE_LEN))).collect(),
+    };
+    let vsphere = VspherePlatform {
+        server: format!("{}.{}.{}.{}", text(63), text(63), text(63), text(61)),
+        datacenter: text(MAX_VSPHERE_NAME_LEN),
+        template: text(MAX_VSPHERE_NAME_LEN),
+        folder: text(MAX_VSPHERE_NAME_LEN),
+        resource_pool: Some(text(MAX_VSPHERE_NAME_LEN)),
+        datastore: Some(text(MAX_VSPHERE_NAME_LEN)),
+        machine_count: MAX_MACHINES,
+        credentials_secret: secret,
+        ca_bundle: Some(format!(
+            "-----BEGIN CERTIFICATE-----{}-----END CERTIFICATE-----",
+            text(MAX_CA_BUNDLE_LEN - 52)
+        )),
+        shutdown_grace_period: Some(duration()),
+    };
+    let aws = largest_spec();
+    [Platform::Gcp(gcp), Platform::Vsphere(vsphere), Platform::Azure(azure)]
+        .into_iter()
+        .map(|platform| PoolSpec { platform, ..aws.clone() })
+        .chain([aws.clone()])
+        .collect()
+}
+
 fn conditions() -> Vec<Condition> {
     let mut c = vec![];
     for t in ["A", "B", "C", "D", "E", "F"] {
@@ -80,28 +133,31 @@ fn conditions() -> Vec<Condition> {
 
 #[test]
 fn the_largest_pool_spec_validation_allows_is_far_below_the_item_limit() {
-    let spec = largest_spec();
-    assert_eq!(validate_spec(&spec).map_err(|e| e.into_iter().take(3).collect::<Vec<_>>()), Ok(()));
-    let pool = Pool {
-        name: text(63),
-        spec,
-        status: PoolStatus { conditions: conditions(), ..PoolStatus::default() },
-        next_wake_at: Some(t0()),
-        deletion_requested_at: Some(t0()),
-        created_at: t0(),
-        rev: u64::MAX,
-    };
-    let bytes = item_bytes(&text(63), &Item::Pool(Box::new(pool))).expect("size");
-    assert!(bytes < MAX_ITEM_BYTES / 2, "{bytes} bytes");
+    for spec in largest_of_each_platform() {
+        let kind = spec.platform.kind();
+        assert_eq!(validate_spec(&spec).map_err(|e| e.into_iter().take(3).collect::<Vec<_>>()), Ok(()), "{kind}");
+        let pool = Pool {
+            name: text(63),
+            spec,
+            status: PoolStatus { conditions: conditions(), ..PoolStatus::default() },
+            next_wake_at: Some(t0()),
+            deletion_requested_at: Some(t0()),
+            created_at: t0(),
+            rev: u64::MAX,
+        };
+        let bytes = item_bytes(&text(63), &Item::Pool(Box::new(pool))).expect("size");
+        assert!(bytes < MAX_ITEM_BYTES / 2, "{kind}: {bytes} bytes");
+    }
 }
 
 #[test]
 fn clusters_and_claims_stay_small_whatever_the_cloud_says() {
-    let mut c = Cluster::new(text(63), text(MAX_CLUSTER_NAME_LEN), text(27), t0());
+    let mut c = Cluster::new(text(63), text(MAX_CLUSTER_NAME_LEN), text(MAX_INFRA_ID_LEN), t0());
     c.conditions = conditions();
+    c.provision_ref = Some(text(MAX_PROVISION_REF_LEN));
     c.claim = Some(text(63));
     let bytes = item_bytes(&text(63), &Item::Cluster(Box::new(c))).expect("size");
-    assert!(bytes < 16 * 1024, "{bytes} bytes: condition messages are cut");
+    assert!(bytes < 24 * 1024, "{bytes} bytes: condition messages are cut, handles bounded");
     let mut k = Claim::new(text(63), text(2048), t0());
     k.lifetime = Some(duration());
     k.conditions = conditions();

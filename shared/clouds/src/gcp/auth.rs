@@ -1,20 +1,16 @@
 //! Service-account access tokens: an RS256 JWT signed with the key's private key, exchanged at the key's
 //! `token_uri` (Google's OAuth 2.0 JWT bearer grant), cached until a minute before it expires.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use apiary_ports::{Error, Result};
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
 use crate::http::Http;
+use crate::tokens::TokenCache;
 
 /// The scope Apiary asks for: Compute Engine, read and write.
 pub const SCOPE: &str = "https://www.googleapis.com/auth/compute";
-/// How long before its expiry a token is renewed.
-const RENEW_BEFORE: Duration = Duration::from_secs(60);
 
 /// The fields of a service account's JSON key Apiary uses.
 #[derive(Clone, Deserialize)]
@@ -80,51 +76,36 @@ fn an_hour() -> u64 {
     3600
 }
 
-/// Access tokens by (account, token endpoint), per warm process.
-#[derive(Default)]
-pub struct Tokens {
-    held: Mutex<HashMap<(String, String), (String, Instant)>>,
+/// The cache key of `key`'s tokens: its account and the endpoint that issues them.
+pub fn cache_key(key: &ServiceAccountKey) -> String {
+    format!("{} {}", key.client_email, key.token_uri)
 }
 
-impl Tokens {
-    /// A token for `key`, from the cache while it has more than a minute left.
-    pub async fn token(&self, http: &Http, key: &ServiceAccountKey) -> Result<String> {
-        let id = (key.client_email.clone(), key.token_uri.clone());
-        if let Some((token, until)) = self.lock().get(&id) {
-            if Instant::now() < *until {
-                return Ok(token.clone());
-            }
-        }
-        let assertion = assertion(key)?;
-        let form = [("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("assertion", &assertion)];
-        let answer = http.send("gcp:token", |c| c.post(&key.token_uri).form(&form)).await?;
-        if !answer.is_success() {
-            return Err(Error::service(
-                "gcp:token",
-                format!(
-                    "{} refused the service account {}: {} {}",
-                    key.token_uri,
-                    key.client_email,
-                    answer.status,
-                    answer.text()
-                ),
-                false,
-            ));
-        }
-        let t: TokenAnswer = answer.json("gcp:token")?;
-        let until = Instant::now() + Duration::from_secs(t.expires_in).saturating_sub(RENEW_BEFORE);
-        self.lock().insert(id, (t.access_token.clone(), until));
-        Ok(t.access_token)
+/// A token for `key`, from `cache` while it has more than a minute left, else from its token endpoint.
+pub async fn token(cache: &TokenCache, http: &Http, key: &ServiceAccountKey) -> Result<String> {
+    let id = cache_key(key);
+    if let Some(token) = cache.get(&id) {
+        return Ok(token);
     }
-
-    /// Drops `key`'s token: the API refused it.
-    pub fn forget(&self, key: &ServiceAccountKey) {
-        self.lock().remove(&(key.client_email.clone(), key.token_uri.clone()));
+    let assertion = assertion(key)?;
+    let form = [("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"), ("assertion", &assertion)];
+    let answer = http.send("gcp:token", |c| c.post(&key.token_uri).form(&form)).await?;
+    if !answer.is_success() {
+        return Err(Error::service(
+            "gcp:token",
+            format!(
+                "{} refused the service account {}: {} {}",
+                key.token_uri,
+                key.client_email,
+                answer.status,
+                answer.text()
+            ),
+            false,
+        ));
     }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), (String, Instant)>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
-    }
+    let t: TokenAnswer = answer.json("gcp:token")?;
+    cache.put(&id, &t.access_token, Duration::from_secs(t.expires_in));
+    Ok(t.access_token)
 }
 
 /// The signed JWT asking `key.token_uri` for a token of [`SCOPE`], valid an hour from now.

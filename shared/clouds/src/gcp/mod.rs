@@ -29,22 +29,21 @@ use apiary_ports::platform::{client_token, Actuator, Machines, Provision, Provis
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
-use futures::StreamExt;
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::json;
 use sha2::Digest;
 
+use crate::fanout::{self, Outcome};
 use crate::http::{escape, Answer, Http};
 use crate::secrets::SecretCache;
-use auth::{ServiceAccountKey, Tokens};
+use crate::tokens::TokenCache;
+use auth::ServiceAccountKey;
 
 /// Compute Engine's API root (`APIARY_GCP_ENDPOINT` overrides it, for the fake).
 pub const DEFAULT_ENDPOINT: &str = "https://compute.googleapis.com/compute/v1";
 /// Largest page the aggregated list is asked for (the API's maximum).
 const PAGE: u32 = 500;
-/// Instances acted on at once.
-const CONCURRENCY: usize = 8;
 
 /// The label openshift-install puts on a cluster's instances.
 pub fn cluster_label(infra_id: &str) -> String {
@@ -56,7 +55,7 @@ pub struct Gcp {
     http: Http,
     endpoint: String,
     secrets: SecretCache,
-    tokens: Tokens,
+    tokens: TokenCache,
 }
 
 /// One instance, as the list gives it.
@@ -147,23 +146,16 @@ fn operation_error(answer: &Answer) -> Option<String> {
 
 /// A call on one instance.
 struct Call {
-    name: String,
     op: &'static str,
     method: reqwest::Method,
     url: String,
-}
-
-/// What one instance's call came to.
-enum Outcome {
-    Done,
-    Refused(String),
 }
 
 impl Gcp {
     /// The platform, reading credentials through `secrets`, calling `endpoint` (None: [`DEFAULT_ENDPOINT`]).
     pub fn new(http: Http, secrets: Arc<dyn Secrets>, endpoint: Option<String>) -> Self {
         let endpoint = endpoint.unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()).trim_end_matches('/').to_owned();
-        Self { http, endpoint, secrets: SecretCache::new(secrets), tokens: Tokens::default() }
+        Self { http, endpoint, secrets: SecretCache::new(secrets), tokens: TokenCache::default() }
     }
 
     fn platform<'a>(t: &Target<'a>) -> Result<&'a GcpPlatform> {
@@ -185,18 +177,13 @@ impl Gcp {
         gcp: &GcpPlatform,
         build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<Answer> {
-        for renewed in [false, true] {
-            let key = self.key(gcp).await?;
-            let token = self.tokens.token(&self.http, &key).await?;
-            let answer = self.http.send(op, |c| build(c).bearer_auth(&token)).await?;
-            if answer.status != StatusCode::UNAUTHORIZED || renewed {
-                return Ok(answer);
-            }
-            tracing::info!(account = %key.client_email, "token refused, renewing it");
-            self.tokens.forget(&key);
+        let key = self.key(gcp).await?;
+        let forget = || {
+            self.tokens.forget(&auth::cache_key(&key));
             self.secrets.forget(&gcp.credentials_secret);
-        }
-        unreachable!("the loop returns on its second pass")
+        };
+        let token = || async { auth::token(&self.tokens, &self.http, &self.key(gcp).await?).await };
+        self.http.send_with(op, token, forget, |c, token| build(c).bearer_auth(token)).await
     }
 
     async fn instances(&self, gcp: &GcpPlatform, infra_id: &str) -> Result<Vec<Instance>> {
@@ -248,9 +235,8 @@ impl Gcp {
         )
     }
 
-    /// One call per instance `pick` selects, at most [`CONCURRENCY`] at once. Refusals are collected; a call that
-    /// could not be made (throttled past its budget) fails the whole step after the others were made, so that it
-    /// is retried, while every other instance has been acted on.
+    /// One call per instance `act` selects ([`fanout::each`]); answers whose reason is in `ok_reasons` (the
+    /// instance is mid-transition) are not refusals: the call is re-issued at the next look.
     async fn each(
         &self,
         gcp: &GcpPlatform,
@@ -258,45 +244,23 @@ impl Gcp {
         act: impl Fn(&Instance) -> Option<(&'static str, reqwest::Method, String)>,
         ok_reasons: &[&str],
     ) -> Result<Refused> {
-        let calls: Vec<Call> = instances
+        let calls: Vec<(String, Call)> = instances
             .iter()
-            .filter_map(|i| act(i).map(|(op, method, url)| Call { name: i.name.clone(), op, method, url }))
+            .filter_map(|i| act(i).map(|(op, method, url)| (i.name.clone(), Call { op, method, url })))
             .collect();
-        let results: Vec<(String, Result<Outcome>)> = futures::stream::iter(calls)
-            .map(|call: Call| self.act(gcp, call, ok_reasons))
-            .buffer_unordered(CONCURRENCY)
-            .collect()
-            .await;
-        let mut refused = Refused::default();
-        let mut failed = None;
-        for (name, result) in results {
-            match result {
-                Ok(Outcome::Done) => {}
-                Ok(Outcome::Refused(message)) => refused.machines.push((name, message)),
-                Err(e) => failed = failed.or(Some(e)),
-            }
-        }
-        refused.machines.sort();
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(refused),
-        }
-    }
-
-    /// One instance's call, and what it came to.
-    async fn act(&self, gcp: &GcpPlatform, call: Call, ok_reasons: &[&str]) -> (String, Result<Outcome>) {
-        let result = self.call(call.op, gcp, |c| c.request(call.method.clone(), &call.url)).await.map(|answer| {
+        fanout::each(calls, |call| async move {
+            let answer = self.call(call.op, gcp, |c| c.request(call.method.clone(), &call.url)).await?;
             if answer.is_success() || answer.status == StatusCode::NOT_MODIFIED {
-                return Outcome::Done;
+                return Ok(Outcome::Done);
             }
             let (why, message) = reason(&answer);
-            if answer.status == StatusCode::NOT_FOUND || ok_reasons.contains(&why.as_str()) {
+            Ok(if answer.status == StatusCode::NOT_FOUND || ok_reasons.contains(&why.as_str()) {
                 Outcome::Done
             } else {
                 Outcome::Refused(message)
-            }
-        });
-        (call.name, result)
+            })
+        })
+        .await
     }
 
     /// The target's platform and the cluster's machines (instances on their way out left out).

@@ -147,7 +147,8 @@ impl Planner<'_> {
                 (name, id)
             }
         };
-        let stem: String = name.chars().take(21).collect();
+        // `<stem>-<5 chars>`: at most MAX_INFRA_ID_LEN, openshift-install's length.
+        let stem: String = name.chars().take(crate::validate::limits::MAX_INFRA_ID_LEN - 6).collect();
         let infra_id = format!("{}-{}", stem.trim_end_matches('-'), self.ids.next_suffix());
         self.busy += 1;
         let mut cluster = Cluster::new(id, name.clone(), infra_id, self.now);

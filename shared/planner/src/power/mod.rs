@@ -285,7 +285,8 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
             }
         },
         Report::Provisioned { handle } => {
-            c.provision_ref.clone_from(handle);
+            let fits = |h: &&String| h.len() <= crate::validate::limits::MAX_PROVISION_REF_LEN;
+            c.provision_ref = handle.as_ref().filter(fits).cloned();
             out.recheck_after = Some(INSTALL_POLL);
         }
         Report::CallFailed { message } | Report::Install(Install::Failed { message }) => {

@@ -8,8 +8,12 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::GoDuration;
-use crate::model::{GcpPlatform, Platform, PoolSpec};
+use crate::model::PoolSpec;
 use limits::*;
+
+mod platforms;
+
+pub use platforms::gcp_template_name;
 
 /// One problem with one field, e.g. `inventory.clusterDeployments[2].name: duplicate name "foo"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +85,34 @@ pub mod limits {
     pub const MAX_GCP_NAME_LEN: usize = 63;
     /// Longest instance template path (`projects/P/regions/R/instanceTemplates/NAME` at its longest).
     pub const MAX_GCP_TEMPLATE_LEN: usize = 193;
+    /// Longest infraId the planner makes (`<21 characters of the name>-<5>`, openshift-install's length).
+    pub const MAX_INFRA_ID_LEN: usize = 27;
+    /// Longest Azure region name.
+    pub const MAX_AZURE_LOCATION_LEN: usize = 64;
+    /// Longest Azure resource group name (Azure's limit), with the longest infraId in it.
+    pub const MAX_RESOURCE_GROUP_LEN: usize = 90;
+    /// Most bytes of an inline ARM template and its parameters, as JSON (larger ones go by `templateUri`): what
+    /// keeps the largest Azure pool item under half of DynamoDB's limit.
+    pub const MAX_AZURE_TEMPLATE_BYTES: usize = 12 * 1024;
+    /// Most template parameters a pool sets.
+    pub const MAX_AZURE_PARAMETERS: usize = 64;
+    /// Longest template parameter name.
+    pub const MAX_AZURE_PARAMETER_NAME_LEN: usize = 128;
+    /// Longest URL (`templateUri`).
+    pub const MAX_URL_LEN: usize = 2048;
+    /// Most extra tags on an Azure resource group (Azure allows 50; Apiary sets three of its own).
+    pub const MAX_AZURE_TAGS: usize = 40;
+    /// Longest Azure tag name (Azure allows 512; Apiary, as on EC2, 128).
+    pub const MAX_AZURE_TAG_KEY_LEN: usize = 128;
+    /// Longest Azure tag value (Azure's limit).
+    pub const MAX_AZURE_TAG_VALUE_LEN: usize = 256;
+    /// Longest vSphere inventory name (datacenter, folder, template, resource pool, datastore).
+    pub const MAX_VSPHERE_NAME_LEN: usize = 80;
+    /// Longest CA bundle (PEM), a few certificates.
+    pub const MAX_CA_BUNDLE_LEN: usize = 16 * 1024;
+    /// Longest provisioning handle a cluster keeps (a platform's longer answer is not kept: it then follows its
+    /// provisioning without it).
+    pub const MAX_PROVISION_REF_LEN: usize = 8 * 1024;
 }
 
 /// Checks a pool spec. `Ok` when it can be stored; otherwise every problem found, in field order.
@@ -168,91 +200,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         }
     }
 
-    match &spec.platform {
-        Platform::Aws(aws) => {
-            if aws.region.trim().is_empty() {
-                e("platform.aws.region", "is required".into());
-            }
-            let ids = [
-                ("platform.aws.region", Some(&aws.region)),
-                ("platform.aws.launchTemplate.id", aws.launch_template.as_ref().map(|lt| &lt.id)),
-                (
-                    "platform.aws.launchTemplate.version",
-                    aws.launch_template.as_ref().and_then(|lt| lt.version.as_ref()),
-                ),
-                ("platform.aws.imageId", aws.image_id.as_ref()),
-                ("platform.aws.instanceType", aws.instance_type.as_ref()),
-                ("platform.aws.subnetId", aws.subnet_id.as_ref()),
-            ];
-            for (field, value) in ids {
-                if let Some(v) = value.filter(|v| v.len() > MAX_CLOUD_ID_LEN) {
-                    e(field, format!("at most {MAX_CLOUD_ID_LEN} characters, got {}", v.len()));
-                }
-            }
-            if aws.tags.len() > MAX_TAGS {
-                e("platform.aws.tags", format!("at most {MAX_TAGS} tags, got {}", aws.tags.len()));
-            }
-            for (key, value) in aws.tags.iter().take(MAX_TAGS + 1) {
-                if key.is_empty()
-                    || key.len() > MAX_TAG_KEY_LEN
-                    || key.starts_with("aws:")
-                    || key.starts_with("apiary:")
-                {
-                    e(
-                        "platform.aws.tags",
-                        format!(
-                            "tag key {:?} must be 1 to {MAX_TAG_KEY_LEN} characters, not starting with aws: or apiary:",
-                            shorten(key)
-                        ),
-                    );
-                } else if value.len() > MAX_TAG_VALUE_LEN {
-                    e(
-                        &format!("platform.aws.tags.{key}"),
-                        format!("at most {MAX_TAG_VALUE_LEN} characters, got {}", value.len()),
-                    );
-                }
-            }
-            match &aws.launch_template {
-                Some(lt) => {
-                    if lt.id.trim().is_empty() {
-                        e("platform.aws.launchTemplate.id", "is required".into());
-                    }
-                }
-                None => {
-                    if aws.image_id.as_deref().is_none_or(str::is_empty) {
-                        e("platform.aws.imageId", "is required when no launchTemplate is given".into());
-                    }
-                    if aws.instance_type.as_deref().is_none_or(str::is_empty) {
-                        e("platform.aws.instanceType", "is required when no launchTemplate is given".into());
-                    }
-                }
-            }
-            if !(1..=MAX_MACHINES).contains(&aws.machine_count) {
-                e(
-                    "platform.aws.machineCount",
-                    format!("must be between 1 and {MAX_MACHINES}, got {}", aws.machine_count),
-                );
-            }
-        }
-        Platform::Gcp(gcp) => gcp_platform(&mut e, gcp),
-        Platform::Fake(fake) => {
-            for (field, d) in [
-                ("platform.fake.installDuration", &fake.install_duration),
-                ("platform.fake.resumeDuration", &fake.resume_duration),
-                ("platform.fake.stopDuration", &fake.stop_duration),
-            ] {
-                duration(&mut e, field, d.as_ref());
-            }
-            for (field, p) in [
-                ("platform.fake.installFailureRate", fake.install_failure_rate),
-                ("platform.fake.resumeFailureRate", fake.resume_failure_rate),
-            ] {
-                if !(0.0..=1.0).contains(&p) {
-                    e(field, format!("must be a probability between 0 and 1, got {p}"));
-                }
-            }
-        }
-    }
+    platforms::check(&mut e, &spec.platform);
 
     if let Some(adaptive) = &spec.adaptive_running_count {
         match (adaptive.instant_share, &adaptive.wait_p95) {
@@ -313,117 +261,8 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), FieldError> {
     check_dns_label(name, 63).map_err(|why| FieldError::new(field, why))
 }
 
-fn gcp_platform(e: &mut impl FnMut(&str, String), gcp: &GcpPlatform) {
-    let project = &gcp.project;
-    let project_ok = (6..=30).contains(&project.len())
-        && project.starts_with(|c: char| c.is_ascii_lowercase())
-        && !project.ends_with('-')
-        && project.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if !project_ok {
-        e(
-            "platform.gcp.project",
-            format!(
-                "{:?} is not a project id: 6 to 30 lowercase letters, digits and '-', starting with a letter",
-                shorten(project)
-            ),
-        );
-    }
-    let zones = gcp.all_zones();
-    if zones.is_empty() {
-        e("platform.gcp.zone", "is required (or zones)".into());
-    }
-    if gcp.zones.len() > MAX_ZONES {
-        e("platform.gcp.zones", format!("at most {MAX_ZONES} zones, got {}", gcp.zones.len()));
-    }
-    let mut seen = BTreeSet::new();
-    for (i, zone) in gcp
-        .zone
-        .iter()
-        .map(|z| ("platform.gcp.zone".to_owned(), z))
-        .chain(gcp.zones.iter().take(MAX_ZONES).enumerate().map(|(i, z)| (format!("platform.gcp.zones[{i}]"), z)))
-    {
-        if let Err(why) = check_gcp_name(zone) {
-            e(&i, format!("is not a zone: {why}"));
-        } else if !seen.insert(zone.as_str()) {
-            e(&i, format!("zone {zone:?} is given twice"));
-        }
-    }
-    if gcp.instance_template.len() > MAX_GCP_TEMPLATE_LEN {
-        e(
-            "platform.gcp.instanceTemplate",
-            format!("at most {MAX_GCP_TEMPLATE_LEN} characters, got {}", gcp.instance_template.len()),
-        );
-    } else if gcp_template_name(&gcp.instance_template).is_none() {
-        e(
-            "platform.gcp.instanceTemplate",
-            format!(
-                "{:?} is not an instance template: a name (lowercase letters, digits and '-', at most 63) or its \
-                 path (global/instanceTemplates/NAME, projects/P/global/instanceTemplates/NAME or \
-                 projects/P/regions/R/instanceTemplates/NAME)",
-                shorten(&gcp.instance_template)
-            ),
-        );
-    }
-    if !(1..=MAX_MACHINES).contains(&gcp.machine_count) {
-        e("platform.gcp.machineCount", format!("must be between 1 and {MAX_MACHINES}, got {}", gcp.machine_count));
-    }
-    secret_arn(e, "platform.gcp.credentialsSecret", &gcp.credentials_secret);
-    if gcp.labels.len() > MAX_GCP_LABELS {
-        e("platform.gcp.labels", format!("at most {MAX_GCP_LABELS} labels, got {}", gcp.labels.len()));
-    }
-    for (key, value) in gcp.labels.iter().take(MAX_GCP_LABELS + 1) {
-        let key_ok = key.starts_with(|c: char| c.is_ascii_lowercase()) && gcp_label_text(key);
-        if !key_ok || key.starts_with("apiary-") || key.starts_with("kubernetes-io-cluster-") {
-            e(
-                "platform.gcp.labels",
-                format!(
-                    "label key {:?} must be 1 to {MAX_GCP_NAME_LEN} lowercase letters, digits, '_' and '-', \
-                     starting with a letter, not starting with apiary- or kubernetes-io-cluster-",
-                    shorten(key)
-                ),
-            );
-        } else if !value.is_empty() && !gcp_label_text(value) {
-            e(
-                &format!("platform.gcp.labels.{key}"),
-                format!("at most {MAX_GCP_NAME_LEN} lowercase letters, digits, '_' and '-'"),
-            );
-        }
-    }
-}
-
-/// A Compute Engine label key or value's characters and length.
-fn gcp_label_text(text: &str) -> bool {
-    (1..=MAX_GCP_NAME_LEN).contains(&text.len())
-        && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-}
-
-/// A Compute Engine resource name (RFC 1035: a lowercase letter, then letters, digits and '-', not ending in '-').
-fn check_gcp_name(name: &str) -> Result<(), String> {
-    check_dns_label(name, MAX_GCP_NAME_LEN)?;
-    if !name.starts_with(|c: char| c.is_ascii_lowercase()) {
-        return Err(format!("{name:?} must start with a letter"));
-    }
-    Ok(())
-}
-
-/// The template's name when `path` is a name or a path to an instance template.
-pub fn gcp_template_name(path: &str) -> Option<&str> {
-    let parts: Vec<&str> = path.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] | ["global", "instanceTemplates", name] => *name,
-        ["projects", p, "global", "instanceTemplates", name] if check_dns_label(p, 30).is_ok() => *name,
-        ["projects", p, "regions", r, "instanceTemplates", name]
-            if check_dns_label(p, 30).is_ok() && check_gcp_name(r).is_ok() =>
-        {
-            *name
-        }
-        _ => return None,
-    };
-    check_gcp_name(name).ok().map(|()| name)
-}
-
 /// A Secrets Manager secret's ARN: `arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME`.
-fn secret_arn(e: &mut impl FnMut(&str, String), field: &str, arn: &str) {
+pub(crate) fn secret_arn(e: &mut impl FnMut(&str, String), field: &str, arn: &str) {
     let parts: Vec<&str> = arn.splitn(7, ':').collect();
     let ok = arn.len() <= MAX_SECRET_ARN_LEN
         && matches!(parts.as_slice(), ["arn", partition, "secretsmanager", region, account, "secret", name]
@@ -441,7 +280,7 @@ fn secret_arn(e: &mut impl FnMut(&str, String), field: &str, arn: &str) {
     }
 }
 
-fn count(e: &mut impl FnMut(&str, String), field: &str, n: i64) {
+pub(crate) fn count(e: &mut impl FnMut(&str, String), field: &str, n: i64) {
     if n < 0 {
         e(field, format!("must not be negative, got {n}"));
     } else if n > MAX_CLUSTERS {
@@ -450,7 +289,7 @@ fn count(e: &mut impl FnMut(&str, String), field: &str, n: i64) {
 }
 
 /// `text`, cut to a length fit for an error message.
-fn shorten(text: &str) -> String {
+pub(crate) fn shorten(text: &str) -> String {
     if text.len() <= 64 {
         return text.to_owned();
     }
@@ -468,7 +307,7 @@ fn duration_len(e: &mut impl FnMut(&str, String), field: &str, d: &GoDuration) -
     true
 }
 
-fn duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&GoDuration>) {
+pub(crate) fn duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&GoDuration>) {
     if let Some(d) = d {
         if !duration_len(e, field, d) {
             return;
@@ -479,7 +318,7 @@ fn duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&GoDuration
     }
 }
 
-fn positive_duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&GoDuration>) {
+pub(crate) fn positive_duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<&GoDuration>) {
     if let Some(d) = d {
         if !duration_len(e, field, d) {
             return;
@@ -505,7 +344,7 @@ pub fn validate_lifetime(field: &str, text: &str) -> Result<chrono::TimeDelta, F
     }
 }
 
-fn check_dns_label(name: &str, max: usize) -> Result<(), String> {
+pub(crate) fn check_dns_label(name: &str, max: usize) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());
     }
@@ -524,7 +363,7 @@ fn check_dns_label(name: &str, max: usize) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ClaimLifetime, FakePlatform, Inventory, InventoryEntry, Schedule};
+    use crate::model::{ClaimLifetime, FakePlatform, Inventory, InventoryEntry, Platform, Schedule};
 
     fn spec() -> PoolSpec {
         PoolSpec::new(3, Platform::Fake(FakePlatform::default()))
@@ -691,5 +530,120 @@ mod tests {
         for bad in ["", "-a", "a-", "A", "a_b", &"x".repeat(64)] {
             assert_eq!(validate_name("pool", bad).map_err(|e| e.field), Err("pool".to_string()), "{bad}");
         }
+    }
+
+    fn azure() -> crate::model::AzurePlatform {
+        serde_json::from_value(serde_json::json!({
+            "subscriptionId": "00000000-0000-0000-0000-0000000000aa",
+            "tenantId": "11111111-2222-3333-4444-555555555555",
+            "location": "westeurope",
+            "template": {"parameters": {"infraId": {"type": "string"}}, "resources": []},
+            "credentialsSecret": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/azure-AbCdEf",
+        }))
+        .expect("azure platform")
+    }
+
+    #[test]
+    fn an_azure_platform_is_valid_with_ids_a_location_a_template_and_a_secret() {
+        let a = azure();
+        assert_eq!(a.resource_group("ci-x7k2p"), "ci-x7k2p-rg", "openshift-install's resource group by default");
+        assert_eq!(validate_spec(&PoolSpec::new(1, Platform::Azure(a))), Ok(()));
+        let mut by_uri = azure();
+        by_uri.template = None;
+        by_uri.template_uri = Some("https://templates.example.com/cluster.json".into());
+        assert_eq!(validate_spec(&PoolSpec::new(1, Platform::Azure(by_uri))), Ok(()));
+    }
+
+    #[test]
+    fn every_bad_azure_field_is_named() {
+        let mut a = azure();
+        a.subscription_id = "not-a-guid".into();
+        a.tenant_id = "11111111-2222-3333-4444-55555555555z".into();
+        a.location = "West Europe".into();
+        a.resource_group_name = "shared-rg".into();
+        a.template = Some(serde_json::json!({"resources": []}));
+        a.parameters.insert("infraId".into(), serde_json::json!("x"));
+        a.parameters.insert("bad name".into(), serde_json::json!(1));
+        a.credentials_secret = "apiary/azure".into();
+        a.tags.insert("apiary-pool".into(), "x".into());
+        a.tags.insert("team".into(), "x".repeat(257));
+        assert_eq!(
+            fields(&PoolSpec::new(1, Platform::Azure(a))),
+            [
+                "platform.azure.subscriptionId",
+                "platform.azure.tenantId",
+                "platform.azure.location",
+                "platform.azure.resourceGroupName",
+                "platform.azure.template.parameters.infraId",
+                "platform.azure.parameters",
+                "platform.azure.parameters.infraId",
+                "platform.azure.credentialsSecret",
+                "platform.azure.tags",
+                "platform.azure.tags.team",
+            ]
+        );
+        let mut both = azure();
+        both.template_uri = Some("http://plain.example.com/t.json".into());
+        assert_eq!(fields(&PoolSpec::new(1, Platform::Azure(both))), ["platform.azure.template"]);
+        let mut plain = azure();
+        plain.template = None;
+        plain.template_uri = Some("http://plain.example.com/t.json".into());
+        assert_eq!(fields(&PoolSpec::new(1, Platform::Azure(plain))), ["platform.azure.templateUri"]);
+        let mut long = azure();
+        long.resource_group_name = format!("{}-{{infraId}}", "r".repeat(63));
+        assert_eq!(fields(&PoolSpec::new(1, Platform::Azure(long))), ["platform.azure.resourceGroupName"]);
+    }
+
+    fn vsphere() -> crate::model::VspherePlatform {
+        serde_json::from_value(serde_json::json!({
+            "server": "vcenter.example.com",
+            "datacenter": "DC1",
+            "template": "rhcos-4.16",
+            "folder": "ci-clusters",
+            "machineCount": 3,
+            "credentialsSecret": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/vsphere-AbCdEf",
+        }))
+        .expect("vsphere platform")
+    }
+
+    #[test]
+    fn a_vsphere_platform_is_valid_with_a_server_names_and_a_secret() {
+        let v = vsphere();
+        assert_eq!(v.shutdown_grace(), crate::model::DEFAULT_SHUTDOWN_GRACE);
+        assert_eq!(validate_spec(&PoolSpec::new(1, Platform::Vsphere(v))), Ok(()));
+        let mut port = vsphere();
+        port.server = "10.0.0.5:8443".into();
+        port.ca_bundle = Some("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".into());
+        port.shutdown_grace_period = Some(GoDuration::new("2m"));
+        assert_eq!(validate_spec(&PoolSpec::new(1, Platform::Vsphere(port))), Ok(()));
+    }
+
+    #[test]
+    fn every_bad_vsphere_field_is_named() {
+        let mut v = vsphere();
+        v.server = "https://vcenter.example.com/api".into();
+        v.datacenter = String::new();
+        v.template = "a/b".into();
+        v.folder = " ci".into();
+        v.resource_pool = Some("x".repeat(81));
+        v.datastore = Some("ds1".into());
+        v.machine_count = 0;
+        v.credentials_secret = "secret".into();
+        v.ca_bundle = Some("not a certificate".into());
+        v.shutdown_grace_period = Some(GoDuration::new("0s"));
+        assert_eq!(
+            fields(&PoolSpec::new(1, Platform::Vsphere(v))),
+            [
+                "platform.vsphere.server",
+                "platform.vsphere.datacenter",
+                "platform.vsphere.template",
+                "platform.vsphere.folder",
+                "platform.vsphere.resourcePool",
+                "platform.vsphere.machineCount",
+                "platform.vsphere.credentialsSecret",
+                "platform.vsphere.caBundle",
+                "platform.vsphere.shutdownGracePeriod",
+            ]
+        );
     }
 }
