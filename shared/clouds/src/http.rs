@@ -98,6 +98,11 @@ impl Http {
         self
     }
 
+    /// This client with `other`'s total budget.
+    pub fn with_budget_of(self, other: &Http) -> Self {
+        self.with_budget(other.budget)
+    }
+
     /// The underlying client, to build requests with.
     pub fn client(&self) -> &Client {
         &self.client
@@ -114,6 +119,11 @@ impl Http {
             let left = deadline.saturating_duration_since(Instant::now());
             let why = match tokio::time::timeout(left, build(&self.client).send()).await {
                 Err(_) => "no answer within the call's budget".to_owned(),
+                Ok(Err(e)) if untrusted(&e) => {
+                    // Trying again cannot make a certificate trusted.
+                    let why = format!("the server's certificate is not trusted ({}); give its CA", error_chain(&e));
+                    return Err(Error::service(op, why, false));
+                }
                 Ok(Err(e)) if e.is_timeout() || e.is_connect() || e.is_request() => error_chain(&e),
                 Ok(Err(e)) => return Err(Error::service(op, error_chain(&e), false)),
                 Ok(Ok(response)) => {
@@ -175,6 +185,22 @@ impl Http {
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?;
     value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+/// Whether `e` is TLS refusing the server's certificate.
+fn untrusted(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = vec![e];
+    while let Some(s) = next.pop() {
+        if let Some(rustls::Error::InvalidCertificate(_)) = s.downcast_ref::<rustls::Error>() {
+            return true;
+        }
+        // An io::Error shows the error it wraps through `get_ref`, not as its source.
+        if let Some(inner) = s.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            next.push(inner);
+        }
+        next.extend(s.source());
+    }
+    false
 }
 
 /// An error with its causes, for a log line (reqwest's own message omits them).

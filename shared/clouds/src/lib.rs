@@ -4,6 +4,7 @@
 //!
 //! - [`gcp`]: Compute Engine (`platform.gcp`).
 //! - [`azure`]: Azure Resource Manager (`platform.azure`).
+//! - [`vsphere`]: vCenter's Automation REST API (`platform.vsphere`).
 //!
 //! They share one [`http::Http`] client (built once per process, bounded and retrying like the AWS calls), read
 //! their credentials through the [`Secrets`](apiary_ports::secrets::Secrets) port by the ARN a pool names, and
@@ -16,6 +17,7 @@ pub mod gcp;
 pub mod http;
 pub mod secrets;
 pub mod tokens;
+pub mod vsphere;
 
 use std::sync::Arc;
 
@@ -52,5 +54,9 @@ pub fn with_clouds(platforms: &Platforms, secrets: Arc<dyn Secrets>, endpoints: 
     Ok(platforms
         .clone()
         .with("gcp", Arc::new(gcp::Gcp::new(http.clone(), secrets.clone(), endpoints.gcp)))
-        .with("azure", Arc::new(azure::Azure::new(http, secrets, endpoints.azure, endpoints.azure_authority))))
+        .with(
+            "azure",
+            Arc::new(azure::Azure::new(http.clone(), secrets.clone(), endpoints.azure, endpoints.azure_authority)),
+        )
+        .with("vsphere", Arc::new(vsphere::Vsphere::new(http, secrets))))
 }

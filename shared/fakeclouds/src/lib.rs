@@ -4,8 +4,11 @@
 //!
 //! - [`gcp`]: Compute Engine and Google's token endpoint.
 //! - [`azure`]: Azure Resource Manager (resource groups, deployments, VMs) and Entra ID's token endpoint.
+//! - [`vsphere`]: vCenter's Automation REST API (sessions, inventory, clones, power, tools, tagging).
 
 pub mod azure;
 pub mod common;
 pub mod gcp;
 pub mod server;
+pub mod tls;
+pub mod vsphere;

@@ -92,44 +92,69 @@ impl Response {
     }
 }
 
+/// What answers requests.
+pub type Handler = Arc<dyn Fn(Request) -> Response + Send + Sync>;
+
 /// Serves `handle` on `listener` until the runtime stops; answers its address.
-pub fn serve_on(
-    listener: TcpListener,
-    handle: Arc<dyn Fn(Request) -> Response + Send + Sync>,
-) -> std::io::Result<SocketAddr> {
+pub fn serve_on(listener: TcpListener, handle: Handler) -> std::io::Result<SocketAddr> {
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let handle = handle.clone();
+            tokio::spawn(connection(stream, handle.clone()));
+        }
+    });
+    Ok(addr)
+}
+
+/// Serves `handle` over TLS (`tls`) on `listener` until the runtime stops; answers its address.
+pub fn serve_tls_on(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    handle: Handler,
+) -> std::io::Result<SocketAddr> {
+    let addr = listener.local_addr()?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let (acceptor, handle) = (acceptor.clone(), handle.clone());
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let handle = handle.clone();
-                    async move {
-                        let (parts, body) = req.into_parts();
-                        let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-                        let headers = parts.headers.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap_or_default()));
-                        let request = Request::new(parts.method.as_str(), &parts.uri.to_string(), headers, body);
-                        let answer = handle(request);
-                        let mut response = hyper::Response::new(Full::new(Bytes::from(answer.body)));
-                        *response.status_mut() = hyper::StatusCode::from_u16(answer.status)
-                            .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
-                        for (k, v) in answer.headers {
-                            if let (Ok(k), Ok(v)) = (
-                                hyper::header::HeaderName::from_bytes(k.as_bytes()),
-                                hyper::header::HeaderValue::from_str(&v),
-                            ) {
-                                response.headers_mut().append(k, v);
-                            }
-                        }
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-                let _ =
-                    hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                // A client that does not trust the certificate hangs up during the handshake: nothing to serve.
+                if let Ok(stream) = acceptor.accept(stream).await {
+                    connection(stream, handle).await;
+                }
             });
         }
     });
     Ok(addr)
+}
+
+/// Serves one connection's requests.
+async fn connection<S>(stream: S, handle: Handler)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let handle = handle.clone();
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            let headers = parts.headers.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap_or_default()));
+            let request = Request::new(parts.method.as_str(), &parts.uri.to_string(), headers, body);
+            let answer = handle(request);
+            let mut response = hyper::Response::new(Full::new(Bytes::from(answer.body)));
+            *response.status_mut() =
+                hyper::StatusCode::from_u16(answer.status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+            for (k, v) in answer.headers {
+                if let (Ok(k), Ok(v)) =
+                    (hyper::header::HeaderName::from_bytes(k.as_bytes()), hyper::header::HeaderValue::from_str(&v))
+                {
+                    response.headers_mut().append(k, v);
+                }
+            }
+            Ok::<_, Infallible>(response)
+        }
+    });
+    let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
 }
 
 /// `a=1&b=x%20y` as pairs.

@@ -1,0 +1,732 @@
+//! vSphere, through vCenter's Automation REST API (`/api`, vSphere 7.0U2 and later): a cluster's machines are
+//! the VMs in the folder named `<infraId>` (openshift-install's folder) and the VMs tagged `<infraId>` in the
+//! category `openshift-<infraId>` (openshift-install's tag, which Apiary also puts on the VMs it clones).
+//!
+//! - Sessions: `POST /api/session` with the user's name and password (Basic), kept per vCenter and user for the
+//!   warm process and renewed once when a call answers 401.
+//! - Start: `power?action=start` on powered-off and suspended VMs.
+//! - Stop: a guest shutdown (`guest/power?action=shutdown`) when VMware Tools runs, else a hard power-off
+//!   (`power?action=stop`); once the stop has taken longer than the pool's `shutdownGracePeriod`, a hard
+//!   power-off. A guest shutdown shows as nothing until the VM is off, so it is asked again at each look (a
+//!   second request while one is under way is refused as not allowed in the current state: not a refusal).
+//! - Nodes ready: every VM powered on and its VMware Tools running.
+//! - Provision: the category `openshift-<infraId>` and its tag `<infraId>` are created, then each missing VM
+//!   `<infraId>-<n>` is cloned from the pool's template into its folder (powered on) as a task; the tasks are the
+//!   provisioning handle. A later call tags the clones and powers on any that is off. The install is done once
+//!   every VM is there, tagged and powered on; a failed clone task is a failed attempt.
+//! - Deprovision: every VM powered off hard and deleted, then the tag and its category; done once nothing is
+//!   left. openshift-install's folder is left (the REST API cannot delete folders).
+//!
+//! Inventory ids (datacenter, folders, template, resource pool, datastore, tag categories) are looked up by name
+//! once per process. vCenter's certificate is checked against the system's roots and the pool's `caBundle`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use apiary_planner::machines::MachineState;
+use apiary_planner::power::{Install, Termination};
+use apiary_planner::{Platform, VspherePlatform};
+use apiary_ports::platform::{Actuator, Machines, Provision, Provisioner, Refused, Target};
+use apiary_ports::secrets::Secrets;
+use apiary_ports::{Error, Result};
+use async_trait::async_trait;
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::Digest;
+
+use crate::fanout::{self, Outcome};
+use crate::http::{escape, Answer, Http};
+use crate::secrets::SecretCache;
+use crate::tokens::TokenCache;
+
+/// How long a session is reused: under vCenter's default idle timeout of 30 minutes.
+const SESSION_LIFETIME: Duration = Duration::from_secs(25 * 60);
+
+/// The tag category openshift-install makes for a cluster.
+pub fn category_name(infra_id: &str) -> String {
+    format!("openshift-{infra_id}")
+}
+
+/// The name of machine `n` of a cluster.
+pub fn vm_name(infra_id: &str, n: usize) -> String {
+    format!("{infra_id}-{n}")
+}
+
+/// A vCenter user, as Secrets Manager holds it: `{"username", "password"}`.
+#[derive(Clone, Deserialize)]
+pub struct User {
+    /// The user name (`apiary@vsphere.local`).
+    #[serde(alias = "user")]
+    pub username: String,
+    /// The password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User").field("username", &self.username).finish_non_exhaustive()
+    }
+}
+
+impl User {
+    /// Reads the user from the secret's text; errors name the secret, never its content.
+    pub fn parse(arn: &str, text: &str) -> Result<Self> {
+        serde_json::from_str(text).map_err(|e| {
+            let why = if e.is_data() { "username or password is missing or not a string" } else { "not JSON" };
+            Error::service(
+                "vsphere:credentials",
+                format!("secret {arn} does not hold a vCenter user ({{\"username\", \"password\"}}): {why}"),
+                false,
+            )
+        })
+    }
+}
+
+/// A VM as the list gives it.
+#[derive(Debug, Clone, Deserialize)]
+struct Vm {
+    vm: String,
+    name: String,
+    power_state: String,
+}
+
+impl Vm {
+    fn state(&self) -> MachineState {
+        state(&self.power_state)
+    }
+}
+
+/// A vSphere power state as a [`MachineState`]: a suspended VM is stopped (a start resumes it).
+pub fn state(power: &str) -> MachineState {
+    match power {
+        "POWERED_ON" => MachineState::Running,
+        "POWERED_OFF" | "SUSPENDED" => MachineState::Stopped,
+        _ => MachineState::Pending,
+    }
+}
+
+/// The API's error answer: its type (`NOT_FOUND`, `ALREADY_EXISTS`, …) and `STATUS TYPE: message`.
+fn api_error(answer: &Answer) -> (String, String) {
+    let body: Value = serde_json::from_slice(&answer.body).unwrap_or_default();
+    let kind = body["error_type"].as_str().or_else(|| body["type"].as_str()).unwrap_or_default().to_owned();
+    let message = body["messages"][0]["default_message"].as_str().map(str::to_owned).unwrap_or_else(|| answer.text());
+    (kind.clone(), format!("{} {kind}: {message}", answer.status.as_u16()))
+}
+
+/// One pool's vCenter: its API root, the client that trusts its certificate, its user.
+struct Vc<'a> {
+    vs: &'a VspherePlatform,
+    http: Http,
+    root: String,
+}
+
+/// The vSphere platform.
+pub struct Vsphere {
+    http: Http,
+    /// Clients trusting a pool's CA bundle, by the bundle's digest.
+    bundles: Mutex<HashMap<[u8; 32], Http>>,
+    secrets: SecretCache,
+    sessions: TokenCache,
+    /// `root kind scope name` → id, for inventory and tag lookups.
+    ids: Mutex<HashMap<String, String>>,
+    /// `root category-id` → the category's name.
+    categories: Mutex<HashMap<String, String>>,
+}
+
+impl Vsphere {
+    /// The platform, reading credentials through `secrets`; each pool's vCenter is `https://<server>`, trusted
+    /// through the system's roots and the pool's CA bundle (built into a client of its own, once per bundle).
+    pub fn new(http: Http, secrets: Arc<dyn Secrets>) -> Self {
+        Self {
+            http,
+            bundles: Mutex::new(HashMap::new()),
+            secrets: SecretCache::new(secrets),
+            sessions: TokenCache::default(),
+            ids: Mutex::new(HashMap::new()),
+            categories: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn platform<'a>(t: &Target<'a>) -> Result<&'a VspherePlatform> {
+        match &t.spec.platform {
+            Platform::Vsphere(vs) => Ok(vs),
+            other => Err(Error::Config(format!("the vSphere platform was given a {} pool", other.kind()))),
+        }
+    }
+
+    /// The vCenter of `vs`, with a client trusting its CA bundle (built once per bundle).
+    fn vc<'a>(&self, vs: &'a VspherePlatform) -> Result<Vc<'a>> {
+        let http = match &vs.ca_bundle {
+            None => self.http.clone(),
+            Some(pem) => {
+                let digest: [u8; 32] = sha2::Sha256::digest(pem.as_bytes()).into();
+                let mut bundles = self.bundles.lock().unwrap_or_else(|e| e.into_inner());
+                match bundles.get(&digest) {
+                    Some(http) => http.clone(),
+                    None => {
+                        let http = Http::new(Some(pem))?;
+                        bundles.insert(digest, http.clone());
+                        http
+                    }
+                }
+            }
+        };
+        Ok(Vc { vs, http: http.with_budget_of(&self.http), root: format!("https://{}", vs.server) })
+    }
+
+    async fn user(&self, vs: &VspherePlatform) -> Result<User> {
+        let secret = self.secrets.get(&vs.credentials_secret).await?;
+        User::parse(&vs.credentials_secret, secret.expose())
+    }
+
+    /// The cache key of the pool's sessions: its vCenter and the secret naming its user.
+    fn session_key(vc: &Vc<'_>) -> String {
+        format!("{} {}", vc.root, vc.vs.credentials_secret)
+    }
+
+    /// A session for the pool's user on its vCenter: the cached one, else a new one.
+    async fn session(&self, vc: &Vc<'_>) -> Result<String> {
+        let key = Self::session_key(vc);
+        if let Some(s) = self.sessions.get(&key) {
+            return Ok(s);
+        }
+        let user = self.user(vc.vs).await?;
+        let url = format!("{}/api/session", vc.root);
+        let answer = vc
+            .http
+            .send("vsphere:session.create", |c| c.post(&url).basic_auth(&user.username, Some(&user.password)))
+            .await?;
+        if !answer.is_success() {
+            return Err(Error::service(
+                "vsphere:session.create",
+                format!("{} refused the user {}: {}", vc.vs.server, user.username, api_error(&answer).1),
+                false,
+            ));
+        }
+        let session: String = answer.json("vsphere:session.create")?;
+        self.sessions.put(&key, &session, SESSION_LIFETIME);
+        Ok(session)
+    }
+
+    /// Sends a request with the session; a 401 (the session idled out) logs in again and tries once more.
+    async fn call(
+        &self,
+        op: &'static str,
+        vc: &Vc<'_>,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<Answer> {
+        let forget = || {
+            self.sessions.forget(&Self::session_key(vc));
+            self.secrets.forget(&vc.vs.credentials_secret);
+        };
+        let session = || self.session(vc);
+        vc.http.send_with(op, session, forget, |c, s| build(c).header("vmware-api-session-id", s)).await
+    }
+
+    /// A GET whose 2xx body is `T`; another answer is a non-retryable error naming it.
+    async fn get<T: serde::de::DeserializeOwned>(&self, op: &'static str, vc: &Vc<'_>, url: &str) -> Result<T> {
+        let answer = self.call(op, vc, |c| c.get(url)).await?;
+        if !answer.is_success() {
+            return Err(Error::service(op, api_error(&answer).1, false));
+        }
+        answer.json(op)
+    }
+
+    /// The id of the inventory object `kind` named `name` (in the datacenter `within`), looked up once.
+    async fn lookup(
+        &self,
+        vc: &Vc<'_>,
+        kind: &'static str,
+        name: &str,
+        within: Option<&str>,
+    ) -> Result<Option<String>> {
+        let key = format!("{} {kind} {} {name}", vc.root, within.unwrap_or_default());
+        if let Some(id) = self.ids.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return Ok(Some(id.clone()));
+        }
+        let mut url = format!("{}/api/vcenter/{kind}?names={}", vc.root, escape(name));
+        if let Some(dc) = within {
+            url.push_str(&format!("&datacenters={}", escape(dc)));
+        }
+        if kind == "folder" {
+            url.push_str("&type=VIRTUAL_MACHINE");
+        }
+        let found: Vec<Value> = self.get(op_of(kind), vc, &url).await?;
+        let field = if kind == "resource-pool" { "resource_pool" } else { kind };
+        let id = found.first().and_then(|o| o[field].as_str()).map(str::to_owned);
+        if let Some(id) = &id {
+            self.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(key, id.clone());
+        }
+        Ok(id)
+    }
+
+    async fn datacenter(&self, vc: &Vc<'_>) -> Result<String> {
+        self.lookup(vc, "datacenter", &vc.vs.datacenter, None).await?.ok_or_else(|| {
+            Error::service(
+                "vsphere:datacenter.list",
+                format!("no datacenter {:?} on {}", vc.vs.datacenter, vc.vs.server),
+                false,
+            )
+        })
+    }
+
+    /// VMs by the list's filters (`names`, `folders`, `vms`).
+    async fn list(&self, vc: &Vc<'_>, filters: &[(&str, String)]) -> Result<Vec<Vm>> {
+        let url = format!("{}/api/vcenter/vm", vc.root);
+        let answer = self.call("vsphere:vm.list", vc, |c| c.get(&url).query(filters)).await?;
+        if !answer.is_success() {
+            return Err(Error::service("vsphere:vm.list", api_error(&answer).1, false));
+        }
+        answer.json("vsphere:vm.list")
+    }
+
+    /// The tag `<infraId>` of category `openshift-<infraId>`: (category id, tag id), created when `create`.
+    async fn tag(&self, vc: &Vc<'_>, t: &Target<'_>, create: bool) -> Result<Option<(String, String)>> {
+        let infra_id = &t.cluster.infra_id;
+        let key = format!("{} tag {infra_id}", vc.root);
+        if let Some(both) = self.ids.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            if let Some((c, tag)) = both.split_once(' ') {
+                return Ok(Some((c.to_owned(), tag.to_owned())));
+            }
+        }
+        let wanted = category_name(infra_id);
+        let mut category = self.find_category(vc, &wanted).await?;
+        if category.is_none() && create {
+            let url = format!("{}/api/cis/tagging/category", vc.root);
+            let body = json!({
+                "name": wanted,
+                "description": format!("Added by Apiary for cluster {} of pool {}", t.cluster.id, t.pool),
+                "cardinality": "SINGLE",
+                "associable_types": ["VirtualMachine", "ResourcePool", "Folder", "Datastore", "StoragePod"],
+            });
+            let answer = self.call("vsphere:category.create", vc, |c| c.post(&url).json(&body)).await?;
+            category = match (answer.is_success(), api_error(&answer).0.as_str()) {
+                (true, _) => Some(answer.json("vsphere:category.create")?),
+                // Made meanwhile by another invocation: find it.
+                (false, "ALREADY_EXISTS") => self.find_category(vc, &wanted).await?,
+                _ => return Err(Error::service("vsphere:category.create", api_error(&answer).1, false)),
+            };
+        }
+        let Some(category) = category else { return Ok(None) };
+        let mut tag = self.find_tag(vc, &category, infra_id).await?;
+        if tag.is_none() && create {
+            let url = format!("{}/api/cis/tagging/tag", vc.root);
+            let body = json!({"name": infra_id, "category_id": category, "description": format!("Apiary cluster {}", t.cluster.id)});
+            let answer = self.call("vsphere:tag.create", vc, |c| c.post(&url).json(&body)).await?;
+            tag = match (answer.is_success(), api_error(&answer).0.as_str()) {
+                (true, _) => Some(answer.json("vsphere:tag.create")?),
+                (false, "ALREADY_EXISTS") => self.find_tag(vc, &category, infra_id).await?,
+                _ => return Err(Error::service("vsphere:tag.create", api_error(&answer).1, false)),
+            };
+        }
+        let Some(tag) = tag else { return Ok(None) };
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(key, format!("{category} {tag}"));
+        Ok(Some((category, tag)))
+    }
+
+    /// The id of the category named `name`: the list of ids, each new id's name read once per process.
+    async fn find_category(&self, vc: &Vc<'_>, name: &str) -> Result<Option<String>> {
+        let ids: Vec<String> =
+            self.get("vsphere:category.list", vc, &format!("{}/api/cis/tagging/category", vc.root)).await?;
+        for id in ids {
+            let key = format!("{} {id}", vc.root);
+            let known = self.categories.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+            let found = match known {
+                Some(n) => n,
+                None => {
+                    let url = format!("{}/api/cis/tagging/category/{}", vc.root, escape(&id));
+                    let c: Value = self.get("vsphere:category.get", vc, &url).await?;
+                    let n = c["name"].as_str().unwrap_or_default().to_owned();
+                    self.categories.lock().unwrap_or_else(|e| e.into_inner()).insert(key, n.clone());
+                    n
+                }
+            };
+            if found == name {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn find_tag(&self, vc: &Vc<'_>, category: &str, name: &str) -> Result<Option<String>> {
+        let url = format!("{}/api/cis/tagging/tag?action=list-tags-for-category", vc.root);
+        let body = json!({ "category_id": category });
+        let answer = self.call("vsphere:tag.list", vc, |c| c.post(&url).json(&body)).await?;
+        if answer.status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !answer.is_success() {
+            return Err(Error::service("vsphere:tag.list", api_error(&answer).1, false));
+        }
+        let ids: Vec<String> = answer.json("vsphere:tag.list")?;
+        for id in ids {
+            let tag: Value =
+                self.get("vsphere:tag.get", vc, &format!("{}/api/cis/tagging/tag/{}", vc.root, escape(&id))).await?;
+            if tag["name"].as_str() == Some(name) {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Ids of the VMs `tag` is attached to.
+    async fn attached(&self, vc: &Vc<'_>, tag: &str) -> Result<BTreeSet<String>> {
+        let url = format!("{}/api/cis/tagging/tag-association/{}?action=list-attached-objects", vc.root, escape(tag));
+        let answer = self.call("vsphere:tag.listAttachedObjects", vc, |c| c.post(&url)).await?;
+        if !answer.is_success() {
+            return Err(Error::service("vsphere:tag.listAttachedObjects", api_error(&answer).1, false));
+        }
+        let objects: Vec<Value> = answer.json("vsphere:tag.listAttachedObjects")?;
+        Ok(objects
+            .iter()
+            .filter(|o| o["type"] == "VirtualMachine")
+            .filter_map(|o| o["id"].as_str().map(str::to_owned))
+            .collect())
+    }
+
+    /// The cluster's VMs: those in the folder `<infraId>` and those carrying its tag, by name.
+    async fn members(&self, vc: &Vc<'_>, t: &Target<'_>) -> Result<Vec<Vm>> {
+        let dc = self.datacenter(vc).await?;
+        let mut found: BTreeMap<String, Vm> = BTreeMap::new();
+        if let Some(folder) = self.lookup(vc, "folder", &t.cluster.infra_id, Some(&dc)).await? {
+            for vm in self.list(vc, &[("folders", folder)]).await? {
+                found.insert(vm.vm.clone(), vm);
+            }
+        }
+        if let Some((_, tag)) = self.tag(vc, t, false).await? {
+            let ids: Vec<(&str, String)> = self
+                .attached(vc, &tag)
+                .await?
+                .into_iter()
+                .filter(|id| !found.contains_key(id))
+                .map(|id| ("vms", id))
+                .collect();
+            if !ids.is_empty() {
+                for vm in self.list(vc, &ids).await? {
+                    found.insert(vm.vm.clone(), vm);
+                }
+            }
+        }
+        let mut vms: Vec<Vm> = found.into_values().collect();
+        vms.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(vms)
+    }
+
+    /// A power call on each VM: `(vm, path under /api/vcenter/vm/{vm}, op)`.
+    async fn power(&self, vc: &Vc<'_>, calls: Vec<(Vm, &'static str, &'static str)>) -> Result<Refused> {
+        let calls: Vec<(String, (String, &'static str))> = calls
+            .into_iter()
+            .map(|(vm, path, op)| {
+                (vm.name.clone(), (format!("{}/api/vcenter/vm/{}/{path}", vc.root, escape(&vm.vm)), op))
+            })
+            .collect();
+        fanout::each(calls, |(url, op)| async move {
+            let answer = self.call(op, vc, |c| c.post(&url)).await?;
+            if answer.is_success() || answer.status == StatusCode::NOT_FOUND {
+                return Ok(Outcome::Done);
+            }
+            let (kind, message) = api_error(&answer);
+            Ok(match kind.as_str() {
+                // Done already, or not yet possible (a guest shutdown under way): the next look asks again.
+                "ALREADY_IN_DESIRED_STATE" | "NOT_ALLOWED_IN_CURRENT_STATE" | "RESOURCE_BUSY" => Outcome::Done,
+                _ => Outcome::Refused(message),
+            })
+        })
+        .await
+    }
+
+    /// Whether VMware Tools runs in each VM, in order.
+    async fn tools(&self, vc: &Vc<'_>, vms: &[Vm]) -> Result<Vec<bool>> {
+        fanout::all(vms.to_vec(), |vm| async move {
+            let url = format!("{}/api/vcenter/vm/{}/tools", vc.root, escape(&vm.vm));
+            let tools: Value = self.get("vsphere:vm.tools.get", vc, &url).await?;
+            Ok(tools["run_state"] == "RUNNING")
+        })
+        .await
+    }
+
+    /// The cluster's own VMs in the pool's folder (`<infraId>-<n>`), by machine number.
+    async fn own(&self, vc: &Vc<'_>, t: &Target<'_>, folder: &str) -> Result<BTreeMap<usize, Vm>> {
+        let count = usize::try_from(vc.vs.machine_count).unwrap_or(1).max(1);
+        let names: BTreeMap<String, usize> = (0..count).map(|n| (vm_name(&t.cluster.infra_id, n), n)).collect();
+        let mut filters: Vec<(&str, String)> = names.keys().map(|n| ("names", n.clone())).collect();
+        filters.push(("folders", folder.to_owned()));
+        Ok(self.list(vc, &filters).await?.into_iter().filter_map(|vm| names.get(&vm.name).map(|n| (*n, vm))).collect())
+    }
+
+    /// The pool's folder, looked up in its datacenter.
+    async fn folder(&self, vc: &Vc<'_>, dc: &str) -> Result<Option<String>> {
+        self.lookup(vc, "folder", &vc.vs.folder, Some(dc)).await
+    }
+}
+
+fn op_of(kind: &str) -> &'static str {
+    match kind {
+        "datacenter" => "vsphere:datacenter.list",
+        "folder" => "vsphere:folder.list",
+        "resource-pool" => "vsphere:resourcePool.list",
+        "datastore" => "vsphere:datastore.list",
+        _ => "vsphere:vm.list",
+    }
+}
+
+/// A provisioning handle: `n=task` for each clone started, comma-separated.
+fn handle_of(tasks: &[(usize, String)]) -> Option<String> {
+    (!tasks.is_empty()).then(|| tasks.iter().map(|(n, task)| format!("{n}={task}")).collect::<Vec<_>>().join(","))
+}
+
+fn tasks_of(handle: Option<&str>) -> Vec<(usize, String)> {
+    handle
+        .into_iter()
+        .flat_map(|h| h.split(','))
+        .filter_map(|pair| pair.split_once('=').and_then(|(n, task)| Some((n.parse().ok()?, task.to_owned()))))
+        .collect()
+}
+
+#[async_trait]
+impl Actuator for Vsphere {
+    async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
+        let vc = self.vc(Self::platform(&t)?)?;
+        let vms = self.members(&vc, &t).await?;
+        Ok(Machines::of(
+            vms.iter().map(|vm| (vm.name.as_str(), vm.state())),
+            MachineState::Running,
+            MachineState::start_acts,
+        ))
+    }
+
+    async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
+        let vc = self.vc(Self::platform(&t)?)?;
+        let vms = self.members(&vc, &t).await?;
+        Ok(Machines::of(
+            vms.iter().map(|vm| (vm.name.as_str(), vm.state())),
+            MachineState::Stopped,
+            MachineState::stop_acts,
+        ))
+    }
+
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
+        let vc = self.vc(Self::platform(&t)?)?;
+        let vms = self.members(&vc, &t).await?;
+        if vms.is_empty() || vms.iter().any(|vm| vm.state() != MachineState::Running) {
+            return Ok(false);
+        }
+        Ok(self.tools(&vc, &vms).await?.into_iter().all(|running| running))
+    }
+
+    async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
+        let vc = self.vc(Self::platform(&t)?)?;
+        let vms = self.members(&vc, &t).await?;
+        let calls = vms
+            .into_iter()
+            .filter(|vm| vm.state().start_acts())
+            .map(|vm| (vm, "power?action=start", "vsphere:vm.power.start"))
+            .collect();
+        self.power(&vc, calls).await
+    }
+
+    async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
+        let vs = Self::platform(&t)?;
+        let vc = self.vc(vs)?;
+        let on: Vec<Vm> = self.members(&vc, &t).await?.into_iter().filter(|vm| vm.state().stop_acts()).collect();
+        let grace_over = t.cluster.transition_started_at.is_some_and(|started| t.now >= started + vs.shutdown_grace());
+        let tools = if grace_over { vec![false; on.len()] } else { self.tools(&vc, &on).await? };
+        let calls = on
+            .into_iter()
+            .zip(tools)
+            .map(|(vm, tools)| match tools {
+                true => (vm, "guest/power?action=shutdown", "vsphere:vm.guest.shutdown"),
+                false => (vm, "power?action=stop", "vsphere:vm.power.stop"),
+            })
+            .collect();
+        self.power(&vc, calls).await
+    }
+}
+
+#[async_trait]
+impl Provisioner for Vsphere {
+    async fn install_state(&self, t: Target<'_>) -> Result<Install> {
+        let vs = Self::platform(&t)?;
+        let vc = self.vc(vs)?;
+        let dc = self.datacenter(&vc).await?;
+        let Some(folder) = self.folder(&vc, &dc).await? else { return Ok(Install::Absent) };
+        let own = self.own(&vc, &t, &folder).await?;
+        let mut under_way = false;
+        for (n, task) in tasks_of(t.cluster.provision_ref.as_deref()) {
+            if own.contains_key(&n) {
+                continue;
+            }
+            let url = format!("{}/api/cis/tasks/{}", vc.root, escape(&task));
+            let answer = self.call("vsphere:task.get", &vc, |c| c.get(&url)).await?;
+            if answer.status == StatusCode::NOT_FOUND {
+                // Forgotten by vCenter: what is missing is made again.
+                continue;
+            }
+            let info: Value = answer.json("vsphere:task.get")?;
+            match info["status"].as_str().unwrap_or_default() {
+                "FAILED" => {
+                    let why = info["error"]["messages"][0]["default_message"].as_str().unwrap_or("the clone failed");
+                    return Ok(Install::Failed {
+                        message: format!("clone of {}: {why}", vm_name(&t.cluster.infra_id, n)),
+                    });
+                }
+                _ => under_way = true,
+            }
+        }
+        let count = usize::try_from(vs.machine_count).unwrap_or(1).max(1);
+        if under_way {
+            return Ok(Install::UnderWay);
+        }
+        if own.len() < count {
+            return Ok(Install::Absent);
+        }
+        let Some((_, tag)) = self.tag(&vc, &t, false).await? else { return Ok(Install::Absent) };
+        let tagged = self.attached(&vc, &tag).await?;
+        let ready = own.values().all(|vm| tagged.contains(&vm.vm) && vm.state() == MachineState::Running);
+        // Untagged or off: the next provisioning call tags them and powers them on.
+        Ok(if ready { Install::Done } else { Install::Absent })
+    }
+
+    async fn provision(&self, t: Target<'_>) -> Result<Provision> {
+        let vs = Self::platform(&t)?;
+        let vc = self.vc(vs)?;
+        let dc = self.datacenter(&vc).await?;
+        let missing = |what: &str, name: &str| {
+            Ok(Provision::Refused(format!("no {what} {name:?} in datacenter {}", vs.datacenter)))
+        };
+        let Some(folder) = self.folder(&vc, &dc).await? else { return missing("VM folder", &vs.folder) };
+        let Some(template) = self.lookup(&vc, "vm", &vs.template, Some(&dc)).await? else {
+            return missing("template VM", &vs.template);
+        };
+        let mut placement = json!({ "folder": folder });
+        for (kind, field, name) in
+            [("resource-pool", "resource_pool", &vs.resource_pool), ("datastore", "datastore", &vs.datastore)]
+        {
+            if let Some(name) = name {
+                let Some(id) = self.lookup(&vc, kind, name, Some(&dc)).await? else { return missing(kind, name) };
+                placement[field] = json!(id);
+            }
+        }
+        let (_, tag) = self
+            .tag(&vc, &t, true)
+            .await?
+            .ok_or_else(|| Error::service("vsphere:tag.create", "the tag was not made", true))?;
+        let own = self.own(&vc, &t, &folder).await?;
+        let count = usize::try_from(vs.machine_count).unwrap_or(1).max(1);
+        let url = format!("{}/api/vcenter/vm?action=clone&vmw-task=true", vc.root);
+        let mut tasks = vec![];
+        for n in (0..count).filter(|n| !own.contains_key(n)) {
+            let body = json!({"name": vm_name(&t.cluster.infra_id, n), "source": template, "placement": placement, "power_on": true});
+            let answer = self.call("vsphere:vm.clone", &vc, |c| c.post(&url).json(&body)).await?;
+            if answer.is_success() {
+                tasks.push((n, answer.json::<String>("vsphere:vm.clone")?));
+                continue;
+            }
+            let (kind, message) = api_error(&answer);
+            if kind != "ALREADY_EXISTS" {
+                return Ok(Provision::Refused(format!("clone of {}: {message}", vm_name(&t.cluster.infra_id, n))));
+            }
+        }
+        // Clones made earlier: tagged as the cluster's and powered on.
+        if !own.is_empty() {
+            let url = format!(
+                "{}/api/cis/tagging/tag-association/{}?action=attach-tag-to-multiple-objects",
+                vc.root,
+                escape(&tag)
+            );
+            let objects: Vec<Value> = own.values().map(|vm| json!({"type": "VirtualMachine", "id": vm.vm})).collect();
+            let body = json!({ "object_ids": objects });
+            let answer = self.call("vsphere:tag.attach", &vc, |c| c.post(&url).json(&body)).await?;
+            if !answer.is_success() {
+                return Ok(Provision::Refused(format!("tagging the clones: {}", api_error(&answer).1)));
+            }
+            let off = own
+                .into_values()
+                .filter(|vm| vm.state().start_acts())
+                .map(|vm| (vm, "power?action=start", "vsphere:vm.power.start"))
+                .collect();
+            if let Err(why) = self.power(&vc, off).await?.into_result() {
+                return Ok(Provision::Refused(why));
+            }
+        }
+        Ok(Provision::Accepted { handle: handle_of(&tasks) })
+    }
+
+    async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
+        let vc = self.vc(Self::platform(&t)?)?;
+        let vms = self.members(&vc, &t).await?;
+        let listed = vms.len() as u32;
+        let on: Vec<(Vm, &str, &str)> = vms
+            .iter()
+            .filter(|vm| vm.state() == MachineState::Running)
+            .map(|vm| (vm.clone(), "power?action=stop", "vsphere:vm.power.stop"))
+            .collect();
+        let mut refused = self.power(&vc, on).await?;
+        let deletions: Vec<(String, String)> = vms
+            .iter()
+            .filter(|vm| !refused.machines.iter().any(|(name, _)| name == &vm.name))
+            .map(|vm| (vm.name.clone(), format!("{}/api/vcenter/vm/{}", vc.root, escape(&vm.vm))))
+            .collect();
+        let vc_ref = &vc;
+        let deleted = fanout::each(deletions, |url| async move {
+            let answer = self.call("vsphere:vm.delete", vc_ref, |c| c.delete(&url)).await?;
+            Ok(if answer.is_success() || answer.status == StatusCode::NOT_FOUND {
+                Outcome::Done
+            } else {
+                Outcome::Refused(api_error(&answer).1)
+            })
+        })
+        .await?;
+        refused.machines.extend(deleted.machines);
+        refused.machines.sort();
+        let remaining = refused.machines.len() as u32;
+        if listed > 0 || remaining > 0 {
+            return Ok(Termination { remaining, refused: refused.machines });
+        }
+        // No VM left: the tag and its category go too.
+        if let Some((category, _)) = self.tag(&vc, &t, false).await? {
+            let url = format!("{}/api/cis/tagging/category/{}", vc.root, escape(&category));
+            let answer = self.call("vsphere:category.delete", &vc, |c| c.delete(&url)).await?;
+            self.ids
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&format!("{} tag {}", vc.root, t.cluster.infra_id));
+            if !(answer.is_success() || answer.status == StatusCode::NOT_FOUND) {
+                let why = format!("{}: {}", category_name(&t.cluster.infra_id), api_error(&answer).1);
+                return Ok(Termination { remaining: 0, refused: vec![("tag category".into(), why)] });
+            }
+        }
+        Ok(Termination { remaining: 0, refused: vec![] })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_states_map_onto_ec2s() {
+        assert_eq!(state("POWERED_ON"), MachineState::Running);
+        assert_eq!(state("POWERED_OFF"), MachineState::Stopped);
+        assert_eq!(state("SUSPENDED"), MachineState::Stopped);
+    }
+
+    #[test]
+    fn a_handle_lists_the_clone_tasks_by_machine() {
+        let h = handle_of(&[(0, "task-1".into()), (2, "task-3".into())]);
+        assert_eq!(h.as_deref(), Some("0=task-1,2=task-3"));
+        assert_eq!(tasks_of(h.as_deref()), [(0, "task-1".to_owned()), (2, "task-3".to_owned())]);
+        assert_eq!(handle_of(&[]), None);
+        assert!(tasks_of(Some("garbage")).is_empty());
+    }
+
+    #[test]
+    fn a_user_never_prints_its_password() {
+        let u = User::parse("arn:x", r#"{"username": "apiary@vsphere.local", "password": "hunter2"}"#).expect("user");
+        assert!(!format!("{u:?}").contains("hunter2"));
+        let e = User::parse("arn:x", r#"{"username": "a"}"#).expect_err("no password").to_string();
+        assert!(e.contains("arn:x") && !e.contains("hunter2"), "{e}");
+    }
+}

@@ -1,0 +1,281 @@
+//! The vSphere adapter against the fake vCenter: machines found by folder and by tag, guest shutdown with a hard
+//! power-off after the grace period, start and stop re-issued until settled, refusals isolated, throttling
+//! retried, sessions renewed, provisioning by clone tasks (followed, tagged, retried without doubling), and
+//! deprovisioning until nothing is left, tag and category included.
+
+mod support;
+
+use std::time::Duration;
+
+use apiary_clouds::http::Http;
+use apiary_clouds::vsphere::{category_name, Vsphere};
+use apiary_fakeclouds::vsphere::{FakeVsphere, Timings};
+use apiary_planner::power::Install;
+use apiary_planner::{Platform, VspherePlatform};
+use apiary_ports::platform::{Actuator, Provision, Provisioner, Target};
+use support::{Aim, MemSecrets, ARN};
+
+const INFRA: &str = "ci-x7k2p";
+
+struct World {
+    fake: FakeVsphere,
+    vsphere: Vsphere,
+    aim: Aim,
+}
+
+impl World {
+    async fn new(machines: i64) -> Self {
+        let fake = FakeVsphere::start(Timings {
+            clone: Duration::from_secs(60),
+            boot: Duration::from_secs(30),
+            shutdown: Duration::from_secs(20),
+        })
+        .await
+        .expect("fake");
+        fake.add_template("rhcos-4.16");
+        fake.add_folder("ci-clusters");
+        let user = fake.user("apiary@vsphere.local");
+        let http = Http::new(None).expect("client").with_budget(Duration::from_secs(5));
+        let vsphere = Vsphere::new(http, MemSecrets::one(user));
+        let platform = VspherePlatform {
+            server: fake.server(),
+            datacenter: "DC1".into(),
+            template: "rhcos-4.16".into(),
+            folder: "ci-clusters".into(),
+            resource_pool: Some("Resources".into()),
+            datastore: Some("datastore1".into()),
+            machine_count: machines,
+            credentials_secret: ARN.into(),
+            ca_bundle: Some(fake.ca_bundle()),
+            shutdown_grace_period: None,
+        };
+        Self { fake, vsphere, aim: Aim::new(Platform::Vsphere(platform)) }
+    }
+
+    fn powers(&self) -> Vec<String> {
+        self.fake.vms().into_iter().filter(|(_, n, _)| n.starts_with(INFRA)).map(|(_, _, p)| p).collect()
+    }
+
+    /// Clones, waits for the clones, tags them: installed.
+    async fn installed(&mut self) {
+        let Provision::Accepted { handle } = self.vsphere.provision(self.aim.target()).await.expect("call") else {
+            panic!("refused")
+        };
+        self.aim.cluster.provision_ref = handle;
+        self.fake.advance(Duration::from_secs(61));
+        assert_eq!(self.vsphere.install_state(self.aim.target()).await.expect("look"), Install::Absent, "untagged");
+        assert!(matches!(
+            self.vsphere.provision(self.aim.target()).await.expect("call"),
+            Provision::Accepted { handle: None }
+        ));
+        assert_eq!(self.vsphere.install_state(self.aim.target()).await.expect("look"), Install::Done);
+        self.aim.cluster.provision_ref = None;
+    }
+}
+
+#[tokio::test]
+async fn provisioning_clones_tags_and_a_retry_never_doubles() {
+    let mut w = World::new(3).await;
+    assert_eq!(w.vsphere.install_state(w.aim.target()).await.expect("look"), Install::Absent);
+    let Provision::Accepted { handle } = w.vsphere.provision(w.aim.target()).await.expect("call") else {
+        panic!("refused")
+    };
+    let handle = handle.expect("the clone tasks");
+    assert_eq!(handle.split(',').count(), 3, "{handle}");
+    assert_eq!(w.fake.categories(), [category_name(INFRA)]);
+    w.aim.cluster.provision_ref = Some(handle);
+    assert_eq!(w.vsphere.install_state(w.aim.target()).await.expect("look"), Install::UnderWay);
+    // Cloned, not tagged yet: the next provisioning call tags them, and the install is done.
+    w.fake.advance(Duration::from_secs(61));
+    assert_eq!(w.vsphere.install_state(w.aim.target()).await.expect("look"), Install::Absent, "untagged");
+    assert!(matches!(w.vsphere.provision(w.aim.target()).await.expect("call"), Provision::Accepted { handle: None }));
+    assert_eq!(w.vsphere.install_state(w.aim.target()).await.expect("look"), Install::Done);
+    let names: Vec<(String, String, String)> =
+        w.fake.vms().into_iter().filter(|(_, n, _)| n.starts_with(INFRA)).collect();
+    assert_eq!(
+        names,
+        ["ci-x7k2p-0", "ci-x7k2p-1", "ci-x7k2p-2"].map(|n| (
+            "ci-clusters".to_owned(),
+            n.to_owned(),
+            "POWERED_ON".to_owned()
+        ))
+    );
+    assert_eq!(w.fake.tagged(&category_name(INFRA), INFRA), ["ci-x7k2p-0", "ci-x7k2p-1", "ci-x7k2p-2"]);
+    w.fake.take_log();
+    assert!(matches!(w.vsphere.provision(w.aim.target()).await.expect("call"), Provision::Accepted { handle: None }));
+    assert!(w.fake.take_log().iter().all(|l| !l.contains("action=clone")), "a retry clones nothing");
+    assert_eq!(w.powers().len(), 3);
+}
+
+#[tokio::test]
+async fn a_failed_clone_is_a_failed_attempt() {
+    let mut w = World::new(2).await;
+    w.fake.fail_clones(Some("Insufficient disk space on datastore 'datastore1'."));
+    let Provision::Accepted { handle } = w.vsphere.provision(w.aim.target()).await.expect("call") else {
+        panic!("refused")
+    };
+    w.aim.cluster.provision_ref = handle;
+    w.fake.advance(Duration::from_secs(61));
+    let Install::Failed { message } = w.vsphere.install_state(w.aim.target()).await.expect("look") else {
+        panic!("not failed")
+    };
+    assert!(message.contains("clone of ci-x7k2p-") && message.contains("Insufficient disk space"), "{message}");
+    // The next attempt clones again.
+    w.fake.fail_clones(None);
+    w.aim.cluster.provision_ref = None;
+    assert_eq!(w.vsphere.install_state(w.aim.target()).await.expect("look"), Install::Absent);
+    w.installed().await;
+    assert_eq!(w.powers(), ["POWERED_ON"; 2]);
+}
+
+#[tokio::test]
+async fn a_missing_template_or_folder_is_a_refusal_naming_it() {
+    let mut w = World::new(1).await;
+    if let Platform::Vsphere(v) = &mut w.aim.spec.platform {
+        v.template = "rhcos-9".into();
+    }
+    let Provision::Refused(why) = w.vsphere.provision(w.aim.target()).await.expect("call") else { panic!("accepted") };
+    assert!(why.contains("template VM \"rhcos-9\"") && why.contains("DC1"), "{why}");
+    if let Platform::Vsphere(v) = &mut w.aim.spec.platform {
+        v.template = "rhcos-4.16".into();
+        v.folder = "nowhere".into();
+    }
+    let Provision::Refused(why) = w.vsphere.provision(w.aim.target()).await.expect("call") else { panic!("accepted") };
+    assert!(why.contains("VM folder \"nowhere\""), "{why}");
+}
+
+#[tokio::test]
+async fn machines_are_the_vms_of_the_infra_id_folder_and_those_carrying_its_tag() {
+    let w = World::new(3).await;
+    // As openshift-install leaves a cluster: a folder named by the infraId, and a tag.
+    w.fake.add_vm(INFRA, "ci-x7k2p-master-0", "POWERED_ON");
+    w.fake.add_vm(INFRA, "ci-x7k2p-master-1", "POWERED_ON");
+    w.fake.add_vm("elsewhere", "ci-x7k2p-worker-0", "POWERED_OFF");
+    w.fake.tag_as_installer(INFRA, "ci-x7k2p-worker-0");
+    w.fake.add_vm("elsewhere", "ci-x7k2p-stray", "POWERED_ON");
+    let m = w.vsphere.machines_running(w.aim.target()).await.expect("list");
+    assert_eq!((m.total, m.not_ready.as_slice(), m.actionable), (3, ["ci-x7k2p-worker-0".to_owned()].as_slice(), 1));
+}
+
+#[tokio::test]
+async fn a_stop_asks_the_guest_to_shut_down_and_a_start_powers_on_until_settled() {
+    let mut w = World::new(2).await;
+    w.installed().await;
+    assert!(!w.vsphere.nodes_ready(w.aim.target()).await.expect("ready"), "tools not up yet");
+    w.fake.advance(Duration::from_secs(31));
+    assert!(w.vsphere.nodes_ready(w.aim.target()).await.expect("ready"));
+    w.fake.take_log();
+    assert!(w.vsphere.stop_machines(w.aim.target()).await.expect("stop").machines.is_empty());
+    let log = w.fake.take_log();
+    assert_eq!(log.iter().filter(|l| l.contains("/guest/power action=shutdown")).count(), 2, "{log:?}");
+    // Shutting down still shows as powered on: asked again, not refused.
+    let m = w.vsphere.machines_stopped(w.aim.target()).await.expect("list");
+    assert_eq!((m.not_ready.len(), m.actionable), (2, 2));
+    assert!(w.vsphere.stop_machines(w.aim.target()).await.expect("again").machines.is_empty());
+    w.fake.advance(Duration::from_secs(21));
+    assert!(w.vsphere.machines_stopped(w.aim.target()).await.expect("list").not_ready.is_empty());
+    assert!(w.vsphere.start_machines(w.aim.target()).await.expect("start").machines.is_empty());
+    assert_eq!(w.powers(), ["POWERED_ON"; 2]);
+    assert!(w.vsphere.start_machines(w.aim.target()).await.expect("again").machines.is_empty(), "already on");
+}
+
+#[tokio::test]
+async fn a_guest_that_ignores_its_shutdown_is_powered_off_after_the_grace_period() {
+    let mut w = World::new(1).await;
+    w.installed().await;
+    w.fake.advance(Duration::from_secs(31));
+    w.fake.ignore_shutdowns("ci-x7k2p-0");
+    let started = w.aim.cluster.created_at;
+    w.aim.cluster.transition_started_at = Some(started);
+    assert!(w.vsphere.stop_machines(w.aim.target()).await.expect("stop").machines.is_empty());
+    w.fake.advance(Duration::from_secs(60));
+    assert_eq!(w.powers(), ["POWERED_ON"], "the guest ignored it");
+    // Five minutes (the default grace) after the stop began: a hard power-off.
+    let later = Target { now: started + chrono::TimeDelta::minutes(5), ..w.aim.target() };
+    w.fake.take_log();
+    assert!(w.vsphere.stop_machines(later).await.expect("stop").machines.is_empty());
+    assert!(w.fake.take_log().iter().any(|l| l.contains("/power action=stop")));
+    assert_eq!(w.powers(), ["POWERED_OFF"]);
+}
+
+#[tokio::test]
+async fn without_vmware_tools_a_stop_is_a_power_off() {
+    let w = World::new(1).await;
+    w.fake.add_vm(INFRA, "ci-x7k2p-0", "POWERED_ON");
+    // Powered on at the fake's start: its tools are not running yet.
+    assert!(w.vsphere.stop_machines(w.aim.target()).await.expect("stop").machines.is_empty());
+    assert_eq!(w.powers(), ["POWERED_OFF"]);
+}
+
+#[tokio::test]
+async fn one_refusing_vm_does_not_block_the_others() {
+    let mut w = World::new(3).await;
+    w.installed().await;
+    w.fake.refuse("ci-x7k2p-1");
+    let refused = w.vsphere.stop_machines(w.aim.target()).await.expect("stop");
+    assert_eq!(refused.machines.len(), 1);
+    assert_eq!(refused.machines[0].0, "ci-x7k2p-1");
+    assert!(refused.machines[0].1.contains("403 UNAUTHORIZED"), "{:?}", refused.machines);
+    assert_eq!(w.powers(), ["POWERED_OFF", "POWERED_ON", "POWERED_OFF"]);
+}
+
+#[tokio::test]
+async fn throttling_is_retried_and_an_idle_session_renewed_once() {
+    let w = World::new(1).await;
+    w.fake.add_vm(INFRA, "ci-x7k2p-0", "POWERED_ON");
+    w.fake.throttle(1);
+    w.fake.unavailable(1);
+    assert_eq!(w.vsphere.machines_running(w.aim.target()).await.expect("retried").total, 1);
+    assert_eq!(w.fake.sessions_created(), 1);
+    w.fake.expire_sessions();
+    assert_eq!(w.vsphere.machines_running(w.aim.target()).await.expect("renewed").total, 1);
+    assert_eq!(w.fake.sessions_created(), 2, "one new session");
+    w.fake.unavailable(1000);
+    let err = w.vsphere.machines_running(w.aim.target()).await.expect_err("budget spent");
+    assert!(err.is_retryable(), "{err}");
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused_without_showing_it() {
+    let w = World::new(1).await;
+    let wrong = r#"{"username": "apiary@vsphere.local", "password": "not-the-password"}"#.to_owned();
+    let vsphere = Vsphere::new(Http::new(None).expect("client"), MemSecrets::one(wrong));
+    let err = vsphere.machines_running(w.aim.target()).await.expect_err("refused");
+    let text = err.to_string();
+    assert!(!err.is_retryable() && text.contains("UNAUTHENTICATED") && text.contains("apiary@vsphere.local"), "{text}");
+    assert!(!text.contains("not-the-password"), "{text}");
+}
+
+#[tokio::test]
+async fn deprovision_powers_off_and_deletes_every_vm_then_the_tag() {
+    let mut w = World::new(3).await;
+    w.installed().await;
+    w.fake.refuse("ci-x7k2p-2");
+    let t = w.vsphere.deprovision(w.aim.target()).await.expect("delete");
+    assert_eq!((t.remaining, t.refused.len()), (1, 1));
+    assert_eq!(t.refused[0].0, "ci-x7k2p-2");
+    assert_eq!(w.fake.categories().len(), 1, "the tag stays while a VM does");
+    w.fake.comply("ci-x7k2p-2");
+    let t = w.vsphere.deprovision(w.aim.target()).await.expect("delete");
+    assert_eq!((t.remaining, t.refused.len()), (0, 0));
+    assert!(w.powers().is_empty());
+    let t = w.vsphere.deprovision(w.aim.target()).await.expect("nothing left");
+    assert_eq!((t.remaining, t.refused.len()), (0, 0));
+    assert!(w.fake.categories().is_empty(), "the category and its tag are gone");
+}
+
+#[tokio::test]
+async fn vcenters_certificate_is_trusted_through_the_pools_ca_bundle_only() {
+    let mut w = World::new(1).await;
+    w.fake.add_vm(INFRA, "ci-x7k2p-0", "POWERED_ON");
+    assert_eq!(w.vsphere.machines_running(w.aim.target()).await.expect("trusted through caBundle").total, 1);
+    // The same vCenter without the bundle: its certificate is not trusted, said at once, never retried.
+    if let Platform::Vsphere(v) = &mut w.aim.spec.platform {
+        v.ca_bundle = None;
+    }
+    let started = std::time::Instant::now();
+    let err = w.vsphere.machines_running(w.aim.target()).await.expect_err("untrusted");
+    let text = err.to_string();
+    assert!(!err.is_retryable() && text.contains("certificate is not trusted"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(3), "not retried until the budget runs out");
+}

@@ -1,0 +1,39 @@
+//! A certificate authority of the fakes' own, and the TLS a fake serves with: as a vCenter serves a certificate
+//! its VMCA issued, which clients trust only through the CA bundle they are given.
+
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// A fresh CA and a server certificate it issued.
+pub struct Authority {
+    /// The CA's certificate, PEM: what a client must trust (a pool's `caBundle`).
+    pub ca_pem: String,
+    /// The server's TLS configuration: the issued certificate, its chain and key.
+    pub server: Arc<rustls::ServerConfig>,
+}
+
+/// A CA named `name` and a certificate it issued for `hosts` (names or IP addresses).
+pub fn authority(name: &str, hosts: &[&str]) -> Result<Authority, String> {
+    let fail = |e: &dyn std::fmt::Display| format!("issuing the fake's certificate: {e}");
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(|e| fail(&e))?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name.push(DnType::CommonName, name);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(|e| fail(&e))?).map_err(|e| fail(&e))?;
+    let key = KeyPair::generate().map_err(|e| fail(&e))?;
+    let mut leaf =
+        CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>()).map_err(|e| fail(&e))?;
+    leaf.distinguished_name.push(DnType::CommonName, hosts.first().copied().unwrap_or("localhost"));
+    let cert = leaf.signed_by(&key, &ca).map_err(|e| fail(&e))?;
+    let chain = vec![cert.der().clone(), ca.der().clone()];
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| fail(&e))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| fail(&e))?;
+    Ok(Authority { ca_pem: ca.pem(), server: Arc::new(server) })
+}
