@@ -394,101 +394,186 @@ async fn four_pools_install_within_twenty_seconds_while_twenty_claims_run_on_a_f
     s.stop().await;
 }
 
-/// A pool on the fake Compute Engine: `size` clusters of three instances over two zones.
-fn gcp_pool(s: &support::Stack, size: i64, running: i64) -> Value {
-    let credentials = &s.gcp.as_ref().expect("a GCP stack").credentials;
-    json!({
-        "size": size,
-        "runningCount": running,
-        "platform": {"gcp": {
+/// A cloud reached over HTTP, as the system tests drive it: its pool spec, how to read a cluster's machines, and
+/// how to make one machine's boot hang.
+struct Cloud {
+    /// The platform part of a pool's spec.
+    platform: Value,
+    /// The states of a cluster's machines (by its infraId), in name order.
+    machines: fn(&apiary_local::clouds::DemoClouds, &str) -> Vec<String>,
+    /// A machine's state when it runs, and when it is hibernated.
+    running: &'static str,
+    stopped: &'static str,
+    /// Makes machine `<infraId>-1` hang when it next boots; the second undoes it.
+    stick: fn(&apiary_local::clouds::DemoClouds, &str),
+    comply: fn(&apiary_local::clouds::DemoClouds, &str),
+}
+
+fn gcp(clouds: &apiary_local::clouds::DemoClouds) -> Cloud {
+    Cloud {
+        platform: json!({"gcp": {
             "project": apiary_local::clouds::DEMO_PROJECT,
             "zones": ["europe-west1-b", "europe-west1-c"],
             "instanceTemplate": "apiary-node",
             "machineCount": 3,
-            "credentialsSecret": credentials,
-        }}
-    })
+            "credentialsSecret": clouds.gcp_credentials,
+        }}),
+        machines: |c, infra| {
+            let prefix = format!("{infra}-");
+            c.gcp
+                .instances(apiary_local::clouds::DEMO_PROJECT)
+                .into_iter()
+                .filter(|(_, n, _)| n.starts_with(&prefix))
+                .map(|(_, _, s)| s)
+                .collect()
+        },
+        running: "RUNNING",
+        stopped: "TERMINATED",
+        stick: |c, infra| c.gcp.stick(&format!("{infra}-1")),
+        comply: |c, infra| c.gcp.comply(&format!("{infra}-1")),
+    }
 }
 
-/// The statuses of a cluster's instances on the fake Compute Engine.
-fn gcp_statuses(s: &support::Stack, cluster: &Value) -> Vec<String> {
-    let fake = &s.gcp.as_ref().expect("a GCP stack").fake;
-    let infra = cluster["infraId"].as_str().expect("infraId");
-    fake.instances(apiary_local::clouds::DEMO_PROJECT)
-        .into_iter()
-        .filter(|(_, name, _)| name.starts_with(&format!("{infra}-")))
-        .map(|(_, _, status)| status)
-        .collect()
+fn azure(clouds: &apiary_local::clouds::DemoClouds) -> Cloud {
+    let template: Value = serde_json::from_str(include_str!("../infra/demo-pool-azure.json")).expect("demo pool");
+    Cloud {
+        platform: json!({"azure": {
+            "subscriptionId": apiary_local::clouds::DEMO_SUBSCRIPTION,
+            "tenantId": apiary_local::clouds::DEMO_TENANT,
+            "location": "westeurope",
+            "template": template["platform"]["azure"]["template"],
+            "credentialsSecret": clouds.azure_credentials,
+        }}),
+        machines: |c, infra| {
+            let group = format!("{infra}-rg");
+            c.azure
+                .vms(apiary_local::clouds::DEMO_SUBSCRIPTION)
+                .into_iter()
+                .filter(|(rg, _, _)| *rg == group)
+                .map(|(_, _, p)| p)
+                .collect()
+        },
+        running: "running",
+        stopped: "deallocated",
+        stick: |c, infra| c.azure.stick(&format!("{infra}-1")),
+        comply: |c, infra| c.azure.comply(&format!("{infra}-1")),
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gcp_pool_fills_serves_a_claim_hibernates_resumes_and_replaces_a_stuck_resume() {
-    let s = support::gcp_stack().await;
-    let mut spec = gcp_pool(&s, 2, 1);
-    spec["powerstateTransitionToRunningTimeout"] = json!("8s");
-    s.put_pool("g", &spec).await;
-    let before = s.converged("g", 2, 1).await;
-    assert_eq!(gcp_statuses(&s, &before[0]), ["RUNNING"; 3]);
-    assert_eq!(gcp_statuses(&s, &before[1]), ["TERMINATED"; 3], "the standby cluster is stopped");
+fn vsphere(clouds: &apiary_local::clouds::DemoClouds) -> Cloud {
+    Cloud {
+        platform: json!({"vsphere": {
+            "server": clouds.vsphere.server(),
+            "datacenter": "DC1",
+            "template": "rhcos",
+            "folder": "apiary",
+            "machineCount": 3,
+            "credentialsSecret": clouds.vsphere_credentials,
+            "caBundle": clouds.vsphere.ca_bundle(),
+            "shutdownGracePeriod": "5s",
+        }}),
+        machines: |c, infra| {
+            let prefix = format!("{infra}-");
+            c.vsphere.vms().into_iter().filter(|(_, n, _)| n.starts_with(&prefix)).map(|(_, _, p)| p).collect()
+        },
+        running: "POWERED_ON",
+        stopped: "POWERED_OFF",
+        // A guest that never boots: powered on, its tools never run, so its nodes are never ready.
+        stick: |c, infra| c.vsphere.stick(&format!("{infra}-1")),
+        comply: |c, infra| c.vsphere.comply(&format!("{infra}-1")),
+    }
+}
+
+/// A pool of `size` three-machine clusters on `cloud`, `running` kept Running, resumes timing out after 8 s.
+fn cloud_pool(cloud: &Cloud, size: i64, running: i64) -> Value {
+    json!({"size": size, "runningCount": running, "powerstateTransitionToRunningTimeout": "8s", "platform": cloud.platform})
+}
+
+/// Seed 003's and 002's story on one cloud, through the HTTP API: the pool fills, a claim gets the Running
+/// cluster at once, the claimant hibernates and resumes it, and a resume that never completes is marked broken and
+/// replaced, the replacement serving the waiting claim.
+async fn cloud_story(s: &support::Stack, pick: fn(&apiary_local::clouds::DemoClouds) -> Cloud) {
+    let clouds = s.clouds.as_ref().expect("a stack with the fake clouds");
+    let cloud = pick(clouds);
+    let machines = |c: &Value| (cloud.machines)(clouds, c["infraId"].as_str().expect("infraId"));
+    let (on, off) = ([cloud.running; 3], [cloud.stopped; 3]);
+    s.put_pool("p", &cloud_pool(&cloud, 2, 1)).await;
+    let before = s.converged("p", 2, 1).await;
+    let running = before.iter().find(|c| c["powerState"] == "Running").expect("a Running cluster").clone();
+    let standby = before.iter().find(|c| c["powerState"] == "Hibernating").expect("a standby cluster").clone();
+    assert_eq!(machines(&running), on);
+    assert_eq!(machines(&standby), off, "the standby cluster is stopped");
 
     // A claim gets the Running cluster at once; the standby one is resumed to keep a spare running.
-    let (status, claim) = s.call("PUT", "/pools/g/claims/job", ALICE, None).await;
+    let (status, claim) = s.call("PUT", "/pools/p/claims/job", ALICE, None).await;
     assert_eq!(status, 201, "{claim}");
-    assert_eq!(claim["cluster"]["id"], before[0]["id"]);
-    s.until("the standby cluster runs", MINUTE, || async {
-        (gcp_statuses(&s, &before[1]) == ["RUNNING"; 3]).then_some(())
-    })
-    .await;
+    assert_eq!(claim["cluster"]["id"], running["id"]);
+    s.until("the standby cluster runs", MINUTE, || async { (machines(&standby) == on).then_some(()) }).await;
 
     // The claimant hibernates its cluster and resumes it.
-    let (status, body) = s.call("POST", "/pools/g/claims/job/hibernate", ALICE, None).await;
+    let (status, body) = s.call("POST", "/pools/p/claims/job/hibernate", ALICE, None).await;
     assert_eq!(status, 202, "{body}");
-    s.until("the claimed cluster is stopped", MINUTE, || async {
-        (gcp_statuses(&s, &before[0]) == ["TERMINATED"; 3]).then_some(())
-    })
-    .await;
-    let (status, body) = s.call("POST", "/pools/g/claims/job/resume", ALICE, None).await;
+    s.until("the claimed cluster is stopped", MINUTE, || async { (machines(&running) == off).then_some(()) }).await;
+    let (status, body) = s.call("POST", "/pools/p/claims/job/resume", ALICE, None).await;
     assert_eq!(status, 202, "{body}");
     s.until("the claimed cluster runs again", MINUTE, || async {
-        let (_, c) = s.call("GET", "/pools/g/claims/job", ALICE, None).await;
-        (c["phase"] == "Ready" && gcp_statuses(&s, &before[0]) == ["RUNNING"; 3]).then_some(())
+        let (_, c) = s.call("GET", "/pools/p/claims/job", ALICE, None).await;
+        (c["phase"] == "Ready" && machines(&running) == on).then_some(())
     })
     .await;
 
-    // A resume that never completes: the spare is hibernated, one of its instances sticks while booting, and a
+    // A resume that never completes: the spare is hibernated, one of its machines hangs when it boots, and a
     // second claim waits on it. The transition times out, the cluster is broken and replaced, and the claim is
     // served by the replacement.
-    let mut spec = gcp_pool(&s, 2, 0);
-    spec["powerstateTransitionToRunningTimeout"] = json!("8s");
-    s.put_pool("g", &spec).await;
+    s.put_pool("p", &cloud_pool(&cloud, 2, 0)).await;
     let spare = s
         .until("the spare is hibernated", MINUTE, || async {
-            let c = s.clusters("g").await.into_iter().find(|c| c["id"] == before[1]["id"])?;
-            (c["powerState"] == "Hibernating" && gcp_statuses(&s, &c) == ["TERMINATED"; 3]).then_some(c)
+            let c = s.clusters("p").await.into_iter().find(|c| c["id"] == standby["id"])?;
+            (c["powerState"] == "Hibernating" && machines(&c) == off).then_some(c)
         })
         .await;
     let infra = spare["infraId"].as_str().expect("infraId");
-    s.gcp.as_ref().expect("gcp").fake.stick(&format!("{infra}-1"));
-    let (status, _) = s.call("PUT", "/pools/g/claims/job2", BOB, None).await;
+    (cloud.stick)(clouds, infra);
+    let (status, _) = s.call("PUT", "/pools/p/claims/job2", BOB, None).await;
     assert_eq!(status, 202);
     let broken = s
         .until("the stuck cluster is marked broken", MINUTE, || async {
-            let c = s.clusters("g").await.into_iter().find(|c| c["id"] == spare["id"])?;
+            let c = s.clusters("p").await.into_iter().find(|c| c["id"] == spare["id"])?;
             (!c["brokenAt"].is_null()).then_some(c)
         })
         .await;
     assert!(broken.to_string().contains("timed out"), "{broken}");
     let served = s
         .until("the second claim is served by a replacement", MINUTE, || async {
-            let (_, c) = s.call("GET", "/pools/g/claims/job2", BOB, None).await;
+            let (_, c) = s.call("GET", "/pools/p/claims/job2", BOB, None).await;
             (c["phase"] == "Ready").then_some(c)
         })
         .await;
     assert_ne!(served["cluster"]["id"], spare["id"]);
-    s.gcp.as_ref().expect("gcp").fake.comply(&format!("{infra}-1"));
-    s.until("the broken cluster's instances are deleted", MINUTE, || async {
-        gcp_statuses(&s, &spare).is_empty().then_some(())
+    (cloud.comply)(clouds, infra);
+    s.until("the broken cluster's machines are deleted", MINUTE, || async {
+        machines(&spare).is_empty().then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gcp_pool_fills_serves_a_claim_hibernates_resumes_and_replaces_a_stuck_resume() {
+    let s = support::clouds_stack().await;
+    cloud_story(&s, gcp).await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_azure_pool_fills_serves_a_claim_hibernates_resumes_and_replaces_a_stuck_resume() {
+    let s = support::clouds_stack().await;
+    cloud_story(&s, azure).await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vsphere_pool_fills_serves_a_claim_hibernates_resumes_and_replaces_a_stuck_resume() {
+    let s = support::clouds_stack().await;
+    cloud_story(&s, vsphere).await;
     s.stop().await;
 }

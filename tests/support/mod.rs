@@ -34,8 +34,8 @@ pub struct Stack {
     pub ec2: apiary_aws::sdk_ec2::Client,
     /// Where the functions write their CloudWatch metrics (EMF, one JSON document per line).
     pub metrics_file: std::path::PathBuf,
-    /// The fake Compute Engine, on a stack started by [`gcp_stack`].
-    pub gcp: Option<apiary_local::clouds::DemoGcp>,
+    /// The fake clouds, on a stack started by [`clouds_stack`].
+    pub clouds: Option<apiary_local::clouds::DemoClouds>,
     running: Option<Running>,
     sdk: SdkConfig,
 }
@@ -51,9 +51,9 @@ pub async fn stack() -> Stack {
     .await
 }
 
-/// A stack whose power function also drives a fake Compute Engine (instances boot in 2 s and stop in 1 s), with
-/// its service account's key in the emulator's Secrets Manager.
-pub async fn gcp_stack() -> Stack {
+/// A stack whose power function also drives a fake Compute Engine, Azure and vCenter (machines boot in 2 s and
+/// stop in 1 s), with their credentials in the emulator's Secrets Manager.
+pub async fn clouds_stack() -> Stack {
     stack_on(
         Options {
             listen: "127.0.0.1:0".parse().expect("address"),
@@ -71,7 +71,7 @@ pub async fn stack_with(options: Options) -> Stack {
     stack_on(options, false).await
 }
 
-async fn stack_on(options: Options, with_gcp: bool) -> Stack {
+async fn stack_on(options: Options, with_clouds: bool) -> Stack {
     let endpoint =
         std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| panic!("AWS_ENDPOINT_URL is not set: {NO_EMULATOR}"));
     let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
@@ -110,12 +110,13 @@ async fn stack_on(options: Options, with_gcp: bool) -> Stack {
     let config = Config::from_lookup(|k| settings.get(k).cloned()).expect("stack settings");
     let sdk = apiary_aws::config::load_sdk_config().await;
     let mut endpoints = apiary_clouds::Endpoints::default();
-    let gcp = match with_gcp {
+    let clouds = match with_clouds {
         true => {
-            let demo = apiary_local::clouds::demo_gcp(&sdk, &name, Duration::from_secs(2), Duration::from_secs(1))
-                .await
-                .expect("fake Compute Engine");
-            endpoints.gcp = Some(demo.fake.endpoint());
+            let demo =
+                apiary_local::clouds::DemoClouds::start(&sdk, &name, Duration::from_secs(2), Duration::from_secs(1))
+                    .await
+                    .expect("fake clouds");
+            endpoints = demo.endpoints();
             Some(demo)
         }
         false => None,
@@ -129,7 +130,7 @@ async fn stack_on(options: Options, with_gcp: bool) -> Stack {
         http: apiary_clouds::http::Http::new(None).expect("HTTP client").client().clone(),
         ec2: apiary_aws::sdk_ec2::Client::new(&sdk),
         metrics_file,
-        gcp,
+        clouds,
         running: Some(running),
         sdk,
     }

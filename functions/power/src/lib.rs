@@ -261,6 +261,7 @@ impl Run<'_> {
                 break;
             };
             let report = ask(self.platform, self.target(&current, now), question).await?;
+            tracing::debug!(?question, ?report, "looked");
             let mut s = step(&current, &report, now, self.limits);
             wakes |= s.wakes_pool;
             if let Some(c) = s.call {

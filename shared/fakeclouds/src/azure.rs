@@ -986,11 +986,9 @@ fn evaluate(template: &Value, given: &Value) -> Result<Vec<VmSpec>, String> {
                 Value::String(n) => n,
                 other => return Err(format!("a virtual machine's name is not a string: {other}")),
             };
-            let location = r
-                .get("location")
-                .map(|l| value(l, &params, i))
-                .transpose()?
-                .and_then(|l| l.as_str().map(str::to_owned));
+            // `[resourceGroup().location]`, and any form the fake does not read, is the group's location.
+            let location =
+                r.get("location").and_then(|l| value(l, &params, i).ok()).and_then(|l| l.as_str().map(str::to_owned));
             let tags = match r.get("tags") {
                 Some(Value::Object(t)) => {
                     let mut out = Map::new();
@@ -1136,6 +1134,7 @@ mod tests {
                  "copy": {"name": "nodes", "count": "[parameters('machineCount')]"},
                  "tags": {"role": "'x'", "cluster": "[parameters('infraId')]"}},
                 {"type": "Microsoft.Compute/virtualMachines", "name": "[concat(parameters('infraId'), '-bootstrap')]",
+                 "location": "[resourceGroup().location]",
                  "properties": {"storageProfile": {"osDisk": {"diffDiskSettings": {"option": "Local"}}}}}
             ]
         });

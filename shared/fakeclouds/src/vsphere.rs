@@ -15,8 +15,8 @@
 //! `UNAUTHORIZED`; 404 `NOT_FOUND`; 503 `SERVICE_UNAVAILABLE`). Time moves on the fake's [`Clock`]: a clone
 //! finishes after `clone`; a powered-on VM's tools run after `boot`; a guest shutdown powers it off after
 //! `shutdown` (power start and stop are immediate, as the API's calls return once done). Faults: the next N
-//! calls answer 429 or 503; sessions expire; a VM refuses every call (403); a guest ignores shutdowns; clones
-//! fail (a full datastore).
+//! calls answer 429 or 503; sessions expire; a VM refuses every call (403); a guest ignores shutdowns or never
+//! boots; clones fail (a full datastore).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
@@ -100,6 +100,7 @@ struct State {
     faults: Faults,
     refusing: BTreeSet<String>,
     deaf_guests: BTreeSet<String>,
+    hung: BTreeSet<String>,
     failing_clones: Option<String>,
     log: Log,
 }
@@ -137,6 +138,7 @@ impl FakeVsphere {
             faults: Faults::default(),
             refusing: BTreeSet::new(),
             deaf_guests: BTreeSet::new(),
+            hung: BTreeSet::new(),
             failing_clones: None,
             log: Log::default(),
         };
@@ -301,11 +303,17 @@ impl FakeVsphere {
         self.lock().refusing.insert(name.to_owned());
     }
 
-    /// VM `name` no longer refuses, and its guest heeds shutdowns again.
+    /// VM `name` no longer refuses, its guest boots and heeds shutdowns again.
     pub fn comply(&self, name: &str) {
         let mut s = self.lock();
         s.refusing.remove(name);
         s.deaf_guests.remove(name);
+        s.hung.remove(name);
+    }
+
+    /// VM `name`'s guest never finishes booting: its VMware Tools never run.
+    pub fn stick(&self, name: &str) {
+        self.lock().hung.insert(name.to_owned());
     }
 
     /// VM `name`'s guest ignores shutdown requests (a hung OS).
@@ -385,12 +393,15 @@ impl State {
     }
 
     fn tools_running(&self, vm: &Vm) -> bool {
-        vm.power == "POWERED_ON" && vm.shutting_down.is_none() && self.now() >= vm.on_since + self.timings.boot
+        vm.power == "POWERED_ON"
+            && vm.shutting_down.is_none()
+            && !self.hung.contains(&vm.name)
+            && self.now() >= vm.on_since + self.timings.boot
     }
 }
 
-/// Ids of the objects named by the query's `names`, among `all` (id → name).
-fn named<'a>(all: &'a BTreeMap<String, String>, req: &Request, kind_id: &str, kind: &str) -> Response {
+/// The objects named by the query's `names`, among `all` (id → name), as the inventory lists answer them.
+fn named(all: &BTreeMap<String, String>, req: &Request, kind_id: &str, kind: &str) -> Response {
     let names: Vec<&str> = req.query.iter().filter(|(k, _)| k == "names").map(|(_, v)| v.as_str()).collect();
     let list: Vec<Value> = all
         .iter()

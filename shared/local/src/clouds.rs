@@ -7,8 +7,9 @@ use std::time::Duration;
 use apiary_aws::secrets::SecretsManager;
 use apiary_aws::SdkConfig;
 use apiary_clouds::Endpoints;
-use apiary_fakeclouds::gcp::{FakeGcp, Timings};
+use apiary_fakeclouds::{azure, gcp, vsphere};
 use apiary_ports::{Deps, Result};
+use serde_json::Value;
 
 /// `deps` with the clouds of `apiary-clouds` added to its platforms, as the power function's `main` does.
 pub fn with_clouds(mut deps: Deps, sdk: &SdkConfig, endpoints: Endpoints) -> Result<Deps> {
@@ -17,23 +18,80 @@ pub fn with_clouds(mut deps: Deps, sdk: &SdkConfig, endpoints: Endpoints) -> Res
     Ok(deps)
 }
 
-/// A fake Compute Engine with an instance template `apiary-node` and a service account whose key is stored in
-/// Secrets Manager as `secret_name`.
-pub struct DemoGcp {
-    /// The fake.
-    pub fake: FakeGcp,
-    /// The ARN of the secret holding the service account's key: a pool's `credentialsSecret`.
-    pub credentials: String,
+/// The GCP project the demo pools use.
+pub const DEMO_PROJECT: &str = "apiary-demo";
+/// The Azure subscription the demo pools use.
+pub const DEMO_SUBSCRIPTION: &str = "00000000-0000-0000-0000-00000000a91a";
+/// The Azure tenant of the demo's service principal.
+pub const DEMO_TENANT: &str = "00000000-0000-0000-0000-0000000000d0";
+
+/// A fake Compute Engine, a fake Azure and a fake vCenter, each with a demo account whose credentials are stored
+/// in Secrets Manager.
+pub struct DemoClouds {
+    /// The fake Compute Engine, with the instance template `apiary-node`.
+    pub gcp: gcp::FakeGcp,
+    /// The fake Azure Resource Manager.
+    pub azure: azure::FakeAzure,
+    /// The fake vCenter (HTTPS, its CA in [`vsphere::FakeVsphere::ca_bundle`]), with the template `rhcos` and
+    /// the folder `apiary`.
+    pub vsphere: vsphere::FakeVsphere,
+    /// The ARN of the service account's key: a GCP pool's `credentialsSecret`.
+    pub gcp_credentials: String,
+    /// The ARN of the service principal's secret: an Azure pool's `credentialsSecret`.
+    pub azure_credentials: String,
+    /// The ARN of the vCenter user: a vSphere pool's `credentialsSecret`.
+    pub vsphere_credentials: String,
 }
 
-/// The project the demo pools use.
-pub const DEMO_PROJECT: &str = "apiary-demo";
+impl DemoClouds {
+    /// Starts the three fakes (machines boot in `boot`, stop in `stop`) and stores their credentials under
+    /// secrets named `<prefix>-fake-<cloud>`.
+    pub async fn start(sdk: &SdkConfig, prefix: &str, boot: Duration, stop: Duration) -> anyhow::Result<Self> {
+        let secrets = SecretsManager::new(sdk);
+        let gcp = gcp::FakeGcp::start(gcp::Timings { boot, stop }).await?;
+        gcp.add_template("apiary-node");
+        let key = gcp.service_account(&format!("apiary@{DEMO_PROJECT}.iam.gserviceaccount.com"), DEMO_PROJECT);
+        let gcp_credentials = secrets.create(&format!("{prefix}-fake-gcp"), &key).await?;
+        let azure = azure::FakeAzure::start(azure::Timings { boot, stop, deploy: boot, delete: stop }).await?;
+        let principal = azure.app(DEMO_TENANT, "apiary-demo");
+        let azure_credentials = secrets.create(&format!("{prefix}-fake-azure"), &principal).await?;
+        let vsphere =
+            vsphere::FakeVsphere::start(vsphere::Timings { clone: boot, boot: boot / 2, shutdown: stop }).await?;
+        vsphere.add_template("rhcos");
+        vsphere.add_folder("apiary");
+        let user = vsphere.user("apiary@vsphere.local");
+        let vsphere_credentials = secrets.create(&format!("{prefix}-fake-vsphere"), &user).await?;
+        Ok(Self { gcp, azure, vsphere, gcp_credentials, azure_credentials, vsphere_credentials })
+    }
 
-/// Starts a fake Compute Engine (instances boot in `boot`, stop in `stop`) and stores its service account's key.
-pub async fn demo_gcp(sdk: &SdkConfig, secret_name: &str, boot: Duration, stop: Duration) -> anyhow::Result<DemoGcp> {
-    let fake = FakeGcp::start(Timings { boot, stop }).await?;
-    fake.add_template("apiary-node");
-    let key = fake.service_account(&format!("apiary@{DEMO_PROJECT}.iam.gserviceaccount.com"), DEMO_PROJECT);
-    let credentials = SecretsManager::new(sdk).create(secret_name, &key).await?;
-    Ok(DemoGcp { fake, credentials })
+    /// Where the power function reaches the fakes (vSphere pools name their vCenter themselves).
+    pub fn endpoints(&self) -> Endpoints {
+        Endpoints {
+            gcp: Some(self.gcp.endpoint()),
+            azure: Some(self.azure.endpoint()),
+            azure_authority: Some(self.azure.authority()),
+        }
+    }
+
+    /// `spec` with every `{{fake-…}}` string replaced by what it names: the credentials' ARNs, the fake vCenter's
+    /// `host:port` and its CA.
+    pub fn fill(&self, spec: &mut Value) {
+        let values = [
+            ("{{fake-gcp-credentials}}", self.gcp_credentials.clone()),
+            ("{{fake-azure-credentials}}", self.azure_credentials.clone()),
+            ("{{fake-vsphere-credentials}}", self.vsphere_credentials.clone()),
+            ("{{fake-vsphere-server}}", self.vsphere.server()),
+            ("{{fake-vsphere-ca}}", self.vsphere.ca_bundle()),
+        ];
+        match spec {
+            Value::String(s) => {
+                if let Some((_, v)) = values.iter().find(|(k, _)| k == s) {
+                    *s = v.clone();
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.fill(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.fill(v)),
+            _ => {}
+        }
+    }
 }

@@ -2,12 +2,13 @@
 //! (`AWS_ENDPOINT_URL`), with the stack's settings from the environment.
 //!
 //! ```text
-//! apiary-local [--listen 127.0.0.1:8080] [--sweep-every 10s] [--fake-gcp] [--pool NAME=SPEC.json]... [--status]
+//! apiary-local [--listen 127.0.0.1:8080] [--sweep-every 10s] [--fake-clouds] [--pool NAME=SPEC.json]... [--status]
 //! ```
 //! `--pool` creates or updates a pool at start (as the first admin of `APIARY_ADMINS`); `--status` redraws every
-//! pool's status every two seconds instead of logging. `--fake-gcp` serves a fake Compute Engine API in this
-//! process, stores its service account's key in Secrets Manager, and puts the secret's ARN wherever a pool file
-//! says `{{fake-gcp-credentials}}`. Ctrl-C stops.
+//! pool's status every two seconds instead of logging. `--fake-clouds` serves a fake Compute Engine, a fake Azure
+//! and a fake vCenter in this process, stores their demo credentials in Secrets Manager, and fills a pool file's
+//! `{{fake-gcp-credentials}}`, `{{fake-azure-credentials}}`, `{{fake-vsphere-credentials}}`,
+//! `{{fake-vsphere-server}}` and `{{fake-vsphere-ca}}` with them. Ctrl-C stops.
 
 #![allow(clippy::print_stdout)]
 
@@ -18,7 +19,7 @@ use apiary_local::{clouds, start, status, Options, PRINCIPAL_HEADER};
 
 fn usage() -> ! {
     eprintln!(
-        "usage: apiary-local [--listen ADDR] [--sweep-every DURATION] [--fake-gcp] [--pool NAME=SPEC.json]... [--status]"
+        "usage: apiary-local [--listen ADDR] [--sweep-every DURATION] [--fake-clouds] [--pool NAME=SPEC.json]... [--status]"
     );
     std::process::exit(2)
 }
@@ -28,7 +29,7 @@ async fn main() -> anyhow::Result<()> {
     let mut options = Options::default();
     let mut pools = vec![];
     let mut show_status = false;
-    let mut fake_gcp = false;
+    let mut fake_clouds = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -48,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
                     .push((name.to_owned(), std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?));
             }
             "--status" => show_status = true,
-            "--fake-gcp" => fake_gcp = true,
+            "--fake-clouds" => fake_clouds = true,
             "-h" | "--help" => usage(),
             other => bail!("unknown argument {other:?}"),
         }
@@ -63,15 +64,18 @@ async fn main() -> anyhow::Result<()> {
     let config = apiary_ports::Config::from_env().context("settings (run through `make run`, which sets them)")?;
     let sdk = apiary_aws::load_sdk_config().await;
     let mut endpoints = apiary_clouds::Endpoints::from_env();
-    let mut credentials = None;
-    let _gcp = if fake_gcp {
-        let secret = format!("{}-fake-gcp-{}", config.stack, std::process::id());
-        let demo = clouds::demo_gcp(&sdk, &secret, Duration::from_secs(20), Duration::from_secs(10))
+    let demo = if fake_clouds {
+        let prefix = format!("{}-{}", config.stack, std::process::id());
+        let demo = clouds::DemoClouds::start(&sdk, &prefix, Duration::from_secs(20), Duration::from_secs(10))
             .await
-            .context("starting the fake Compute Engine")?;
-        endpoints.gcp = Some(demo.fake.endpoint());
-        credentials = Some(demo.credentials.clone());
-        eprintln!("apiary-local: fake Compute Engine on {}", demo.fake.endpoint());
+            .context("starting the fake clouds")?;
+        endpoints = demo.endpoints();
+        eprintln!(
+            "apiary-local: fake Compute Engine on {}, Azure on {}, vCenter on https://{}",
+            demo.gcp.endpoint(),
+            demo.azure.endpoint(),
+            demo.vsphere.server()
+        );
         Some(demo)
     } else {
         None
@@ -82,9 +86,12 @@ async fn main() -> anyhow::Result<()> {
     let base = format!("http://{}", running.addr);
     eprintln!("apiary-local: API on {base}");
     for (name, body) in pools {
-        let body = match &credentials {
-            Some(arn) => body.replace("{{fake-gcp-credentials}}", arn),
-            None => body,
+        let body = match (&demo, serde_json::from_str::<serde_json::Value>(&body)) {
+            (Some(demo), Ok(mut spec)) => {
+                demo.fill(&mut spec);
+                spec.to_string()
+            }
+            _ => body,
         };
         let admin = deps.config.admins.first().cloned().context("--pool needs an admin in APIARY_ADMINS")?;
         let answer = put(&format!("{}/pools/{name}", running.addr), &admin, &body).await?;

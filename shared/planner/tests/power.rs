@@ -217,8 +217,10 @@ fn installation_provisions_once_nothing_is_under_way_and_completes_running() {
 fn a_provisioning_handle_is_kept_until_the_attempt_ends() {
     let c = cluster("c").installing().c;
     let s = step(&c, &Report::Install(Install::Absent), at(0), PowerLimits::default());
+    assert!(s.cluster.pending_call.is_some(), "the call is recorded before it is made");
     let handle = Some("task-1,task-2".to_owned());
     let s = step(&s.cluster, &Report::Provisioned { handle: handle.clone() }, at(0), PowerLimits::default());
+    assert_eq!(s.cluster.pending_call, None, "its outcome ends the fence: the install is looked at again soon");
     assert_eq!(s.cluster.provision_ref, handle);
     let under_way = step(&s.cluster, &Report::Install(Install::UnderWay), at(1), PowerLimits::default());
     assert_eq!(under_way.cluster.provision_ref, handle);

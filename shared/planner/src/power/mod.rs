@@ -224,7 +224,7 @@ pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLim
     if cluster.deleting || cluster.is_broken() {
         return out;
     }
-    let outcome = matches!(report, Report::CallAccepted | Report::CallFailed { .. });
+    let outcome = matches!(report, Report::CallAccepted | Report::Provisioned { .. } | Report::CallFailed { .. });
     if outcome || fenced_until(cluster, now).is_none() {
         // The call was answered, or whoever recorded it can no longer be making it.
         out.cluster.pending_call = None;
