@@ -52,6 +52,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+# What Lambda needs to manage a function's network interfaces in a VPC.
+VPC_ACTIONS = {
+    "ec2:CreateNetworkInterface",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+}
+
+
 class DeployTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -172,8 +183,13 @@ class DeployTest(unittest.TestCase):
             self.assertLessEqual(int(r["Properties"]["BatchSize"]), 10, name)
 
     def statements(self, role):
+        """Every statement of the role's policies, a conditional one (Fn::If) as granted when it holds."""
         policies = self.template["Resources"][role]["Properties"]["Policies"]
-        return [st for p in policies for st in p["PolicyDocument"]["Statement"]]
+        out = []
+        for p in policies:
+            for st in p["PolicyDocument"]["Statement"]:
+                out.append(st["Fn::If"][1] if "Fn::If" in st else st)
+        return out
 
     def test_each_function_role_grants_only_what_that_function_calls(self):
         roles = {"ClaimApiRole", "ReconcileRole", "PowerRole", "TimeoutsRole"}
@@ -198,6 +214,10 @@ class DeployTest(unittest.TestCase):
             acts = [st["Action"]] if isinstance(st["Action"], str) else st["Action"]
             if not any(a.startswith("ec2:") for a in acts) or all(a.startswith("ec2:Describe") for a in acts):
                 continue
+            if set(acts) <= VPC_ACTIONS:
+                # Lambda's own network interfaces, granted only when the function runs in a VPC (PowerInVpc).
+                self.assertNotIn("instance/*", str(st["Resource"]), acts)
+                continue
             on_instances = "instance/*" in str(st["Resource"])
             if on_instances:
                 cond = str(st.get("Condition"))
@@ -205,6 +225,16 @@ class DeployTest(unittest.TestCase):
             else:
                 self.assertEqual(acts, ["ec2:RunInstances"], "only RunInstances reaches images, subnets, volumes...")
             self.assertNotEqual(st["Resource"], "*", acts)
+        # Those statements exist only under the condition that puts the function in a VPC.
+        conditional = [
+            st["Fn::If"][0]
+            for p in self.template["Resources"]["PowerRole"]["Properties"]["Policies"]
+            for st in p["PolicyDocument"]["Statement"]
+            if "Fn::If" in st
+        ]
+        self.assertEqual(set(conditional), {"PowerInVpc"})
+        vpc = self.template["Resources"]["PowerFunction"]["Properties"]["VpcConfig"]
+        self.assertEqual(vpc["Fn::If"][0], "PowerInVpc")
 
 
 if __name__ == "__main__":

@@ -46,6 +46,35 @@ fn gcp(field: &str, value: Value) -> Value {
     spec
 }
 
+/// A valid Azure pool with `field` of its platform set to `value` (`templateUri` replaces the template).
+fn azure(field: &str, value: Value) -> Value {
+    let mut spec = json!({"size": 1, "platform": {"azure": {
+        "subscriptionId": "00000000-0000-0000-0000-0000000000aa",
+        "tenantId": "00000000-0000-0000-0000-0000000000bb",
+        "location": "westeurope",
+        "template": {"parameters": {"infraId": {"type": "string"}}, "resources": []},
+        "credentialsSecret": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/azure-AbCdEf",
+    }}});
+    if field == "templateUri" {
+        spec["platform"]["azure"].as_object_mut().map(|a| a.remove("template"));
+    }
+    spec["platform"]["azure"][field] = value;
+    spec
+}
+
+/// A valid vSphere pool with `field` of its platform set to `value`.
+fn vsphere(field: &str, value: Value) -> Value {
+    let mut spec = json!({"size": 1, "platform": {"vsphere": {
+        "server": "vcenter.example.com",
+        "datacenter": "DC1",
+        "template": "rhcos",
+        "folder": "ci",
+        "credentialsSecret": "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/vsphere-AbCdEf",
+    }}});
+    spec["platform"]["vsphere"][field] = value;
+    spec
+}
+
 fn with(path: &[&str], value: Value) -> Value {
     let mut spec = base();
     let mut at = &mut spec;
@@ -250,6 +279,138 @@ async fn every_declared_bound_is_the_enforced_one() {
             "platform.gcp.labels",
         ),
         ("PoolSpec/platform/gcp/labels/*/maxLength", 63.0, gcp("labels", json!({"k": x(64)})), "platform.gcp.labels.k"),
+        (
+            "PoolSpec/platform/azure/subscriptionId/maxLength",
+            36.0,
+            azure("subscriptionId", json!(x(37))),
+            "platform.azure.subscriptionId",
+        ),
+        (
+            "PoolSpec/platform/azure/tenantId/maxLength",
+            36.0,
+            azure("tenantId", json!(x(37))),
+            "platform.azure.tenantId",
+        ),
+        (
+            "PoolSpec/platform/azure/location/maxLength",
+            MAX_AZURE_LOCATION_LEN as f64,
+            azure("location", json!(x(MAX_AZURE_LOCATION_LEN + 1))),
+            "platform.azure.location",
+        ),
+        (
+            "PoolSpec/platform/azure/resourceGroupName/maxLength",
+            (MAX_RESOURCE_GROUP_LEN - MAX_INFRA_ID_LEN + "{infraId}".len()) as f64,
+            azure(
+                "resourceGroupName",
+                json!(format!("{}{{infraId}}", x(MAX_RESOURCE_GROUP_LEN - MAX_INFRA_ID_LEN + 1))),
+            ),
+            "platform.azure.resourceGroupName",
+        ),
+        (
+            "PoolSpec/platform/azure/templateUri/maxLength",
+            MAX_URL_LEN as f64,
+            azure("templateUri", json!(format!("https://t.example.com/{}", x(MAX_URL_LEN - 21)))),
+            "platform.azure.templateUri",
+        ),
+        (
+            "PoolSpec/platform/azure/parameters/maxProperties",
+            MAX_AZURE_PARAMETERS as f64,
+            azure(
+                "parameters",
+                (0..=MAX_AZURE_PARAMETERS)
+                    .map(|i| (format!("p{i}"), json!(1)))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into(),
+            ),
+            "platform.azure.parameters",
+        ),
+        (
+            "PoolSpec/platform/azure/credentialsSecret/maxLength",
+            MAX_SECRET_ARN_LEN as f64,
+            azure(
+                "credentialsSecret",
+                json!(format!("arn:aws:secretsmanager:eu-west-1:123456789012:secret:{}", x(500))),
+            ),
+            "platform.azure.credentialsSecret",
+        ),
+        (
+            "PoolSpec/platform/azure/tags/maxProperties",
+            MAX_AZURE_TAGS as f64,
+            azure(
+                "tags",
+                (0..=MAX_AZURE_TAGS).map(|i| (format!("k{i}"), json!("v"))).collect::<serde_json::Map<_, _>>().into(),
+            ),
+            "platform.azure.tags",
+        ),
+        (
+            "PoolSpec/platform/azure/tags/*/maxLength",
+            MAX_AZURE_TAG_VALUE_LEN as f64,
+            azure("tags", json!({"k": x(MAX_AZURE_TAG_VALUE_LEN + 1)})),
+            "platform.azure.tags.k",
+        ),
+        (
+            "PoolSpec/platform/vsphere/server/maxLength",
+            259.0,
+            vsphere("server", json!(format!("{}.{}.{}.{}:4430", x(63), x(63), x(63), x(63)))),
+            "platform.vsphere.server",
+        ),
+        (
+            "PoolSpec/platform/vsphere/datacenter/maxLength",
+            80.0,
+            vsphere("datacenter", json!(x(81))),
+            "platform.vsphere.datacenter",
+        ),
+        (
+            "PoolSpec/platform/vsphere/template/maxLength",
+            80.0,
+            vsphere("template", json!(x(81))),
+            "platform.vsphere.template",
+        ),
+        (
+            "PoolSpec/platform/vsphere/folder/maxLength",
+            80.0,
+            vsphere("folder", json!(x(81))),
+            "platform.vsphere.folder",
+        ),
+        (
+            "PoolSpec/platform/vsphere/resourcePool/maxLength",
+            80.0,
+            vsphere("resourcePool", json!(x(81))),
+            "platform.vsphere.resourcePool",
+        ),
+        (
+            "PoolSpec/platform/vsphere/datastore/maxLength",
+            80.0,
+            vsphere("datastore", json!(x(81))),
+            "platform.vsphere.datastore",
+        ),
+        (
+            "PoolSpec/platform/vsphere/machineCount/maximum",
+            100.0,
+            vsphere("machineCount", json!(101)),
+            "platform.vsphere.machineCount",
+        ),
+        (
+            "PoolSpec/platform/vsphere/machineCount/minimum",
+            1.0,
+            vsphere("machineCount", json!(0)),
+            "platform.vsphere.machineCount",
+        ),
+        (
+            "PoolSpec/platform/vsphere/credentialsSecret/maxLength",
+            MAX_SECRET_ARN_LEN as f64,
+            vsphere(
+                "credentialsSecret",
+                json!(format!("arn:aws:secretsmanager:eu-west-1:123456789012:secret:{}", x(500))),
+            ),
+            "platform.vsphere.credentialsSecret",
+        ),
+        (
+            "PoolSpec/platform/vsphere/caBundle/maxLength",
+            MAX_CA_BUNDLE_LEN as f64,
+            vsphere("caBundle", json!(x(MAX_CA_BUNDLE_LEN + 1))),
+            "platform.vsphere.caBundle",
+        ),
         (
             "PoolSpec/platform/fake/installFailureRate/maximum",
             1.0,
