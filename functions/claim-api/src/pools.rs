@@ -1,6 +1,6 @@
 //! Pools: create or change (admins), read, list, delete (admins), and their clusters.
 
-use apiary_planner::{validate_spec, Pool, PoolSpec, Snapshot};
+use apiary_planner::{validate_spec, validate_update, Pool, PoolSpec, Snapshot};
 use apiary_ports::messages::ReconcileMessage;
 use apiary_ports::store::{Cond, Item, Key, Write};
 use apiary_ports::{Deps, Error as StoreError};
@@ -67,6 +67,10 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
                 return Ok((200, to_json(&p)));
             }
             Some(p) => {
+                if let Err(errors) = validate_update(&p.spec, &spec) {
+                    let fields = errors.into_iter().map(|e| (e.field, e.message)).collect();
+                    return Err(ApiError::fields("InvalidPoolSpec", fields));
+                }
                 let rev = p.rev;
                 (Pool { spec: spec.clone(), rev: rev + 1, ..p }, Cond::Rev(rev), 200)
             }

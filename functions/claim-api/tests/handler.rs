@@ -207,3 +207,31 @@ async fn a_re_put_of_an_unchanged_spec_re_syncs_its_schedules() {
     assert_eq!(status, 200);
     assert_eq!(w.schedules.of("p").len(), 1, "the unchanged spec's schedules are synced again");
 }
+
+/// A pool's machines are found through its spec: a spec that moved them (another region, project, subscription,
+/// resource-group pattern, vCenter or platform) would look for the old clusters where they are not, find
+/// nothing, call them deprovisioned and leak their machines. The fields that say where machines live cannot
+/// change; everything else can (a new poolVersion replaces the clusters there).
+#[tokio::test]
+async fn a_pools_machines_cannot_be_moved_by_editing_where_they_live() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    let spec = |region: &str, instance: &str| {
+        json!({"size": 1, "platform": {"aws": {"region": region, "imageId": "ami-1", "instanceType": instance}}})
+            .to_string()
+    };
+    let (status, _) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&spec("us-east-1", "t3.large"))).await;
+    assert_eq!(status, 201);
+    let (status, body) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&spec("eu-west-1", "t3.large"))).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["fields"][0]["field"], "platform.aws.region", "{body}");
+    assert!(body["fields"][0]["message"].as_str().is_some_and(|m| m.contains("us-east-1")), "{body}");
+    let fake = json!({"size": 1, "platform": {"fake": {}}}).to_string();
+    let (status, body) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&fake)).await;
+    assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some("platform")), "{body}");
+    // What shapes the clusters may change: they are replaced where they live.
+    let (status, body) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&spec("us-east-1", "m5.large"))).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, body) = call(&deps, "GET", "/pools/ci", Some(ADMIN), None).await;
+    assert_eq!(body["spec"]["platform"]["aws"]["region"], "us-east-1");
+}

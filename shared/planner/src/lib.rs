@@ -60,5 +60,5 @@ pub use apply::{apply, apply_mut, Conflict};
 pub use duration::GoDuration;
 pub use model::*;
 pub use plan::{plan, Action, DeleteReason, Plan, ReleaseReason};
-pub use validate::{validate_spec, FieldError};
+pub use validate::{validate_spec, validate_update, FieldError};
 pub use version::pool_version;

@@ -256,6 +256,22 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     }
 }
 
+/// Checks that `new` may replace `old`, the spec of an existing pool: beside [`validate_spec`], the fields that
+/// say where its machines live do not change (its clusters are found there).
+pub fn validate_update(old: &PoolSpec, new: &PoolSpec) -> Result<(), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    platforms::unmoved(
+        &mut |field: &str, message: String| errors.push(FieldError::new(field, message)),
+        &old.platform,
+        &new.platform,
+    );
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
 /// Checks a pool or claim name: a DNS label of at most 63 characters, as it appears in URLs and keys.
 pub fn validate_name(field: &str, name: &str) -> Result<(), FieldError> {
     check_dns_label(name, 63).map_err(|why| FieldError::new(field, why))
@@ -645,5 +661,29 @@ mod tests {
                 "platform.vsphere.shutdownGracePeriod",
             ]
         );
+    }
+
+    #[test]
+    fn where_machines_live_cannot_change_and_the_rest_can() {
+        let old = PoolSpec::new(1, Platform::Azure(azure()));
+        let mut moved = azure();
+        moved.subscription_id = "00000000-0000-0000-0000-0000000000bb".into();
+        moved.resource_group_name = "apiary-{infraId}".into();
+        moved.location = "northeurope".into();
+        let errors = validate_update(&old, &PoolSpec::new(1, Platform::Azure(moved))).expect_err("moved");
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["platform.azure.subscriptionId", "platform.azure.resourceGroupName"]);
+        let mut reshaped = azure();
+        reshaped.location = "northeurope".into();
+        reshaped.tags.insert("team".into(), "ci".into());
+        assert_eq!(validate_update(&old, &PoolSpec::new(4, Platform::Azure(reshaped))), Ok(()));
+        let to_vsphere = validate_update(&old, &PoolSpec::new(1, Platform::Vsphere(vsphere()))).expect_err("kind");
+        assert_eq!(to_vsphere[0].field, "platform");
+        let mut elsewhere = vsphere();
+        elsewhere.server = "vcenter2.example.com".into();
+        let v = PoolSpec::new(1, Platform::Vsphere(vsphere()));
+        let errors = validate_update(&v, &PoolSpec::new(1, Platform::Vsphere(elsewhere))).expect_err("moved");
+        assert_eq!(errors[0].field, "platform.vsphere.server");
+        assert!(errors[0].message.contains("vcenter.example.com"), "{}", errors[0].message);
     }
 }

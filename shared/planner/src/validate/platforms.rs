@@ -6,6 +6,44 @@ use super::limits::*;
 use super::{check_dns_label, duration, positive_duration, secret_arn, shorten};
 use crate::model::{AwsPlatform, AzurePlatform, FakePlatform, GcpPlatform, Platform, VspherePlatform};
 
+/// The fields that say where a platform's machines live, with their values: the pool's clusters are found there,
+/// so they never change once the pool exists.
+fn location(platform: &Platform) -> Vec<(&'static str, &str)> {
+    match platform {
+        Platform::Aws(a) => vec![("platform.aws.region", a.region.as_str())],
+        Platform::Gcp(g) => vec![("platform.gcp.project", g.project.as_str())],
+        Platform::Azure(a) => vec![
+            ("platform.azure.subscriptionId", a.subscription_id.as_str()),
+            ("platform.azure.resourceGroupName", a.resource_group_name.as_str()),
+        ],
+        Platform::Vsphere(v) => {
+            vec![("platform.vsphere.server", v.server.as_str()), ("platform.vsphere.datacenter", v.datacenter.as_str())]
+        }
+        Platform::Fake(_) => vec![],
+    }
+}
+
+/// Checks that `new` leaves the pool's machines where `old` put them: the same platform, region, project,
+/// subscription and resource-group pattern, vCenter and datacenter.
+pub(super) fn unmoved(e: &mut impl FnMut(&str, String), old: &Platform, new: &Platform) {
+    if old.kind() != new.kind() {
+        e(
+            "platform",
+            format!(
+                "a pool stays on the platform it was made on ({}): its clusters live there; make a new pool for {}",
+                old.kind(),
+                new.kind()
+            ),
+        );
+        return;
+    }
+    for ((field, was), (_, is)) in location(old).into_iter().zip(location(new)) {
+        if was != is {
+            e(field, format!("cannot change: the pool's clusters live in {was:?}; make a new pool for {is:?}"));
+        }
+    }
+}
+
 /// Checks `platform`, reporting each problem through `e`.
 pub(super) fn check(e: &mut impl FnMut(&str, String), platform: &Platform) {
     match platform {
