@@ -29,7 +29,7 @@ use apiary_planner::power::{
 use apiary_planner::{Cluster, Pool, PowerLimits, Timestamp};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::metrics;
-use apiary_ports::platform::{Machinery, Machines, Provision, Refused, Target};
+use apiary_ports::platform::{Machinery, Machines, Nodes, Provision, Refused, Target};
 use apiary_ports::store::{Cond, Item, Key, Write};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -82,7 +82,12 @@ async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe) -> Result
             Some(message) if !m.not_ready.is_empty() => Report::Unsupported { message },
             _ => machines(&m),
         }),
-        Probe::NodesReady => platform.nodes_ready(t).await.map(|ready| Report::Nodes { ready }),
+        Probe::NodesReady => platform.nodes_ready(t).await.map(|nodes| match nodes {
+            Nodes::Ready => Report::Nodes { ready: true },
+            Nodes::NotReady => Report::Nodes { ready: false },
+            // A machine went down while the nodes were awaited: the resume waits for the machines again.
+            Nodes::Machines(m) => machines(&m),
+        }),
     };
     match answer {
         Err(e) if !e.is_retryable() => {

@@ -24,7 +24,7 @@ use aws_sdk_ec2::types::{
 };
 use aws_sdk_ec2::Client;
 
-use apiary_ports::platform::{client_token, Actuator, Machines, Provision, Provisioner, Refused, Target};
+use apiary_ports::platform::{client_token, Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::{Error, Result};
 
 use crate::calls::count;
@@ -239,11 +239,12 @@ impl Actuator for Ec2Platform {
         Ok(m)
     }
 
-    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
         let client = self.client(&t)?;
         let instances = self.instances(&client, &t.cluster.infra_id).await?;
-        if instances.is_empty() || instances.iter().any(|i| i.state != MachineState::Running) {
-            return Ok(false);
+        let m = machines(&instances, MachineState::Running, MachineState::start_acts);
+        if m.total == 0 || !m.not_ready.is_empty() {
+            return Ok(Nodes::Machines(m));
         }
         let ids: Vec<String> = instances.into_iter().map(|i| i.id).collect();
         let mut ok = 0;
@@ -265,7 +266,7 @@ impl Actuator for Ec2Platform {
                 })
                 .count();
         }
-        Ok(ok == ids.len())
+        Ok(if ok == ids.len() { Nodes::Ready } else { Nodes::NotReady })
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {

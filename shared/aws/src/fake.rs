@@ -17,7 +17,7 @@ use apiary_planner::{Cluster, FakePlatform as Spec, Platform, PowerState, Timest
 use async_trait::async_trait;
 use chrono::TimeDelta;
 
-use apiary_ports::platform::{Actuator, Machines, Provision, Provisioner, Refused, Target};
+use apiary_ports::platform::{Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::Result;
 
 /// The simulated platform.
@@ -103,8 +103,8 @@ impl Actuator for FakePlatform {
         Ok(machines(&t, !up))
     }
 
-    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
-        Ok(running(&spec(&t), t.cluster, t.now))
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
+        Ok(if running(&spec(&t), t.cluster, t.now) { Nodes::Ready } else { Nodes::NotReady })
     }
 
     async fn start_machines(&self, _: Target<'_>) -> Result<Refused> {

@@ -6,6 +6,10 @@
 //! `Retry-After` when it gives one that fits the budget, else after a doubling pause. Every other answer, 4xx
 //! included, is the caller's to read. A call that runs out of budget is a retryable [`Error`]: its message goes
 //! back to the queue and is tried again later.
+//!
+//! A client may instead answer its requests in this process ([`Http::in_process`]): the whole-system simulation
+//! runs the real adapters against the fake clouds that way, on its virtual clock, with no socket and no timer
+//! (a retry follows at once; at most [`IN_PROCESS_ATTEMPTS`] attempts).
 
 use std::time::Duration;
 
@@ -22,6 +26,43 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(25);
 /// First pause before a retry without `Retry-After`; it doubles with each.
 const FIRST_PAUSE: Duration = Duration::from_millis(200);
+/// Attempts of a call answered in process, where no time passes between them.
+pub const IN_PROCESS_ATTEMPTS: u32 = 5;
+
+/// Answers requests in this process, as a simulation's fake clouds do.
+pub trait Exchange: Send + Sync {
+    /// The answer to `request`; `Err` when none came (a dropped connection, a lost answer): it is retried.
+    fn exchange(
+        &self,
+        request: reqwest::Request,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::result::Result<Answer, String>> + Send>>;
+}
+
+/// Where requests go.
+#[derive(Clone)]
+enum Transport {
+    /// Over the network, each attempt bounded in time.
+    Network,
+    /// To an exchange in this process.
+    InProcess(std::sync::Arc<dyn Exchange>),
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Transport::Network => "Network",
+            Transport::InProcess(_) => "InProcess",
+        })
+    }
+}
+
+/// What one attempt came to.
+enum Attempt {
+    /// An answer not to be retried.
+    Done(Answer),
+    /// Why to try again, and after how long when the answer said.
+    Retry(String, Option<Duration>),
+}
 
 /// An answer that is not to be retried: its status, headers and body.
 #[derive(Debug, Clone)]
@@ -60,6 +101,7 @@ impl Answer {
 pub struct Http {
     client: Client,
     budget: Duration,
+    transport: Transport,
 }
 
 impl Http {
@@ -89,7 +131,12 @@ impl Http {
             .user_agent(concat!("apiary/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| Error::Config(format!("HTTP client: {e}")))?;
-        Ok(Self { client, budget: OPERATION_TIMEOUT })
+        Ok(Self { client, budget: OPERATION_TIMEOUT, transport: Transport::Network })
+    }
+
+    /// A client whose requests `exchange` answers in this process.
+    pub fn in_process(exchange: std::sync::Arc<dyn Exchange>) -> Result<Self> {
+        Ok(Self { transport: Transport::InProcess(exchange), ..Self::new(None)? })
     }
 
     /// The same client with a shorter total budget (tests).
@@ -116,40 +163,72 @@ impl Http {
         loop {
             attempts += 1;
             apiary_ports::calls::count(op);
-            let left = deadline.saturating_duration_since(Instant::now());
-            let why = match tokio::time::timeout(left, build(&self.client).send()).await {
-                Err(_) => "no answer within the call's budget".to_owned(),
-                Ok(Err(e)) if untrusted(&e) => {
-                    // Trying again cannot make a certificate trusted.
-                    let why = format!("the server's certificate is not trusted ({}); give its CA", error_chain(&e));
-                    return Err(Error::service(op, why, false));
-                }
-                Ok(Err(e)) if e.is_timeout() || e.is_connect() || e.is_request() => error_chain(&e),
-                Ok(Err(e)) => return Err(Error::service(op, error_chain(&e), false)),
-                Ok(Ok(response)) => {
-                    let status = response.status();
-                    let headers = response.headers().clone();
-                    let body = match response.bytes().await {
-                        Ok(body) => body,
-                        Err(e) => bytes::Bytes::from(format!("(body lost: {})", error_chain(&e))),
-                    };
-                    let answer = Answer { status, headers, body };
-                    if !(status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()) {
-                        return Ok(answer);
-                    }
-                    if let Some(after) = retry_after(&answer.headers) {
-                        pause = after;
-                    }
-                    format!("{status}: {}", answer.text())
+            let why = match self.attempt(op, &build, deadline).await? {
+                Attempt::Done(answer) => return Ok(answer),
+                Attempt::Retry(why, after) => {
+                    pause = after.unwrap_or(pause);
+                    why
                 }
             };
-            let left = deadline.saturating_duration_since(Instant::now());
-            if pause >= left {
+            let out_of_budget = match self.transport {
+                Transport::Network => pause >= deadline.saturating_duration_since(Instant::now()),
+                Transport::InProcess(_) => attempts >= IN_PROCESS_ATTEMPTS,
+            };
+            if out_of_budget {
                 return Err(Error::service(op, format!("{why} (after {attempts} attempts)"), true));
             }
-            tokio::time::sleep(pause).await;
+            if let Transport::Network = self.transport {
+                tokio::time::sleep(pause).await;
+            }
             pause = (pause * 2).min(Duration::from_secs(5));
         }
+    }
+
+    /// One attempt of `build`'s request.
+    async fn attempt(
+        &self,
+        op: &'static str,
+        build: &impl Fn(&Client) -> RequestBuilder,
+        deadline: Instant,
+    ) -> Result<Attempt> {
+        let answer = match &self.transport {
+            Transport::InProcess(exchange) => {
+                let request = build(&self.client).build().map_err(|e| Error::service(op, error_chain(&e), false))?;
+                match exchange.exchange(request).await {
+                    Ok(answer) => answer,
+                    Err(why) => return Ok(Attempt::Retry(why, None)),
+                }
+            }
+            Transport::Network => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match tokio::time::timeout(left, build(&self.client).send()).await {
+                    Err(_) => return Ok(Attempt::Retry("no answer within the call's budget".to_owned(), None)),
+                    Ok(Err(e)) if untrusted(&e) => {
+                        // Trying again cannot make a certificate trusted.
+                        let why = format!("the server's certificate is not trusted ({}); give its CA", error_chain(&e));
+                        return Err(Error::service(op, why, false));
+                    }
+                    Ok(Err(e)) if e.is_timeout() || e.is_connect() || e.is_request() => {
+                        return Ok(Attempt::Retry(error_chain(&e), None))
+                    }
+                    Ok(Err(e)) => return Err(Error::service(op, error_chain(&e), false)),
+                    Ok(Ok(response)) => {
+                        let status = response.status();
+                        let headers = response.headers().clone();
+                        let body = match response.bytes().await {
+                            Ok(body) => body,
+                            Err(e) => bytes::Bytes::from(format!("(body lost: {})", error_chain(&e))),
+                        };
+                        Answer { status, headers, body }
+                    }
+                }
+            }
+        };
+        if answer.status == StatusCode::TOO_MANY_REQUESTS || answer.status.is_server_error() {
+            let why = format!("{}: {}", answer.status, answer.text());
+            return Ok(Attempt::Retry(why, retry_after(&answer.headers)));
+        }
+        Ok(Attempt::Done(answer))
     }
 }
 

@@ -50,7 +50,16 @@ impl Endpoints {
 
 /// `platforms` and every cloud of this crate, sharing one HTTP client, reading credentials through `secrets`.
 pub fn with_clouds(platforms: &Platforms, secrets: Arc<dyn Secrets>, endpoints: Endpoints) -> Result<Platforms> {
-    let http = http::Http::new(None)?;
+    with_http(platforms, http::Http::new(None)?, secrets, endpoints)
+}
+
+/// [`with_clouds`] over `http` (a client answered in process, in the simulation).
+pub fn with_http(
+    platforms: &Platforms,
+    http: http::Http,
+    secrets: Arc<dyn Secrets>,
+    endpoints: Endpoints,
+) -> Result<Platforms> {
     Ok(platforms
         .clone()
         .with("gcp", Arc::new(gcp::Gcp::new(http.clone(), secrets.clone(), endpoints.gcp)))

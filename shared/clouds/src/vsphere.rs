@@ -14,8 +14,11 @@
 //!   `<infraId>-<n>` is cloned from the pool's template into its folder (powered on) as a task; the tasks are the
 //!   provisioning handle. A later call tags the clones and powers on any that is off. The install is done once
 //!   every VM is there, tagged and powered on; a failed clone task is a failed attempt.
-//! - Deprovision: every VM powered off hard and deleted, then the tag and its category; done once nothing is
-//!   left. openshift-install's folder is left (the REST API cannot delete folders).
+//! - Deprovision: every VM (in the folder `<infraId>`, tagged, or the cluster's own clones in the pool's
+//!   folder, tagged or not yet) powered off hard and deleted, then the tag and its category; done once nothing is
+//!   left and no clone task the cluster started still runs (nor, for [`CLONE_GRACE`], any a provisioning call
+//!   whose outcome was never recorded may have started). openshift-install's folder is left (the REST API
+//!   cannot delete folders).
 //!
 //! Inventory ids (datacenter, folders, template, resource pool, datastore, tag categories) are looked up by name
 //! once per process. vCenter's certificate is checked against the system's roots and the pool's `caBundle`.
@@ -25,9 +28,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apiary_planner::machines::MachineState;
-use apiary_planner::power::{Install, Termination};
+use apiary_planner::power::{ActuatorCall, Install, Termination};
 use apiary_planner::{Platform, VspherePlatform};
-use apiary_ports::platform::{Actuator, Machines, Provision, Provisioner, Refused, Target};
+use apiary_ports::platform::{Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -43,6 +46,9 @@ use crate::tokens::TokenCache;
 
 /// How long a session is reused: under vCenter's default idle timeout of 30 minutes.
 const SESSION_LIFETIME: Duration = Duration::from_secs(25 * 60);
+/// How long after a provisioning call whose outcome was never recorded (its invocation died) a deleted cluster
+/// waits for clones that call may have started: longer than a clone takes.
+pub const CLONE_GRACE: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
 
 /// The tag category openshift-install makes for a cluster.
 pub fn category_name(infra_id: &str) -> String {
@@ -456,6 +462,23 @@ impl Vsphere {
         Ok(self.list(vc, &filters).await?.into_iter().filter_map(|vm| names.get(&vm.name).map(|n| (*n, vm))).collect())
     }
 
+    /// How many of the clone tasks of `handle` are still running (a task vCenter has forgotten is not).
+    async fn clones_running(&self, vc: &Vc<'_>, handle: Option<&str>) -> Result<u32> {
+        let mut running = 0;
+        for (_, task) in tasks_of(handle) {
+            let url = format!("{}/api/cis/tasks/{}", vc.root, escape(&task));
+            let answer = self.call("vsphere:task.get", vc, |c| c.get(&url)).await?;
+            if !answer.is_success() {
+                continue;
+            }
+            let info: Value = answer.json("vsphere:task.get")?;
+            if matches!(info["status"].as_str(), Some("PENDING" | "RUNNING" | "BLOCKED")) {
+                running += 1;
+            }
+        }
+        Ok(running)
+    }
+
     /// The pool's folder, looked up in its datacenter.
     async fn folder(&self, vc: &Vc<'_>, dc: &str) -> Result<Option<String>> {
         self.lookup(vc, "folder", &vc.vs.folder, Some(dc)).await
@@ -507,13 +530,18 @@ impl Actuator for Vsphere {
         ))
     }
 
-    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
         let vc = self.vc(Self::platform(&t)?)?;
         let vms = self.members(&vc, &t).await?;
-        if vms.is_empty() || vms.iter().any(|vm| vm.state() != MachineState::Running) {
-            return Ok(false);
+        let m = Machines::of(
+            vms.iter().map(|vm| (vm.name.as_str(), vm.state())),
+            MachineState::Running,
+            MachineState::start_acts,
+        );
+        if m.total == 0 || !m.not_ready.is_empty() {
+            return Ok(Nodes::Machines(m));
         }
-        Ok(self.tools(&vc, &vms).await?.into_iter().all(|running| running))
+        Ok(if self.tools(&vc, &vms).await?.into_iter().all(|running| running) { Nodes::Ready } else { Nodes::NotReady })
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
@@ -656,8 +684,28 @@ impl Provisioner for Vsphere {
 
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
         let vc = self.vc(Self::platform(&t)?)?;
-        let vms = self.members(&vc, &t).await?;
-        let listed = vms.len() as u32;
+        let mut vms = self.members(&vc, &t).await?;
+        // Its own clones in the pool's folder, tagged or not yet (the tag comes with a later provisioning call),
+        // however many the pool asked for when they were made.
+        let dc = self.datacenter(&vc).await?;
+        if let Some(folder) = self.folder(&vc, &dc).await? {
+            let prefix = format!("{}-", t.cluster.infra_id);
+            for vm in self.list(&vc, &[("folders", folder)]).await? {
+                let own = vm
+                    .name
+                    .strip_prefix(&prefix)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                if own && !vms.iter().any(|m| m.vm == vm.vm) {
+                    vms.push(vm);
+                }
+            }
+        }
+        // Clones still running become VMs later: wait for them rather than call the cluster gone; and for those
+        // a provisioning call whose outcome was never recorded may have started.
+        let unknown =
+            t.cluster.pending_call.is_some_and(|p| p.call == ActuatorCall::Provision && t.now < p.at + CLONE_GRACE);
+        let running = self.clones_running(&vc, t.cluster.provision_ref.as_deref()).await? + u32::from(unknown);
+        let listed = vms.len() as u32 + running;
         let on: Vec<(Vm, &str, &str)> = vms
             .iter()
             .filter(|vm| vm.state() == MachineState::Running)
@@ -681,7 +729,7 @@ impl Provisioner for Vsphere {
         .await?;
         refused.machines.extend(deleted.machines);
         refused.machines.sort();
-        let remaining = refused.machines.len() as u32;
+        let remaining = refused.machines.len() as u32 + running;
         if listed > 0 || remaining > 0 {
             return Ok(Termination { remaining, refused: refused.machines });
         }

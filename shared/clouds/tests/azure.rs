@@ -12,7 +12,7 @@ use apiary_clouds::http::Http;
 use apiary_fakeclouds::azure::{FakeAzure, Timings};
 use apiary_planner::power::Install;
 use apiary_planner::{AzurePlatform, Platform};
-use apiary_ports::platform::{Actuator, Provision, Provisioner};
+use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner};
 use serde_json::json;
 use support::{Aim, MemSecrets, ARN};
 
@@ -194,7 +194,7 @@ async fn machines_are_the_vms_of_the_clusters_group_across_pages() {
     let log = w.fake.take_log();
     assert_eq!(log.iter().filter(|l| l.ends_with("/virtualMachines")).count(), 3, "five VMs in pages of two: {log:?}");
     assert_eq!(log.iter().filter(|l| l.ends_with("/instanceView")).count(), 5);
-    assert!(w.azure.nodes_ready(w.aim.target()).await.expect("ready"));
+    assert_eq!(w.azure.nodes_ready(w.aim.target()).await.expect("ready"), Nodes::Ready);
 
     // No group at all: no machine (a cluster not made yet, or gone).
     let mut none = Aim::new(w.aim.spec.platform.clone());
@@ -221,10 +221,11 @@ async fn deallocate_and_start_are_reissued_until_the_vms_settle() {
     assert_eq!(w.powers(), ["deallocated"; 2]);
     assert!(w.azure.start_machines(w.aim.target()).await.expect("start").machines.is_empty());
     assert_eq!(w.powers(), ["starting"; 2]);
-    assert!(!w.azure.nodes_ready(w.aim.target()).await.expect("ready"));
+    let starting = w.azure.nodes_ready(w.aim.target()).await.expect("ready");
+    assert!(matches!(starting, Nodes::Machines(ref m) if m.not_ready.len() == 2), "{starting:?}");
     w.fake.advance(Duration::from_secs(61));
     assert!(w.azure.machines_running(w.aim.target()).await.expect("list").not_ready.is_empty());
-    assert!(w.azure.nodes_ready(w.aim.target()).await.expect("ready"));
+    assert_eq!(w.azure.nodes_ready(w.aim.target()).await.expect("ready"), Nodes::Ready);
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use apiary_clouds::gcp::{cluster_label, Gcp};
 use apiary_clouds::http::Http;
 use apiary_fakeclouds::gcp::{FakeGcp, Timings};
 use apiary_planner::{Cluster, GcpPlatform, Platform, PoolSpec};
-use apiary_ports::platform::{Actuator, Provision, Provisioner, Target};
+use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner, Target};
 use support::{MemSecrets, ARN};
 
 const PROJECT: &str = "ci-clusters-1";
@@ -126,7 +126,7 @@ async fn start_and_stop_are_reissued_until_the_machines_settle() {
     let m = w.gcp.machines_running(w.target()).await.expect("list");
     assert_eq!((m.total, m.not_ready.len(), m.actionable), (2, 2, 0), "booting: nothing a start acts on");
     w.fake.advance(Duration::from_secs(61));
-    assert!(w.gcp.nodes_ready(w.target()).await.expect("ready"));
+    assert_eq!(w.gcp.nodes_ready(w.target()).await.expect("ready"), Nodes::Ready);
 
     // Stop, and a second stop while STOPPING: no refusal, nothing doubled.
     assert!(w.gcp.stop_machines(w.target()).await.expect("stop").machines.is_empty());

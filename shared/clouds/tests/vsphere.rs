@@ -12,7 +12,7 @@ use apiary_clouds::vsphere::{category_name, Vsphere};
 use apiary_fakeclouds::vsphere::{FakeVsphere, Timings};
 use apiary_planner::power::Install;
 use apiary_planner::{Platform, VspherePlatform};
-use apiary_ports::platform::{Actuator, Provision, Provisioner, Target};
+use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner, Target};
 use support::{Aim, MemSecrets, ARN};
 
 const INFRA: &str = "ci-x7k2p";
@@ -161,9 +161,9 @@ async fn machines_are_the_vms_of_the_infra_id_folder_and_those_carrying_its_tag(
 async fn a_stop_asks_the_guest_to_shut_down_and_a_start_powers_on_until_settled() {
     let mut w = World::new(2).await;
     w.installed().await;
-    assert!(!w.vsphere.nodes_ready(w.aim.target()).await.expect("ready"), "tools not up yet");
+    assert_eq!(w.vsphere.nodes_ready(w.aim.target()).await.expect("ready"), Nodes::NotReady, "tools not up yet");
     w.fake.advance(Duration::from_secs(31));
-    assert!(w.vsphere.nodes_ready(w.aim.target()).await.expect("ready"));
+    assert_eq!(w.vsphere.nodes_ready(w.aim.target()).await.expect("ready"), Nodes::Ready);
     w.fake.take_log();
     assert!(w.vsphere.stop_machines(w.aim.target()).await.expect("stop").machines.is_empty());
     let log = w.fake.take_log();
@@ -278,4 +278,63 @@ async fn vcenters_certificate_is_trusted_through_the_pools_ca_bundle_only() {
     let text = err.to_string();
     assert!(!err.is_retryable() && text.contains("certificate is not trusted"), "{text}");
     assert!(started.elapsed() < Duration::from_secs(3), "not retried until the budget runs out");
+}
+
+/// Found by the whole-system simulation: a cluster deleted while its clones ran, or after they finished but
+/// before they were tagged, was declared gone and its VMs leaked. Deprovisioning waits for the clones it knows of
+/// and deletes the cluster's own VMs in the pool's folder, tagged or not.
+#[tokio::test]
+async fn a_cluster_deleted_while_cloning_loses_its_clones_too() {
+    let mut w = World::new(2).await;
+    let Provision::Accepted { handle } = w.vsphere.provision(w.aim.target()).await.expect("call") else {
+        panic!("refused")
+    };
+    w.aim.cluster.provision_ref = handle;
+    w.aim.cluster.deleting = true;
+    let t = w.vsphere.deprovision(w.aim.target()).await.expect("delete");
+    assert_eq!((t.remaining, t.refused.len()), (2, 0), "the clones still running are waited for");
+    w.fake.advance(Duration::from_secs(61));
+    assert_eq!(w.powers(), ["POWERED_ON"; 2], "cloned, never tagged");
+    let t = w.vsphere.deprovision(w.aim.target()).await.expect("delete");
+    assert_eq!(t.refused.len(), 0);
+    assert!(w.powers().is_empty(), "the untagged clones are deleted");
+    assert_eq!(w.vsphere.deprovision(w.aim.target()).await.expect("done").remaining, 0);
+}
+
+/// Found by the whole-system simulation: the cluster's own clones were looked for by the pool's current
+/// machineCount, so after an edit that lowered it, a deleted cluster's last untagged clones were left behind.
+#[tokio::test]
+async fn a_cluster_made_with_more_machines_than_the_pool_now_asks_for_loses_them_all() {
+    let mut w = World::new(3).await;
+    let Provision::Accepted { handle } = w.vsphere.provision(w.aim.target()).await.expect("call") else {
+        panic!("refused")
+    };
+    w.fake.advance(Duration::from_secs(61));
+    w.aim.cluster.provision_ref = handle;
+    if let Platform::Vsphere(v) = &mut w.aim.spec.platform {
+        v.machine_count = 1;
+    }
+    w.vsphere.deprovision(w.aim.target()).await.expect("delete");
+    assert!(w.powers().is_empty(), "{:?}", w.powers());
+}
+
+/// A provisioning call whose outcome was never recorded (its invocation died after making it) may have started
+/// clones: a cluster deleted meanwhile waits for them, for a while, and deletes what landed.
+#[tokio::test]
+async fn a_cluster_deleted_after_a_provisioning_call_of_unknown_outcome_waits_for_its_clones() {
+    let mut w = World::new(1).await;
+    let at = w.aim.cluster.created_at;
+    w.aim.cluster.pending_call =
+        Some(apiary_planner::PendingCall { call: apiary_planner::power::ActuatorCall::Provision, at });
+    // The call landed; its answer (the tasks) was lost with the invocation.
+    let _ = w.vsphere.provision(w.aim.target()).await.expect("call");
+    w.aim.cluster.deleting = true;
+    let t = w.vsphere.deprovision(w.aim.target()).await.expect("delete");
+    assert_eq!(t.remaining, 1, "waits for a clone it cannot see yet");
+    w.fake.advance(Duration::from_secs(61));
+    let landed = Target { now: at + chrono::TimeDelta::minutes(2), ..w.aim.target() };
+    assert_eq!(w.vsphere.deprovision(landed).await.expect("delete").remaining, 1, "still within the grace");
+    assert!(w.powers().is_empty(), "what landed is deleted");
+    let later = Target { now: at + apiary_clouds::vsphere::CLONE_GRACE, ..w.aim.target() };
+    assert_eq!(w.vsphere.deprovision(later).await.expect("done").remaining, 0);
 }

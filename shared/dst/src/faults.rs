@@ -32,6 +32,9 @@ pub struct Faults {
     pub stuck: f64,
     /// A machine refuses a start, stop or termination.
     pub refuse: f64,
+    /// At each sweep, a machine of a fake cloud gets stuck (a transition that never ends, a guest that never
+    /// boots); and, as often, another starts refusing every call. Both last until the faults stop.
+    pub harm: f64,
 }
 
 impl Faults {
@@ -47,6 +50,7 @@ impl Faults {
             slow: 0.0,
             stuck: 0.0,
             refuse: 0.0,
+            harm: 0.0,
         }
     }
 
@@ -62,6 +66,7 @@ impl Faults {
             slow: 0.05,
             stuck: 0.01,
             refuse: 0.02,
+            harm: 0.03,
         }
     }
 }
@@ -127,6 +132,16 @@ impl SimHook {
         self.lock().active = active;
     }
 
+    /// The odds of harming a fake cloud's machine at a sweep: [`Faults::harm`] while faults are on, else none.
+    pub fn harm(&self) -> f64 {
+        let s = self.lock();
+        if s.active {
+            s.faults.harm
+        } else {
+            0.0
+        }
+    }
+
     /// Names the invocation about to be polled: calls made until the next one are its own.
     pub fn enter_invocation(&self, id: u64) {
         self.lock().current = id;
@@ -166,6 +181,7 @@ fn throttle(op: Op) -> Error {
         Op::Describe | Op::Change | Op::Provision | Op::Terminate => {
             ("ec2", "RequestLimitExceeded: request limit exceeded")
         }
+        Op::CloudRead | Op::CloudWrite => ("cloud", "503 Service Unavailable"),
     };
     Error::service(if name == "ec2" { "ec2:Call" } else { "aws:Call" }, message, true)
 }

@@ -100,7 +100,7 @@ impl Checker {
     }
 
     fn table(&mut self, sim: &Sim, tables: &Tables, now: Timestamp) -> Result<(), Violation> {
-        let machines = sim.world.cloud.machines();
+        let machines = all_machines(sim);
         let mut assigned = BTreeMap::new();
         for snap in tables.snapshots() {
             let pool = snap.pool.name.clone();
@@ -137,8 +137,8 @@ impl Checker {
                         };
                         let up: Vec<MachineState> = machines
                             .iter()
-                            .filter(|m| m.infra_id == c.infra_id && !m.state.is_gone())
-                            .map(|m| m.state)
+                            .filter(|(infra_id, state)| *infra_id == c.infra_id && !state.is_gone())
+                            .map(|(_, state)| *state)
                             .collect();
                         if !c.is_running() || up.is_empty() || up.iter().any(|s| *s != MachineState::Running) {
                             return violation(
@@ -319,4 +319,11 @@ pub fn pending_with_capacity(snap: &Snapshot) -> Result<(), (String, String)> {
         states.join("; ")
     );
     Err((k.name.clone(), why))
+}
+
+/// Every machine of every cloud (EC2 in memory and the three fakes) as (infraId, state).
+pub fn all_machines(sim: &Sim) -> Vec<(String, MachineState)> {
+    let ec2 = sim.world.cloud.machines().into_iter().map(|m| (m.infra_id, m.state));
+    let fakes = sim.clouds.machines().into_iter().map(|m| (m.infra_id, m.state));
+    ec2.chain(fakes).collect()
 }

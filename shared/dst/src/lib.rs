@@ -9,6 +9,7 @@
 //! - [`invariants`]: what must hold after every step, and once quiet.
 //! - [`run()`]: one seed end to end: chaos with faults, then quiet until everything converges.
 
+pub mod clouds;
 pub mod faults;
 pub mod invariants;
 mod run;

@@ -172,6 +172,16 @@ pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
             return Err(fail(&sim, Violation { at: now, invariant: "no leaked machines", detail }));
         }
     }
+    for m in sim.clouds.machines().iter().filter(|m| !m.state.is_gone()) {
+        let exists = tables.snapshots().iter().any(|s| s.clusters.iter().any(|c| c.infra_id == m.infra_id));
+        if !exists {
+            let detail = format!(
+                "{} {} ({:?}) belongs to infraId {}, which no cluster has",
+                m.cloud, m.name, m.state, m.infra_id
+            );
+            return Err(fail(&sim, Violation { at: now, invariant: "no leaked machines", detail }));
+        }
+    }
     let mut answers = BTreeMap::new();
     for a in &sim.answers {
         *answers.entry(a.status).or_default() += 1;

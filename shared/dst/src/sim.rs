@@ -22,6 +22,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use chrono::TimeDelta;
 use serde_json::Value;
 
+use crate::clouds::SimClouds;
 use crate::faults::{Faults, SimHook};
 
 /// How the simulated deployment runs.
@@ -189,6 +190,8 @@ pub struct Sim {
     pub deps: Deps,
     /// The faults.
     pub hook: Arc<SimHook>,
+    /// The clouds reached over HTTP: the fakes behind the real adapters.
+    pub clouds: Arc<SimClouds>,
     /// Every API answer so far.
     pub answers: Vec<Answer>,
     /// What ran.
@@ -217,10 +220,16 @@ impl Sim {
             full_sweep_every: options.full_sweep_every,
             ..Config::named("apiary", &[ADMIN])
         };
-        let deps = world.deps(config);
+        let mut deps = world.deps(config);
+        let clouds = Arc::new(SimClouds::new(world.time.clone(), hook.clone()));
+        // The adapters' clients are built in process: nothing here can fail but a broken build.
+        if let Ok(platforms) = clouds.platforms(&deps.platforms) {
+            deps.platforms = Arc::new(platforms);
+        }
         Self {
             world,
             deps,
+            clouds,
             hook,
             answers: vec![],
             stats: Stats::default(),
@@ -247,9 +256,11 @@ impl Sim {
         self.requests.sort_by_key(|r| std::cmp::Reverse((r.0, r.1)));
     }
 
-    /// Turns the faults off: from now on every call succeeds and every transition takes its usual time.
+    /// Turns the faults off: from now on every call succeeds, every transition takes its usual time, and every
+    /// harmed machine of the fake clouds behaves again.
     pub fn quiet(&mut self) {
         self.hook.set_active(false);
+        self.clouds.heal();
     }
 
     /// Invocations in flight.
@@ -282,6 +293,8 @@ impl Sim {
         let now = self.now();
         if self.next_sweep <= now && self.running(Kind::Sweep) == 0 {
             self.next_sweep = now + self.options.sweep_every;
+            let odds = self.hook.harm();
+            self.clouds.harm(&mut self.rng, odds, odds);
             let deps = self.deps.clone();
             self.start(
                 Kind::Sweep,

@@ -1,4 +1,5 @@
-//! A seeded workload: a few pools with varied specs, then claims (some with lifetimes), releases, hibernate and
+//! A seeded workload: a few pools with varied specs, each on one of four clouds (EC2 in memory, or GCP, Azure
+//! or vSphere through their real adapters and fakes), then claims (some with lifetimes), releases, hibernate and
 //! resume requests, and pool edits (size, runningCount, maxConcurrent, inventory, platform, schedules) spread
 //! over the chaos phase, now and then a pool deleted. Every pool bounds its power transitions and installs, so a
 //! stuck machine is caught and replaced (with no timeout set it would rightly wait forever).
@@ -16,21 +17,29 @@ pub const OWNERS: [&str; 3] =
 
 const NAMES: [&str; 6] = ["red", "green", "blue", "cyan", "amber", "plum"];
 
-/// A random pool spec.
-fn spec(rng: &mut SplitMix, version: u64) -> Value {
+/// The clouds a pool may be on: EC2 in memory, and the three fakes behind the real HTTP adapters.
+pub const CLOUDS: [&str; 4] = ["aws", "gcp", "azure", "vsphere"];
+
+/// A random pool spec on `cloud`; `version` changes what shapes its clusters (never where they live).
+fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
     let size = 1 + rng.below(4) as i64;
+    let machines = 1 + rng.below(3);
+    let platform = match cloud {
+        "aws" => json!({"aws": {
+            "region": "us-east-1",
+            "imageId": "ami-0123456789abcdef0",
+            "instanceType": if version % 2 == 0 { "m5.large" } else { "m5.xlarge" },
+            "machineCount": machines
+        }}),
+        other => crate::clouds::SimClouds::platform(other, machines, version),
+    };
     let mut spec = json!({
         "size": size,
         "runningCount": rng.below(size as u64 + 2),
         "powerstateTransitionToRunningTimeout": "15m",
         "powerstateTransitionToHibernatingTimeout": "15m",
         "installTimeout": "20m",
-        "platform": {"aws": {
-            "region": "us-east-1",
-            "imageId": "ami-0123456789abcdef0",
-            "instanceType": if version % 2 == 0 { "m5.large" } else { "m5.xlarge" },
-            "machineCount": 1 + rng.below(3)
-        }}
+        "platform": platform,
     });
     if rng.chance(0.5) {
         spec["maxConcurrent"] = json!(1 + rng.below(3));
@@ -59,10 +68,11 @@ fn spec(rng: &mut SplitMix, version: u64) -> Value {
 pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp, Request)> {
     let mut rng = SplitMix::new(seed ^ 0xa11c_e5ed);
     let pools: Vec<String> = (0..2 + rng.below(2)).map(|i| format!("p{i}")).collect();
+    let clouds: Vec<&str> = pools.iter().map(|_| CLOUDS[rng.below(CLOUDS.len() as u64) as usize]).collect();
     let mut out: Vec<(Timestamp, Request)> = vec![];
     let mut versions = vec![0u64; pools.len()];
-    for p in &pools {
-        out.push((start, Request::PutPool { pool: p.clone(), spec: spec(&mut rng, 0) }));
+    for (p, cloud) in pools.iter().zip(&clouds) {
+        out.push((start, Request::PutPool { pool: p.clone(), spec: spec(&mut rng, 0, cloud) }));
     }
     let mut claims: Vec<(String, String, String)> = vec![];
     let mut t = start + TimeDelta::minutes(5);
@@ -87,7 +97,7 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
         } else if r < 0.985 {
             let i = pools.iter().position(|x| *x == p).unwrap_or_default();
             versions[i] += u64::from(rng.chance(0.3));
-            Request::PutPool { pool: p, spec: spec(&mut rng, versions[i]) }
+            Request::PutPool { pool: p, spec: spec(&mut rng, versions[i], clouds[i]) }
         } else {
             Request::DeletePool { pool: p }
         };

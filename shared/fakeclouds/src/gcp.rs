@@ -132,6 +132,15 @@ impl FakeGcp {
         let pair = aws_lc_rs::rsa::KeyPair::generate(aws_lc_rs::rsa::KeySize::Rsa2048).expect("an RSA key");
         let pkcs8 = pair.as_der().expect("PKCS#8");
         let pem = pem::encode(&pem::Pem::new("PRIVATE KEY", pkcs8.as_ref().to_vec()));
+        self.service_account_with(email, project, &pem).expect("the key just made")
+    }
+
+    /// A new service account `email` whose key is `private_key_pem` (PKCS#8): its JSON key file; `None` when the
+    /// PEM is not an RSA key. (Keys are slow to make: a simulation makes one and gives it to every fake.)
+    pub fn service_account_with(&self, email: &str, project: &str, private_key_pem: &str) -> Option<String> {
+        let der = pem::parse(private_key_pem).ok()?;
+        let pair = aws_lc_rs::rsa::KeyPair::from_pkcs8(der.contents()).ok()?;
+        let pem = private_key_pem;
         self.lock().accounts.insert(email.to_owned(), pair.public_key().as_ref().to_vec());
         json!({
             "type": "service_account",
@@ -143,6 +152,7 @@ impl FakeGcp {
             "token_uri": self.token_uri(),
         })
         .to_string()
+        .into()
     }
 
     /// Makes `template` exist (`name`, in every project).

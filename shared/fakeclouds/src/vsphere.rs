@@ -375,6 +375,13 @@ impl State {
             .collect();
         for id in done {
             let Some(task) = self.tasks.get(&id).cloned() else { continue };
+            if self.vms.values().any(|vm| vm.name == task.name && vm.folder == task.folder) {
+                // vCenter keeps one VM of a name in a folder: a second clone of it fails when it finishes.
+                if let Some(t) = self.tasks.get_mut(&id) {
+                    t.failure = Some(format!("The name '{}' already exists.", task.name));
+                }
+                continue;
+            }
             let vm_id = self.id("vm-");
             let power = if task.power_on { "POWERED_ON" } else { "POWERED_OFF" };
             let vm = Vm {

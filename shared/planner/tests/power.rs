@@ -440,3 +440,46 @@ fn clusters_installing_in_transition_or_deleting_are_in_progress_and_settled_or_
         assert_eq!(in_progress(&c), want, "{what}");
     }
 }
+
+/// Found by the whole-system simulation on vSphere: a resume asked while a guest shutdown was still landing saw
+/// the machines running, moved to WaitingForNodes, and the shutdown then powered them off. Waiting for nodes, only
+/// "are the nodes ready?" was asked, so nothing started the machines again until the resume timed out and broke
+/// the cluster. A machine found down while waiting for nodes sends the resume back to waiting for machines, and
+/// a start is made again.
+#[test]
+fn machines_that_go_down_while_waiting_for_nodes_are_started_again() {
+    let c = cluster("c").resuming().c;
+    let c = step(&c, &machines(0), at(1), PowerLimits::default()).cluster;
+    assert_eq!((c.power_state, probe(&c)), (Some(PowerState::WaitingForNodes), Some(Probe::NodesReady)));
+    // The nodes' probe finds the machines down, still stopping: wait for them, as for machines.
+    let s = step(&c, &waiting(3), at(2), PowerLimits::default());
+    assert_eq!((s.cluster.power_state, s.call), (Some(PowerState::WaitingForMachines), None));
+    assert_eq!(probe(&s.cluster), Some(Probe::MachinesRunning));
+    assert_eq!(cond(&s.cluster, condition::READY).reason, reason::WAITING_FOR_MACHINES);
+    // Stopped: started again, within the same transition (its timeout still counts from the resume).
+    let s = step(&s.cluster, &machines(3), at(3), PowerLimits::default());
+    assert_eq!(s.call, Some(ActuatorCall::Start));
+    assert_eq!(s.cluster.transition_started_at, c.transition_started_at);
+}
+
+/// Found by the whole-system simulation on vSphere: a cluster marked for deletion while its provisioning call was
+/// under way dropped the call's outcome, and with it the clone tasks to wait for; the clones landed after the
+/// cluster was gone. Its outcome is kept (and its recorded call ended) whatever became of the cluster.
+#[test]
+fn a_provisioning_outcome_is_kept_when_the_cluster_was_marked_for_deletion_meanwhile() {
+    let c = cluster("c").installing().c;
+    let mut asked = step(&c, &Report::Install(Install::Absent), at(0), PowerLimits::default()).cluster;
+    assert!(asked.pending_call.is_some());
+    asked.deleting = true;
+    let handle = Some("0=task-1".to_owned());
+    let s = step(&asked, &Report::Provisioned { handle: handle.clone() }, at(0), PowerLimits::default());
+    assert!(s.changed);
+    assert_eq!((s.cluster.provision_ref, s.cluster.pending_call), (handle, None));
+    assert_eq!((s.call, s.recheck_after), (None, None), "the deprovisioning drives it from here");
+    let mut broken = asked.clone();
+    broken.deleting = false;
+    broken.provision_stopped = true;
+    let s = step(&broken, &Report::CallFailed { message: "quota".into() }, at(0), PowerLimits::default());
+    assert_eq!((s.changed, s.cluster.pending_call), (true, None));
+    assert_eq!(s.cluster.install_failures, 0, "a broken cluster counts no more attempts");
+}

@@ -68,6 +68,17 @@ impl Machines {
     }
 }
 
+/// Whether a cluster's nodes are ready, as its platform finds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nodes {
+    /// Every machine runs and its node is ready.
+    Ready,
+    /// Every machine runs, some node is not ready yet.
+    NotReady,
+    /// Not every machine runs (one stopped under the resume, or never started): what `machines_running` says.
+    Machines(Machines),
+}
+
 /// The outcome of a start or stop: which machines the cloud refused, with its message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Refused {
@@ -115,8 +126,9 @@ pub trait Actuator: Send + Sync {
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines>;
     /// Machines found, and those not stopped yet.
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines>;
-    /// Whether the cluster's nodes are ready (on EC2: every instance passes its status checks).
-    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool>;
+    /// Whether the cluster's nodes are ready (on EC2: every instance passes its status checks), or, when not
+    /// every machine runs, which are not.
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes>;
     /// Starts every machine not running.
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused>;
     /// Stops every machine not stopped.

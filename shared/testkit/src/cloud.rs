@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
 use apiary_planner::{Platform, Timestamp};
-use apiary_ports::platform::{client_token, Actuator, Machines, Provision, Provisioner, Refused, Target};
+use apiary_ports::platform::{client_token, Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::Result;
 use async_trait::async_trait;
 use chrono::TimeDelta;
@@ -267,17 +267,21 @@ impl Actuator for Cloud {
         leave(self.hook.as_ref(), Op::Describe, Ok(found))
     }
 
-    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
         enter(self.hook.as_ref(), Op::Describe).await?;
         self.count("describe");
         let now = self.time.now();
         let checks = self.timings().status_checks;
         let list = self.cluster(&t.cluster.infra_id);
-        let ready = !list.is_empty()
-            && list.iter().all(|m| {
-                m.state == MachineState::Running && m.running_since.is_some_and(|since| since + checks <= now)
-            });
-        leave(self.hook.as_ref(), Op::Describe, Ok(ready))
+        let m = machines(&list, MachineState::Running, MachineState::start_acts);
+        let nodes = if m.total == 0 || !m.not_ready.is_empty() {
+            Nodes::Machines(m)
+        } else if list.iter().all(|m| m.running_since.is_some_and(|since| since + checks <= now)) {
+            Nodes::Ready
+        } else {
+            Nodes::NotReady
+        };
+        leave(self.hook.as_ref(), Op::Describe, Ok(nodes))
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {

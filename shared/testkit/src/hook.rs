@@ -27,12 +27,19 @@ pub enum Op {
     Terminate,
     /// A schedule sync.
     Schedules,
+    /// A read of a cloud's REST API (a GET).
+    CloudRead,
+    /// A change through a cloud's REST API (any other method).
+    CloudWrite,
 }
 
 impl Op {
     /// Whether the call changes state (so "it landed but the answer was lost" is possible).
     pub fn changes_state(self) -> bool {
-        matches!(self, Op::Write | Op::Send | Op::Change | Op::Provision | Op::Terminate | Op::Schedules)
+        matches!(
+            self,
+            Op::Write | Op::Send | Op::Change | Op::Provision | Op::Terminate | Op::Schedules | Op::CloudWrite
+        )
     }
 }
 

@@ -9,7 +9,7 @@
 //! - [`Cloud`](cloud::Cloud): machines with EC2's states and transition rules, client tokens, timed transitions,
 //!   per-machine refusals; the `aws` platform's actuator and provisioner.
 //! - [`MemSchedules`](schedules::MemSchedules) and [`VirtualClock`](time::VirtualClock) on shared virtual
-//!   [`Time`](time::Time).
+//!   [`Time`](time::Time); [`MemSecrets`](secrets::MemSecrets).
 //!
 //! Every port call passes through a [`Hook`](hook::Hook) first. The default lets everything through at once; a
 //! simulation's hook yields (so concurrent invocations interleave between any two calls), fails calls, kills
@@ -21,6 +21,7 @@ pub mod fixtures;
 pub mod hook;
 pub mod queue;
 pub mod schedules;
+pub mod secrets;
 pub mod store;
 pub mod time;
 

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
 use apiary_planner::{AzurePlatform, Platform};
-use apiary_ports::platform::{Actuator, Machines, Provision, Provisioner, Refused, Target};
+use apiary_ports::platform::{Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -392,9 +392,18 @@ impl Actuator for Azure {
         Ok(m)
     }
 
-    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
         let (_, _, vms) = self.listed(&t).await?;
-        Ok(!vms.is_empty() && vms.iter().all(|vm| vm.state(false) == MachineState::Running && vm.agent_ready))
+        let live: Vec<&Vm> = vms.iter().filter(|vm| !vm.state(false).is_gone()).collect();
+        let m = Machines::of(
+            live.iter().map(|vm| (vm.name.as_str(), vm.state(false))),
+            MachineState::Running,
+            MachineState::start_acts,
+        );
+        if m.total == 0 || !m.not_ready.is_empty() {
+            return Ok(Nodes::Machines(m));
+        }
+        Ok(if live.iter().all(|vm| vm.agent_ready) { Nodes::Ready } else { Nodes::NotReady })
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {

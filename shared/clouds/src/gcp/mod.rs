@@ -25,7 +25,7 @@ use std::sync::Arc;
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
 use apiary_planner::{GcpPlatform, Platform};
-use apiary_ports::platform::{client_token, Actuator, Machines, Provision, Provisioner, Refused, Target};
+use apiary_ports::platform::{client_token, Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -307,9 +307,10 @@ impl Actuator for Gcp {
         self.machines(&t, MachineState::Stopped, MachineState::stop_acts).await
     }
 
-    async fn nodes_ready(&self, t: Target<'_>) -> Result<bool> {
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
+        // Compute Engine has no node check of its own: every instance RUNNING is ready.
         let running = self.machines(&t, MachineState::Running, MachineState::start_acts).await?;
-        Ok(running.total > 0 && running.not_ready.is_empty())
+        Ok(if running.total > 0 && running.not_ready.is_empty() { Nodes::Ready } else { Nodes::Machines(running) })
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {

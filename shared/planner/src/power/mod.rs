@@ -222,6 +222,18 @@ pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLim
     let mut out =
         PowerStep { cluster: cluster.clone(), changed: false, call: None, recheck_after: None, wakes_pool: false };
     if cluster.deleting || cluster.is_broken() {
+        // Nothing drives it any more, but the outcome of the call it was making still counts: a provisioning
+        // handle is what its deprovisioning follows (clones still to land).
+        let c = &mut out.cluster;
+        match report {
+            Report::Provisioned { handle } => {
+                c.provision_ref = keepable(handle);
+                c.pending_call = None;
+            }
+            Report::CallAccepted | Report::CallFailed { .. } => c.pending_call = None,
+            _ => {}
+        }
+        out.changed = out.cluster != *cluster;
         return out;
     }
     let outcome = matches!(report, Report::CallAccepted | Report::Provisioned { .. } | Report::CallFailed { .. });
@@ -285,8 +297,7 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
             }
         },
         Report::Provisioned { handle } => {
-            let fits = |h: &&String| h.len() <= crate::validate::limits::MAX_PROVISION_REF_LEN;
-            c.provision_ref = handle.as_ref().filter(fits).cloned();
+            c.provision_ref = keepable(handle);
             out.recheck_after = Some(INSTALL_POLL);
         }
         Report::CallFailed { message } | Report::Install(Install::Failed { message }) => {
@@ -322,6 +333,12 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
         let until = (c.created_at + limit - now).max(TimeDelta::seconds(1));
         out.recheck_after = out.recheck_after.map(|r| r.min(until));
     }
+}
+
+/// A provisioning handle the cluster can keep: one longer than the limit is not kept (the platform then follows
+/// its provisioning without it).
+fn keepable(handle: &Option<String>) -> Option<String> {
+    handle.as_ref().filter(|h| h.len() <= crate::validate::limits::MAX_PROVISION_REF_LEN).cloned()
 }
 
 /// The wait after `failures` failed provisioning attempts: 1, 2, 4 … minutes, at most an hour.
@@ -362,9 +379,10 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp) {
                     }
                     out.call = Some(ActuatorCall::Start);
                 }
-                // The machines are on their way (or still stopping): look again.
+                // The machines are on their way (or still stopping, or went down while the nodes were awaited):
+                // look again, at the machines.
                 _ => {
-                    if c.power_state == Some(PowerState::StartingMachines) {
+                    if matches!(c.power_state, Some(PowerState::StartingMachines | PowerState::WaitingForNodes)) {
                         enter(c, PowerState::WaitingForMachines, "", now);
                     }
                     out.recheck_after = Some(POLL);
