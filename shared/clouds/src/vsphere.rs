@@ -240,17 +240,20 @@ impl Vsphere {
         answer.json(op)
     }
 
-    /// The id of the inventory object `kind` named `name` (in the datacenter `within`), looked up once.
+    /// The id of the inventory object `kind` named `name` (in the datacenter `within`), looked up once. With
+    /// `remember_none`, that there is none is remembered too (openshift-install's `<infraId>` folder: a cluster
+    /// that has none never gets one).
     async fn lookup(
         &self,
         vc: &Vc<'_>,
         kind: &'static str,
         name: &str,
         within: Option<&str>,
+        remember_none: bool,
     ) -> Result<Option<String>> {
         let key = format!("{} {kind} {} {name}", vc.root, within.unwrap_or_default());
         if let Some(id) = self.ids.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return Ok(Some(id.clone()));
+            return Ok((!id.is_empty()).then(|| id.clone()));
         }
         let mut url = format!("{}/api/vcenter/{kind}?names={}", vc.root, escape(name));
         if let Some(dc) = within {
@@ -262,14 +265,14 @@ impl Vsphere {
         let found: Vec<Value> = self.get(op_of(kind), vc, &url).await?;
         let field = if kind == "resource-pool" { "resource_pool" } else { kind };
         let id = found.first().and_then(|o| o[field].as_str()).map(str::to_owned);
-        if let Some(id) = &id {
-            self.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(key, id.clone());
+        if id.is_some() || remember_none {
+            self.ids.lock().unwrap_or_else(|e| e.into_inner()).insert(key, id.clone().unwrap_or_default());
         }
         Ok(id)
     }
 
     async fn datacenter(&self, vc: &Vc<'_>) -> Result<String> {
-        self.lookup(vc, "datacenter", &vc.vs.datacenter, None).await?.ok_or_else(|| {
+        self.lookup(vc, "datacenter", &vc.vs.datacenter, None, false).await?.ok_or_else(|| {
             Error::service(
                 "vsphere:datacenter.list",
                 format!("no datacenter {:?} on {}", vc.vs.datacenter, vc.vs.server),
@@ -396,7 +399,7 @@ impl Vsphere {
     async fn members(&self, vc: &Vc<'_>, t: &Target<'_>) -> Result<Vec<Vm>> {
         let dc = self.datacenter(vc).await?;
         let mut found: BTreeMap<String, Vm> = BTreeMap::new();
-        if let Some(folder) = self.lookup(vc, "folder", &t.cluster.infra_id, Some(&dc)).await? {
+        if let Some(folder) = self.lookup(vc, "folder", &t.cluster.infra_id, Some(&dc), true).await? {
             for vm in self.list(vc, &[("folders", folder)]).await? {
                 found.insert(vm.vm.clone(), vm);
             }
@@ -481,7 +484,7 @@ impl Vsphere {
 
     /// The pool's folder, looked up in its datacenter.
     async fn folder(&self, vc: &Vc<'_>, dc: &str) -> Result<Option<String>> {
-        self.lookup(vc, "folder", &vc.vs.folder, Some(dc)).await
+        self.lookup(vc, "folder", &vc.vs.folder, Some(dc), false).await
     }
 }
 
@@ -625,7 +628,7 @@ impl Provisioner for Vsphere {
             Ok(Provision::Refused(format!("no {what} {name:?} in datacenter {}", vs.datacenter)))
         };
         let Some(folder) = self.folder(&vc, &dc).await? else { return missing("VM folder", &vs.folder) };
-        let Some(template) = self.lookup(&vc, "vm", &vs.template, Some(&dc)).await? else {
+        let Some(template) = self.lookup(&vc, "vm", &vs.template, Some(&dc), false).await? else {
             return missing("template VM", &vs.template);
         };
         let mut placement = json!({ "folder": folder });
@@ -633,7 +636,9 @@ impl Provisioner for Vsphere {
             [("resource-pool", "resource_pool", &vs.resource_pool), ("datastore", "datastore", &vs.datastore)]
         {
             if let Some(name) = name {
-                let Some(id) = self.lookup(&vc, kind, name, Some(&dc)).await? else { return missing(kind, name) };
+                let Some(id) = self.lookup(&vc, kind, name, Some(&dc), false).await? else {
+                    return missing(kind, name);
+                };
                 placement[field] = json!(id);
             }
         }
