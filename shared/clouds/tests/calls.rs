@@ -15,7 +15,7 @@ use apiary_clouds::vsphere::Vsphere;
 use apiary_fakeclouds::{azure, gcp, vsphere};
 use apiary_planner::power::Install;
 use apiary_planner::{AzurePlatform, GcpPlatform, Platform, VspherePlatform};
-use apiary_ports::platform::{Actuator, Machinery, Nodes, Provision};
+use apiary_ports::platform::{Machinery, Nodes, Provision};
 use serde_json::json;
 use support::{Aim, MemSecrets, ARN};
 

@@ -93,7 +93,9 @@ struct State {
     pools: BTreeMap<String, String>,
     datastores: BTreeMap<String, String>,
     vms: BTreeMap<String, Vm>,
-    tasks: HashMap<String, Task>,
+    /// Ordered, so that clones finishing at one instant become VMs (and get their ids) in one order: a
+    /// simulation replays exactly.
+    tasks: BTreeMap<String, Task>,
     categories: BTreeMap<String, Category>,
     tags: BTreeMap<String, Tag>,
     next_id: u64,
@@ -131,7 +133,7 @@ impl FakeVsphere {
             pools: BTreeMap::new(),
             datastores: BTreeMap::new(),
             vms: BTreeMap::new(),
-            tasks: HashMap::new(),
+            tasks: BTreeMap::new(),
             categories: BTreeMap::new(),
             tags: BTreeMap::new(),
             next_id: 0,
