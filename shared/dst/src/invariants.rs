@@ -273,12 +273,12 @@ pub fn converged(snap: &Snapshot, now: Timestamp) -> Result<(), String> {
             ));
         }
     }
-    pending_with_capacity(snap).map_err(|(_, why)| why)
+    pending_with_capacity(snap, now).map_err(|(_, why)| why)
 }
 
-/// `Err` naming a claim still pending although its pool has room (a free cluster, or room for another), with what
-/// the pool holds.
-pub fn pending_with_capacity(snap: &Snapshot) -> Result<(), (String, String)> {
+/// `Err` naming a claim still pending although its pool has room (a free cluster, or room for another, and no
+/// provisioning backoff holding new clusters back), with what the pool holds.
+pub fn pending_with_capacity(snap: &Snapshot, now: Timestamp) -> Result<(), (String, String)> {
     let pending = snap.claims.iter().find(|k| k.is_pending());
     let Some(k) = pending else { return Ok(()) };
     let spec = &snap.pool.spec;
@@ -292,6 +292,11 @@ pub fn pending_with_capacity(snap: &Snapshot) -> Result<(), (String, String)> {
     let free = snap.clusters.iter().any(|c| c.claim.is_none() && !c.deleting && !c.marked_for_deletion);
     if snap.clusters.len() >= room && !free {
         // No room for another cluster and none free: it waits for a release.
+        return Ok(());
+    }
+    if !free && backing_off(snap, now) {
+        // Clusters were lost to provisioning in a row (during the faults): the pool waits out its backoff, up to
+        // an hour, before it makes another. The claim has room once the backoff ends.
         return Ok(());
     }
     let states: Vec<String> = snap
@@ -319,6 +324,17 @@ pub fn pending_with_capacity(snap: &Snapshot) -> Result<(), (String, String)> {
         states.join("; ")
     );
     Err((k.name.clone(), why))
+}
+
+/// Whether the pool holds back new clusters at `now`, after clusters lost to provisioning in a row (the planner's
+/// rule: the losses end with the first cluster installed after the last of them).
+fn backing_off(snap: &Snapshot, now: Timestamp) -> bool {
+    let status = &snap.pool.status;
+    let Some(last) = status.last_provision_failure.as_ref().filter(|_| status.provision_failures > 0) else {
+        return false;
+    };
+    let recovered = snap.clusters.iter().any(|c| c.installed_at.is_some_and(|t| t > last.at));
+    !recovered && now < last.at + apiary_planner::plan::provisioning_backoff(status.provision_failures)
 }
 
 /// Every machine of every cloud (EC2 in memory and the three fakes) as (infraId, state).
