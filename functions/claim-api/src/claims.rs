@@ -124,7 +124,7 @@ async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, A
     }
 }
 
-async fn get_cluster_item(deps: &Deps, pool: &str, id: &str) -> Result<Option<Cluster>, ApiError> {
+pub(crate) async fn get_cluster_item(deps: &Deps, pool: &str, id: &str) -> Result<Option<Cluster>, ApiError> {
     Ok(match deps.store.get(pool, &Key::Cluster(id.to_owned())).await? {
         Some(Item::Cluster(c)) => Some(*c),
         _ => None,

@@ -82,6 +82,10 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
         ("GET", ["pools", pool]) => pools::get_pool(deps, pool).await,
         ("DELETE", ["pools", pool]) => pools::delete_pool(deps, &caller, pool).await,
         ("GET", ["pools", pool, "clusters"]) => pools::list_clusters(deps, pool).await,
+        ("POST", ["pools", pool, "clusters", id, "pause"]) => pools::pause_cluster(deps, &caller, pool, id, true).await,
+        ("POST", ["pools", pool, "clusters", id, "unpause"]) => {
+            pools::pause_cluster(deps, &caller, pool, id, false).await
+        }
         ("GET", ["pools", pool, "claims"]) => claims::list_claims(deps, &caller, pool).await,
         ("PUT", ["pools", pool, "claims", claim]) => claims::put_claim(deps, &caller, pool, claim, req.body()).await,
         ("GET", ["pools", pool, "claims", claim]) => {
@@ -96,7 +100,8 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
             claims::power_claim(deps, &caller, pool, claim, DesiredPower::Running).await
         }
         (_, ["pools"] | ["pools", _] | ["pools", _, "clusters" | "claims"] | ["pools", _, "claims", _])
-        | (_, ["pools", _, "claims", _, "hibernate" | "resume"]) => {
+        | (_, ["pools", _, "claims", _, "hibernate" | "resume"])
+        | (_, ["pools", _, "clusters", _, "pause" | "unpause"]) => {
             Err(ApiError::new(405, "MethodNotAllowed", format!("{method} is not allowed on {}", req.uri().path())))
         }
         _ => Err(ApiError::not_found(format!("no route {}", req.uri().path()))),

@@ -1,12 +1,16 @@
-//! Pools: create or change (admins), read, list, delete (admins), and their clusters.
+//! Pools: create or change (admins), read, list, delete (admins), and their clusters, whose power management an
+//! admin may pause.
 
-use apiary_planner::{validate_spec, validate_update, Pool, PoolSpec, Snapshot};
-use apiary_ports::messages::ReconcileMessage;
+use std::time::Duration;
+
+use apiary_planner::{power, validate_spec, validate_update, Pool, PoolSpec, Snapshot};
+use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::store::{Cond, Item, Key, Write};
 use apiary_ports::{Deps, Error as StoreError};
 use lambda_http::Body;
 use serde_json::json;
 
+use crate::claims::get_cluster_item;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{name, parse_body};
 use crate::view::to_json;
@@ -130,4 +134,46 @@ pub(crate) async fn list_clusters(deps: &Deps, pool: &str) -> ApiResult {
     let mut clusters = snap.clusters;
     clusters.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
     Ok((200, json!({ "pool": pool, "clusters": clusters })))
+}
+
+/// Pauses (`paused`) or unpauses power management of one cluster, for admins (seed 004's PowerStatePaused): while
+/// paused Apiary neither starts nor stops it and does not assign it. Idempotent; 200 with the cluster.
+pub(crate) async fn pause_cluster(deps: &Deps, caller: &Caller, pool: &str, id: &str, paused: bool) -> ApiResult {
+    name("cluster", id)?;
+    if !caller.admin {
+        return Err(ApiError::forbidden("only an admin (APIARY_ADMINS) may pause or unpause a cluster's power"));
+    }
+    get_pool_item(deps, pool).await?;
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(stored) = get_cluster_item(deps, pool, id).await? else {
+            return Err(ApiError::not_found(format!("cluster {id} does not exist in pool {pool}")));
+        };
+        if stored.deleting {
+            return Err(ApiError::conflict(format!("cluster {id} is being deleted")));
+        }
+        let mut next = stored.clone();
+        let now = deps.clock.now();
+        let changed = if paused { power::pause(&mut next, now) } else { power::unpause(&mut next, now) };
+        if !changed {
+            return Ok((200, to_json(&stored)));
+        }
+        next.rev = stored.rev + 1;
+        let write = Write::Put(Item::Cluster(Box::new(next.clone())), Cond::Rev(stored.rev));
+        match deps.store.write(pool, vec![write]).await {
+            Ok(()) => {
+                if !paused {
+                    // Power management carries on where it stopped.
+                    let nudge = PowerMessage { pool: pool.to_owned(), cluster: id.to_owned(), check: None };
+                    deps.queue.power(&nudge, Duration::ZERO).await?;
+                }
+                // The pool counts its spares again: a paused cluster is neither assignable nor a spare.
+                reconcile_soon(deps, pool, if paused { "cluster-paused" } else { "cluster-unpaused" }).await?;
+                tracing::info!(pool, cluster = id, paused, "cluster power management changed");
+                return Ok((200, to_json(&next)));
+            }
+            Err(StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::busy("the cluster is changing too fast; try again"))
 }

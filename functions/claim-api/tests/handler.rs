@@ -235,3 +235,49 @@ async fn a_pools_machines_cannot_be_moved_by_editing_where_they_live() {
     let (_, body) = call(&deps, "GET", "/pools/ci", Some(ADMIN), None).await;
     assert_eq!(body["spec"]["platform"]["aws"]["region"], "us-east-1");
 }
+
+/// Seed 004's PowerStatePaused: an admin pauses one cluster's power management; it is not assigned while paused,
+/// and the unpause hands it back to the power function.
+#[tokio::test]
+async fn an_admin_pauses_and_unpauses_one_clusters_power_management() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let deps = w.default_deps(900);
+    let (status, body) = call(&deps, "POST", "/pools/ci/clusters/ci-1/pause", Some(ALICE), None).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(!w.cluster("ci", "ci-1").expect("cluster").power_paused, "a refused pause changes nothing");
+    let (status, body) = call(&deps, "POST", "/pools/ci/clusters/ci-1/pause", Some(ADMIN), None).await;
+    assert_eq!((status, body["powerPaused"].as_bool()), (200, Some(true)), "{body}");
+    let reasons: Vec<&str> =
+        body["conditions"].as_array().expect("conditions").iter().filter_map(|k| k["reason"].as_str()).collect();
+    assert_eq!(reasons, ["PowerStatePaused", "PowerStatePaused"], "{body}");
+    assert_eq!(w.queue.take_reconcile().len(), 1, "the pool counts its spares again");
+    let (status, again) = call(&deps, "POST", "/pools/ci/clusters/ci-1/pause", Some(ADMIN), None).await;
+    assert_eq!((status, &again), (200, &body), "pausing twice is the same pause");
+
+    let (status, claim) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!((status, claim["phase"].as_str()), (202, Some("Pending")), "a paused cluster is not assigned: {claim}");
+    w.queue.take_reconcile();
+
+    let (status, body) = call(&deps, "POST", "/pools/ci/clusters/ci-1/unpause", Some(ADMIN), None).await;
+    assert_eq!((status, body["powerPaused"].as_bool()), (200, None), "{body}");
+    let ready = body["conditions"].as_array().expect("conditions").iter().find(|k| k["type"] == "Ready").cloned();
+    assert_eq!(ready.map(|k| k["reason"].clone()), Some(json!("Running")), "{body}");
+    let nudges = w.queue.take_power();
+    assert_eq!(
+        nudges.iter().map(|m| m.cluster.as_str()).collect::<Vec<_>>(),
+        ["ci-1"],
+        "the power function carries on"
+    );
+    assert_eq!(w.queue.take_reconcile().len(), 1, "and the pool assigns it");
+
+    let (status, _) = call(&deps, "POST", "/pools/ci/clusters/nope/pause", Some(ADMIN), None).await;
+    assert_eq!(status, 404);
+    let (status, _) = call(&deps, "POST", "/pools/other/clusters/ci-1/pause", Some(ADMIN), None).await;
+    assert_eq!(status, 404);
+    let (status, _) = call(&deps, "GET", "/pools/ci/clusters/ci-1/pause", Some(ADMIN), None).await;
+    assert_eq!(status, 405);
+    let (status, body) = call(&deps, "POST", "/pools/ci/clusters/Not_A_Name/pause", Some(ADMIN), None).await;
+    assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some("cluster")), "{body}");
+}

@@ -112,13 +112,25 @@ pub fn apply_mut(s: &mut Snapshot, plan: &Plan) -> Result<bool, Conflict> {
                 }
                 s.clusters.push((**cluster).clone());
             }
-            Action::DeleteCluster { cluster, expected_rev, .. } => {
+            Action::DeleteCluster { cluster, expected_rev, at, .. } => {
                 let c = s
                     .clusters
                     .iter_mut()
                     .find(|c| &c.id == cluster && c.rev == *expected_rev)
                     .ok_or_else(|| conflict(format!("cluster {cluster} not at rev {expected_rev}")))?;
                 c.deleting = true;
+                // Seed 004: a deleting cluster's power conditions say so, instead of the last state they saw.
+                for kind in [condition::HIBERNATING, condition::READY] {
+                    let message = "the cluster is being deprovisioned";
+                    set_condition(
+                        &mut c.conditions,
+                        kind,
+                        ConditionStatus::False,
+                        reason::CLUSTER_DEPLOYMENT_DELETED,
+                        message,
+                        *at,
+                    );
+                }
                 c.rev += 1;
             }
             Action::SetPowerState { cluster, expected_rev, power_state } => {

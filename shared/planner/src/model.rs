@@ -718,6 +718,10 @@ pub struct Cluster {
     /// Deprovisioning has started.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleting: bool,
+    /// An admin paused power management of this cluster (seed 004's PowerStatePaused): Apiary neither starts nor
+    /// stops it, no power timeout runs, and the pool does not assign it, until it is unpaused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub power_paused: bool,
     /// Failed provisioning attempts so far.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub install_failures: u32,
@@ -797,6 +801,7 @@ impl Cluster {
             conditions: Vec::new(),
             marked_for_deletion: false,
             deleting: false,
+            power_paused: false,
             install_failures: 0,
             deprovision_failures: 0,
             provision_ref: None,

@@ -4,8 +4,8 @@
 mod support;
 
 use apiary_planner::power::{
-    deprovision_step, fenced_until, hibernation_unsupported, in_progress, probe, step, ActuatorCall, Install, Probe,
-    Report, Termination, CALL_FENCE, INSTALL_POLL, MIN_BACKOFF, POLL,
+    deadline, deprovision_step, fenced_until, hibernation_unsupported, in_progress, pause, probe, step, unpause,
+    ActuatorCall, Install, Probe, Report, Termination, CALL_FENCE, INSTALL_POLL, MIN_BACKOFF, POLL,
 };
 use apiary_planner::*;
 use chrono::TimeDelta;
@@ -482,4 +482,60 @@ fn a_provisioning_outcome_is_kept_when_the_cluster_was_marked_for_deletion_meanw
     let s = step(&broken, &Report::CallFailed { message: "quota".into() }, at(0), PowerLimits::default());
     assert_eq!((s.changed, s.cluster.pending_call), (true, None));
     assert_eq!(s.cluster.install_failures, 0, "a broken cluster counts no more attempts");
+}
+
+// ── PowerStatePaused (seed 004) ─────────────────────────────────────────────────────────────────────────
+
+#[test]
+fn a_paused_cluster_is_neither_started_nor_stopped_and_both_conditions_say_power_state_paused() {
+    let mut c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    assert!(pause(&mut c, at(1)));
+    assert!(!pause(&mut c, at(2)), "pausing twice changes nothing");
+    for kind in [condition::HIBERNATING, condition::READY] {
+        let k = cond(&c, kind);
+        assert_eq!(
+            (k.status, k.reason.as_str(), k.last_transition_time),
+            (ConditionStatus::Unknown, reason::POWER_STATE_PAUSED, at(1)),
+            "{kind}"
+        );
+    }
+    assert_eq!(probe(&c), None, "nothing is asked of the platform");
+    assert!(!in_progress(&c), "the sweep does not nudge it");
+    let s = step(&c, &machines(3), at(2), PowerLimits::default());
+    assert_eq!((s.call, s.changed, s.recheck_after), (None, false, None), "a step on a paused cluster does nothing");
+}
+
+#[test]
+fn a_paused_transition_never_times_out_and_counts_its_timeout_from_the_unpause() {
+    let limits = timeouts(Some(10), None);
+    let mut c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    let s = step(&c, &machines(3), at(0), limits);
+    c = s.cluster;
+    assert_eq!(c.power_state, Some(PowerState::StartingMachines));
+    assert_eq!(deadline(&c, limits), Some(at(10)));
+    pause(&mut c, at(1));
+    assert_eq!(deadline(&c, limits), None, "no timeout runs while paused");
+
+    assert!(unpause(&mut c, at(60)));
+    assert!(!unpause(&mut c, at(61)), "unpausing twice changes nothing");
+    assert_eq!(deadline(&c, limits), Some(at(70)), "the timeout counts from the unpause");
+    let ready = cond(&c, condition::READY);
+    assert_eq!((ready.status, ready.reason.as_str()), (ConditionStatus::False, reason::STARTING_MACHINES));
+    let hib = cond(&c, condition::HIBERNATING);
+    assert_eq!((hib.status, hib.reason.as_str()), (ConditionStatus::False, reason::RESUMING_OR_RUNNING));
+    assert_eq!(probe(&c), Some(Probe::MachinesRunning), "power management carries on");
+    assert!(!step(&c, &machines(3), at(61), limits).cluster.is_broken());
+}
+
+#[test]
+fn an_install_carries_on_while_paused_and_the_installed_cluster_stays_paused() {
+    let mut c = cluster("c").installing().spec(DesiredPower::Hibernating).c;
+    pause(&mut c, at(1));
+    assert_eq!(probe(&c), Some(Probe::Install), "installing is not power management");
+    let s = step(&c, &Report::Install(Install::Done), at(2), PowerLimits::default());
+    let c = s.cluster;
+    assert_eq!(c.installed_at, Some(at(2)));
+    assert_eq!(s.recheck_after, None, "the spec's power state waits for the unpause");
+    assert_eq!(cond(&c, condition::READY).reason, reason::POWER_STATE_PAUSED);
+    assert_eq!(probe(&c), None);
 }

@@ -83,6 +83,45 @@ fn a_hibernating_or_resuming_cluster_is_never_assigned() {
 }
 
 #[test]
+fn a_cluster_whose_power_management_is_paused_is_never_assigned_nor_powered() {
+    let plan = given(pool().size(2).running_count(1))
+        .with(cluster("p").created(at(1)).running().paused())
+        .with(cluster("h").created(at(2)).hibernating())
+        .with(claim("k").created(at(5)))
+        .plan_at(at(10));
+    assert!(plan.assigned().is_empty(), "{:?}", plan.assigned());
+    assert_eq!(plan.status.pending_claims, 1);
+    // The paused one keeps its power state: the spare and the claim's cluster come from the others, the standby
+    // and one made for the claim (as for any pending claim, within maxSize).
+    let created: Vec<&str> = plan.created().iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(created.len(), 1, "{created:?}");
+    let mut running = plan.powered(Running);
+    running.sort();
+    let mut want = vec!["h", created[0]];
+    want.sort();
+    assert_eq!(running, want);
+    assert!(plan.powered(Hibernating).is_empty());
+}
+
+#[test]
+fn a_deleted_cluster_says_cluster_deployment_deleted_in_both_conditions() {
+    let scenario = given(pool().size(0)).with(cluster("c").created(at(1)).running());
+    let plan = scenario.plan_at(at(10));
+    assert_eq!(plan.deleted(), ["c"]);
+    let after = apply(&scenario.snapshot(), &plan).unwrap().unwrap();
+    let c = after.clusters.iter().find(|c| c.id == "c").unwrap();
+    assert!(c.deleting);
+    for kind in [condition::HIBERNATING, condition::READY] {
+        let k = find_condition(&c.conditions, kind).unwrap();
+        assert_eq!(
+            (k.status, k.reason.as_str(), k.last_transition_time),
+            (ConditionStatus::False, reason::CLUSTER_DEPLOYMENT_DELETED, at(10)),
+            "{kind}"
+        );
+    }
+}
+
+#[test]
 fn a_pending_claim_wakes_the_oldest_standby_cluster() {
     let plan = given(pool().size(2).running_count(0))
         .with(cluster("s2").created(at(2)))

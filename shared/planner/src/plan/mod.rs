@@ -123,6 +123,8 @@ pub enum Action {
         expected_rev: u64,
         /// Why.
         reason: DeleteReason,
+        /// When (its conditions say ClusterDeploymentDeleted from then on).
+        at: Timestamp,
     },
     /// Set the cluster's spec powerState.
     SetPowerState {

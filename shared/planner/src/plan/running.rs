@@ -9,11 +9,12 @@ use super::{bump, earliest, Action};
 
 impl Planner<'_> {
     /// Step 7: the oldest `min(runningCount, size) + pending claims` unclaimed, unbroken clusters (installing
-    /// included) are kept Running, the rest Hibernating (seed 000). New clusters get theirs at creation.
+    /// included) are kept Running, the rest Hibernating (seed 000). New clusters get theirs at creation; a cluster
+    /// whose power management is paused keeps its own and is neither a spare nor a standby.
     pub(super) fn set_power_states(&mut self) -> Vec<Action> {
         let target = self.targets.running + self.pending.len();
         let mut out = Vec::new();
-        let candidates = self.slots.iter_mut().filter(|s| s.unassigned() && !s.c.is_broken());
+        let candidates = self.slots.iter_mut().filter(|s| s.unassigned() && !s.c.is_broken() && !s.c.power_paused);
         for (rank, slot) in candidates.enumerate() {
             let want = if rank < target { DesiredPower::Running } else { DesiredPower::Hibernating };
             if slot.power == Some(want) {

@@ -202,6 +202,7 @@ impl Planner<'_> {
             cluster: slot.c.id.clone(),
             expected_rev: bump(&mut slot.rev),
             reason,
+            at: self.now,
         });
         if reason == DeleteReason::Broken && slot.c.provision_stopped {
             // One more cluster lost to provisioning: the next one waits longer.

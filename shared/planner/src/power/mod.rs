@@ -171,6 +171,9 @@ pub fn probe(cluster: &Cluster) -> Option<Probe> {
     if cluster.installed_at.is_none() {
         return Some(Probe::Install);
     }
+    if cluster.power_paused {
+        return None;
+    }
     match desired(cluster)? {
         DesiredPower::Running if cluster.power_state == Some(PowerState::WaitingForNodes) => Some(Probe::NodesReady),
         DesiredPower::Running => Some(Probe::MachinesRunning),
@@ -221,9 +224,9 @@ pub fn needs_nudge(cluster: &Cluster, now: Timestamp) -> bool {
 pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLimits) -> PowerStep {
     let mut out =
         PowerStep { cluster: cluster.clone(), changed: false, call: None, recheck_after: None, wakes_pool: false };
-    if cluster.deleting || cluster.is_broken() {
-        // Nothing drives it any more, but the outcome of the call it was making still counts: a provisioning
-        // handle is what its deprovisioning follows (clones still to land).
+    if cluster.deleting || cluster.is_broken() || (cluster.power_paused && cluster.installed_at.is_some()) {
+        // Nothing drives it (any more, or while paused), but the outcome of the call it was making still counts:
+        // a provisioning handle is what its deprovisioning follows (clones still to land).
         let c = &mut out.cluster;
         match report {
             Report::Provisioned { handle } => {
@@ -286,8 +289,13 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
                 );
             }
             enter(c, PowerState::Running, "", now);
-            // The spec's power state takes over at once.
-            out.recheck_after = c.spec_power_state.map(|_| TimeDelta::zero());
+            if c.power_paused {
+                // Installed while paused: power management waits for the unpause.
+                say_paused(c, now);
+            } else {
+                // The spec's power state takes over at once.
+                out.recheck_after = c.spec_power_state.map(|_| TimeDelta::zero());
+            }
         }
         Report::Install(Install::Absent) => match c.retry_at {
             Some(at) if at > now => out.recheck_after = Some(at - now),
@@ -482,6 +490,44 @@ fn begin(c: &mut Cluster, state: PowerState, now: Timestamp) {
     enter(c, state, "", now);
 }
 
+/// Pauses power management of `c` (seed 004's PowerStatePaused): once installed, the power function neither
+/// starts nor stops it, no power timeout runs, and the pool neither assigns it nor counts it as a spare; both
+/// conditions are Unknown with reason PowerStatePaused. An install under way carries on (installing is not power
+/// management). `false` when it was paused already.
+pub fn pause(c: &mut Cluster, now: Timestamp) -> bool {
+    if c.power_paused {
+        return false;
+    }
+    c.power_paused = true;
+    say_paused(c, now);
+    true
+}
+
+fn say_paused(c: &mut Cluster, now: Timestamp) {
+    for kind in [condition::HIBERNATING, condition::READY] {
+        let message = "power management of this cluster is paused";
+        set_condition(&mut c.conditions, kind, ConditionStatus::Unknown, reason::POWER_STATE_PAUSED, message, now);
+    }
+}
+
+/// Resumes power management of `c`: the conditions say its power state again, and a transition that was under
+/// way when it was paused counts its timeout from now (the pause is not the cluster's fault). `false` when it was
+/// not paused.
+pub fn unpause(c: &mut Cluster, now: Timestamp) -> bool {
+    if !c.power_paused {
+        return false;
+    }
+    c.power_paused = false;
+    if c.transition_started_at.is_some() {
+        c.transition_started_at = Some(now);
+    }
+    c.conditions.retain(|k| k.reason != reason::POWER_STATE_PAUSED);
+    if let Some(state) = c.power_state {
+        enter(c, state, "", now);
+    }
+    true
+}
+
 /// Sets the status power state and the Hibernating / Ready conditions as seed 004 describes them.
 fn enter(c: &mut Cluster, state: PowerState, message: &str, now: Timestamp) {
     use ConditionStatus::{False, True};
@@ -545,6 +591,9 @@ fn backoff(c: &Cluster, now: Timestamp) -> TimeDelta {
 pub fn deadline(c: &Cluster, limits: PowerLimits) -> Option<Timestamp> {
     if c.installed_at.is_none() {
         return Some(c.created_at + limits.install?);
+    }
+    if c.power_paused {
+        return None;
     }
     let state = c.power_state?;
     let limit = if state.is_resuming() {

@@ -138,6 +138,12 @@ impl ClusterBuilder {
         self.c.spec_power_state = Some(p);
         self
     }
+    /// An admin paused its power management.
+    pub fn paused(mut self) -> Self {
+        let at = self.c.created_at;
+        apiary_planner::power::pause(&mut self.c, at);
+        self
+    }
     pub fn running_since(mut self, t: Timestamp) -> Self {
         self.c.running_since = Some(t);
         self
