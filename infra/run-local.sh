@@ -17,4 +17,5 @@ set -a; source .run/stack.env; set +a
 echo "logs: .run/apiary.log; metrics (EMF): .run/metrics.log; emulator: $AWS_ENDPOINT_URL" >&2
 "$CARGO_TARGET_DIR/debug/apiary-local" --listen "$listen" --sweep-every 10s \
   --fake-clouds --pool demo=infra/demo-pool.json --pool demo-gcp=infra/demo-pool-gcp.json \
-  --pool demo-azure=infra/demo-pool-azure.json --pool demo-vsphere=infra/demo-pool-vsphere.json --status 2> .run/apiary.log
+  --pool demo-azure=infra/demo-pool-azure.json --pool demo-vsphere=infra/demo-pool-vsphere.json \
+  --pool demo-installer=infra/demo-pool-installer.json --status 2> .run/apiary.log

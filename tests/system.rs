@@ -577,3 +577,63 @@ async fn a_vsphere_pool_fills_serves_a_claim_hibernates_resumes_and_replaces_a_s
     cloud_story(&s, vsphere).await;
     s.stop().await;
 }
+
+/// The external installer's story through the HTTP API: a GCP pool whose clusters the reference installer makes
+/// behind the signed webhook fills with the installer's clusters (its infraIds, its machines), a claim is answered
+/// with the cluster's outputs, the pool's GCP actuator hibernates and resumes the installer's machines, and a
+/// released cluster is removed through the webhook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machines_and_removes_them_through_it() {
+    let s = support::clouds_stack().await;
+    let clouds = s.clouds.as_ref().expect("a stack with the fake clouds");
+    let mut spec: Value =
+        serde_json::from_str(include_str!("../infra/demo-pool-installer.json")).expect("the demo pool");
+    clouds.fill(&mut spec);
+    s.put_pool("w", &spec).await;
+    let before = s.converged("w", 2, 1).await;
+    let infra_ids: BTreeSet<String> = clouds.webhook.clusters().into_iter().map(|(_, _, infra)| infra).collect();
+    let shown: BTreeSet<String> = before.iter().map(|c| c["infraId"].as_str().expect("infraId").to_owned()).collect();
+    assert_eq!(shown, infra_ids, "the pool's clusters are the installer's");
+    let machines = |c: &Value| {
+        let prefix = format!("{}-", c["infraId"].as_str().expect("infraId"));
+        let all = clouds.gcp.instances(apiary_local::clouds::DEMO_PROJECT);
+        all.into_iter().filter(|(_, n, _)| n.starts_with(&prefix)).map(|(_, _, s)| s).collect::<Vec<_>>()
+    };
+    let running = before.iter().find(|c| c["powerState"] == "Running").expect("a Running cluster").clone();
+    let standby = before.iter().find(|c| c["powerState"] == "Hibernating").expect("a standby cluster").clone();
+    assert_eq!(machines(&running), ["RUNNING"; 3]);
+    assert_eq!(machines(&standby), ["TERMINATED"; 3], "the pool's GCP actuator stopped the installer's machines");
+
+    let (status, claim) = s.call("PUT", "/pools/w/claims/job", ALICE, None).await;
+    assert_eq!(status, 201, "{claim}");
+    assert_eq!(claim["cluster"]["id"], running["id"]);
+    let name = running["clusterName"].as_str().expect("name");
+    let outputs = &claim["cluster"]["outputs"];
+    assert_eq!(outputs["apiUrl"], format!("https://api.{name}.demo.example.com:6443"), "{claim}");
+    assert!(outputs["kubeconfigSecretArn"].as_str().is_some_and(|a| a.starts_with("arn:aws:secretsmanager:")));
+
+    let (status, body) = s.call("POST", "/pools/w/claims/job/hibernate", ALICE, None).await;
+    assert_eq!(status, 202, "{body}");
+    s.until("the claimed cluster is stopped", MINUTE, || async {
+        (machines(&running) == ["TERMINATED"; 3]).then_some(())
+    })
+    .await;
+    let (status, body) = s.call("POST", "/pools/w/claims/job/resume", ALICE, None).await;
+    assert_eq!(status, 202, "{body}");
+    s.until("the claimed cluster runs again", MINUTE, || async {
+        let (_, c) = s.call("GET", "/pools/w/claims/job", ALICE, None).await;
+        (c["phase"] == "Ready" && machines(&running) == ["RUNNING"; 3]).then_some(())
+    })
+    .await;
+
+    let (status, body) = s.call("DELETE", "/pools/w/claims/job", ALICE, None).await;
+    assert_eq!(status, 202, "{body}");
+    let gone = running["infraId"].as_str().expect("infraId").to_owned();
+    s.until("the released cluster is removed through the webhook", MINUTE, || async {
+        let held = clouds.webhook.clusters().iter().any(|(_, _, infra)| *infra == gone);
+        let listed = s.clusters("w").await.iter().any(|c| c["id"] == running["id"]);
+        (!held && !listed && machines(&running).is_empty()).then_some(())
+    })
+    .await;
+    s.stop().await;
+}

@@ -10,7 +10,8 @@ pub(crate) fn to_json<T: Serialize>(v: &T) -> Value {
 }
 
 /// A claim as the API shows it, with its `phase` (the planner's [`Claim::phase`]): Pending (no cluster yet),
-/// Assigned (cluster not Running), Ready (cluster Running) or Releasing.
+/// Assigned (cluster not Running), Ready (cluster Running) or Releasing. The cluster carries what its installer
+/// said of it (`outputs`: URLs, the ARN of the kubeconfig's secret), never a secret itself.
 pub(crate) fn claim_view(pool: &Pool, claim: &Claim, cluster: Option<&Cluster>) -> Value {
     json!({
         "pool": pool.name,
@@ -26,6 +27,7 @@ pub(crate) fn claim_view(pool: &Pool, claim: &Claim, cluster: Option<&Cluster>) 
             "clusterName": c.cluster_name,
             "infraId": c.infra_id,
             "powerState": c.power_state,
+            "outputs": c.outputs,
         })),
         "conditions": claim.conditions,
     })

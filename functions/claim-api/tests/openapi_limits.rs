@@ -75,6 +75,15 @@ fn vsphere(field: &str, value: Value) -> Value {
     spec
 }
 
+const INSTALLER_KEY: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/installer-AbCdEf";
+
+/// A valid pool whose clusters the installer at `url` makes, signing with the key under `secret`.
+fn installer(url: &str, secret: &str) -> Value {
+    let mut spec = base();
+    spec["provisioner"] = json!({"webhook": {"url": url, "secret": secret}});
+    spec
+}
+
 fn with(path: &[&str], value: Value) -> Value {
     let mut spec = base();
     let mut at = &mut spec;
@@ -410,6 +419,21 @@ async fn every_declared_bound_is_the_enforced_one() {
             MAX_CA_BUNDLE_LEN as f64,
             vsphere("caBundle", json!(x(MAX_CA_BUNDLE_LEN + 1))),
             "platform.vsphere.caBundle",
+        ),
+        (
+            "PoolSpec/provisioner/webhook/url/maxLength",
+            MAX_URL_LEN as f64,
+            installer(&format!("https://t.example.com/{}", x(MAX_URL_LEN - 21)), INSTALLER_KEY),
+            "provisioner.webhook.url",
+        ),
+        (
+            "PoolSpec/provisioner/webhook/secret/maxLength",
+            MAX_SECRET_ARN_LEN as f64,
+            installer(
+                "https://installer.example.com",
+                &format!("arn:aws:secretsmanager:eu-west-1:123456789012:secret:{}", x(500)),
+            ),
+            "provisioner.webhook.secret",
         ),
         (
             "PoolSpec/platform/fake/installFailureRate/maximum",

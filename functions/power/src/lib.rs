@@ -326,7 +326,8 @@ impl Run<'_> {
 /// message's receipt handle when it came from the queue.
 pub async fn power(deps: &Deps, msg: &PowerMessage, receipt: Option<&str>) -> Result<Outcome> {
     let Some(pool) = get_pool(deps, &msg.pool).await? else { return Ok(Outcome::default()) };
-    let platform = deps.platforms.of(&pool.spec)?;
+    let machinery = deps.platforms.of(&pool.spec)?;
+    let platform = machinery.as_ref();
     let limits = pool.spec.power_limits();
     let mut run = Run { deps, pool: &pool, platform, limits, msg, receipt, outcome: Outcome::default() };
     let mut attempt = 0;

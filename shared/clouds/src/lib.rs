@@ -5,6 +5,7 @@
 //! - [`gcp`]: Compute Engine (`platform.gcp`).
 //! - [`azure`]: Azure Resource Manager (`platform.azure`).
 //! - [`vsphere`]: vCenter's Automation REST API (`platform.vsphere`).
+//! - [`webhook`]: an external installer behind a signed webhook (`provisioner.webhook`), beside any platform.
 //!
 //! They share one [`http::Http`] client (built once per process, bounded and retrying like the AWS calls), read
 //! their credentials through the [`Secrets`](apiary_ports::secrets::Secrets) port by the ARN a pool names, and
@@ -18,6 +19,7 @@ pub mod http;
 pub mod secrets;
 pub mod tokens;
 pub mod vsphere;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -48,7 +50,8 @@ impl Endpoints {
     }
 }
 
-/// `platforms` and every cloud of this crate, sharing one HTTP client, reading credentials through `secrets`.
+/// `platforms` and every cloud of this crate, and the webhook installer, sharing one HTTP client, reading
+/// credentials and signing keys through `secrets`.
 pub fn with_clouds(platforms: &Platforms, secrets: Arc<dyn Secrets>, endpoints: Endpoints) -> Result<Platforms> {
     with_http(platforms, http::Http::new(None)?, secrets, endpoints)
 }
@@ -67,5 +70,6 @@ pub fn with_http(
             "azure",
             Arc::new(azure::Azure::new(http.clone(), secrets.clone(), endpoints.azure, endpoints.azure_authority)),
         )
-        .with("vsphere", Arc::new(vsphere::Vsphere::new(http, secrets))))
+        .with("vsphere", Arc::new(vsphere::Vsphere::new(http.clone(), secrets.clone())))
+        .with_installer(Arc::new(webhook::Webhook::new(http, secrets))))
 }

@@ -166,6 +166,51 @@ impl FakeGcp {
         self.lock().instances.insert(key(project, zone, name), Instance { status, labels, next: None });
     }
 
+    /// Creates instances `names` in `zone` as an installer would (PROVISIONING, then RUNNING after the boot time),
+    /// each with `labels`; names already taken are left alone.
+    pub fn launch(&self, project: &str, zone: &str, names: &[String], labels: &BTreeMap<String, String>) {
+        let mut s = self.lock();
+        let boot = s.timings.boot;
+        for n in names {
+            let k = key(project, zone, n);
+            if !s.instances.contains_key(&k) {
+                s.instances.insert(k.clone(), Instance { status: "PROVISIONING", labels: labels.clone(), next: None });
+                s.transition(&k, "PROVISIONING", boot, Some("RUNNING"));
+            }
+        }
+    }
+
+    /// Deletes the instances labelled `label=value` as an installer's destroy would (STOPPING, then gone): how many
+    /// are still there, being deleted.
+    pub fn remove_labelled(&self, project: &str, label: &str, value: &str) -> usize {
+        let mut s = self.lock();
+        s.settle();
+        let stop = s.timings.stop;
+        let keys: Vec<_> = s
+            .instances
+            .iter()
+            .filter(|((p, _, _), i)| p == project && i.labels.get(label).map(String::as_str) == Some(value))
+            .map(|(k, i)| (k.clone(), matches!(i.next, Some((_, None)))))
+            .collect();
+        for (k, being_deleted) in &keys {
+            if !being_deleted {
+                s.transition(k, "STOPPING", stop, None);
+            }
+        }
+        keys.len()
+    }
+
+    /// The statuses of the instances labelled `label=value`, after the clock's transitions.
+    pub fn labelled(&self, project: &str, label: &str, value: &str) -> Vec<String> {
+        let mut s = self.lock();
+        s.settle();
+        s.instances
+            .iter()
+            .filter(|((p, _, _), i)| p == project && i.labels.get(label).map(String::as_str) == Some(value))
+            .map(|(_, i)| i.status.to_owned())
+            .collect()
+    }
+
     /// Instances as (zone, name, status), after the clock's transitions.
     pub fn instances(&self, project: &str) -> Vec<(String, String, String)> {
         let mut s = self.lock();

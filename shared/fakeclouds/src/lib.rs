@@ -5,6 +5,7 @@
 //! - [`gcp`]: Compute Engine and Google's token endpoint.
 //! - [`azure`]: Azure Resource Manager (resource groups, deployments, VMs) and Entra ID's token endpoint.
 //! - [`vsphere`]: vCenter's Automation REST API (sessions, inventory, clones, power, tools, tagging).
+//! - [`webhook`]: a reference receiver of Apiary's webhook provisioner, installing on the fake Compute Engine.
 
 pub mod azure;
 pub mod common;
@@ -12,3 +13,4 @@ pub mod gcp;
 pub mod server;
 pub mod tls;
 pub mod vsphere;
+pub mod webhook;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use apiary_aws::secrets::SecretsManager;
 use apiary_aws::SdkConfig;
 use apiary_clouds::Endpoints;
-use apiary_fakeclouds::{azure, gcp, vsphere};
+use apiary_fakeclouds::{azure, gcp, vsphere, webhook};
 use apiary_ports::{Deps, Result};
 use serde_json::Value;
 
@@ -26,7 +26,7 @@ pub const DEMO_SUBSCRIPTION: &str = "00000000-0000-0000-0000-00000000a91a";
 pub const DEMO_TENANT: &str = "00000000-0000-0000-0000-0000000000d0";
 
 /// A fake Compute Engine, a fake Azure and a fake vCenter, each with a demo account whose credentials are stored
-/// in Secrets Manager.
+/// in Secrets Manager, and the reference webhook installer on the fake Compute Engine, its key stored likewise.
 pub struct DemoClouds {
     /// The fake Compute Engine, with the instance template `apiary-node`.
     pub gcp: gcp::FakeGcp,
@@ -41,11 +41,15 @@ pub struct DemoClouds {
     pub azure_credentials: String,
     /// The ARN of the vCenter user: a vSphere pool's `credentialsSecret`.
     pub vsphere_credentials: String,
+    /// The reference installer behind a webhook, installing on the fake Compute Engine (`europe-west1-b`).
+    pub webhook: webhook::FakeWebhook,
+    /// The ARN of its signing key: a pool's `provisioner.webhook.secret`.
+    pub webhook_secret: String,
 }
 
 impl DemoClouds {
-    /// Starts the three fakes (machines boot in `boot`, stop in `stop`) and stores their credentials under
-    /// secrets named `<prefix>-fake-<cloud>`.
+    /// Starts the three fakes (machines boot in `boot`, stop in `stop`) and the installer (installs take two
+    /// boots), and stores their credentials under secrets named `<prefix>-fake-<cloud>` (`-fake-installer`).
     pub async fn start(sdk: &SdkConfig, prefix: &str, boot: Duration, stop: Duration) -> anyhow::Result<Self> {
         let secrets = SecretsManager::new(sdk);
         let gcp = gcp::FakeGcp::start(gcp::Timings { boot, stop }).await?;
@@ -61,7 +65,28 @@ impl DemoClouds {
         vsphere.add_folder("apiary");
         let user = vsphere.user("apiary@vsphere.local");
         let vsphere_credentials = secrets.create(&format!("{prefix}-fake-vsphere"), &user).await?;
-        Ok(Self { gcp, azure, vsphere, gcp_credentials, azure_credentials, vsphere_credentials })
+        let key = webhook::new_key();
+        let webhook_secret = secrets.create(&format!("{prefix}-fake-installer"), &key).await?;
+        let settings = webhook::Settings {
+            gcp: gcp.clone(),
+            project: DEMO_PROJECT.into(),
+            zone: "europe-west1-b".into(),
+            machines: 3,
+            install_time: boot * 2,
+            key,
+            secrets_region: "us-east-1".into(),
+        };
+        let webhook = webhook::FakeWebhook::start(settings).await?;
+        Ok(Self {
+            gcp,
+            azure,
+            vsphere,
+            gcp_credentials,
+            azure_credentials,
+            vsphere_credentials,
+            webhook,
+            webhook_secret,
+        })
     }
 
     /// Where the power function reaches the fakes (vSphere pools name their vCenter themselves).
@@ -82,6 +107,8 @@ impl DemoClouds {
             ("{{fake-vsphere-credentials}}", self.vsphere_credentials.clone()),
             ("{{fake-vsphere-server}}", self.vsphere.server()),
             ("{{fake-vsphere-ca}}", self.vsphere.ca_bundle()),
+            ("{{fake-webhook-url}}", self.webhook.url()),
+            ("{{fake-webhook-secret}}", self.webhook_secret.clone()),
         ];
         match spec {
             Value::String(s) => {

@@ -63,6 +63,10 @@ pub struct PoolSpec {
     pub labels: BTreeMap<String, String>,
     /// Where and how clusters are made.
     pub platform: Platform,
+    /// Who installs and removes clusters when not Apiary itself: an external installer behind a webhook. The
+    /// platform's actuator then powers the machines of the infraId the installer names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioner: Option<ProvisionerSpec>,
     /// Time windows that override size and runningCount.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<Schedule>,
@@ -89,6 +93,7 @@ impl PoolSpec {
             base_domain: None,
             labels: BTreeMap::new(),
             platform,
+            provisioner: None,
             schedules: Vec::new(),
             adaptive_running_count: None,
         }
@@ -174,6 +179,26 @@ pub struct InventoryEntry {
     /// The cluster's (short) name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+/// An external provisioner (`provisioner` in a pool spec).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProvisionerSpec {
+    /// An installer behind a signed HTTP webhook (the contract is `provisioner.openapi.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookProvisioner>,
+}
+
+/// An installer behind a webhook: Apiary asks it to install (`PUT {url}/clusters/{id}`), reads how the install
+/// stands (`GET`), and asks it to remove the cluster (`DELETE`), every request signed (Standard Webhooks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebhookProvisioner {
+    /// The receiver's base URL: `https://…` (plain `http://` only to a loopback address, for local use).
+    pub url: String,
+    /// ARN of the Secrets Manager secret holding the signing key (`whsec_<base64>`).
+    pub secret: String,
 }
 
 /// Where clusters are made. Exactly one platform per pool.
@@ -718,6 +743,10 @@ pub struct Cluster {
     /// Deprovisioning has started.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleting: bool,
+    /// What an external installer said of the cluster it made (its API and console URLs, the ARN of the secret
+    /// holding its kubeconfig, …): never a secret itself.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, String>,
     /// An admin paused power management of this cluster (seed 004's PowerStatePaused): Apiary neither starts nor
     /// stops it, no power timeout runs, and the pool does not assign it, until it is unpaused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -802,6 +831,7 @@ impl Cluster {
             marked_for_deletion: false,
             deleting: false,
             power_paused: false,
+            outputs: BTreeMap::new(),
             install_failures: 0,
             deprovision_failures: 0,
             provision_ref: None,

@@ -539,3 +539,17 @@ fn an_install_carries_on_while_paused_and_the_installed_cluster_stays_paused() {
     assert_eq!(cond(&c, condition::READY).reason, reason::POWER_STATE_PAUSED);
     assert_eq!(probe(&c), None);
 }
+
+#[test]
+fn an_external_installer_names_the_cluster_it_made_and_what_it_says_of_it() {
+    let c = cluster("c").installing().spec(DesiredPower::Running).c;
+    let outputs: std::collections::BTreeMap<String, String> =
+        [("apiUrl".to_string(), "https://api.c.example.com:6443".to_string())].into();
+    let installed = Install::Installed { infra_id: "c-9k2xq".into(), outputs: outputs.clone() };
+    let s = step(&c, &Report::Install(installed), at(30), PowerLimits::default());
+    assert_eq!(s.cluster.installed_at, Some(at(30)));
+    assert_eq!(s.cluster.infra_id, "c-9k2xq", "the platform powers the installer's machines");
+    assert_eq!(s.cluster.outputs, outputs);
+    assert_eq!(s.cluster.power_state, Some(PowerState::Running));
+    assert!(s.wakes_pool);
+}

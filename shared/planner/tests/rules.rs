@@ -292,6 +292,23 @@ fn pool_version_is_changed_by_adding_or_removing_the_inventory_and_by_the_platfo
     assert_eq!(pool_version(&without).len(), 16);
 }
 
+#[test]
+fn pool_version_is_changed_by_the_installers_url_not_by_its_signing_secret() {
+    let without = pool().spec;
+    let installer = |url: &str, secret: &str| {
+        let mut s = pool().spec;
+        let webhook = Some(WebhookProvisioner { url: url.into(), secret: secret.into() });
+        s.provisioner = Some(ProvisionerSpec { webhook });
+        s
+    };
+    let a = installer("https://a.example.com", "arn:aws:secretsmanager:eu-west-1:123456789012:secret:k1");
+    let rotated = installer("https://a.example.com", "arn:aws:secretsmanager:eu-west-1:123456789012:secret:k2");
+    let b = installer("https://b.example.com", "arn:aws:secretsmanager:eu-west-1:123456789012:secret:k1");
+    assert_ne!(pool_version(&without), pool_version(&a));
+    assert_eq!(pool_version(&a), pool_version(&rotated));
+    assert_ne!(pool_version(&a), pool_version(&b));
+}
+
 // ── inventory (seed 003) ────────────────────────────────────────────────────────────────────────────────
 
 #[test]

@@ -194,10 +194,50 @@ mod tests {
 pub trait Machinery: Actuator + Provisioner {}
 impl<T: Actuator + Provisioner> Machinery for T {}
 
-/// The platforms this process drives, by [`apiary_planner::Platform::kind`].
+/// The platforms this process drives, by [`apiary_planner::Platform::kind`], and the external installer, if any.
 #[derive(Clone, Default)]
 pub struct Platforms {
     by_kind: BTreeMap<&'static str, Arc<dyn Machinery>>,
+    installer: Option<Arc<dyn Provisioner>>,
+}
+
+/// A pool's clusters as an external installer makes and removes them, powered by its platform's actuator by the
+/// infraId the installer names (Hive's split between installing and hibernating).
+struct Installed {
+    installer: Arc<dyn Provisioner>,
+    platform: Arc<dyn Machinery>,
+}
+
+#[async_trait]
+impl Actuator for Installed {
+    async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
+        self.platform.machines_running(t).await
+    }
+    async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
+        self.platform.machines_stopped(t).await
+    }
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
+        self.platform.nodes_ready(t).await
+    }
+    async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
+        self.platform.start_machines(t).await
+    }
+    async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
+        self.platform.stop_machines(t).await
+    }
+}
+
+#[async_trait]
+impl Provisioner for Installed {
+    async fn install_state(&self, t: Target<'_>) -> Result<Install> {
+        self.installer.install_state(t).await
+    }
+    async fn provision(&self, t: Target<'_>) -> Result<Provision> {
+        self.installer.provision(t).await
+    }
+    async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
+        self.installer.deprovision(t).await
+    }
 }
 
 impl Platforms {
@@ -212,12 +252,28 @@ impl Platforms {
         self
     }
 
-    /// The platform of `spec`; a configuration error when this process cannot drive it.
-    pub fn of(&self, spec: &PoolSpec) -> Result<&dyn Machinery> {
+    /// Installs and removes clusters of pools that name a webhook provisioner with `installer`.
+    pub fn with_installer(mut self, installer: Arc<dyn Provisioner>) -> Self {
+        self.installer = Some(installer);
+        self
+    }
+
+    /// The machinery of `spec`: its platform, with the external installer in place of the platform's own
+    /// provisioning when the pool names one; a configuration error when this process cannot drive it.
+    pub fn of(&self, spec: &PoolSpec) -> Result<Arc<dyn Machinery>> {
         let kind = spec.platform.kind();
-        self.by_kind
+        let platform = self
+            .by_kind
             .get(kind)
-            .map(|m| m.as_ref())
-            .ok_or_else(|| Error::Config(format!("no actuator for platform {kind} in this deployment")))
+            .cloned()
+            .ok_or_else(|| Error::Config(format!("no actuator for platform {kind} in this deployment")))?;
+        if spec.provisioner.as_ref().and_then(|p| p.webhook.as_ref()).is_none() {
+            return Ok(platform);
+        }
+        let installer = self
+            .installer
+            .clone()
+            .ok_or_else(|| Error::Config("no webhook provisioner in this deployment".to_owned()))?;
+        Ok(Arc::new(Installed { installer, platform }))
     }
 }

@@ -84,6 +84,15 @@ pub enum Install {
     },
     /// Every machine is there and running.
     Done,
+    /// An external installer finished: the cluster is the one it names (its infraId, which the platform's actuator
+    /// powers), with what it said of it. Checked by [`crate::validate::check_installed`] before it is reported.
+    Installed {
+        /// The infraId the machines carry.
+        infra_id: String,
+        /// API URL, console URL, the ARN of the kubeconfig's secret, …: never a secret itself.
+        #[serde(default)]
+        outputs: std::collections::BTreeMap<String, String>,
+    },
 }
 
 /// What the actuator reported.
@@ -274,7 +283,11 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
         return;
     }
     match report {
-        Report::Install(Install::Done) => {
+        Report::Install(done @ (Install::Done | Install::Installed { .. })) => {
+            if let Install::Installed { infra_id, outputs } = done {
+                c.infra_id.clone_from(infra_id);
+                c.outputs.clone_from(outputs);
+            }
             c.installed_at = Some(now);
             c.retry_at = None;
             c.provision_ref = None;

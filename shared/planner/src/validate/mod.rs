@@ -13,7 +13,7 @@ use limits::*;
 
 mod platforms;
 
-pub use platforms::gcp_template_name;
+pub use platforms::{check_installed, gcp_template_name};
 
 /// One problem with one field, e.g. `inventory.clusterDeployments[2].name: duplicate name "foo"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +110,12 @@ pub mod limits {
     pub const MAX_VSPHERE_NAME_LEN: usize = 80;
     /// Longest CA bundle (PEM), a few certificates.
     pub const MAX_CA_BUNDLE_LEN: usize = 16 * 1024;
+    /// Most install outputs an external installer may name for one cluster.
+    pub const MAX_OUTPUTS: usize = 32;
+    /// Longest install output name.
+    pub const MAX_OUTPUT_KEY_LEN: usize = 64;
+    /// Longest install output value (a URL, an ARN).
+    pub const MAX_OUTPUT_VALUE_LEN: usize = 2048;
     /// Longest provisioning handle a cluster keeps (a platform's longer answer is not kept: it then follows its
     /// provisioning without it).
     pub const MAX_PROVISION_REF_LEN: usize = 8 * 1024;
@@ -201,6 +207,9 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     }
 
     platforms::check(&mut e, &spec.platform);
+    if let Some(p) = &spec.provisioner {
+        platforms::provisioner(&mut e, p);
+    }
 
     if let Some(adaptive) = &spec.adaptive_running_count {
         match (adaptive.instant_share, &adaptive.wait_p95) {
@@ -446,6 +455,48 @@ mod tests {
         s.inventory = Some(Inventory::of(["foo", "bar", "foo"]));
         let errors = validate_spec(&s).expect_err("duplicate");
         assert_eq!(errors, vec![FieldError::new("inventory.clusterDeployments[2].name", "duplicate name \"foo\"")]);
+    }
+
+    #[test]
+    fn a_webhook_provisioner_needs_an_https_url_and_a_secret_arn() {
+        use crate::model::{ProvisionerSpec, WebhookProvisioner};
+        let with = |url: &str, secret: &str| {
+            let mut s = spec();
+            let webhook = Some(WebhookProvisioner { url: url.into(), secret: secret.into() });
+            s.provisioner = Some(ProvisionerSpec { webhook });
+            s
+        };
+        let arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/installer-AbCdEf";
+        for good in ["https://installer.example.com/apiary", "https://10.0.0.7:8443", "http://127.0.0.1:9000/x"] {
+            assert_eq!(validate_spec(&with(good, arn)), Ok(()), "{good}");
+        }
+        for bad in [
+            "http://installer.example.com",
+            "ftp://x",
+            "https://",
+            "https://a b",
+            "https://x.example.com/?token=1",
+            "https://x.example.com/#f",
+            "http://localhost.evil.com",
+        ] {
+            assert_eq!(fields(&with(bad, arn)), ["provisioner.webhook.url"], "{bad}");
+        }
+        assert_eq!(fields(&with("https://x.example.com", "whsec_abc")), ["provisioner.webhook.secret"]);
+        let mut none = spec();
+        none.provisioner = Some(ProvisionerSpec { webhook: None });
+        assert_eq!(fields(&none), ["provisioner.webhook"]);
+    }
+
+    #[test]
+    fn an_installers_answer_is_bounded() {
+        let outputs = |n: usize, len: usize| (0..n).map(|i| (format!("k{i}"), "v".repeat(len))).collect();
+        assert_eq!(check_installed("ci-7x2kq", &outputs(3, 100)), Ok(()));
+        assert!(check_installed("Not_A_Label", &outputs(0, 0)).expect_err("refused").contains("infraId"));
+        assert!(check_installed("", &outputs(0, 0)).is_err());
+        assert!(check_installed("ci", &outputs(limits::MAX_OUTPUTS + 1, 1)).expect_err("refused").contains("outputs"));
+        assert!(check_installed("ci", &outputs(1, limits::MAX_OUTPUT_VALUE_LEN + 1))
+            .expect_err("refused")
+            .contains("k0"));
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! The checks of each platform's fields: every problem, each with its field path (`platform.<kind>.<field>`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::limits::*;
 use super::{check_dns_label, duration, positive_duration, secret_arn, shorten};
-use crate::model::{AwsPlatform, AzurePlatform, FakePlatform, GcpPlatform, Platform, VspherePlatform};
+use crate::model::{AwsPlatform, AzurePlatform, FakePlatform, GcpPlatform, Platform, ProvisionerSpec, VspherePlatform};
 
 /// The fields that say where a platform's machines live, with their values: the pool's clusters are found there,
 /// so they never change once the pool exists.
@@ -429,6 +429,57 @@ fn vsphere(e: &mut impl FnMut(&str, String), vs: &VspherePlatform) {
         }
     }
     positive_duration(e, "platform.vsphere.shutdownGracePeriod", vs.shutdown_grace_period.as_ref());
+}
+
+/// Checks `provisioner`: a webhook with an https URL (plain http only to a loopback host) and a secret's ARN.
+pub(super) fn provisioner(e: &mut impl FnMut(&str, String), p: &ProvisionerSpec) {
+    let Some(w) = &p.webhook else {
+        e("provisioner.webhook", "required: the installer's webhook (url and secret)".into());
+        return;
+    };
+    if !webhook_url_ok(&w.url) {
+        e(
+            "provisioner.webhook.url",
+            format!(
+                "{:?} is not an https URL of at most {MAX_URL_LEN} characters without query or fragment (plain http \
+                 only to localhost or 127.0.0.1)",
+                shorten(&w.url)
+            ),
+        );
+    }
+    secret_arn(e, "provisioner.webhook.secret", &w.secret);
+}
+
+fn webhook_url_ok(url: &str) -> bool {
+    let (rest, loopback_only) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+        (Some(rest), _) => (rest, false),
+        (None, Some(rest)) => (rest, true),
+        (None, None) => return false,
+    };
+    let host = rest.split('/').next().unwrap_or_default();
+    let loopback = ["localhost", "127.0.0.1"].iter().any(|h| host == *h || host.starts_with(&format!("{h}:")));
+    url.len() <= MAX_URL_LEN
+        && server_ok(host)
+        && (!loopback_only || loopback)
+        && !url.bytes().any(|b| b.is_ascii_whitespace() || b == b'?' || b == b'#')
+}
+
+/// Checks what an external installer said of a cluster it finished: its infraId (a DNS label, as the clouds'
+/// labels and names need it) and its outputs (bounded, so the cluster's item stays small). `Err` says what is wrong.
+pub fn check_installed(infra_id: &str, outputs: &BTreeMap<String, String>) -> Result<(), String> {
+    check_dns_label(infra_id, 63).map_err(|why| format!("infraId {:?}: {why}", shorten(infra_id)))?;
+    if outputs.len() > MAX_OUTPUTS {
+        return Err(format!("{} outputs, at most {MAX_OUTPUTS}", outputs.len()));
+    }
+    for (key, value) in outputs {
+        if key.is_empty() || key.len() > MAX_OUTPUT_KEY_LEN {
+            return Err(format!("output name {:?} must be 1 to {MAX_OUTPUT_KEY_LEN} characters", shorten(key)));
+        }
+        if value.len() > MAX_OUTPUT_VALUE_LEN {
+            return Err(format!("output {key}: at most {MAX_OUTPUT_VALUE_LEN} characters, got {}", value.len()));
+        }
+    }
+    Ok(())
 }
 
 /// `host` or `host:port`: DNS names or an IPv4 address, no scheme, no path.

@@ -1,0 +1,254 @@
+//! An external installer behind a webhook (`provisioner.webhook` in a pool spec): Apiary asks it to install a
+//! cluster and to remove it, and the pool's platform powers the machines of the infraId it names. The contract
+//! is `shared/clouds/provisioner.openapi.json`; every request is keyed by the cluster's id, so every call is
+//! idempotent, and signed per Standard Webhooks ([`sign`]).
+//!
+//! - Provision: `PUT {url}/clusters/{id}` with the cluster (pool, id, name, baseDomain, labels, attempt). `202`
+//!   (installing) and `200` (already installed) are accepted; a `4xx` is the installer refusing this attempt.
+//! - Install: `GET {url}/clusters/{id}`. `404`/`410`, or a record of an earlier attempt, is nothing under way;
+//!   `Provisioning` is under way; `Failed` fails the attempt with the installer's message; `Ready` is installed,
+//!   with the infraId and the outputs the installer names (checked: a DNS-label infraId, bounded outputs).
+//! - Deprovision: `DELETE {url}/clusters/{id}` until it answers `404` or `410`.
+//!
+//! 429 and 5xx answers are retried by the shared client (honouring `Retry-After`); a `401`/`403` means the
+//! receiver refused the signature (a wrong or rotated key): the key is read again once, then the step fails with
+//! the receiver's answer.
+
+use std::collections::BTreeMap;
+
+use apiary_planner::power::{Install, Termination};
+use apiary_planner::validate::check_installed;
+use apiary_planner::WebhookProvisioner;
+use apiary_ports::platform::{Provision, Provisioner, Target};
+use apiary_ports::secrets::Secrets;
+use apiary_ports::{Error, Result};
+use async_trait::async_trait;
+use base64::Engine;
+use reqwest::{Method, StatusCode};
+use serde::{Deserialize, Serialize};
+
+use crate::http::{escape, Answer, Http};
+use crate::secrets::SecretCache;
+
+/// The prefix of a Standard Webhooks signing key; the rest is the key in base64.
+pub const KEY_PREFIX: &str = "whsec_";
+
+/// The installer's answer about one cluster.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterAnswer {
+    /// `Provisioning`, `Ready`, `Failed`, `Deprovisioning`.
+    pub state: String,
+    /// The attempt this record is of (absent: the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// Once Ready: the infraId the machines carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infra_id: Option<String>,
+    /// Once Ready: API URL, console URL, the ARN of the kubeconfig's secret, … (never a secret itself).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, String>,
+    /// When Failed: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// While Provisioning: when the installer suggests looking again (Apiary looks every minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<u64>,
+}
+
+/// What Apiary sends with `PUT {url}/clusters/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallRequest {
+    /// The pool.
+    pub pool: String,
+    /// The cluster's id (also in the path).
+    pub cluster_id: String,
+    /// The cluster's name (an inventory name, or the id).
+    pub cluster_name: String,
+    /// The pool's base domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_domain: Option<String>,
+    /// The pool's labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// 1, then one more after each failed attempt: a PUT of a higher attempt starts the install anew.
+    pub attempt: u32,
+}
+
+/// The webhook provisioner.
+pub struct Webhook {
+    http: Http,
+    secrets: SecretCache,
+}
+
+impl Webhook {
+    /// Calls installers through `http`, reading their signing keys through `secrets`.
+    pub fn new(http: Http, secrets: std::sync::Arc<dyn Secrets>) -> Self {
+        Self { http, secrets: SecretCache::new(secrets) }
+    }
+
+    /// Sends one signed request about the cluster of `t`; a refused signature reads the key again once.
+    async fn send(&self, op: &'static str, method: Method, t: Target<'_>, body: Option<Vec<u8>>) -> Result<Answer> {
+        let hook = webhook(t)?;
+        let url = format!("{}/clusters/{}", hook.url.trim_end_matches('/'), escape(&t.cluster.id));
+        // Stable across retries of one request (a receiver may de-duplicate by it), different for each attempt.
+        let id = format!("{}.{}.{}", t.cluster.id, op.rsplit('.').next().unwrap_or(op), t.attempt());
+        let timestamp = t.now.timestamp();
+        let body = body.unwrap_or_default();
+        let key = || async { self.secrets.get(&hook.secret).await.map(|s| s.expose().to_owned()) };
+        let answer = self
+            .http
+            .send_with(
+                op,
+                key,
+                || self.secrets.forget(&hook.secret),
+                |c, key| {
+                    let request = c
+                        .request(method.clone(), &url)
+                        .header("content-type", "application/json")
+                        .header("webhook-id", &id)
+                        .header("webhook-timestamp", timestamp.to_string());
+                    let request = match sign(key, &id, timestamp, &body) {
+                        Ok(signature) => request.header("webhook-signature", signature),
+                        // Sent unsigned, the receiver refuses it, and the error below names the key.
+                        Err(_) => request,
+                    };
+                    request.body(body.clone())
+                },
+            )
+            .await?;
+        if matches!(answer.status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+            let key = self.secrets.get(&hook.secret).await?;
+            let why = match sign(key.expose(), &id, timestamp, &body) {
+                Err(why) => format!("the signing key in {} {why}", hook.secret),
+                Ok(_) => format!("the installer refused the request ({}): {}", answer.status, answer.text()),
+            };
+            return Err(Error::service(op, why, false));
+        }
+        Ok(answer)
+    }
+}
+
+/// The pool's webhook.
+fn webhook<'a>(t: Target<'a>) -> Result<&'a WebhookProvisioner> {
+    t.spec
+        .provisioner
+        .as_ref()
+        .and_then(|p| p.webhook.as_ref())
+        .ok_or_else(|| Error::Config(format!("pool {} names no webhook provisioner", t.pool)))
+}
+
+/// The Standard Webhooks signature of one request: `v1,` and the base64 of HMAC-SHA256 over
+/// `{id}.{timestamp}.{body}` with the key `whsec_<base64>`. `Err` says what is wrong with the key.
+pub fn sign(key: &str, id: &str, timestamp: i64, body: &[u8]) -> std::result::Result<String, String> {
+    let encoded = key.strip_prefix(KEY_PREFIX).ok_or_else(|| format!("does not start with {KEY_PREFIX}"))?;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|e| format!("is not {KEY_PREFIX} and base64: {e}"))?;
+    if raw.is_empty() {
+        return Err("is empty".to_owned());
+    }
+    let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &raw);
+    let mut ctx = aws_lc_rs::hmac::Context::with_key(&key);
+    ctx.update(id.as_bytes());
+    ctx.update(b".");
+    ctx.update(timestamp.to_string().as_bytes());
+    ctx.update(b".");
+    ctx.update(body);
+    Ok(format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(ctx.sign().as_ref())))
+}
+
+/// The installer's record, or `None` when it has none (404 or 410).
+fn record(op: &'static str, answer: &Answer) -> Result<Option<ClusterAnswer>> {
+    match answer.status {
+        StatusCode::NOT_FOUND | StatusCode::GONE => Ok(None),
+        s if s.is_success() || s.is_client_error() => answer.json(op).map(Some),
+        s => Err(Error::service(op, format!("unexpected answer {s}: {}", answer.text()), false)),
+    }
+}
+
+#[async_trait]
+impl Provisioner for Webhook {
+    async fn install_state(&self, t: Target<'_>) -> Result<Install> {
+        let op = "webhook.GetCluster";
+        let answer = self.send(op, Method::GET, t, None).await?;
+        let Some(record) = record(op, &answer)? else { return Ok(Install::Absent) };
+        if record.attempt.unwrap_or(1) < t.attempt() {
+            // An earlier, failed attempt's record: this attempt has not been asked for yet.
+            return Ok(Install::Absent);
+        }
+        Ok(match record.state.as_str() {
+            "Ready" => {
+                let infra_id = record.infra_id.unwrap_or_default();
+                match check_installed(&infra_id, &record.outputs) {
+                    Ok(()) => Install::Installed { infra_id, outputs: record.outputs },
+                    Err(why) => Install::Failed { message: format!("the installer's answer is not usable: {why}") },
+                }
+            }
+            "Failed" => Install::Failed {
+                message: record.message.unwrap_or_else(|| format!("the installer said Failed ({})", answer.status)),
+            },
+            "Provisioning" => Install::UnderWay,
+            other => {
+                let why = format!("the installer answered state {other:?} for an install ({})", answer.status);
+                return Err(Error::service(op, why, false));
+            }
+        })
+    }
+
+    async fn provision(&self, t: Target<'_>) -> Result<Provision> {
+        let op = "webhook.PutCluster";
+        let request = InstallRequest {
+            pool: t.pool.to_owned(),
+            cluster_id: t.cluster.id.clone(),
+            cluster_name: t.cluster.cluster_name.clone(),
+            base_domain: t.spec.base_domain.clone(),
+            labels: t.spec.labels.clone(),
+            attempt: t.attempt(),
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| Error::service(op, e.to_string(), false))?;
+        let answer = self.send(op, Method::PUT, t, Some(body)).await?;
+        if answer.is_success() {
+            return Ok(Provision::Accepted { handle: None });
+        }
+        let message = match record(op, &answer) {
+            Ok(Some(ClusterAnswer { message: Some(m), .. })) => m,
+            _ => answer.text(),
+        };
+        Ok(Provision::Refused(format!("the installer refused the install ({}): {message}", answer.status)))
+    }
+
+    async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
+        let op = "webhook.DeleteCluster";
+        let answer = self.send(op, Method::DELETE, t, None).await?;
+        Ok(match answer.status {
+            StatusCode::NOT_FOUND | StatusCode::GONE => Termination { remaining: 0, refused: vec![] },
+            s if s.is_success() => Termination { remaining: 1, refused: vec![] },
+            s => {
+                let why = format!("the installer refused the removal ({s}): {}", answer.text());
+                Termination { remaining: 1, refused: vec![("installer".to_owned(), why)] }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Standard Webhooks reference libraries' example.
+    #[test]
+    fn the_signature_is_the_standard_webhooks_one() {
+        let key = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let signature = sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1_614_265_330, br#"{"test": 2432232314}"#);
+        assert_eq!(signature.as_deref(), Ok("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="));
+    }
+
+    #[test]
+    fn a_key_that_is_not_whsec_and_base64_is_named() {
+        assert!(sign("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "m", 1, b"").expect_err("refused").contains("whsec_"));
+        assert!(sign("whsec_***", "m", 1, b"").expect_err("refused").contains("base64"));
+        assert!(sign("whsec_", "m", 1, b"").expect_err("refused").contains("empty"));
+    }
+}

@@ -1,0 +1,233 @@
+//! The webhook provisioner against the reference receiver, which installs on the fake Compute Engine: the contract
+//! (install, look, remove), signatures verified and refused when wrong or stale, retries idempotent, a failed
+//! attempt and the next one, throttling retried, and the pool's GCP actuator powering the installer's machines.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiary_clouds::gcp::Gcp;
+use apiary_clouds::http::Http;
+use apiary_clouds::webhook::Webhook;
+use apiary_fakeclouds::gcp::{FakeGcp, Timings};
+use apiary_fakeclouds::webhook::{FakeWebhook, Settings};
+use apiary_planner::power::Install;
+use apiary_planner::{Cluster, GcpPlatform, Platform, PoolSpec, ProvisionerSpec, Timestamp, WebhookProvisioner};
+use apiary_ports::platform::{Machinery, Platforms, Provision, Target};
+use support::MemSecrets;
+
+const PROJECT: &str = "ci-clusters-1";
+const CLOUD_ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/gcp-AbCdEf";
+const KEY_ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/installer-AbCdEf";
+const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const INSTALL: Duration = Duration::from_secs(600);
+
+struct World {
+    gcp: FakeGcp,
+    receiver: FakeWebhook,
+    machinery: Arc<dyn Machinery>,
+    spec: PoolSpec,
+    cluster: Cluster,
+    now: Timestamp,
+}
+
+impl World {
+    /// A GCP pool whose clusters the reference receiver installs; `key` is what the pool's secret holds.
+    async fn new(key: &str) -> Self {
+        let gcp = FakeGcp::start(Timings { boot: Duration::from_secs(60), stop: Duration::from_secs(30) })
+            .await
+            .expect("fake");
+        let account = gcp.service_account("apiary@ci-clusters-1.iam.gserviceaccount.com", PROJECT);
+        let settings = Settings {
+            gcp: gcp.clone(),
+            project: PROJECT.into(),
+            zone: "europe-west1-b".into(),
+            machines: 3,
+            install_time: INSTALL,
+            key: KEY.into(),
+            secrets_region: "eu-west-1".into(),
+        };
+        let receiver = FakeWebhook::start(settings).await.expect("receiver");
+        let secrets = Arc::new(MemSecrets(
+            [(CLOUD_ARN.to_owned(), account), (KEY_ARN.to_owned(), key.to_owned())].into_iter().collect(),
+        ));
+        let http = Http::new(None).expect("client").with_budget(Duration::from_secs(5));
+        let platforms = Platforms::new()
+            .with("gcp", Arc::new(Gcp::new(http.clone(), secrets.clone(), Some(gcp.endpoint()))))
+            .with_installer(Arc::new(Webhook::new(http, secrets)));
+        let platform = GcpPlatform {
+            project: PROJECT.into(),
+            zone: Some("europe-west1-b".into()),
+            zones: vec![],
+            instance_template: "unused-the-installer-makes-the-machines".into(),
+            machine_count: 3,
+            credentials_secret: CLOUD_ARN.into(),
+            labels: Default::default(),
+        };
+        let mut spec = PoolSpec::new(1, Platform::Gcp(platform));
+        spec.base_domain = Some("ci.example.com".into());
+        let webhook = Some(WebhookProvisioner { url: receiver.url(), secret: KEY_ARN.into() });
+        spec.provisioner = Some(ProvisionerSpec { webhook });
+        let machinery = platforms.of(&spec).expect("machinery");
+        let now = chrono::Utc::now();
+        Self { gcp, receiver, machinery, spec, cluster: Cluster::new("ci-abcde", "ci", "apiary-chose-this", now), now }
+    }
+
+    fn target(&self) -> Target<'_> {
+        Target { pool: "gcp-ci", spec: &self.spec, cluster: &self.cluster, now: self.now }
+    }
+
+    /// Time passes for the machines, the installer and Apiary.
+    fn later(&mut self, by: Duration) {
+        self.gcp.advance(by);
+        self.receiver.advance(by);
+        self.now += chrono::TimeDelta::from_std(by).expect("duration");
+    }
+
+    async fn install_state(&self) -> Install {
+        self.machinery.install_state(self.target()).await.expect("look")
+    }
+}
+
+#[tokio::test]
+async fn the_installer_installs_and_the_platform_powers_the_machines_it_names() {
+    let mut w = World::new(KEY).await;
+    assert_eq!(w.install_state().await, Install::Absent, "nothing asked yet");
+    assert_eq!(w.machinery.provision(w.target()).await.expect("put"), Provision::Accepted { handle: None });
+    assert_eq!(w.install_state().await, Install::UnderWay);
+    w.later(INSTALL);
+    let Install::Installed { infra_id, outputs } = w.install_state().await else { panic!("not installed") };
+    assert!(infra_id.starts_with("ci-"), "{infra_id}");
+    assert_eq!(outputs.get("apiUrl").map(String::as_str), Some("https://api.ci.ci.example.com:6443"));
+    assert!(outputs["kubeconfigSecretArn"].starts_with("arn:aws:secretsmanager:"), "a secret by its ARN only");
+    // The planner takes the installer's infraId; the pool's GCP actuator then finds and powers those machines.
+    w.cluster.infra_id = infra_id;
+    let running = w.machinery.machines_running(w.target()).await.expect("machines");
+    assert_eq!((running.total, running.not_ready.len()), (3, 0));
+    let refused = w.machinery.stop_machines(w.target()).await.expect("stop");
+    assert!(refused.machines.is_empty());
+    w.later(Duration::from_secs(30));
+    let stopped = w.machinery.machines_stopped(w.target()).await.expect("machines");
+    assert_eq!((stopped.total, stopped.not_ready.len()), (3, 0));
+}
+
+#[tokio::test]
+async fn every_call_is_idempotent_by_cluster_and_retried_through_throttling() {
+    let w = World::new(KEY).await;
+    w.receiver.throttle(2);
+    for _ in 0..3 {
+        assert_eq!(w.machinery.provision(w.target()).await.expect("put"), Provision::Accepted { handle: None });
+    }
+    assert_eq!(w.receiver.clusters().len(), 1, "one cluster for every retry");
+    assert_eq!(w.gcp.instances(PROJECT).len(), 3, "its machines made once");
+    w.receiver.unavailable(1);
+    assert_eq!(w.install_state().await, Install::UnderWay, "a 503 is retried");
+    let log = w.receiver.take_log();
+    assert_eq!(log.iter().filter(|l| l.starts_with("PUT /apiary/clusters/ci-abcde")).count(), 5, "{log:?}");
+}
+
+#[tokio::test]
+async fn a_wrong_key_or_a_stale_request_is_refused_by_the_receiver_and_named() {
+    let wrong = World::new("whsec_bm90IHRoZSBrZXkgdGhlIHJlY2VpdmVyIGhvbGRz").await;
+    let e = wrong.machinery.provision(wrong.target()).await.expect_err("refused");
+    assert!(!e.is_retryable(), "{e}");
+    assert!(e.to_string().contains("no valid signature"), "{e}");
+    assert!(wrong.receiver.clusters().is_empty(), "nothing installed");
+
+    let mut stale = World::new(KEY).await;
+    stale.now -= chrono::TimeDelta::minutes(10);
+    let e = stale.machinery.install_state(stale.target()).await.expect_err("refused");
+    assert!(e.to_string().contains("webhook-timestamp"), "{e}");
+
+    let garbled = World::new("not-a-standard-webhooks-key").await;
+    let e = garbled.machinery.provision(garbled.target()).await.expect_err("refused");
+    assert!(e.to_string().contains(KEY_ARN) && e.to_string().contains("whsec_"), "names the secret: {e}");
+    assert!(!e.to_string().contains("not-a-standard-webhooks-key"), "never the key itself: {e}");
+}
+
+#[tokio::test]
+async fn a_failed_attempt_is_reported_and_the_next_attempt_installs_anew() {
+    let mut w = World::new(KEY).await;
+    w.receiver.fail_attempts(1);
+    w.machinery.provision(w.target()).await.expect("put");
+    w.later(INSTALL);
+    let Install::Failed { message } = w.install_state().await else { panic!("not failed") };
+    assert!(message.contains("bootstrap timed out"), "{message}");
+    w.later(Duration::from_secs(30));
+    assert!(w.gcp.instances(PROJECT).is_empty(), "the failed run's machines are gone");
+    // The planner counts the failure: the next attempt is nothing under way until it is asked for.
+    w.cluster.install_failures = 1;
+    assert_eq!(w.install_state().await, Install::Absent);
+    w.machinery.provision(w.target()).await.expect("put");
+    assert_eq!(w.install_state().await, Install::UnderWay);
+    w.later(INSTALL);
+    assert!(matches!(w.install_state().await, Install::Installed { .. }));
+    assert_eq!(w.receiver.clusters().iter().map(|c| c.1).collect::<Vec<_>>(), [2]);
+}
+
+#[tokio::test]
+async fn a_stalled_install_stays_under_way_for_the_pools_install_timeout_to_catch() {
+    let mut w = World::new(KEY).await;
+    w.receiver.stall(true);
+    w.machinery.provision(w.target()).await.expect("put");
+    w.later(INSTALL * 6);
+    assert_eq!(w.install_state().await, Install::UnderWay);
+}
+
+#[tokio::test]
+async fn removal_is_asked_until_the_installer_says_the_cluster_is_gone() {
+    let mut w = World::new(KEY).await;
+    w.machinery.provision(w.target()).await.expect("put");
+    w.later(INSTALL);
+    let first = w.machinery.deprovision(w.target()).await.expect("delete");
+    assert_eq!((first.remaining, first.refused.len()), (1, 0));
+    w.later(Duration::from_secs(30));
+    let done = w.machinery.deprovision(w.target()).await.expect("delete");
+    assert_eq!((done.remaining, done.refused.len()), (0, 0));
+    assert!(w.gcp.instances(PROJECT).is_empty());
+    assert!(w.receiver.clusters().is_empty());
+    assert_eq!(w.install_state().await, Install::Absent, "a removed cluster is gone for the installer too");
+    let again = w.machinery.deprovision(w.target()).await.expect("delete");
+    assert_eq!(again.remaining, 0, "removing a gone cluster is done at once");
+}
+
+#[test]
+fn the_contract_document_describes_what_apiary_sends_and_reads() {
+    let doc: serde_json::Value =
+        serde_json::from_str(include_str!("../provisioner.openapi.json")).expect("the contract parses");
+    let path = &doc["paths"]["/clusters/{id}"];
+    for method in ["put", "get", "delete"] {
+        assert!(path[method].is_object(), "{method}");
+    }
+    let keys = |schema: &str| -> Vec<String> {
+        let props = doc["components"]["schemas"][schema]["properties"].as_object().expect("properties");
+        props.keys().cloned().collect()
+    };
+    let request = apiary_clouds::webhook::InstallRequest {
+        pool: "p".into(),
+        cluster_id: "c".into(),
+        cluster_name: "n".into(),
+        base_domain: Some("d".into()),
+        labels: [("k".to_owned(), "v".to_owned())].into(),
+        attempt: 1,
+    };
+    let sent: Vec<String> =
+        serde_json::to_value(&request).expect("json").as_object().expect("object").keys().cloned().collect();
+    let mut documented = keys("InstallRequest");
+    documented.sort();
+    assert_eq!(sent, documented, "every field sent is documented, and only those");
+    let answer = apiary_clouds::webhook::ClusterAnswer {
+        state: "Ready".into(),
+        attempt: Some(1),
+        infra_id: Some("i".into()),
+        outputs: [("apiUrl".to_owned(), "u".to_owned())].into(),
+        message: Some("m".into()),
+        retry_after_seconds: Some(30),
+    };
+    let read: Vec<String> =
+        serde_json::to_value(&answer).expect("json").as_object().expect("object").keys().cloned().collect();
+    let mut documented = keys("ClusterState");
+    documented.sort();
+    assert_eq!(read, documented, "every field read is documented, and only those");
+}
