@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
+use apiary_ports::secrets::Secrets;
 use serde_json::{json, Value};
 use support::{aws_pool, stack, ADMIN, ALICE, BOB};
 
@@ -625,6 +626,28 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
         (c["phase"] == "Ready" && machines(&running) == ["RUNNING"; 3]).then_some(())
     })
     .await;
+
+    // Nothing secret in an API answer, the table or the metrics: neither the installer's signing key nor the
+    // GCP service account's private key, which the power function read to make every call above.
+    let secrets = apiary_aws::secrets::SecretsManager::new(&apiary_aws::config::load_sdk_config().await);
+    let key = secrets.secret(&clouds.webhook_secret).await.expect("the signing key");
+    let account = secrets.secret(&clouds.gcp_credentials).await.expect("the service account");
+    let account: Value = serde_json::from_str(account.expose()).expect("a key file");
+    let private = account["private_key"].as_str().expect("private_key");
+    let pem_body: String = private.lines().filter(|l| !l.starts_with("-----")).collect();
+    let needles = [key.expose().trim_start_matches("whsec_").to_owned(), pem_body[40..120].to_owned()];
+    let mut seen = vec![claim.to_string()];
+    for path in ["/pools/w", "/pools/w/clusters", "/pools/w/claims", "/pools/w/claims/job"] {
+        seen.push(s.call("GET", path, ADMIN, None).await.1.to_string());
+    }
+    let table = s.deps.store.read_pool("w").await.expect("read").expect("the pool");
+    seen.push(serde_json::to_string(&table).expect("json"));
+    seen.push(s.metrics().iter().map(Value::to_string).collect());
+    for text in &seen {
+        for needle in &needles {
+            assert!(!text.contains(needle.as_str()), "a secret leaked into: {}", &text[..text.len().min(300)]);
+        }
+    }
 
     let (status, body) = s.call("DELETE", "/pools/w/claims/job", ALICE, None).await;
     assert_eq!(status, 202, "{body}");
