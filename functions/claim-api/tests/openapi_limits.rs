@@ -84,6 +84,13 @@ fn installer(url: &str, secret: &str) -> Value {
     spec
 }
 
+/// A valid pool whose readiness probe is `https`.
+fn probe(https: Value) -> Value {
+    let mut spec = base();
+    spec["readiness"] = json!({ "https": https });
+    spec
+}
+
 fn with(path: &[&str], value: Value) -> Value {
     let mut spec = base();
     let mut at = &mut spec;
@@ -419,6 +426,30 @@ async fn every_declared_bound_is_the_enforced_one() {
             MAX_CA_BUNDLE_LEN as f64,
             vsphere("caBundle", json!(x(MAX_CA_BUNDLE_LEN + 1))),
             "platform.vsphere.caBundle",
+        ),
+        (
+            "PoolSpec/readiness/https/url/maxLength",
+            MAX_URL_LEN as f64,
+            probe(json!({"url": format!("https://t.example.com/{}", x(MAX_URL_LEN - 21))})),
+            "readiness.https.url",
+        ),
+        (
+            "PoolSpec/readiness/https/caBundle/maxLength",
+            MAX_CA_BUNDLE_LEN as f64,
+            probe(json!({"url": "https://a.example.com", "caBundle": format!("-----BEGIN{}", x(MAX_CA_BUNDLE_LEN))})),
+            "readiness.https.caBundle",
+        ),
+        (
+            "PoolSpec/readiness/https/expectedStatus/maximum",
+            599.0,
+            probe(json!({"url": "https://a.example.com", "expectedStatus": 600})),
+            "readiness.https.expectedStatus",
+        ),
+        (
+            "PoolSpec/readiness/https/expectedStatus/minimum",
+            100.0,
+            probe(json!({"url": "https://a.example.com", "expectedStatus": 99})),
+            "readiness.https.expectedStatus",
         ),
         (
             "PoolSpec/provisioner/webhook/url/maxLength",

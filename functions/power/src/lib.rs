@@ -82,6 +82,7 @@ async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe) -> Result
             Some(message) if !m.not_ready.is_empty() => Report::Unsupported { message },
             _ => machines(&m),
         }),
+        Probe::Readiness => platform.cluster_ready(t).await.map(Report::Ready),
         Probe::NodesReady => platform.nodes_ready(t).await.map(|nodes| match nodes {
             Nodes::Ready => Report::Nodes { ready: true },
             Nodes::NotReady => Report::Nodes { ready: false },

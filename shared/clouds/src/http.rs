@@ -283,7 +283,7 @@ fn untrusted(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// An error with its causes, for a log line (reqwest's own message omits them).
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
@@ -305,6 +305,33 @@ pub fn escape(text: &str) -> String {
         }
     }
     out
+}
+
+/// Clients that trust a pool's CA bundle besides the system's roots (a vCenter's, a cluster API's), one per
+/// bundle, built on first use and kept for the warm process.
+pub struct Bundles {
+    base: Http,
+    by_digest: std::sync::Mutex<std::collections::HashMap<[u8; 32], Http>>,
+}
+
+impl Bundles {
+    /// Clients like `base`, with `base`'s budget.
+    pub fn new(base: Http) -> Self {
+        Self { base, by_digest: std::sync::Mutex::new(std::collections::HashMap::new()) }
+    }
+
+    /// `base` itself without a bundle, else the client trusting `pem` too.
+    pub fn client(&self, pem: Option<&str>) -> Result<Http> {
+        let Some(pem) = pem else { return Ok(self.base.clone()) };
+        let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(pem.as_bytes()).into();
+        let mut clients = self.by_digest.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(http) = clients.get(&digest) {
+            return Ok(http.clone());
+        }
+        let http = Http::new(Some(pem))?.with_budget_of(&self.base);
+        clients.insert(digest, http.clone());
+        Ok(http)
+    }
 }
 
 #[cfg(test)]

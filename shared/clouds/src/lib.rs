@@ -6,6 +6,7 @@
 //! - [`azure`]: Azure Resource Manager (`platform.azure`).
 //! - [`vsphere`]: vCenter's Automation REST API (`platform.vsphere`).
 //! - [`webhook`]: an external installer behind a signed webhook (`provisioner.webhook`), beside any platform.
+//! - [`readiness`]: a pool's HTTPS readiness check of its clusters (`readiness.https`).
 //!
 //! They share one [`http::Http`] client (built once per process, bounded and retrying like the AWS calls), read
 //! their credentials through the [`Secrets`](apiary_ports::secrets::Secrets) port by the ARN a pool names, and
@@ -16,6 +17,7 @@ pub mod azure;
 pub mod fanout;
 pub mod gcp;
 pub mod http;
+pub mod readiness;
 pub mod secrets;
 pub mod tokens;
 pub mod vsphere;
@@ -71,5 +73,6 @@ pub fn with_http(
             Arc::new(azure::Azure::new(http.clone(), secrets.clone(), endpoints.azure, endpoints.azure_authority)),
         )
         .with("vsphere", Arc::new(vsphere::Vsphere::new(http.clone(), secrets.clone())))
-        .with_installer(Arc::new(webhook::Webhook::new(http, secrets))))
+        .with_installer(Arc::new(webhook::Webhook::new(http.clone(), secrets)))
+        .with_readiness(Arc::new(readiness::HttpsReadiness::new(http))))
 }

@@ -37,10 +37,9 @@ use async_trait::async_trait;
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use sha2::Digest;
 
 use crate::fanout::{self, Outcome};
-use crate::http::{escape, Answer, Http};
+use crate::http::{escape, Answer, Bundles, Http};
 use crate::secrets::SecretCache;
 use crate::tokens::TokenCache;
 
@@ -130,9 +129,8 @@ struct Vc<'a> {
 
 /// The vSphere platform.
 pub struct Vsphere {
-    http: Http,
-    /// Clients trusting a pool's CA bundle, by the bundle's digest.
-    bundles: Mutex<HashMap<[u8; 32], Http>>,
+    /// Clients trusting a pool's CA bundle.
+    bundles: Bundles,
     secrets: SecretCache,
     sessions: TokenCache,
     /// `root kind scope name` → id, for inventory and tag lookups.
@@ -146,8 +144,7 @@ impl Vsphere {
     /// through the system's roots and the pool's CA bundle (built into a client of its own, once per bundle).
     pub fn new(http: Http, secrets: Arc<dyn Secrets>) -> Self {
         Self {
-            http,
-            bundles: Mutex::new(HashMap::new()),
+            bundles: Bundles::new(http),
             secrets: SecretCache::new(secrets),
             sessions: TokenCache::default(),
             ids: Mutex::new(HashMap::new()),
@@ -164,22 +161,8 @@ impl Vsphere {
 
     /// The vCenter of `vs`, with a client trusting its CA bundle (built once per bundle).
     fn vc<'a>(&self, vs: &'a VspherePlatform) -> Result<Vc<'a>> {
-        let http = match &vs.ca_bundle {
-            None => self.http.clone(),
-            Some(pem) => {
-                let digest: [u8; 32] = sha2::Sha256::digest(pem.as_bytes()).into();
-                let mut bundles = self.bundles.lock().unwrap_or_else(|e| e.into_inner());
-                match bundles.get(&digest) {
-                    Some(http) => http.clone(),
-                    None => {
-                        let http = Http::new(Some(pem))?;
-                        bundles.insert(digest, http.clone());
-                        http
-                    }
-                }
-            }
-        };
-        Ok(Vc { vs, http: http.with_budget_of(&self.http), root: format!("https://{}", vs.server) })
+        let http = self.bundles.client(vs.ca_bundle.as_deref())?;
+        Ok(Vc { vs, http, root: format!("https://{}", vs.server) })
     }
 
     async fn user(&self, vs: &VspherePlatform) -> Result<User> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use apiary_aws::secrets::SecretsManager;
 use apiary_aws::SdkConfig;
 use apiary_clouds::Endpoints;
-use apiary_fakeclouds::{azure, gcp, vsphere, webhook};
+use apiary_fakeclouds::{azure, cluster_api, gcp, vsphere, webhook};
 use apiary_ports::{Deps, Result};
 use serde_json::Value;
 
@@ -26,7 +26,8 @@ pub const DEMO_SUBSCRIPTION: &str = "00000000-0000-0000-0000-00000000a91a";
 pub const DEMO_TENANT: &str = "00000000-0000-0000-0000-0000000000d0";
 
 /// A fake Compute Engine, a fake Azure and a fake vCenter, each with a demo account whose credentials are stored
-/// in Secrets Manager, and the reference webhook installer on the fake Compute Engine, its key stored likewise.
+/// in Secrets Manager, the reference webhook installer on the fake Compute Engine, its key stored likewise, and
+/// the clusters' API servers for readiness checks (each cluster ready a boot's time after its first look).
 pub struct DemoClouds {
     /// The fake Compute Engine, with the instance template `apiary-node`.
     pub gcp: gcp::FakeGcp,
@@ -45,6 +46,8 @@ pub struct DemoClouds {
     pub webhook: webhook::FakeWebhook,
     /// The ARN of its signing key: a pool's `provisioner.webhook.secret`.
     pub webhook_secret: String,
+    /// The clusters' API servers, for readiness checks (HTTPS, its CA in [`cluster_api::FakeClusterApi::ca_bundle`]).
+    pub cluster_api: cluster_api::FakeClusterApi,
 }
 
 impl DemoClouds {
@@ -77,6 +80,7 @@ impl DemoClouds {
             secrets_region: "us-east-1".into(),
         };
         let webhook = webhook::FakeWebhook::start(settings).await?;
+        let cluster_api = cluster_api::FakeClusterApi::start(boot).await?;
         Ok(Self {
             gcp,
             azure,
@@ -86,6 +90,7 @@ impl DemoClouds {
             vsphere_credentials,
             webhook,
             webhook_secret,
+            cluster_api,
         })
     }
 
@@ -109,6 +114,8 @@ impl DemoClouds {
             ("{{fake-vsphere-ca}}", self.vsphere.ca_bundle()),
             ("{{fake-webhook-url}}", self.webhook.url()),
             ("{{fake-webhook-secret}}", self.webhook_secret.clone()),
+            ("{{fake-cluster-api-url}}", self.cluster_api.url_template()),
+            ("{{fake-cluster-api-ca}}", self.cluster_api.ca_bundle()),
         ];
         match spec {
             Value::String(s) => {

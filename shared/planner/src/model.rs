@@ -63,6 +63,10 @@ pub struct PoolSpec {
     pub labels: BTreeMap<String, String>,
     /// Where and how clusters are made.
     pub platform: Platform,
+    /// How a cluster is proven usable before it is Running (seed 004's waiting states): without it, a cluster
+    /// whose machines run and whose nodes are ready is Running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<ReadinessSpec>,
     /// Who installs and removes clusters when not Apiary itself: an external installer behind a webhook. The
     /// platform's actuator then powers the machines of the infraId the installer names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -93,6 +97,7 @@ impl PoolSpec {
             base_domain: None,
             labels: BTreeMap::new(),
             platform,
+            readiness: None,
             provisioner: None,
             schedules: Vec::new(),
             adaptive_running_count: None,
@@ -117,6 +122,10 @@ impl PoolSpec {
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|n| *n > 0)
                 .unwrap_or(DEFAULT_INSTALL_ATTEMPTS),
+            readiness: self
+                .readiness
+                .as_ref()
+                .map(|r| r.settle_pause.as_ref().and_then(GoDuration::get).unwrap_or_else(TimeDelta::zero)),
         }
     }
 }
@@ -136,11 +145,19 @@ pub struct PowerLimits {
     pub install: Option<TimeDelta>,
     /// Provisioning attempts before the cluster is broken.
     pub install_attempts: u32,
+    /// The pool checks readiness beyond the nodes: with how long a settle pause (zero: none).
+    pub readiness: Option<TimeDelta>,
 }
 
 impl Default for PowerLimits {
     fn default() -> Self {
-        Self { to_running: None, to_hibernating: None, install: None, install_attempts: DEFAULT_INSTALL_ATTEMPTS }
+        Self {
+            to_running: None,
+            to_hibernating: None,
+            install: None,
+            install_attempts: DEFAULT_INSTALL_ATTEMPTS,
+            readiness: None,
+        }
     }
 }
 
@@ -179,6 +196,34 @@ pub struct InventoryEntry {
     /// The cluster's (short) name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+/// How a pool proves a cluster usable (`readiness` in a pool spec). Once its nodes are ready, a resuming or new
+/// cluster waits `settlePause` (PausingForClusterOperatorsToSettle), then until the check passes
+/// (WaitingForClusterOperators); only then is it Running, and assignable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadinessSpec {
+    /// An HTTPS probe of the cluster's API.
+    pub https: HttpsProbe,
+    /// How long to let the cluster's operators settle after its nodes are ready, before the first check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settle_pause: Option<GoDuration>,
+}
+
+/// An HTTPS probe: `GET url` answers `expectedStatus`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpsProbe {
+    /// The URL, a template over `{clusterName}`, `{baseDomain}`, `{infraId}` and `{outputs.NAME}` (an external
+    /// installer's outputs), for example `https://api.{clusterName}.{baseDomain}:6443/readyz`.
+    pub url: String,
+    /// PEM certificates to trust for it (a cluster's API serves its own CA's certificate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+    /// The status that means ready (default 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_status: Option<u16>,
 }
 
 /// An external provisioner (`provisioner` in a pool spec).
@@ -577,6 +622,8 @@ pub mod condition {
     pub const PENDING: &str = "Pending";
     /// Pool: every unclaimed cluster matches the current poolVersion.
     pub const ALL_CLUSTERS_CURRENT: &str = "AllClustersCurrent";
+    /// Cluster: its readiness check could not reach it (seed 004's Unreachable).
+    pub const UNREACHABLE: &str = "Unreachable";
     /// Pool: maxSize leaves room for more clusters.
     pub const CAPACITY_AVAILABLE: &str = "CapacityAvailable";
 }
@@ -621,6 +668,10 @@ pub mod reason {
     pub const WAITING_FOR_CLUSTER_OPERATORS: &str = "WaitingForClusterOperators";
     /// Ready=True.
     pub const RUNNING: &str = "Running";
+    /// Unreachable=True: the readiness check cannot reach the cluster.
+    pub const CLUSTER_UNREACHABLE: &str = "ClusterUnreachable";
+    /// Unreachable=False: it can again.
+    pub const CLUSTER_REACHABLE: &str = "ClusterReachable";
     /// ProvisionStopped=True: the install failed.
     pub const PROVISION_FAILED: &str = "ProvisionFailed";
     /// ProvisionStopped=True: every provisioning attempt the pool allows failed (Hive's reason).

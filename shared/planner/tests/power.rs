@@ -5,7 +5,7 @@ mod support;
 
 use apiary_planner::power::{
     deadline, deprovision_step, fenced_until, hibernation_unsupported, in_progress, pause, probe, step, unpause,
-    ActuatorCall, Install, Probe, Report, Termination, CALL_FENCE, INSTALL_POLL, MIN_BACKOFF, POLL,
+    ActuatorCall, Install, Probe, Readiness, Report, Termination, CALL_FENCE, INSTALL_POLL, MIN_BACKOFF, POLL,
 };
 use apiary_planner::*;
 use chrono::TimeDelta;
@@ -552,4 +552,78 @@ fn an_external_installer_names_the_cluster_it_made_and_what_it_says_of_it() {
     assert_eq!(s.cluster.outputs, outputs);
     assert_eq!(s.cluster.power_state, Some(PowerState::Running));
     assert!(s.wakes_pool);
+}
+
+// ── readiness (seed 004's waiting states, seed 002) ─────────────────────────────────────────────────────
+
+fn checked(pause_minutes: i64) -> PowerLimits {
+    PowerLimits { readiness: Some(TimeDelta::minutes(pause_minutes)), ..timeouts(Some(30), None) }
+}
+
+#[test]
+fn with_a_readiness_check_a_resume_settles_then_waits_for_the_check_before_it_is_running() {
+    let limits = checked(2);
+    let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    let (c, _) = drive(c, &[(at(0), machines(3)), (at(1), Report::CallAccepted), (at(3), machines(0))], limits);
+    assert_eq!(c.power_state, Some(PowerState::WaitingForNodes));
+    let s = step(&c, &Report::Nodes { ready: true }, at(4), limits);
+    assert_eq!(s.cluster.power_state, Some(PowerState::PausingForClusterOperatorsToSettle));
+    assert_eq!(s.recheck_after, Some(TimeDelta::minutes(2)), "the operators settle first");
+    assert_eq!(cond(&s.cluster, condition::READY).reason, reason::PAUSING_FOR_CLUSTER_OPERATORS_TO_SETTLE);
+    let c = s.cluster;
+    assert_eq!(probe(&c), Some(Probe::Readiness));
+    let early = step(&c, &Report::Ready(Readiness::Ready), at(5), limits);
+    assert_eq!(early.cluster.power_state, Some(PowerState::PausingForClusterOperatorsToSettle), "not before the pause");
+    assert_eq!(early.recheck_after, Some(TimeDelta::minutes(1)));
+
+    let not_yet = Report::Ready(Readiness::NotReady { message: "503: etcd is not ready".into() });
+    let s = step(&c, &not_yet, at(6), limits);
+    assert_eq!(s.cluster.power_state, Some(PowerState::WaitingForClusterOperators));
+    let ready = cond(&s.cluster, condition::READY);
+    assert_eq!(
+        (ready.reason.as_str(), ready.message.as_str()),
+        (reason::WAITING_FOR_CLUSTER_OPERATORS, "503: etcd is not ready")
+    );
+    assert!(!s.cluster.is_running(), "not assignable while the check fails");
+    assert_eq!(s.recheck_after, Some(POLL));
+    let s = step(&s.cluster, &Report::Ready(Readiness::Ready), at(7), limits);
+    assert!(s.cluster.is_running());
+    assert!(s.wakes_pool, "a Running cluster can serve a claim");
+    assert_eq!(s.cluster.last_resume_seconds, Some(7 * 60));
+}
+
+#[test]
+fn a_cluster_the_check_cannot_reach_says_unreachable_and_is_broken_by_the_resume_timeout() {
+    let limits = checked(0);
+    let mut c = cluster("c").resuming().c;
+    c.power_state = Some(PowerState::WaitingForNodes);
+    let s = step(&c, &Report::Nodes { ready: true }, at(1), limits);
+    assert_eq!(s.cluster.power_state, Some(PowerState::WaitingForClusterOperators), "no pause: straight to the check");
+    assert_eq!(s.recheck_after, Some(TimeDelta::zero()));
+    let gone = Report::Ready(Readiness::Unreachable { message: "connection refused".into() });
+    let s = step(&s.cluster, &gone, at(2), limits);
+    let k = cond(&s.cluster, condition::UNREACHABLE);
+    assert_eq!(
+        (k.status, k.reason.as_str(), k.message.as_str()),
+        (ConditionStatus::True, "ClusterUnreachable", "connection refused")
+    );
+    let later = step(&s.cluster, &gone, at(31), limits);
+    assert!(later.cluster.is_broken(), "seed 002: a cluster that never passes is replaced");
+    assert_eq!(cond(&later.cluster, condition::HIBERNATING).reason, reason::FAILED_TO_START);
+
+    let back = step(&s.cluster, &Report::Ready(Readiness::Ready), at(3), limits);
+    let k = cond(&back.cluster, condition::UNREACHABLE);
+    assert_eq!((k.status, k.reason.as_str()), (ConditionStatus::False, "ClusterReachable"));
+    assert!(back.cluster.is_running());
+}
+
+#[test]
+fn with_a_readiness_check_a_new_cluster_is_proven_before_it_is_running() {
+    let limits = checked(0);
+    let c = cluster("c").installing().spec(DesiredPower::Running).c;
+    let s = step(&c, &Report::Install(Install::Done), at(10), limits);
+    assert_eq!(s.cluster.installed_at, Some(at(10)));
+    assert_eq!(s.cluster.power_state, Some(PowerState::WaitingForNodes));
+    assert!(!s.cluster.is_running(), "installed, but not yet assignable");
+    assert_eq!(probe(&s.cluster), Some(Probe::NodesReady));
 }

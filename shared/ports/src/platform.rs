@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
-use apiary_planner::power::{Install, Termination};
+use apiary_planner::power::{Install, Readiness, Termination};
 use apiary_planner::{Cluster, PoolSpec, Timestamp};
 use async_trait::async_trait;
 
@@ -133,6 +133,17 @@ pub trait Actuator: Send + Sync {
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused>;
     /// Stops every machine not stopped.
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused>;
+    /// Whether the cluster passes its pool's readiness check; only pools with one are asked.
+    async fn cluster_ready(&self, t: Target<'_>) -> Result<Readiness> {
+        Err(Error::Config(format!("pool {} has a readiness check this deployment cannot run", t.pool)))
+    }
+}
+
+/// Checks that a cluster is usable (a pool's `readiness`).
+#[async_trait]
+pub trait ReadinessCheck: Send + Sync {
+    /// Whether the cluster of `t` passes its pool's check.
+    async fn check(&self, t: Target<'_>) -> Result<Readiness>;
 }
 
 /// What a provisioning call came to.
@@ -199,6 +210,48 @@ impl<T: Actuator + Provisioner> Machinery for T {}
 pub struct Platforms {
     by_kind: BTreeMap<&'static str, Arc<dyn Machinery>>,
     installer: Option<Arc<dyn Provisioner>>,
+    readiness: Option<Arc<dyn ReadinessCheck>>,
+}
+
+/// A pool's machinery with its readiness check.
+struct Checked {
+    inner: Arc<dyn Machinery>,
+    check: Arc<dyn ReadinessCheck>,
+}
+
+#[async_trait]
+impl Actuator for Checked {
+    async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
+        self.inner.machines_running(t).await
+    }
+    async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
+        self.inner.machines_stopped(t).await
+    }
+    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
+        self.inner.nodes_ready(t).await
+    }
+    async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
+        self.inner.start_machines(t).await
+    }
+    async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
+        self.inner.stop_machines(t).await
+    }
+    async fn cluster_ready(&self, t: Target<'_>) -> Result<Readiness> {
+        self.check.check(t).await
+    }
+}
+
+#[async_trait]
+impl Provisioner for Checked {
+    async fn install_state(&self, t: Target<'_>) -> Result<Install> {
+        self.inner.install_state(t).await
+    }
+    async fn provision(&self, t: Target<'_>) -> Result<Provision> {
+        self.inner.provision(t).await
+    }
+    async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
+        self.inner.deprovision(t).await
+    }
 }
 
 /// A pool's clusters as an external installer makes and removes them, powered by its platform's actuator by the
@@ -224,6 +277,9 @@ impl Actuator for Installed {
     }
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
         self.platform.stop_machines(t).await
+    }
+    async fn cluster_ready(&self, t: Target<'_>) -> Result<Readiness> {
+        self.platform.cluster_ready(t).await
     }
 }
 
@@ -258,9 +314,26 @@ impl Platforms {
         self
     }
 
+    /// Checks the readiness of clusters of pools that set `readiness` with `check`.
+    pub fn with_readiness(mut self, check: Arc<dyn ReadinessCheck>) -> Self {
+        self.readiness = Some(check);
+        self
+    }
+
     /// The machinery of `spec`: its platform, with the external installer in place of the platform's own
-    /// provisioning when the pool names one; a configuration error when this process cannot drive it.
+    /// provisioning when the pool names one, and the readiness check when it sets one; a configuration error
+    /// when this process cannot drive it.
     pub fn of(&self, spec: &PoolSpec) -> Result<Arc<dyn Machinery>> {
+        let inner = self.provisioned(spec)?;
+        if spec.readiness.is_none() {
+            return Ok(inner);
+        }
+        let check =
+            self.readiness.clone().ok_or_else(|| Error::Config("no readiness check in this deployment".to_owned()))?;
+        Ok(Arc::new(Checked { inner, check }))
+    }
+
+    fn provisioned(&self, spec: &PoolSpec) -> Result<Arc<dyn Machinery>> {
         let kind = spec.platform.kind();
         let platform = self
             .by_kind

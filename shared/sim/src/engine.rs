@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use chrono::TimeDelta;
 
 use apiary_planner::duration::hours;
-use apiary_planner::power::{self, ActuatorCall, Install, Probe, Report};
+use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
 use apiary_planner::{apply_mut, plan, Action, Claim, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
 
 use crate::report::{Calls, Outcome, Sample};
@@ -460,6 +460,9 @@ impl<'t> Simulation<'t> {
                 all(s == Machines::Stopped, matches!(s, Machines::Running | Machines::Starting(_)))
             }
             (Probe::NodesReady, s) => Report::Nodes { ready: s == Machines::Running },
+            // The simulated clusters are usable once their machines run.
+            (Probe::Readiness, Machines::Running) => Report::Ready(Readiness::Ready),
+            (Probe::Readiness, _) => Report::Ready(Readiness::NotReady { message: "machines not running".into() }),
         }
     }
 

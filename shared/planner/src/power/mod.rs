@@ -67,6 +67,26 @@ pub enum Probe {
     MachinesStopped,
     /// Whether the cluster's nodes are ready.
     NodesReady,
+    /// Whether the cluster passes the pool's readiness check.
+    Readiness,
+}
+
+/// What the pool's readiness check found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum Readiness {
+    /// The check passed.
+    Ready,
+    /// The cluster answered, but not as ready.
+    NotReady {
+        /// What it answered.
+        message: String,
+    },
+    /// The cluster could not be reached.
+    Unreachable {
+        /// Why.
+        message: String,
+    },
 }
 
 /// Where a cluster's install stands, as its platform reports it for the current attempt (`installFailures + 1`).
@@ -117,6 +137,8 @@ pub enum Report {
         /// All nodes ready.
         ready: bool,
     },
+    /// Answer to [`Probe::Readiness`].
+    Ready(Readiness),
     /// The call the last step asked for was accepted by the cloud.
     CallAccepted,
     /// The provisioning call was accepted; `handle` is what the cloud answered to follow it by (vSphere's clone
@@ -183,8 +205,13 @@ pub fn probe(cluster: &Cluster) -> Option<Probe> {
     if cluster.power_paused {
         return None;
     }
+    let checking = matches!(
+        cluster.power_state,
+        Some(PowerState::PausingForClusterOperatorsToSettle | PowerState::WaitingForClusterOperators)
+    );
     match desired(cluster)? {
         DesiredPower::Running if cluster.power_state == Some(PowerState::WaitingForNodes) => Some(Probe::NodesReady),
+        DesiredPower::Running if checking => Some(Probe::Readiness),
         DesiredPower::Running => Some(Probe::MachinesRunning),
         DesiredPower::Hibernating => Some(Probe::MachinesStopped),
     }
@@ -258,7 +285,7 @@ pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLim
     } else {
         match desired(cluster) {
             None => {}
-            Some(DesiredPower::Running) => resume(&mut out, report, now),
+            Some(DesiredPower::Running) => resume(&mut out, report, now, limits.readiness),
             Some(DesiredPower::Hibernating) => hibernate(&mut out, report, now),
         }
         enforce_timeout(&mut out, now, limits);
@@ -301,7 +328,12 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
                     now,
                 );
             }
-            enter(c, PowerState::Running, "", now);
+            if limits.readiness.is_some() {
+                // Proven usable first, as a resume is: its nodes, then the pool's check.
+                begin(c, PowerState::WaitingForNodes, now);
+            } else {
+                enter(c, PowerState::Running, "", now);
+            }
             if c.power_paused {
                 // Installed while paused: power management waits for the unpause.
                 say_paused(c, now);
@@ -346,6 +378,7 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
         Report::Install(Install::UnderWay)
         | Report::Machines { .. }
         | Report::Nodes { .. }
+        | Report::Ready(_)
         | Report::CallAccepted
         | Report::Unsupported { .. } => out.recheck_after = Some(INSTALL_POLL),
     }
@@ -374,7 +407,7 @@ fn stop_provisioning(c: &mut Cluster, why: &str, message: &str, now: Timestamp) 
 }
 
 /// The step for an outcome report, or for a machines report whose machines a call would act on now.
-fn resume(out: &mut PowerStep, report: &Report, now: Timestamp) {
+fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, readiness: Option<TimeDelta>) {
     let c = &mut out.cluster;
     let state = c.power_state;
     match report {
@@ -410,10 +443,57 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp) {
                 }
             }
         }
-        Report::Nodes { ready: true } => {
-            enter(c, PowerState::Running, "", now);
-        }
+        Report::Nodes { ready: true } => match readiness {
+            None => enter(c, PowerState::Running, "", now),
+            // Seed 004: let the operators settle, then wait for the pool's check.
+            Some(pause) if pause > TimeDelta::zero() => {
+                enter(c, PowerState::PausingForClusterOperatorsToSettle, "", now);
+                c.retry_at = Some(now + pause);
+                out.recheck_after = Some(pause);
+            }
+            Some(_) => {
+                enter(c, PowerState::WaitingForClusterOperators, "", now);
+                out.recheck_after = Some(TimeDelta::zero());
+            }
+        },
         Report::Nodes { ready: false } => out.recheck_after = Some(POLL),
+        Report::Ready(_)
+            if state == Some(PowerState::PausingForClusterOperatorsToSettle)
+                && c.retry_at.is_some_and(|at| at > now) =>
+        {
+            out.recheck_after = c.retry_at.map(|at| at - now);
+        }
+        Report::Ready(found) => {
+            c.retry_at = None;
+            // Seed 004's Unreachable: said while the check cannot reach the cluster, withdrawn once it can.
+            let said = crate::model::find_condition(&c.conditions, condition::UNREACHABLE).is_some();
+            match found {
+                Readiness::Unreachable { message } => set_condition(
+                    &mut c.conditions,
+                    condition::UNREACHABLE,
+                    ConditionStatus::True,
+                    reason::CLUSTER_UNREACHABLE,
+                    message,
+                    now,
+                ),
+                _ if said => set_condition(
+                    &mut c.conditions,
+                    condition::UNREACHABLE,
+                    ConditionStatus::False,
+                    reason::CLUSTER_REACHABLE,
+                    "",
+                    now,
+                ),
+                _ => false,
+            };
+            match found {
+                Readiness::Ready => enter(c, PowerState::Running, "", now),
+                Readiness::NotReady { message } | Readiness::Unreachable { message } => {
+                    enter(c, PowerState::WaitingForClusterOperators, message, now);
+                    out.recheck_after = Some(POLL);
+                }
+            }
+        }
         Report::CallAccepted => {
             c.retry_at = None;
             enter(c, PowerState::WaitingForMachines, "", now);
@@ -459,7 +539,9 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
                 }
             }
         }
-        Report::Nodes { .. } | Report::Install(_) | Report::Provisioned { .. } => out.recheck_after = Some(POLL),
+        Report::Nodes { .. } | Report::Ready(_) | Report::Install(_) | Report::Provisioned { .. } => {
+            out.recheck_after = Some(POLL)
+        }
         Report::Unsupported { message } => {
             // Nothing was stopped: the cluster stays as it is, driven Running, and says why (seed 004).
             set_condition(
@@ -549,6 +631,12 @@ fn enter(c: &mut Cluster, state: PowerState, message: &str, now: Timestamp) {
         PowerState::StartingMachines => ((False, reason::RESUMING_OR_RUNNING), (False, reason::STARTING_MACHINES)),
         PowerState::WaitingForMachines => ((False, reason::RESUMING_OR_RUNNING), (False, reason::WAITING_FOR_MACHINES)),
         PowerState::WaitingForNodes => ((False, reason::RESUMING_OR_RUNNING), (False, reason::WAITING_FOR_NODES)),
+        PowerState::PausingForClusterOperatorsToSettle => {
+            ((False, reason::RESUMING_OR_RUNNING), (False, reason::PAUSING_FOR_CLUSTER_OPERATORS_TO_SETTLE))
+        }
+        PowerState::WaitingForClusterOperators => {
+            ((False, reason::RESUMING_OR_RUNNING), (False, reason::WAITING_FOR_CLUSTER_OPERATORS))
+        }
         PowerState::FailedToStartMachines => {
             ((False, reason::RESUMING_OR_RUNNING), (False, reason::FAILED_TO_START_MACHINES))
         }

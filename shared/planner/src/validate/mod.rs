@@ -210,6 +210,9 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     if let Some(p) = &spec.provisioner {
         platforms::provisioner(&mut e, p);
     }
+    if let Some(r) = &spec.readiness {
+        platforms::readiness(&mut e, r);
+    }
 
     if let Some(adaptive) = &spec.adaptive_running_count {
         match (adaptive.instant_share, &adaptive.wait_p95) {
@@ -485,6 +488,32 @@ mod tests {
         let mut none = spec();
         none.provisioner = Some(ProvisionerSpec { webhook: None });
         assert_eq!(fields(&none), ["provisioner.webhook"]);
+    }
+
+    #[test]
+    fn a_readiness_probe_names_its_bad_fields() {
+        use crate::model::{HttpsProbe, ReadinessSpec};
+        let with = |url: &str, ca: Option<&str>, status: Option<u16>, pause: Option<&str>| {
+            let mut s = spec();
+            let https = HttpsProbe { url: url.into(), ca_bundle: ca.map(Into::into), expected_status: status };
+            s.readiness = Some(ReadinessSpec { https, settle_pause: pause.map(GoDuration::new) });
+            s
+        };
+        for good in [
+            "https://api.{clusterName}.{baseDomain}:6443/readyz",
+            "{outputs.apiUrl}/readyz",
+            "https://{infraId}.example.com/healthz",
+            "http://127.0.0.1:8443/{infraId}/readyz",
+        ] {
+            assert_eq!(validate_spec(&with(good, None, Some(200), Some("30s"))), Ok(()), "{good}");
+        }
+        for bad in ["https://api.{name}.example.com", "https://api.{clusterName", "http://api.{clusterName}.com"] {
+            assert_eq!(fields(&with(bad, None, None, None)), ["readiness.https.url"], "{bad}");
+        }
+        assert_eq!(
+            fields(&with("https://a.example.com", Some("not pem"), Some(42), Some("-1s"))),
+            ["readiness.https.caBundle", "readiness.https.expectedStatus", "readiness.settlePause"]
+        );
     }
 
     #[test]

@@ -4,7 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::limits::*;
 use super::{check_dns_label, duration, positive_duration, secret_arn, shorten};
-use crate::model::{AwsPlatform, AzurePlatform, FakePlatform, GcpPlatform, Platform, ProvisionerSpec, VspherePlatform};
+use crate::model::{
+    AwsPlatform, AzurePlatform, FakePlatform, GcpPlatform, Platform, ProvisionerSpec, ReadinessSpec, VspherePlatform,
+};
 
 /// The fields that say where a platform's machines live, with their values: the pool's clusters are found there,
 /// so they never change once the pool exists.
@@ -448,6 +450,57 @@ pub(super) fn provisioner(e: &mut impl FnMut(&str, String), p: &ProvisionerSpec)
         );
     }
     secret_arn(e, "provisioner.webhook.secret", &w.secret);
+}
+
+/// Checks `readiness`: a URL template over the known placeholders, a CA bundle, a status, a pause.
+pub(super) fn readiness(e: &mut impl FnMut(&str, String), r: &ReadinessSpec) {
+    let url = &r.https.url;
+    // The URL once every placeholder is filled with a plausible value.
+    let mut filled = String::new();
+    let mut rest = url.as_str();
+    let mut unknown = None;
+    while let Some(open) = rest.find('{') {
+        filled.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('}') else {
+            unknown = Some(rest[open..].to_owned());
+            break;
+        };
+        let name = &rest[open + 1..open + close];
+        let known = matches!(name, "clusterName" | "baseDomain" | "infraId")
+            || name.strip_prefix("outputs.").is_some_and(|o| !o.is_empty() && o.len() <= MAX_OUTPUT_KEY_LEN);
+        if !known {
+            unknown = Some(format!("{{{name}}}"));
+        }
+        filled.push('x');
+        rest = &rest[open + close + 1..];
+    }
+    filled.push_str(rest);
+    match unknown {
+        Some(p) => e(
+            "readiness.https.url",
+            format!(
+                "{} is not a placeholder: use {{clusterName}}, {{baseDomain}}, {{infraId}} or {{outputs.NAME}}",
+                shorten(&p)
+            ),
+        ),
+        // A URL that starts with an installer's output (`{outputs.apiUrl}/readyz`) is checked when it is filled.
+        None if !webhook_url_ok(&filled) && !url.starts_with("{outputs.") => e(
+            "readiness.https.url",
+            format!(
+                "{:?} is not an https URL of at most {MAX_URL_LEN} characters without query or fragment (plain http \
+                 only to localhost or 127.0.0.1)",
+                shorten(url)
+            ),
+        ),
+        None => {}
+    }
+    if r.https.ca_bundle.as_ref().is_some_and(|b| b.len() > MAX_CA_BUNDLE_LEN || !b.contains("-----BEGIN")) {
+        e("readiness.https.caBundle", format!("PEM certificates, at most {MAX_CA_BUNDLE_LEN} characters"));
+    }
+    if let Some(status) = r.https.expected_status.filter(|s| !(100..=599).contains(s)) {
+        e("readiness.https.expectedStatus", format!("an HTTP status (100 to 599), got {status}"));
+    }
+    positive_duration(e, "readiness.settlePause", r.settle_pause.as_ref());
 }
 
 fn webhook_url_ok(url: &str) -> bool {
