@@ -187,7 +187,13 @@ impl Stack {
     /// Sends a request as `who`; returns the status and the JSON body.
     pub async fn call(&self, method: &str, path: &str, who: &str, body: Option<&str>) -> (u16, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-        let mut req = self.http.request(method, format!("{}{path}", self.base)).header(PRINCIPAL_HEADER, who);
+        // As long as API Gateway would wait (29 s), not the clouds' 10 s per attempt: twenty claims at once on the
+        // emulator, which serializes its requests, can take longer than that on a loaded machine.
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header(PRINCIPAL_HEADER, who)
+            .timeout(Duration::from_secs(29));
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b.to_owned());
         }

@@ -5,7 +5,7 @@
 //! as their store. Non-write actions ([`Action::Deprovision`], [`Action::CheckPower`]) ask for work outside
 //! the table and change nothing here.
 
-use crate::model::{condition, reason, set_condition, ConditionStatus, NameLease, Snapshot};
+use crate::model::{condition, find_condition, reason, set_condition, ConditionStatus, NameLease, Snapshot};
 use crate::plan::{Action, Plan};
 
 /// A write whose condition did not hold: someone else acted first. Re-read and re-plan.
@@ -119,15 +119,20 @@ pub fn apply_mut(s: &mut Snapshot, plan: &Plan) -> Result<bool, Conflict> {
                     .find(|c| &c.id == cluster && c.rev == *expected_rev)
                     .ok_or_else(|| conflict(format!("cluster {cluster} not at rev {expected_rev}")))?;
                 c.deleting = true;
-                // Seed 004: a deleting cluster's power conditions say so, instead of the last state they saw.
+                // Seed 004: a deleting cluster's power conditions say so, instead of the last state they saw; what
+                // they said of a failure (why it broke) is kept in the message.
                 for kind in [condition::HIBERNATING, condition::READY] {
-                    let message = "the cluster is being deprovisioned";
+                    let was = find_condition(&c.conditions, kind)
+                        .filter(|k| !k.message.is_empty() && k.reason != reason::CLUSTER_DEPLOYMENT_DELETED)
+                        .map(|k| format!(" (was {}: {})", k.reason, k.message))
+                        .unwrap_or_default();
+                    let message = format!("the cluster is being deprovisioned{was}");
                     set_condition(
                         &mut c.conditions,
                         kind,
                         ConditionStatus::False,
                         reason::CLUSTER_DEPLOYMENT_DELETED,
-                        message,
+                        &message,
                         *at,
                     );
                 }

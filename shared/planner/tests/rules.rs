@@ -122,6 +122,27 @@ fn a_deleted_cluster_says_cluster_deployment_deleted_in_both_conditions() {
 }
 
 #[test]
+fn a_broken_cluster_being_deleted_still_says_why_it_broke() {
+    let mut c = cluster("c").created(at(1)).resuming().broken();
+    set_condition(
+        &mut c.c.conditions,
+        condition::HIBERNATING,
+        ConditionStatus::False,
+        reason::FAILED_TO_START,
+        "resume timed out after 8s",
+        at(5),
+    );
+    let scenario = given(pool().size(1)).with(c);
+    let plan = scenario.plan_at(at(10));
+    assert_eq!(plan.deleted(), ["c"]);
+    let after = apply(&scenario.snapshot(), &plan).unwrap().unwrap();
+    let c = after.clusters.iter().find(|c| c.id == "c").unwrap();
+    let k = find_condition(&c.conditions, condition::HIBERNATING).unwrap();
+    assert_eq!(k.reason, reason::CLUSTER_DEPLOYMENT_DELETED);
+    assert!(k.message.contains("FailedToStart") && k.message.contains("timed out after 8s"), "{}", k.message);
+}
+
+#[test]
 fn a_pending_claim_wakes_the_oldest_standby_cluster() {
     let plan = given(pool().size(2).running_count(0))
         .with(cluster("s2").created(at(2)))

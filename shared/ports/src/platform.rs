@@ -213,56 +213,26 @@ pub struct Platforms {
     readiness: Option<Arc<dyn ReadinessCheck>>,
 }
 
-/// A pool's machinery with its readiness check.
-struct Checked {
-    inner: Arc<dyn Machinery>,
-    check: Arc<dyn ReadinessCheck>,
-}
-
-#[async_trait]
-impl Actuator for Checked {
-    async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
-        self.inner.machines_running(t).await
-    }
-    async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
-        self.inner.machines_stopped(t).await
-    }
-    async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
-        self.inner.nodes_ready(t).await
-    }
-    async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
-        self.inner.start_machines(t).await
-    }
-    async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
-        self.inner.stop_machines(t).await
-    }
-    async fn cluster_ready(&self, t: Target<'_>) -> Result<Readiness> {
-        self.check.check(t).await
-    }
-}
-
-#[async_trait]
-impl Provisioner for Checked {
-    async fn install_state(&self, t: Target<'_>) -> Result<Install> {
-        self.inner.install_state(t).await
-    }
-    async fn provision(&self, t: Target<'_>) -> Result<Provision> {
-        self.inner.provision(t).await
-    }
-    async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
-        self.inner.deprovision(t).await
-    }
-}
-
-/// A pool's clusters as an external installer makes and removes them, powered by its platform's actuator by the
-/// infraId the installer names (Hive's split between installing and hibernating).
-struct Installed {
-    installer: Arc<dyn Provisioner>,
+/// A pool's machinery as its spec composes it: its platform's actuator; the external installer in place of the
+/// platform's own provisioning when the pool names one (Hive's split between installing and hibernating: the
+/// platform powers the machines of the infraId the installer names); the readiness check when it sets one.
+struct Composed {
     platform: Arc<dyn Machinery>,
+    installer: Option<Arc<dyn Provisioner>>,
+    check: Option<Arc<dyn ReadinessCheck>>,
+}
+
+impl Composed {
+    fn provisioner(&self) -> &dyn Provisioner {
+        match &self.installer {
+            Some(installer) => installer.as_ref(),
+            None => self.platform.as_ref(),
+        }
+    }
 }
 
 #[async_trait]
-impl Actuator for Installed {
+impl Actuator for Composed {
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         self.platform.machines_running(t).await
     }
@@ -279,20 +249,23 @@ impl Actuator for Installed {
         self.platform.stop_machines(t).await
     }
     async fn cluster_ready(&self, t: Target<'_>) -> Result<Readiness> {
-        self.platform.cluster_ready(t).await
+        match &self.check {
+            Some(check) => check.check(t).await,
+            None => self.platform.cluster_ready(t).await,
+        }
     }
 }
 
 #[async_trait]
-impl Provisioner for Installed {
+impl Provisioner for Composed {
     async fn install_state(&self, t: Target<'_>) -> Result<Install> {
-        self.installer.install_state(t).await
+        self.provisioner().install_state(t).await
     }
     async fn provision(&self, t: Target<'_>) -> Result<Provision> {
-        self.installer.provision(t).await
+        self.provisioner().provision(t).await
     }
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
-        self.installer.deprovision(t).await
+        self.provisioner().deprovision(t).await
     }
 }
 
@@ -324,29 +297,31 @@ impl Platforms {
     /// provisioning when the pool names one, and the readiness check when it sets one; a configuration error
     /// when this process cannot drive it.
     pub fn of(&self, spec: &PoolSpec) -> Result<Arc<dyn Machinery>> {
-        let inner = self.provisioned(spec)?;
-        if spec.readiness.is_none() {
-            return Ok(inner);
-        }
-        let check =
-            self.readiness.clone().ok_or_else(|| Error::Config("no readiness check in this deployment".to_owned()))?;
-        Ok(Arc::new(Checked { inner, check }))
-    }
-
-    fn provisioned(&self, spec: &PoolSpec) -> Result<Arc<dyn Machinery>> {
         let kind = spec.platform.kind();
         let platform = self
             .by_kind
             .get(kind)
             .cloned()
             .ok_or_else(|| Error::Config(format!("no actuator for platform {kind} in this deployment")))?;
-        if spec.provisioner.as_ref().and_then(|p| p.webhook.as_ref()).is_none() {
+        let installer = match spec.provisioner.as_ref().and_then(|p| p.webhook.as_ref()) {
+            None => None,
+            Some(_) => Some(
+                self.installer
+                    .clone()
+                    .ok_or_else(|| Error::Config("no webhook provisioner in this deployment".to_owned()))?,
+            ),
+        };
+        let check = match &spec.readiness {
+            None => None,
+            Some(_) => Some(
+                self.readiness
+                    .clone()
+                    .ok_or_else(|| Error::Config("no readiness check in this deployment".to_owned()))?,
+            ),
+        };
+        if installer.is_none() && check.is_none() {
             return Ok(platform);
         }
-        let installer = self
-            .installer
-            .clone()
-            .ok_or_else(|| Error::Config("no webhook provisioner in this deployment".to_owned()))?;
-        Ok(Arc::new(Installed { installer, platform }))
+        Ok(Arc::new(Composed { platform, installer, check }))
     }
 }
