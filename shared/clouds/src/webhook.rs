@@ -7,7 +7,7 @@
 //!   (installing) and `200` (already installed) are accepted; a `4xx` is the installer refusing this attempt.
 //! - Install: `GET {url}/clusters/{id}`. `404`/`410`, or a record of an earlier attempt, is nothing under way;
 //!   `Provisioning` is under way; `Failed` fails the attempt with the installer's message; `Ready` is installed,
-//!   with the infraId and the outputs the installer names (checked: a DNS-label infraId, bounded outputs).
+//!   with the infraId and the outputs the installer names (which the planner checks before it takes them).
 //! - Deprovision: `DELETE {url}/clusters/{id}` until it answers `404` or `410`.
 //!
 //! 429 and 5xx answers are retried by the shared client (honouring `Retry-After`); a `401`/`403` means the
@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::validate::check_installed;
 use apiary_planner::WebhookProvisioner;
 use apiary_ports::platform::{Provision, Provisioner, Target};
 use apiary_ports::secrets::Secrets;
@@ -179,13 +178,8 @@ impl Provisioner for Webhook {
             return Ok(Install::Absent);
         }
         Ok(match record.state.as_str() {
-            "Ready" => {
-                let infra_id = record.infra_id.unwrap_or_default();
-                match check_installed(&infra_id, &record.outputs) {
-                    Ok(()) => Install::Installed { infra_id, outputs: record.outputs },
-                    Err(why) => Install::Failed { message: format!("the installer's answer is not usable: {why}") },
-                }
-            }
+            // The planner checks what it names before it takes it.
+            "Ready" => Install::Installed { infra_id: record.infra_id.unwrap_or_default(), outputs: record.outputs },
             "Failed" => Install::Failed {
                 message: record.message.unwrap_or_else(|| format!("the installer said Failed ({})", answer.status)),
             },

@@ -627,3 +627,15 @@ fn with_a_readiness_check_a_new_cluster_is_proven_before_it_is_running() {
     assert!(!s.cluster.is_running(), "installed, but not yet assignable");
     assert_eq!(probe(&s.cluster), Some(Probe::NodesReady));
 }
+
+#[test]
+fn an_installers_answer_that_cannot_be_used_fails_the_attempt() {
+    let c = cluster("c").installing().spec(DesiredPower::Running).c;
+    let bad = Install::Installed { infra_id: "Not A Label".into(), outputs: Default::default() };
+    let s = step(&c, &Report::Install(bad), at(30), PowerLimits::default());
+    assert_eq!(s.cluster.installed_at, None);
+    assert_eq!(s.cluster.infra_id, c.infra_id, "nothing of the answer is taken");
+    assert_eq!(s.cluster.install_failures, 1);
+    let k = cond(&s.cluster, condition::PROVISION_FAILED);
+    assert!(k.message.contains("not usable") && k.message.contains("infraId"), "{}", k.message);
+}

@@ -105,7 +105,8 @@ pub enum Install {
     /// Every machine is there and running.
     Done,
     /// An external installer finished: the cluster is the one it names (its infraId, which the platform's actuator
-    /// powers), with what it said of it. Checked by [`crate::validate::check_installed`] before it is reported.
+    /// powers), with what it said of it. [`step`] takes it only if [`crate::validate::check_installed`] passes,
+    /// and fails the attempt otherwise.
     Installed {
         /// The infraId the machines carry.
         infra_id: String,
@@ -303,6 +304,22 @@ pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLim
 }
 
 fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLimits) {
+    // What an external installer names is taken only if the cluster's item can hold it and the clouds can find
+    // machines by it; an answer that cannot be used fails the attempt.
+    let unusable;
+    let report = match report {
+        Report::Install(Install::Installed { infra_id, outputs }) => {
+            match crate::validate::check_installed(infra_id, outputs) {
+                Ok(()) => report,
+                Err(why) => {
+                    let message = format!("the installer's answer is not usable: {why}");
+                    unusable = Report::Install(Install::Failed { message });
+                    &unusable
+                }
+            }
+        }
+        _ => report,
+    };
     let c = &mut out.cluster;
     if let Some(limit) = limits.install.filter(|l| now >= c.created_at + *l) {
         let message = format!("not installed {} after it was created", duration::format(limit));
