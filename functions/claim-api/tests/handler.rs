@@ -281,3 +281,24 @@ async fn an_admin_pauses_and_unpauses_one_clusters_power_management() {
     let (status, body) = call(&deps, "POST", "/pools/ci/clusters/Not_A_Name/pause", Some(ADMIN), None).await;
     assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some("cluster")), "{body}");
 }
+
+/// The OpenAPI document's example claim has the shape of a real answer: the same fields, and the same in its
+/// cluster.
+#[tokio::test]
+async fn the_documents_example_claim_has_the_fields_of_a_real_answer() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let deps = w.default_deps(900);
+    let (status, real) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!(status, 201, "{real}");
+    let (_, doc) = call(&deps, "GET", "/openapi.json", None, None).await;
+    let example = &doc["components"]["schemas"]["Claim"]["example"];
+    let keys = |v: &Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().expect("an object").keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(example), keys(&real));
+    assert_eq!(keys(&example["cluster"]), keys(&real["cluster"]));
+}
