@@ -4,91 +4,11 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use apiary_clouds::gcp::Gcp;
-use apiary_clouds::http::Http;
-use apiary_clouds::webhook::Webhook;
-use apiary_fakeclouds::gcp::{FakeGcp, Timings};
-use apiary_fakeclouds::webhook::{FakeWebhook, Settings};
 use apiary_planner::power::Install;
-use apiary_planner::{Cluster, GcpPlatform, Platform, PoolSpec, ProvisionerSpec, Timestamp, WebhookProvisioner};
-use apiary_ports::platform::{Machinery, Platforms, Provision, Target};
-use support::MemSecrets;
-
-const PROJECT: &str = "ci-clusters-1";
-const CLOUD_ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/gcp-AbCdEf";
-const KEY_ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/installer-AbCdEf";
-const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const INSTALL: Duration = Duration::from_secs(600);
-
-struct World {
-    gcp: FakeGcp,
-    receiver: FakeWebhook,
-    machinery: Arc<dyn Machinery>,
-    spec: PoolSpec,
-    cluster: Cluster,
-    now: Timestamp,
-}
-
-impl World {
-    /// A GCP pool whose clusters the reference receiver installs; `key` is what the pool's secret holds.
-    async fn new(key: &str) -> Self {
-        let gcp = FakeGcp::start(Timings { boot: Duration::from_secs(60), stop: Duration::from_secs(30) })
-            .await
-            .expect("fake");
-        let account = gcp.service_account("apiary@ci-clusters-1.iam.gserviceaccount.com", PROJECT);
-        let settings = Settings {
-            gcp: gcp.clone(),
-            project: PROJECT.into(),
-            zone: "europe-west1-b".into(),
-            machines: 3,
-            install_time: INSTALL,
-            key: KEY.into(),
-            secrets_region: "eu-west-1".into(),
-        };
-        let receiver = FakeWebhook::start(settings).await.expect("receiver");
-        let secrets = Arc::new(MemSecrets(
-            [(CLOUD_ARN.to_owned(), account), (KEY_ARN.to_owned(), key.to_owned())].into_iter().collect(),
-        ));
-        let http = Http::new(None).expect("client").with_budget(Duration::from_secs(5));
-        let platforms = Platforms::new()
-            .with("gcp", Arc::new(Gcp::new(http.clone(), secrets.clone(), Some(gcp.endpoint()))))
-            .with_installer(Arc::new(Webhook::new(http, secrets)));
-        let platform = GcpPlatform {
-            project: PROJECT.into(),
-            zone: Some("europe-west1-b".into()),
-            zones: vec![],
-            instance_template: "unused-the-installer-makes-the-machines".into(),
-            machine_count: 3,
-            credentials_secret: CLOUD_ARN.into(),
-            labels: Default::default(),
-        };
-        let mut spec = PoolSpec::new(1, Platform::Gcp(platform));
-        spec.base_domain = Some("ci.example.com".into());
-        let webhook = Some(WebhookProvisioner { url: receiver.url(), secret: KEY_ARN.into() });
-        spec.provisioner = Some(ProvisionerSpec { webhook });
-        let machinery = platforms.of(&spec).expect("machinery");
-        let now = chrono::Utc::now();
-        Self { gcp, receiver, machinery, spec, cluster: Cluster::new("ci-abcde", "ci", "apiary-chose-this", now), now }
-    }
-
-    fn target(&self) -> Target<'_> {
-        Target { pool: "gcp-ci", spec: &self.spec, cluster: &self.cluster, now: self.now }
-    }
-
-    /// Time passes for the machines, the installer and Apiary.
-    fn later(&mut self, by: Duration) {
-        self.gcp.advance(by);
-        self.receiver.advance(by);
-        self.now += chrono::TimeDelta::from_std(by).expect("duration");
-    }
-
-    async fn install_state(&self) -> Install {
-        self.machinery.install_state(self.target()).await.expect("look")
-    }
-}
+use apiary_ports::platform::Provision;
+use support::installer::{World, INSTALL, KEY, KEY_ARN, PROJECT};
 
 #[tokio::test]
 async fn the_installer_installs_and_the_platform_powers_the_machines_it_names() {
@@ -230,42 +150,4 @@ fn the_contract_document_describes_what_apiary_sends_and_reads() {
     let mut documented = keys("ClusterState");
     documented.sort();
     assert_eq!(read, documented, "every field read is documented, and only those");
-}
-
-/// Every line the adapter logs while it installs, fails on a wrong or garbled key and removes, at every level:
-/// the signing key appears in none.
-#[test]
-fn the_signing_key_never_reaches_a_log_line() {
-    #[derive(Clone, Default)]
-    struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Lines {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let lines = Lines::default();
-    let writer = lines.clone();
-    let subscriber =
-        tracing_subscriber::fmt().with_max_level(tracing::Level::TRACE).with_writer(move || writer.clone()).finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let wrong = "whsec_bm90IHRoZSBrZXkgdGhlIHJlY2VpdmVyIGhvbGRz";
-    runtime.block_on(async {
-        let mut w = World::new(KEY).await;
-        w.machinery.provision(w.target()).await.expect("put");
-        w.later(INSTALL);
-        assert!(matches!(w.install_state().await, Install::Installed { .. }));
-        w.machinery.deprovision(w.target()).await.expect("delete");
-        let refused = World::new(wrong).await;
-        refused.machinery.provision(refused.target()).await.expect_err("refused");
-    });
-    let text = String::from_utf8_lossy(&lines.0.lock().unwrap_or_else(|e| e.into_inner())).into_owned();
-    assert!(text.contains("credential refused"), "the refusal was logged: {text}");
-    for key in [KEY, wrong] {
-        assert!(!text.contains(key.trim_start_matches("whsec_")), "a key reached the log: {text}");
-    }
 }

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod installer;
+
 use std::collections::HashMap;
 
 use apiary_planner::{Cluster, Platform, PoolSpec};
