@@ -540,13 +540,17 @@ async fn cloud_story(s: &support::Stack, pick: fn(&apiary_local::clouds::DemoClo
     (cloud.stick)(clouds, infra);
     let (status, _) = s.call("PUT", "/pools/p/claims/job2", BOB, None).await;
     assert_eq!(status, 202);
+    // Marked broken, then deleted by the pool: on a loaded machine it can be gone before a look sees it broken
+    // (then the replacement below is what shows it was).
     let broken = s
         .until("the stuck cluster is marked broken", MINUTE, || async {
-            let c = s.clusters("p").await.into_iter().find(|c| c["id"] == spare["id"])?;
-            (!c["brokenAt"].is_null()).then_some(c)
+            match s.clusters("p").await.into_iter().find(|c| c["id"] == spare["id"]) {
+                None => Some(Value::Null),
+                Some(c) => (!c["brokenAt"].is_null()).then_some(c),
+            }
         })
         .await;
-    assert!(broken.to_string().contains("timed out"), "{broken}");
+    assert!(broken.is_null() || broken.to_string().contains("timed out"), "{broken}");
     let served = s
         .until("the second claim is served by a replacement", MINUTE, || async {
             let (_, c) = s.call("GET", "/pools/p/claims/job2", BOB, None).await;
