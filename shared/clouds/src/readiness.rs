@@ -29,28 +29,6 @@ impl HttpsReadiness {
     }
 }
 
-/// The probe's URL for the cluster of `t`: the template with `{clusterName}`, `{baseDomain}`, `{infraId}` and
-/// `{outputs.NAME}` filled; `Err` names a placeholder the cluster has no value for.
-pub fn url(template: &str, t: Target<'_>) -> std::result::Result<String, String> {
-    let mut out = String::with_capacity(template.len() + 32);
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let close = rest[open..].find('}').ok_or_else(|| format!("unclosed placeholder in {template}"))? + open;
-        let name = &rest[open + 1..close];
-        let value = match name {
-            "clusterName" => Some(t.cluster.cluster_name.as_str()),
-            "infraId" => Some(t.cluster.infra_id.as_str()),
-            "baseDomain" => t.spec.base_domain.as_deref(),
-            _ => name.strip_prefix("outputs.").and_then(|o| t.cluster.outputs.get(o)).map(String::as_str),
-        };
-        out.push_str(value.ok_or_else(|| format!("the cluster has no {name} for the readiness URL"))?);
-        rest = &rest[close + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 fn probe<'a>(t: &Target<'a>) -> Result<&'a HttpsProbe> {
     t.spec
         .readiness
@@ -63,9 +41,9 @@ fn probe<'a>(t: &Target<'a>) -> Result<&'a HttpsProbe> {
 impl ReadinessCheck for HttpsReadiness {
     async fn check(&self, t: Target<'_>) -> Result<Readiness> {
         let probe = probe(&t)?;
-        let url = match url(&probe.url, t) {
+        let url = match probe.url_for(t.cluster, t.spec.base_domain.as_deref()) {
             Ok(url) => url,
-            Err(why) => return Ok(Readiness::NotReady { message: why }),
+            Err(why) => return Ok(Readiness::NotReady { message: format!("the readiness URL: {why}") }),
         };
         let http = self.clients.client(probe.ca_bundle.as_deref())?;
         apiary_ports::calls::count("readiness.Get");

@@ -95,7 +95,14 @@ impl Webhook {
         let id = format!("{}.{}.{}", t.cluster.id, op.rsplit('.').next().unwrap_or(op), t.attempt());
         let timestamp = t.now.timestamp();
         let body = body.unwrap_or_default();
-        let key = || async { self.secrets.get(&hook.secret).await.map(|s| s.expose().to_owned()) };
+        // A key that cannot sign is named (by its secret's ARN) before anything is sent.
+        let key = || async {
+            let key = self.secrets.get(&hook.secret).await?.expose().to_owned();
+            match sign(&key, &id, timestamp, &body) {
+                Ok(_) => Ok(key),
+                Err(why) => Err(Error::service(op, format!("the signing key in {} {why}", hook.secret), false)),
+            }
+        };
         let answer = self
             .http
             .send_with(
@@ -103,26 +110,20 @@ impl Webhook {
                 key,
                 || self.secrets.forget(&hook.secret),
                 |c, key| {
-                    let request = c
+                    let mut request = c
                         .request(method.clone(), &url)
                         .header("content-type", "application/json")
                         .header("webhook-id", &id)
                         .header("webhook-timestamp", timestamp.to_string());
-                    let request = match sign(key, &id, timestamp, &body) {
-                        Ok(signature) => request.header("webhook-signature", signature),
-                        // Sent unsigned, the receiver refuses it, and the error below names the key.
-                        Err(_) => request,
-                    };
+                    if let Ok(signature) = sign(key, &id, timestamp, &body) {
+                        request = request.header("webhook-signature", signature);
+                    }
                     request.body(body.clone())
                 },
             )
             .await?;
         if matches!(answer.status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-            let key = self.secrets.get(&hook.secret).await?;
-            let why = match sign(key.expose(), &id, timestamp, &body) {
-                Err(why) => format!("the signing key in {} {why}", hook.secret),
-                Ok(_) => format!("the installer refused the request ({}): {}", answer.status, answer.text()),
-            };
+            let why = format!("the installer refused the request ({}): {}", answer.status, answer.text());
             return Err(Error::service(op, why, false));
         }
         Ok(answer)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apiary_clouds::http::Http;
-use apiary_clouds::readiness::{url, HttpsReadiness};
+use apiary_clouds::readiness::HttpsReadiness;
 use apiary_fakeclouds::cluster_api::FakeClusterApi;
 use apiary_planner::power::Readiness;
 use apiary_planner::{FakePlatform, HttpsProbe, Platform, ReadinessSpec};
@@ -69,12 +69,15 @@ async fn only_the_pools_ca_is_trusted_and_an_unreachable_cluster_is_said_so() {
 #[test]
 fn the_url_is_filled_from_the_cluster_and_a_missing_value_is_named() {
     let mut aim = Aim::new(Platform::Fake(FakePlatform::default()));
-    aim.spec.base_domain = Some("ci.example.com".into());
+    let url = |template: &str, aim: &Aim| {
+        let probe = HttpsProbe { url: template.into(), ca_bundle: None, expected_status: None };
+        probe.url_for(&aim.cluster, Some("ci.example.com"))
+    };
     let t = "https://api.{clusterName}.{baseDomain}:6443/{infraId}/readyz";
-    assert_eq!(url(t, aim.target()).as_deref(), Ok("https://api.ci.ci.example.com:6443/ci-x7k2p/readyz"));
-    assert!(url("{outputs.apiUrl}/readyz", aim.target()).expect_err("missing").contains("outputs.apiUrl"));
+    assert_eq!(url(t, &aim).as_deref(), Ok("https://api.ci.ci.example.com:6443/ci-x7k2p/readyz"));
+    assert!(url("{outputs.apiUrl}/readyz", &aim).expect_err("missing").contains("outputs.apiUrl"));
     aim.cluster.outputs.insert("apiUrl".into(), "https://api.x.example.com:6443".into());
-    assert_eq!(url("{outputs.apiUrl}/readyz", aim.target()).as_deref(), Ok("https://api.x.example.com:6443/readyz"));
+    assert_eq!(url("{outputs.apiUrl}/readyz", &aim).as_deref(), Ok("https://api.x.example.com:6443/readyz"));
 }
 
 #[tokio::test]

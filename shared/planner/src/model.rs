@@ -226,6 +226,35 @@ pub struct HttpsProbe {
     pub expected_status: Option<u16>,
 }
 
+impl HttpsProbe {
+    /// The URL for `cluster` of a pool whose base domain is `base_domain`: the template's placeholders filled.
+    /// `Err` names an unclosed placeholder, or one the cluster has no value for.
+    pub fn url_for(&self, cluster: &Cluster, base_domain: Option<&str>) -> Result<String, String> {
+        fill_template(&self.url, |name| match name {
+            "clusterName" => Some(cluster.cluster_name.as_str()),
+            "infraId" => Some(cluster.infra_id.as_str()),
+            "baseDomain" => base_domain,
+            _ => name.strip_prefix("outputs.").and_then(|o| cluster.outputs.get(o)).map(String::as_str),
+        })
+    }
+}
+
+/// `template` with each `{name}` replaced by `value(name)`; `Err` names an unclosed placeholder or a name
+/// `value` has nothing for.
+pub fn fill_template<'v>(template: &str, value: impl Fn(&str) -> Option<&'v str>) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 32);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..].find('}').ok_or_else(|| format!("{} is not closed", &rest[open..]))? + open;
+        let name = &rest[open + 1..close];
+        out.push_str(value(name).ok_or_else(|| format!("no value for {{{name}}}"))?);
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 /// An external provisioner (`provisioner` in a pool spec).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

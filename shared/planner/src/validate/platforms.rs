@@ -455,36 +455,22 @@ pub(super) fn provisioner(e: &mut impl FnMut(&str, String), p: &ProvisionerSpec)
 /// Checks `readiness`: a URL template over the known placeholders, a CA bundle, a status, a pause.
 pub(super) fn readiness(e: &mut impl FnMut(&str, String), r: &ReadinessSpec) {
     let url = &r.https.url;
-    // The URL once every placeholder is filled with a plausible value.
-    let mut filled = String::new();
-    let mut rest = url.as_str();
-    let mut unknown = None;
-    while let Some(open) = rest.find('{') {
-        filled.push_str(&rest[..open]);
-        let Some(close) = rest[open..].find('}') else {
-            unknown = Some(rest[open..].to_owned());
-            break;
-        };
-        let name = &rest[open + 1..open + close];
+    // The URL with every placeholder a cluster can fill filled with a plausible value.
+    let known = |name: &str| {
         let known = matches!(name, "clusterName" | "baseDomain" | "infraId")
             || name.strip_prefix("outputs.").is_some_and(|o| !o.is_empty() && o.len() <= MAX_OUTPUT_KEY_LEN);
-        if !known {
-            unknown = Some(format!("{{{name}}}"));
-        }
-        filled.push('x');
-        rest = &rest[open + close + 1..];
-    }
-    filled.push_str(rest);
-    match unknown {
-        Some(p) => e(
+        known.then_some("x")
+    };
+    match crate::model::fill_template(url, known) {
+        Err(why) => e(
             "readiness.https.url",
             format!(
-                "{} is not a placeholder: use {{clusterName}}, {{baseDomain}}, {{infraId}} or {{outputs.NAME}}",
-                shorten(&p)
+                "{}: use the placeholders {{clusterName}}, {{baseDomain}}, {{infraId}} or {{outputs.NAME}}",
+                shorten(&why)
             ),
         ),
         // A URL that starts with an installer's output (`{outputs.apiUrl}/readyz`) is checked when it is filled.
-        None if !webhook_url_ok(&filled) && !url.starts_with("{outputs.") => e(
+        Ok(filled) if !webhook_url_ok(&filled) && !url.starts_with("{outputs.") => e(
             "readiness.https.url",
             format!(
                 "{:?} is not an https URL of at most {MAX_URL_LEN} characters without query or fragment (plain http \
@@ -492,7 +478,7 @@ pub(super) fn readiness(e: &mut impl FnMut(&str, String), r: &ReadinessSpec) {
                 shorten(url)
             ),
         ),
-        None => {}
+        Ok(_) => {}
     }
     if r.https.ca_bundle.as_ref().is_some_and(|b| b.len() > MAX_CA_BUNDLE_LEN || !b.contains("-----BEGIN")) {
         e("readiness.https.caBundle", format!("PEM certificates, at most {MAX_CA_BUNDLE_LEN} characters"));
