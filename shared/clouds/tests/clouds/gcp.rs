@@ -2,8 +2,6 @@
 //! re-issued until settled, refusals isolated, throttling retried, token renewal, provisioning retried without
 //! doubling, deprovisioning until empty.
 
-mod support;
-
 use std::time::Duration;
 
 use apiary_clouds::gcp::{cluster_label, Gcp};
@@ -11,7 +9,7 @@ use apiary_clouds::http::Http;
 use apiary_fakeclouds::gcp::{FakeGcp, Timings};
 use apiary_planner::{Cluster, GcpPlatform, Platform, PoolSpec};
 use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner, Target};
-use support::{MemSecrets, ARN};
+use crate::support::{MemSecrets, ARN};
 
 const PROJECT: &str = "ci-clusters-1";
 

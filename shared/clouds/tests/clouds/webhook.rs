@@ -2,13 +2,11 @@
 //! (install, look, remove), signatures verified and refused when wrong or stale, retries idempotent, a failed
 //! attempt and the next one, throttling retried, and the pool's GCP actuator powering the installer's machines.
 
-mod support;
-
 use std::time::Duration;
 
 use apiary_planner::power::Install;
 use apiary_ports::platform::Provision;
-use support::installer::{World, INSTALL, KEY, KEY_ARN, PROJECT};
+use crate::support::installer::{World, INSTALL, KEY, KEY_ARN, PROJECT};
 
 #[tokio::test]
 async fn the_installer_installs_and_the_platform_powers_the_machines_it_names() {

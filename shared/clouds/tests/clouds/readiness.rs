@@ -1,8 +1,6 @@
 //! The HTTPS readiness check against the fake cluster API: a cluster ready late, never, or flapping; the pool's CA
 //! bundle trusted (and nothing else); an unreachable cluster; the URL template filled from the cluster.
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +10,7 @@ use apiary_fakeclouds::cluster_api::FakeClusterApi;
 use apiary_planner::power::Readiness;
 use apiary_planner::{FakePlatform, HttpsProbe, Platform, ReadinessSpec};
 use apiary_ports::platform::{Actuator, ReadinessCheck};
-use support::Aim;
+use crate::support::Aim;
 
 const LATE: Duration = Duration::from_secs(120);
 

@@ -1,8 +1,6 @@
 //! What each operation costs in calls to each cloud's API, for a cluster of three machines with credentials
 //! already cached (a warm function): the figures of BENCHMARKS.md, asserted so that a change that makes a look
-//! or an action dearer is seen. `cargo test -p apiary-clouds --test calls -- --nocapture` prints the table.
-
-mod support;
+//! or an action dearer is seen. `cargo test -p apiary-clouds --test clouds calls -- --nocapture` prints the table.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -17,7 +15,7 @@ use apiary_planner::power::Install;
 use apiary_planner::{AzurePlatform, GcpPlatform, Platform, VspherePlatform};
 use apiary_ports::platform::{Machinery, Nodes, Provision};
 use serde_json::json;
-use support::{Aim, MemSecrets, ARN};
+use crate::support::{Aim, MemSecrets, ARN};
 
 /// The calls `f` makes, by operation, and in all.
 async fn calls<T>(f: impl Future<Output = T>) -> (T, u64, BTreeMap<String, u64>) {

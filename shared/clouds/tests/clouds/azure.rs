@@ -3,8 +3,6 @@
 //! throttling retried, token renewal, provisioning through a deployment per attempt (followed to the end, retried
 //! without doubling), and the resource group deleted until it is gone.
 
-mod support;
-
 use std::time::Duration;
 
 use apiary_clouds::azure::{cluster_tag, Azure};
@@ -14,7 +12,7 @@ use apiary_planner::power::Install;
 use apiary_planner::{AzurePlatform, Platform};
 use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner};
 use serde_json::json;
-use support::{Aim, MemSecrets, ARN};
+use crate::support::{Aim, MemSecrets, ARN};
 
 const SUB: &str = "00000000-0000-0000-0000-0000000000aa";
 const TENANT: &str = "11111111-2222-3333-4444-555555555555";

@@ -3,8 +3,6 @@
 //! retried, sessions renewed, provisioning by clone tasks (followed, tagged, retried without doubling), and
 //! deprovisioning until nothing is left, tag and category included.
 
-mod support;
-
 use std::time::Duration;
 
 use apiary_clouds::http::Http;
@@ -13,7 +11,7 @@ use apiary_fakeclouds::vsphere::{FakeVsphere, Timings};
 use apiary_planner::power::Install;
 use apiary_planner::{Platform, VspherePlatform};
 use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner, Target};
-use support::{Aim, MemSecrets, ARN};
+use crate::support::{Aim, MemSecrets, ARN};
 
 const INFRA: &str = "ci-x7k2p";
 
