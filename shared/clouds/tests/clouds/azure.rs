@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::support::{Aim, MemSecrets, ARN};
 use apiary_clouds::azure::{cluster_tag, Azure};
 use apiary_clouds::http::Http;
 use apiary_fakeclouds::azure::{FakeAzure, Timings};
@@ -12,7 +13,6 @@ use apiary_planner::power::Install;
 use apiary_planner::{AzurePlatform, Platform};
 use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner};
 use serde_json::json;
-use crate::support::{Aim, MemSecrets, ARN};
 
 const SUB: &str = "00000000-0000-0000-0000-0000000000aa";
 const TENANT: &str = "11111111-2222-3333-4444-555555555555";

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
+use crate::support::{Aim, MemSecrets, ARN};
 use apiary_clouds::azure::Azure;
 use apiary_clouds::gcp::Gcp;
 use apiary_clouds::http::Http;
@@ -15,7 +16,6 @@ use apiary_planner::power::Install;
 use apiary_planner::{AzurePlatform, GcpPlatform, Platform, VspherePlatform};
 use apiary_ports::platform::{Machinery, Nodes, Provision};
 use serde_json::json;
-use crate::support::{Aim, MemSecrets, ARN};
 
 /// The calls `f` makes, by operation, and in all.
 async fn calls<T>(f: impl Future<Output = T>) -> (T, u64, BTreeMap<String, u64>) {

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
+use crate::support::{MemSecrets, ARN};
 use apiary_clouds::gcp::{cluster_label, Gcp};
 use apiary_clouds::http::Http;
 use apiary_fakeclouds::gcp::{FakeGcp, Timings};
 use apiary_planner::{Cluster, GcpPlatform, Platform, PoolSpec};
 use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner, Target};
-use crate::support::{MemSecrets, ARN};
 
 const PROJECT: &str = "ci-clusters-1";
 

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::Aim;
 use apiary_clouds::http::Http;
 use apiary_clouds::readiness::HttpsReadiness;
 use apiary_fakeclouds::cluster_api::FakeClusterApi;
 use apiary_planner::power::Readiness;
 use apiary_planner::{FakePlatform, HttpsProbe, Platform, ReadinessSpec};
 use apiary_ports::platform::{Actuator, ReadinessCheck};
-use crate::support::Aim;
 
 const LATE: Duration = Duration::from_secs(120);
 

@@ -5,13 +5,13 @@
 
 use std::time::Duration;
 
+use crate::support::{Aim, MemSecrets, ARN};
 use apiary_clouds::http::Http;
 use apiary_clouds::vsphere::{category_name, Vsphere};
 use apiary_fakeclouds::vsphere::{FakeVsphere, Timings};
 use apiary_planner::power::Install;
 use apiary_planner::{Platform, VspherePlatform};
 use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner, Target};
-use crate::support::{Aim, MemSecrets, ARN};
 
 const INFRA: &str = "ci-x7k2p";
 

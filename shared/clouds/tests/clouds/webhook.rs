@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
+use crate::support::installer::{World, INSTALL, KEY, KEY_ARN, PROJECT};
 use apiary_planner::power::Install;
 use apiary_ports::platform::Provision;
-use crate::support::installer::{World, INSTALL, KEY, KEY_ARN, PROJECT};
 
 #[tokio::test]
 async fn the_installer_installs_and_the_platform_powers_the_machines_it_names() {
