@@ -113,7 +113,7 @@ async fn removal_is_asked_until_the_installer_says_the_cluster_is_gone() {
 #[test]
 fn the_contract_document_describes_what_apiary_sends_and_reads() {
     let doc: serde_json::Value =
-        serde_json::from_str(include_str!("../provisioner.openapi.json")).expect("the contract parses");
+        serde_json::from_str(include_str!("../../provisioner.openapi.json")).expect("the contract parses");
     let path = &doc["paths"]["/clusters/{id}"];
     for method in ["put", "get", "delete"] {
         assert!(path[method].is_object(), "{method}");
