@@ -619,6 +619,15 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
     let outputs = &claim["cluster"]["outputs"];
     assert_eq!(outputs["apiUrl"], format!("https://api.{name}.demo.example.com:6443"), "{claim}");
     assert!(outputs["kubeconfigSecretArn"].as_str().is_some_and(|a| a.starts_with("arn:aws:secretsmanager:")));
+    let addressed = |claim: &Value| -> Vec<(String, bool, bool)> {
+        let list = claim["cluster"]["machines"].as_array().cloned().unwrap_or_default();
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        list.iter().map(|m| (text(&m["id"]), m["privateIp"].is_string(), m["publicIp"].is_string())).collect()
+    };
+    let prefix = running["infraId"].as_str().expect("infraId").to_owned();
+    let first = addressed(&claim);
+    assert_eq!(first.len(), 3, "the machines, with their addresses: {claim}");
+    assert!(first.iter().all(|(id, private, public)| id.starts_with(&prefix) && *private && *public), "{first:?}");
 
     let (status, body) = s.call("POST", "/pools/w/claims/job/hibernate", ALICE, None).await;
     assert_eq!(status, 202, "{body}");
@@ -644,6 +653,8 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
     .await;
     let seen = seen.into_inner().expect("seen");
     assert!(seen.iter().any(|(state, _)| state == "PausingForClusterOperatorsToSettle"), "{seen:?}");
+    let (_, resumed) = s.call("GET", "/pools/w/claims/job", ALICE, None).await;
+    assert_eq!(addressed(&resumed).len(), 3, "the resume found the machines' addresses again: {resumed}");
     for (state, phase) in &seen {
         assert_eq!(phase == "Ready", state == "Running", "Ready exactly when Running: {seen:?}");
     }

@@ -11,7 +11,8 @@ pub(crate) fn to_json<T: Serialize>(v: &T) -> Value {
 
 /// A claim as the API shows it, with its `phase` (the planner's [`Claim::phase`]): Pending (no cluster yet),
 /// Assigned (cluster not Running), Ready (cluster Running) or Releasing. The cluster carries what its installer
-/// said of it (`outputs`: URLs, the ARN of the kubeconfig's secret), never a secret itself.
+/// said of it (`outputs`: URLs, the ARN of the kubeconfig's secret), never a secret itself, and while it runs its
+/// machines with their addresses.
 pub(crate) fn claim_view(pool: &Pool, claim: &Claim, cluster: Option<&Cluster>) -> Value {
     json!({
         "pool": pool.name,
@@ -28,6 +29,8 @@ pub(crate) fn claim_view(pool: &Pool, claim: &Claim, cluster: Option<&Cluster>) 
             "infraId": c.infra_id,
             "powerState": c.power_state,
             "outputs": c.outputs,
+            // Addresses as found when the cluster last became Running: shown only while it runs.
+            "machines": c.machines.iter().filter(|_| c.is_running()).collect::<Vec<_>>(),
         })),
         "conditions": claim.conditions,
     })

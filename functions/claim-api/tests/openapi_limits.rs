@@ -84,6 +84,13 @@ fn installer(url: &str, secret: &str) -> Value {
     spec
 }
 
+/// A valid pool whose readiness check is `kubernetes`.
+fn kube(kubernetes: Value) -> Value {
+    let mut spec = base();
+    spec["readiness"] = json!({ "kubernetes": kubernetes });
+    spec
+}
+
 /// A valid pool whose readiness probe is `https`.
 fn probe(https: Value) -> Value {
     let mut spec = base();
@@ -450,6 +457,28 @@ async fn every_declared_bound_is_the_enforced_one() {
             100.0,
             probe(json!({"url": "https://a.example.com", "expectedStatus": 99})),
             "readiness.https.expectedStatus",
+        ),
+        (
+            "PoolSpec/readiness/kubernetes/credentials/maxLength",
+            MAX_SECRET_ARN_LEN as f64,
+            kube(
+                json!({"credentials": format!("arn:aws:secretsmanager:eu-west-1:123456789012:secret:{{infraId}}{}", x(500))}),
+            ),
+            "readiness.kubernetes.credentials",
+        ),
+        (
+            "PoolSpec/readiness/kubernetes/server/maxLength",
+            MAX_URL_LEN as f64,
+            kube(
+                json!({"credentials": "{outputs.k}", "server": format!("https://t.example.com/{}", x(MAX_URL_LEN - 21))}),
+            ),
+            "readiness.kubernetes.server",
+        ),
+        (
+            "PoolSpec/readiness/kubernetes/caBundle/maxLength",
+            MAX_CA_BUNDLE_LEN as f64,
+            kube(json!({"credentials": "{outputs.k}", "caBundle": format!("-----BEGIN{}", x(MAX_CA_BUNDLE_LEN))})),
+            "readiness.kubernetes.caBundle",
         ),
         (
             "PoolSpec/provisioner/webhook/url/maxLength",

@@ -23,10 +23,10 @@ use std::time::Duration;
 
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::power::{
-    deprovision_step, deprovision_wait, fenced_until, probe, step, ActuatorCall, Install, PowerStep, Probe, Report,
-    Termination, POLL,
+    deprovision_step, deprovision_wait, fenced_until, probe, step, ActuatorCall, Install, PowerStep, Probe, Readiness,
+    Report, Termination, POLL,
 };
-use apiary_planner::{Cluster, Pool, PowerLimits, Timestamp};
+use apiary_planner::{Cluster, Machine, Pool, PowerLimits, Timestamp};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::metrics;
 use apiary_ports::platform::{Machinery, Machines, Nodes, Provision, Refused, Target};
@@ -40,6 +40,8 @@ use tracing::Instrument;
 pub const MAX_ATTEMPTS: u32 = 3;
 /// Steps that ask to look again at once, taken in one invocation.
 const MAX_STEPS: usize = 4;
+/// Machines recorded at most per cluster (the cluster item stays far below the table's item size limit).
+const MAX_MACHINES: usize = 200;
 
 /// What one power message did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -84,8 +86,9 @@ async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe) -> Result
         }),
         Probe::Readiness => platform.cluster_ready(t).await.map(Report::Ready),
         Probe::NodesReady => platform.nodes_ready(t).await.map(|nodes| match nodes {
-            Nodes::Ready => Report::Nodes { ready: true },
-            Nodes::NotReady => Report::Nodes { ready: false },
+            Nodes::Ready => Report::Nodes(Readiness::Ready),
+            Nodes::NotReady(message) => Report::Nodes(Readiness::NotReady { message }),
+            Nodes::Unreachable(message) => Report::Nodes(Readiness::Unreachable { message }),
             // A machine went down while the nodes were awaited: the resume waits for the machines again.
             Nodes::Machines(m) => machines(&m),
         }),
@@ -227,6 +230,22 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The machines of `cluster`, which has just become Running, with their addresses (for the claim that gets
+    /// it; a public address may be new with each start), at most [`MAX_MACHINES`]. None when the platform cannot
+    /// say now: the cluster is usable all the same, and its next resume asks again.
+    async fn addresses(&self, cluster: &Cluster, now: Timestamp) -> Vec<Machine> {
+        match self.platform.machine_addresses(self.target(cluster, now)).await {
+            Ok(mut machines) => {
+                machines.truncate(MAX_MACHINES);
+                machines
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the machines' addresses could not be read");
+                Vec::new()
+            }
+        }
+    }
+
     async fn wake_pool(&mut self, reason: &str) -> Result<()> {
         let message = ReconcileMessage { pool: self.pool.name.clone(), reason: reason.into() };
         self.deps.queue.reconcile(&message).await?;
@@ -269,6 +288,9 @@ impl Run<'_> {
             let report = ask(self.platform, self.target(&current, now), question).await?;
             tracing::debug!(?question, ?report, "looked");
             let mut s = step(&current, &report, now, self.limits);
+            if s.cluster.is_running() && !current.is_running() {
+                s.cluster.machines = self.addresses(&s.cluster, now).await;
+            }
             wakes |= s.wakes_pool;
             if let Some(c) = s.call {
                 // The intent first, then the call, then its outcome.

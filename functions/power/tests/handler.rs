@@ -55,6 +55,10 @@ async fn a_new_cluster_is_provisioned_and_becomes_running_once_its_machines_run(
     assert!(c.installed_at.is_some());
     assert_eq!(c.power_state, Some(PowerState::Running));
     assert_eq!(machines(&w), [MachineState::Running, MachineState::Running]);
+    let ids: Vec<String> = w.cloud.machines().into_iter().map(|m| m.id).collect();
+    let recorded: Vec<(&str, bool, bool)> =
+        c.machines.iter().map(|m| (m.id.as_str(), m.private_ip.is_some(), m.public_ip.is_some())).collect();
+    assert_eq!(recorded, [(ids[0].as_str(), true, true), (ids[1].as_str(), true, true)], "its machines, addressed");
     let wakes: Vec<_> = w.queue.take_reconcile().into_iter().map(|m| m.reason).collect();
     assert!(wakes.contains(&"power".to_owned()), "installed: the pool is told: {wakes:?}");
 }
@@ -108,6 +112,8 @@ async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_dur
     let c = w.cluster("ci", "ci-1").expect("cluster");
     assert_eq!(c.power_state, Some(PowerState::Running));
     assert!(c.last_resume_seconds.is_some_and(|s| s >= 20), "{c:?}");
+    assert_eq!(c.machines.len(), 2, "a resume records the machines' addresses anew: {c:?}");
+    assert!(c.machines.iter().all(|m| m.public_ip.as_deref().is_some_and(|ip| ip.starts_with("203.0.113."))));
     let docs = w.metrics.documents();
     assert!(docs.iter().any(|d| d["Transition"] == "Resume"), "{docs:?}");
 }

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{AwsPlatform, Platform};
+use apiary_planner::{AwsPlatform, Machine, Platform};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
     DeviceType, Filter, InstanceStateName, LaunchTemplateSpecification, ResourceType, SummaryStatus, Tag,
@@ -54,6 +54,8 @@ struct Instance {
     state: MachineState,
     /// Its root volume is an instance store: EC2 cannot stop it.
     instance_store: bool,
+    private_ip: Option<String>,
+    public_ip: Option<String>,
 }
 
 impl Ec2Platform {
@@ -106,7 +108,13 @@ impl Ec2Platform {
                     }
                     if let Some(id) = i.instance_id() {
                         let instance_store = i.root_device_type() == Some(&DeviceType::InstanceStore);
-                        out.push(Instance { id: id.to_owned(), state, instance_store });
+                        out.push(Instance {
+                            id: id.to_owned(),
+                            state,
+                            instance_store,
+                            private_ip: i.private_ip_address().map(String::from),
+                            public_ip: i.public_ip_address().map(String::from),
+                        });
                     }
                 }
             }
@@ -266,7 +274,24 @@ impl Actuator for Ec2Platform {
                 })
                 .count();
         }
-        Ok(if ok == ids.len() { Nodes::Ready } else { Nodes::NotReady })
+        Ok(if ok == ids.len() {
+            Nodes::Ready
+        } else {
+            Nodes::NotReady(format!(
+                "{} of {} instances have not passed their status checks",
+                ids.len() - ok,
+                ids.len()
+            ))
+        })
+    }
+
+    async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
+        let client = self.client(&t)?;
+        let instances = self.instances(&client, &t.cluster.infra_id).await?;
+        Ok(instances
+            .into_iter()
+            .map(|i| Machine { id: i.id, private_ip: i.private_ip, public_ip: i.public_ip })
+            .collect())
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {

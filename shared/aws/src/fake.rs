@@ -13,7 +13,7 @@
 //!   transition, so the power function only looks, never calls.
 
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{Cluster, FakePlatform as Spec, Platform, PowerState, Timestamp};
+use apiary_planner::{Cluster, FakePlatform as Spec, Machine, Platform, PowerState, Timestamp};
 use async_trait::async_trait;
 use chrono::TimeDelta;
 
@@ -104,7 +104,19 @@ impl Actuator for FakePlatform {
     }
 
     async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
-        Ok(if running(&spec(&t), t.cluster, t.now) { Nodes::Ready } else { Nodes::NotReady })
+        Ok(if running(&spec(&t), t.cluster, t.now) {
+            Nodes::Ready
+        } else {
+            Nodes::NotReady("the simulated nodes are not ready yet".to_owned())
+        })
+    }
+
+    async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
+        // The simulated machine's private address, in 10.0.0.0/8, derived from its cluster's infraId.
+        let h = t.cluster.infra_id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let [_, a, b, c] = h.to_be_bytes();
+        let private_ip = format!("10.{a}.{b}.{}", c.max(1));
+        Ok(vec![Machine { id: format!("{}-0", t.cluster.infra_id), private_ip: Some(private_ip), public_ip: None }])
     }
 
     async fn start_machines(&self, _: Target<'_>) -> Result<Refused> {

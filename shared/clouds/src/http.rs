@@ -107,6 +107,11 @@ pub struct Http {
 impl Http {
     /// A client trusting the system's roots and `extra_roots_pem` (PEM certificates, e.g. a vCenter's CA).
     pub fn new(extra_roots_pem: Option<&str>) -> Result<Self> {
+        Self::with_tls(extra_roots_pem, None)
+    }
+
+    /// [`Http::new`], presenting `identity` (a client certificate with its key, PEM) to servers that ask for one.
+    pub fn with_tls(extra_roots_pem: Option<&str>, identity: Option<&Identity>) -> Result<Self> {
         let mut roots = rustls::RootCertStore::empty();
         // A system without a readable store still reaches the fakes over plain HTTP, and a pool's CA bundle.
         let native = rustls_native_certs::load_native_certs();
@@ -122,8 +127,19 @@ impl Http {
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::Config(format!("TLS: {e}")))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+        let tls = match identity {
+            None => tls.with_no_client_auth(),
+            Some(id) => {
+                use rustls::pki_types::pem::PemObject;
+                let chain = rustls::pki_types::CertificateDer::pem_slice_iter(id.certificate.as_bytes())
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| Error::Config(format!("client certificate: {e}")))?;
+                let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(id.key.as_bytes())
+                    .map_err(|e| Error::Config(format!("client key: {e}")))?;
+                tls.with_client_auth_cert(chain, key).map_err(|e| Error::Config(format!("client certificate: {e}")))?
+            }
+        };
         let client = Client::builder()
             .use_preconfigured_tls(tls)
             .connect_timeout(CONNECT_TIMEOUT)
@@ -307,8 +323,28 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// Clients that trust a pool's CA bundle besides the system's roots (a vCenter's, a cluster API's), one per
-/// bundle, built on first use and kept for the warm process.
+/// A client certificate and its private key, PEM (a kubeconfig's `client-certificate-data` and
+/// `client-key-data`). Its `Debug` shows neither.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The certificate (and its chain).
+    pub certificate: String,
+    /// The private key.
+    pub key: String,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Identity(…)")
+    }
+}
+
+/// Clients kept at most: a pool of clusters each with its own kubeconfig makes one per cluster.
+const MAX_CLIENTS: usize = 256;
+
+/// Clients that trust a pool's CA bundle besides the system's roots (a vCenter's, a cluster API's), and present a
+/// client certificate when given one: one per bundle and identity, built on first use and kept for the warm
+/// process (at most [`MAX_CLIENTS`]).
 pub struct Bundles {
     base: Http,
     by_digest: std::sync::Mutex<std::collections::HashMap<[u8; 32], Http>>,
@@ -322,13 +358,30 @@ impl Bundles {
 
     /// `base` itself without a bundle, else the client trusting `pem` too.
     pub fn client(&self, pem: Option<&str>) -> Result<Http> {
-        let Some(pem) = pem else { return Ok(self.base.clone()) };
-        let digest: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(pem.as_bytes()).into();
+        self.client_with(pem, None)
+    }
+
+    /// `base` itself without a bundle or an identity, else the client trusting `pem` too and presenting
+    /// `identity`.
+    pub fn client_with(&self, pem: Option<&str>, identity: Option<&Identity>) -> Result<Http> {
+        if pem.is_none() && identity.is_none() {
+            return Ok(self.base.clone());
+        }
+        use sha2::Digest;
+        let mut digest = sha2::Sha256::new();
+        for part in [pem, identity.map(|i| i.certificate.as_str()), identity.map(|i| i.key.as_str())] {
+            digest.update(part.unwrap_or_default().as_bytes());
+            digest.update([0]);
+        }
+        let digest: [u8; 32] = digest.finalize().into();
         let mut clients = self.by_digest.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(http) = clients.get(&digest) {
             return Ok(http.clone());
         }
-        let http = Http::new(Some(pem))?.with_budget_of(&self.base);
+        let http = Http::with_tls(pem, identity)?.with_budget_of(&self.base);
+        if clients.len() >= MAX_CLIENTS {
+            clients.clear();
+        }
         clients.insert(digest, http.clone());
         Ok(http)
     }

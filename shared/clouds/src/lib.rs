@@ -6,7 +6,8 @@
 //! - [`azure`]: Azure Resource Manager (`platform.azure`).
 //! - [`vsphere`]: vCenter's Automation REST API (`platform.vsphere`).
 //! - [`webhook`]: an external installer behind a signed webhook (`provisioner.webhook`), beside any platform.
-//! - [`readiness`]: a pool's HTTPS readiness check of its clusters (`readiness.https`).
+//! - [`readiness`]: a pool's readiness check of its clusters: an HTTPS probe (`readiness.https`), or
+//!   [`kubernetes`]: nodes and ClusterOperators through the cluster's API (`readiness.kubernetes`).
 //!
 //! They share one [`http::Http`] client (built once per process, bounded and retrying like the AWS calls), read
 //! their credentials through the [`Secrets`](apiary_ports::secrets::Secrets) port by the ARN a pool names, and
@@ -17,6 +18,7 @@ pub mod azure;
 pub mod fanout;
 pub mod gcp;
 pub mod http;
+pub mod kubernetes;
 pub mod readiness;
 pub mod secrets;
 pub mod tokens;
@@ -73,6 +75,6 @@ pub fn with_http(
             Arc::new(azure::Azure::new(http.clone(), secrets.clone(), endpoints.azure, endpoints.azure_authority)),
         )
         .with("vsphere", Arc::new(vsphere::Vsphere::new(http.clone(), secrets.clone())))
-        .with_installer(Arc::new(webhook::Webhook::new(http.clone(), secrets)))
-        .with_readiness(Arc::new(readiness::HttpsReadiness::new(http))))
+        .with_installer(Arc::new(webhook::Webhook::new(http.clone(), secrets.clone())))
+        .with_readiness(Arc::new(readiness::Checks::new(http, secrets))))
 }

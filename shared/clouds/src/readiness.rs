@@ -1,4 +1,7 @@
-//! A pool's readiness check (`readiness.https`): one `GET` of the URL its template makes for the cluster, trusting
+//! A pool's readiness check: [`Checks`] runs the one the pool sets, the HTTPS probe here or the Kubernetes check
+//! ([`crate::kubernetes`]).
+//!
+//! The HTTPS probe (`readiness.https`): one `GET` of the URL its template makes for the cluster, trusting
 //! the pool's CA bundle besides the system's roots. The expected status is ready; another status is not ready
 //! (with what the cluster answered); no answer at all (refused, timed out, an untrusted certificate) is
 //! unreachable. One attempt per look, bounded like every call: the power function looks again every 15 seconds
@@ -9,10 +12,12 @@ use std::time::Duration;
 use apiary_planner::power::Readiness;
 use apiary_planner::HttpsProbe;
 use apiary_ports::platform::{ReadinessCheck, Target};
+use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
 
 use crate::http::{error_chain, Bundles, Http};
+use crate::kubernetes::KubernetesReadiness;
 
 /// Longest one look may take.
 const LOOK: Duration = Duration::from_secs(10);
@@ -33,8 +38,8 @@ fn probe<'a>(t: &Target<'a>) -> Result<&'a HttpsProbe> {
     t.spec
         .readiness
         .as_ref()
-        .map(|r| &r.https)
-        .ok_or_else(|| Error::Config(format!("pool {} has no readiness check", t.pool)))
+        .and_then(|r| r.https.as_ref())
+        .ok_or_else(|| Error::Config(format!("pool {} has no https readiness check", t.pool)))
 }
 
 #[async_trait]
@@ -60,5 +65,41 @@ impl ReadinessCheck for HttpsReadiness {
         let body = response.text().await.unwrap_or_default();
         let body: String = body.chars().take(200).collect();
         Ok(Readiness::NotReady { message: format!("{url} answered {status}: {}", body.trim()) })
+    }
+}
+
+/// The readiness checks a pool may set, each run for the pools that set it.
+pub struct Checks {
+    https: HttpsReadiness,
+    kubernetes: KubernetesReadiness,
+}
+
+impl Checks {
+    /// Checks through clients like `http`, reading the Kubernetes check's credentials through `secrets`.
+    pub fn new(http: Http, secrets: std::sync::Arc<dyn Secrets>) -> Self {
+        Self { https: HttpsReadiness::new(http.clone()), kubernetes: KubernetesReadiness::new(http, secrets) }
+    }
+
+    fn kubernetes(t: &Target<'_>) -> bool {
+        t.spec.readiness.as_ref().is_some_and(|r| r.kubernetes.is_some())
+    }
+}
+
+#[async_trait]
+impl ReadinessCheck for Checks {
+    async fn check(&self, t: Target<'_>) -> Result<Readiness> {
+        if Self::kubernetes(&t) {
+            self.kubernetes.check(t).await
+        } else {
+            self.https.check(t).await
+        }
+    }
+
+    async fn nodes(&self, t: Target<'_>) -> Result<Option<Readiness>> {
+        if Self::kubernetes(&t) {
+            self.kubernetes.nodes(t).await
+        } else {
+            Ok(None)
+        }
     }
 }

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{ActuatorCall, Install, Termination};
-use apiary_planner::{Platform, VspherePlatform};
+use apiary_planner::{Machine, Platform, VspherePlatform};
 use apiary_ports::platform::{Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
@@ -527,7 +527,34 @@ impl Actuator for Vsphere {
         if m.total == 0 || !m.not_ready.is_empty() {
             return Ok(Nodes::Machines(m));
         }
-        Ok(if self.tools(&vc, &vms).await?.into_iter().all(|running| running) { Nodes::Ready } else { Nodes::NotReady })
+        let without = self.tools(&vc, &vms).await?.into_iter().filter(|running| !running).count();
+        Ok(if without == 0 {
+            Nodes::Ready
+        } else {
+            Nodes::NotReady(format!("VMware Tools are not running yet on {without} of {} VMs", vms.len()))
+        })
+    }
+
+    async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
+        let vc = self.vc(Self::platform(&t)?)?;
+        let vms = self.members(&vc, &t).await?;
+        // The guest's primary address, as its VMware Tools report it (they run once the nodes are ready); a VM
+        // whose tools do not answer has none to give. vSphere has no public addresses of its own.
+        fanout::all(vms, |vm| {
+            let vc = &vc;
+            async move {
+                let url = format!("{}/api/vcenter/vm/{}/guest/identity", vc.root, escape(&vm.vm));
+                let answer = self.call("vsphere:vm.guest.identity.get", vc, |c| c.get(&url)).await?;
+                let private_ip = if answer.is_success() {
+                    let identity: Value = answer.json("vsphere:vm.guest.identity.get")?;
+                    identity["ip_address"].as_str().map(String::from)
+                } else {
+                    None
+                };
+                Ok(Machine { id: vm.vm, private_ip, public_ip: None })
+            }
+        })
+        .await
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {

@@ -121,7 +121,7 @@ impl SimClouds {
     pub fn platform(cloud: &str, machines: u64, version: u64) -> Value {
         match cloud {
             "gcp" => {
-                let zones = if version % 2 == 0 {
+                let zones = if version.is_multiple_of(2) {
                     json!(["europe-west1-b"])
                 } else {
                     json!(["europe-west1-b", "europe-west1-c"])
@@ -131,7 +131,7 @@ impl SimClouds {
             "azure" => json!({"azure": {
                 "subscriptionId": SUBSCRIPTION,
                 "tenantId": TENANT,
-                "location": if version % 2 == 0 { "westeurope" } else { "northeurope" },
+                "location": if version.is_multiple_of(2) { "westeurope" } else { "northeurope" },
                 "template": {
                     "parameters": {"infraId": {"type": "string"}, "nodes": {"type": "int"}},
                     "resources": [{
@@ -150,7 +150,7 @@ impl SimClouds {
                 "folder": "apiary",
                 "machineCount": machines,
                 "credentialsSecret": VSPHERE_ARN,
-                "shutdownGracePeriod": if version % 2 == 0 { "2m" } else { "3m" },
+                "shutdownGracePeriod": if version.is_multiple_of(2) { "2m" } else { "3m" },
             }}),
         }
     }

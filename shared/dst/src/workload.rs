@@ -28,7 +28,7 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
         "aws" => json!({"aws": {
             "region": "us-east-1",
             "imageId": "ami-0123456789abcdef0",
-            "instanceType": if version % 2 == 0 { "m5.large" } else { "m5.xlarge" },
+            "instanceType": if version.is_multiple_of(2) { "m5.large" } else { "m5.xlarge" },
             "machineCount": machines
         }}),
         other => crate::clouds::SimClouds::platform(other, machines, version),

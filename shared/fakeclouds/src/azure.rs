@@ -469,9 +469,41 @@ impl State {
                 "vmId": vm.vm_id,
                 "hardwareProfile": {"vmSize": "Standard_D4s_v5"},
                 "storageProfile": {"osDisk": os_disk},
+                "networkProfile": {"networkInterfaces": [
+                    {"id": network_id(sub, rg, "networkInterfaces", &format!("{}-nic", vm.name)), "properties": {"primary": true}},
+                ]},
                 "provisioningState": provisioning,
             },
         })
+    }
+
+    /// The network interfaces (`kind` "networkInterfaces") or public IP addresses ("publicIPAddresses") of the
+    /// group's VMs: each VM has one of each; its private address is fixed, its public one allocated (dynamic)
+    /// only while it runs.
+    fn network_json(&self, sub: &str, rg: &str, kind: &str) -> Value {
+        let value: Vec<Value> = self
+            .vms
+            .iter()
+            .filter(|((su, r, _), _)| (su.as_str(), r.as_str()) == (sub, rg.to_ascii_lowercase().as_str()))
+            .map(|(_, vm)| {
+                let n = vm.name.bytes().fold(0u16, |h, b| h.wrapping_mul(31).wrapping_add(u16::from(b)));
+                let [hi, lo] = n.to_be_bytes();
+                let pip = network_id(sub, rg, "publicIPAddresses", &format!("{}-pip", vm.name));
+                if kind == "networkInterfaces" {
+                    json!({"id": network_id(sub, rg, kind, &format!("{}-nic", vm.name)), "name": format!("{}-nic", vm.name),
+                           "properties": {"ipConfigurations": [{"name": "ipconfig1", "properties": {
+                               "primary": true, "privateIPAddress": format!("10.1.{hi}.{}", lo.max(4)),
+                               "privateIPAllocationMethod": "Dynamic", "publicIPAddress": {"id": pip}}}]}})
+                } else {
+                    let mut properties = json!({"publicIPAllocationMethod": "Dynamic"});
+                    if vm.power == "running" {
+                        properties["ipAddress"] = json!(format!("192.0.2.{}", lo.max(1)));
+                    }
+                    json!({"id": pip, "name": format!("{}-pip", vm.name), "properties": properties})
+                }
+            })
+            .collect();
+        json!({"value": value})
     }
 
     fn operation(&mut self, op: Operation) -> String {
@@ -479,6 +511,11 @@ impl State {
         self.operations.insert(id.clone(), op);
         id
     }
+}
+
+/// The id of network resource `name` of `kind` in group `rg`.
+fn network_id(sub: &str, rg: &str, kind: &str, name: &str) -> String {
+    format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/{kind}/{name}")
 }
 
 fn capitalized(text: &str) -> String {
@@ -555,6 +592,15 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
         }
         ("GET", ["subscriptions", sub, "resourcegroups", rg, "providers", "microsoft.compute", "virtualmachines"]) => {
             list_vms(&s, sub, rg, &req)
+        }
+        ("GET", ["subscriptions", sub, "resourcegroups", rg, "providers", "microsoft.network", kind])
+            if matches!(*kind, "networkinterfaces" | "publicipaddresses") =>
+        {
+            let kind = if *kind == "networkinterfaces" { "networkInterfaces" } else { "publicIPAddresses" };
+            match s.groups.get(&rg_key(sub, rg)) {
+                Some(group) => Response::json(200, &s.network_json(sub, &group.name, kind)),
+                None => group_not_found(name(3)),
+            }
         }
         (
             "GET",

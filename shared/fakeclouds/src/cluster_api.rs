@@ -1,7 +1,15 @@
-//! A fake of the clusters' API servers, for readiness checks: `GET /{infraId}/readyz` over HTTPS (a certificate
-//! issued by a CA of its own, [`FakeClusterApi::ca_bundle`]), answering `200 ok` once the cluster is ready and
-//! `503` until then. A cluster is ready `ready_after` its first look, unless it never becomes ready or flaps
-//! (ready and not, look after look).
+//! A fake of the clusters' API servers, for readiness checks, over HTTPS (a certificate issued by a CA of its own,
+//! [`FakeClusterApi::ca_bundle`]). Each cluster is served under `/{infraId}`:
+//!
+//! - `GET /{infraId}/readyz`: `200 ok` once the cluster is ready, `503` until then (the HTTPS probe).
+//! - `GET /{infraId}/api/v1/nodes`: its nodes, each Ready once `nodes_after` has passed since its first look.
+//! - `GET /{infraId}/apis/config.openshift.io/v1/clusteroperators`: its ClusterOperators, all Available and
+//!   neither Progressing nor Degraded once the cluster is ready; `404` for a plain Kubernetes cluster.
+//!
+//! A cluster is ready `ready_after` its first look, unless it never becomes ready or flaps (ready and not, look
+//! after look). The Kubernetes endpoints want the fake's bearer token or a client certificate its CA issued (both
+//! in the kubeconfig [`FakeClusterApi::kubeconfig`] writes), answer `401` otherwise or once a cluster's
+//! credentials are revoked, and page their lists (`limit`, `continue`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -11,15 +19,36 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::common::{Clock, Log};
-use crate::server::{serve_tls_on, Request, Response};
+use crate::server::{serve_tls_on, Request, Response, CLIENT_CERTIFICATE};
+use crate::tls::Authority;
+
+/// The bearer token the fake accepts.
+const TOKEN: &str = "sha256~fake-cluster-api-token";
+/// The ClusterOperators each OpenShift cluster has.
+const OPERATORS: [&str; 4] = ["authentication", "etcd", "kube-apiserver", "ingress"];
 
 struct State {
     clock: Clock,
     ready_after: Duration,
+    nodes_after: Duration,
+    nodes: usize,
+    page: usize,
     first_look: BTreeMap<String, Duration>,
     never: BTreeSet<String>,
+    nodes_never: BTreeSet<String>,
     flapping: BTreeMap<String, bool>,
+    plain: BTreeSet<String>,
+    revoked: BTreeSet<String>,
     log: Log,
+}
+
+/// How a kubeconfig authenticates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// With the fake's bearer token.
+    Token,
+    /// With a client certificate the fake's CA issued (as openshift-install's admin kubeconfig does).
+    ClientCertificate,
 }
 
 /// The fake cluster APIs.
@@ -27,7 +56,7 @@ struct State {
 pub struct FakeClusterApi {
     state: Arc<Mutex<State>>,
     addr: SocketAddr,
-    ca_pem: Arc<String>,
+    authority: Arc<Authority>,
 }
 
 impl FakeClusterApi {
@@ -39,19 +68,84 @@ impl FakeClusterApi {
         let state = State {
             clock: Clock::wall(),
             ready_after,
+            nodes_after: Duration::ZERO,
+            nodes: 3,
+            page: usize::MAX,
             first_look: BTreeMap::new(),
             never: BTreeSet::new(),
+            nodes_never: BTreeSet::new(),
             flapping: BTreeMap::new(),
+            plain: BTreeSet::new(),
+            revoked: BTreeSet::new(),
             log: Log::default(),
         };
-        let fake = Self {
-            state: Arc::new(Mutex::new(state)),
-            addr: listener.local_addr()?,
-            ca_pem: Arc::new(authority.ca_pem),
-        };
+        let server = authority.server.clone();
+        let fake =
+            Self { state: Arc::new(Mutex::new(state)), addr: listener.local_addr()?, authority: Arc::new(authority) };
         let state = fake.state.clone();
-        serve_tls_on(listener, authority.server, Arc::new(move |req: Request| handle(&state, req)))?;
+        serve_tls_on(listener, server, Arc::new(move |req: Request| handle(&state, req)))?;
         Ok(fake)
+    }
+
+    /// The API server URL of cluster `infra_id`.
+    pub fn server(&self, infra_id: &str) -> String {
+        format!("https://{}/{infra_id}", self.addr)
+    }
+
+    /// The bearer token the fake accepts.
+    pub fn token(&self) -> &'static str {
+        TOKEN
+    }
+
+    /// A kubeconfig for cluster `infra_id`, as an installer writes one: the server, the CA, and the token or a
+    /// client certificate the fake's CA issued.
+    pub fn kubeconfig(&self, infra_id: &str, auth: Auth) -> std::io::Result<String> {
+        use base64::Engine;
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+        let user = match auth {
+            Auth::Token => format!("    token: {TOKEN}\n"),
+            Auth::ClientCertificate => {
+                let (cert, key) = self.authority.client_certificate("system:admin").map_err(std::io::Error::other)?;
+                format!("    client-certificate-data: {}\n    client-key-data: {}\n", b64(&cert), b64(&key))
+            }
+        };
+        Ok(format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    certificate-authority-data: {ca}\n    server: \
+             {server}\n  name: {infra_id}\ncontexts:\n- context:\n    cluster: {infra_id}\n    user: admin\n  name: \
+             admin\ncurrent-context: admin\npreferences: {{}}\nusers:\n- name: admin\n  user:\n{user}",
+            ca = b64(&self.authority.ca_pem),
+            server = self.server(infra_id),
+        ))
+    }
+
+    /// Nodes become Ready `after` a cluster's first look (default: at once).
+    pub fn nodes_after(&self, after: Duration) {
+        self.lock().nodes_after = after;
+    }
+
+    /// Each cluster has `n` nodes (default 3).
+    pub fn nodes(&self, n: usize) {
+        self.lock().nodes = n;
+    }
+
+    /// Lists answer at most `n` items per page, whatever the `limit` asked.
+    pub fn page(&self, n: usize) {
+        self.lock().page = n.max(1);
+    }
+
+    /// One node of cluster `infra_id` never becomes Ready.
+    pub fn nodes_never(&self, infra_id: &str) {
+        self.lock().nodes_never.insert(infra_id.to_owned());
+    }
+
+    /// Cluster `infra_id` is plain Kubernetes: no ClusterOperator API.
+    pub fn plain(&self, infra_id: &str) {
+        self.lock().plain.insert(infra_id.to_owned());
+    }
+
+    /// Cluster `infra_id` refuses every credential (expired certificates, a revoked token).
+    pub fn revoke(&self, infra_id: &str) {
+        self.lock().revoked.insert(infra_id.to_owned());
     }
 
     /// The probe URL template a pool's `readiness.https.url` names.
@@ -61,7 +155,7 @@ impl FakeClusterApi {
 
     /// The PEM certificate of the CA that issued the fake's: a pool's `readiness.https.caBundle`.
     pub fn ca_bundle(&self) -> String {
-        self.ca_pem.as_ref().clone()
+        self.authority.ca_pem.clone()
     }
 
     /// Cluster `infra_id` never becomes ready.
@@ -97,23 +191,102 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
     let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
     s.log.push(&req, None);
     let segments: Vec<&str> = req.path.split('/').filter(|p| !p.is_empty()).collect();
-    let infra = match (req.method.as_str(), segments.as_slice()) {
-        ("GET", [infra, "readyz"]) => (*infra).to_owned(),
-        _ => return Response::json(404, &json!({"message": format!("no route {}", req.path)})),
+    let (infra, what) = match (req.method.as_str(), segments.as_slice()) {
+        ("GET", [infra, "readyz"]) => ((*infra).to_owned(), What::Readyz),
+        ("GET", [infra, "api", "v1", "nodes"]) => ((*infra).to_owned(), What::Nodes),
+        ("GET", [infra, "apis", "config.openshift.io", "v1", "clusteroperators"]) => {
+            ((*infra).to_owned(), What::Operators)
+        }
+        _ => return Response::json(404, &status(404, "NotFound", &format!("no route {}", req.path))),
     };
     let now = s.clock.now();
     let first = *s.first_look.entry(infra.clone()).or_insert(now);
-    let ready = if s.never.contains(&infra) {
+    if what != What::Readyz {
+        let token = req.headers.get("authorization").and_then(|a| a.strip_prefix("Bearer "));
+        let certificate = req.headers.contains_key(CLIENT_CERTIFICATE);
+        if s.revoked.contains(&infra) || !(token == Some(TOKEN) || certificate) {
+            return Response::json(401, &status(401, "Unauthorized", "Unauthorized"));
+        }
+    }
+    match what {
+        What::Readyz if ready(&mut s, &infra, first, now) => {
+            Response { status: 200, headers: vec![], body: b"ok".to_vec() }
+        }
+        What::Readyz => Response { status: 503, headers: vec![], body: b"[-]etcd failed: reason withheld".to_vec() },
+        What::Nodes => {
+            let up = now >= first + s.nodes_after;
+            let stuck = s.nodes_never.contains(&infra);
+            let nodes: Vec<serde_json::Value> = (0..s.nodes)
+                .map(|i| {
+                    let ready = up && !(stuck && i == 1);
+                    let condition = if ready {
+                        json!({"type": "Ready", "status": "True", "reason": "KubeletReady"})
+                    } else {
+                        json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                               "message": "container runtime network not ready"})
+                    };
+                    json!({"metadata": {"name": format!("{infra}-master-{i}")}, "status": {"conditions": [condition]}})
+                })
+                .collect();
+            page(&s, &req, "NodeList", nodes)
+        }
+        What::Operators if s.plain.contains(&infra) => {
+            Response::json(404, &status(404, "NotFound", "the server could not find the requested resource"))
+        }
+        What::Operators => {
+            let settled = ready(&mut s, &infra, first, now);
+            let operators: Vec<serde_json::Value> = OPERATORS
+                .iter()
+                .map(|name| {
+                    let degraded = !settled && *name == "authentication";
+                    let progressing = !settled && *name == "etcd";
+                    let mut conditions = vec![
+                        json!({"type": "Available", "status": if degraded { "False" } else { "True" }}),
+                        json!({"type": "Progressing", "status": if progressing { "True" } else { "False" },
+                               "reason": if progressing { "NodeInstaller" } else { "AsExpected" }}),
+                        json!({"type": "Degraded", "status": if degraded { "True" } else { "False" }}),
+                    ];
+                    if degraded {
+                        conditions[2]["reason"] = json!("OAuthServerDeployment_UnavailablePod");
+                    }
+                    json!({"metadata": {"name": name}, "status": {"conditions": conditions}})
+                })
+                .collect();
+            page(&s, &req, "ClusterOperatorList", operators)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    Readyz,
+    Nodes,
+    Operators,
+}
+
+/// Whether cluster `infra` answers ready at this look.
+fn ready(s: &mut State, infra: &str, first: Duration, now: Duration) -> bool {
+    if s.never.contains(infra) {
         false
-    } else if let Some(up) = s.flapping.get_mut(&infra) {
+    } else if let Some(up) = s.flapping.get_mut(infra) {
         *up = !*up;
         *up
     } else {
         now >= first + s.ready_after
-    };
-    if ready {
-        Response { status: 200, headers: vec![], body: b"ok".to_vec() }
-    } else {
-        Response { status: 503, headers: vec![], body: b"[-]etcd failed: reason withheld".to_vec() }
     }
+}
+
+/// One page of `items`: from the `continue` offset, at most the `limit` asked and the fake's page size.
+fn page(s: &State, req: &Request, kind: &str, items: Vec<serde_json::Value>) -> Response {
+    let from: usize = req.param("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+    let limit: usize = req.param("limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let to = from.saturating_add(limit.min(s.page)).min(items.len());
+    let rest = if to < items.len() { to.to_string() } else { String::new() };
+    let items: Vec<serde_json::Value> = items.into_iter().skip(from).take(to.saturating_sub(from)).collect();
+    Response::json(200, &json!({"kind": kind, "apiVersion": "v1", "metadata": {"continue": rest}, "items": items}))
+}
+
+/// A Kubernetes Status answer.
+fn status(code: u16, reason: &str, message: &str) -> serde_json::Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reason, "code": code})
 }

@@ -45,6 +45,8 @@ impl Default for Timings {
 struct Instance {
     status: &'static str,
     labels: BTreeMap<String, String>,
+    /// Its ordinal, which its addresses derive from.
+    ordinal: u32,
     /// When the current transition ends, and what it ends in (`None`: the instance is gone).
     next: Option<(Duration, Option<&'static str>)>,
 }
@@ -57,6 +59,8 @@ struct State {
     templates: BTreeSet<String>,
     /// (project, zone, name) → instance.
     instances: BTreeMap<(String, String, String), Instance>,
+    /// Instances created so far.
+    created: u32,
     operations: HashMap<String, Value>,
     next_op: u64,
     page_size: usize,
@@ -85,6 +89,7 @@ impl FakeGcp {
             tokens: Tokens::default(),
             templates: BTreeSet::new(),
             instances: BTreeMap::new(),
+            created: 0,
             operations: HashMap::new(),
             next_op: 0,
             page_size: 2,
@@ -163,7 +168,9 @@ impl FakeGcp {
     /// Adds an instance, as another tool would have created it.
     pub fn add_instance(&self, project: &str, zone: &str, name: &str, status: &'static str, labels: &[(&str, &str)]) {
         let labels = labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        self.lock().instances.insert(key(project, zone, name), Instance { status, labels, next: None });
+        let mut s = self.lock();
+        let instance = s.instance(status, labels);
+        s.instances.insert(key(project, zone, name), instance);
     }
 
     /// Creates instances `names` in `zone` as an installer would (PROVISIONING, then RUNNING after the boot time),
@@ -174,7 +181,8 @@ impl FakeGcp {
         for n in names {
             let k = key(project, zone, n);
             if !s.instances.contains_key(&k) {
-                s.instances.insert(k.clone(), Instance { status: "PROVISIONING", labels: labels.clone(), next: None });
+                let instance = s.instance("PROVISIONING", labels.clone());
+                s.instances.insert(k.clone(), instance);
                 s.transition(&k, "PROVISIONING", boot, Some("RUNNING"));
             }
         }
@@ -301,6 +309,12 @@ fn error(status: u16, reason: &str, message: &str) -> Response {
 }
 
 impl State {
+    /// A new instance, with the next ordinal.
+    fn instance(&mut self, status: &'static str, labels: BTreeMap<String, String>) -> Instance {
+        self.created += 1;
+        Instance { status, labels, ordinal: self.created, next: None }
+    }
+
     fn now(&self) -> Duration {
         self.clock.now()
     }
@@ -458,11 +472,19 @@ fn list(s: &mut State, project: &str, req: &Request) -> Response {
     for ((p, z, n), i) in matching.iter().skip(from).take(page) {
         let entry = items.entry(format!("zones/{z}")).or_insert_with(|| json!({"instances": []}));
         if let Some(list) = entry["instances"].as_array_mut() {
+            // Every instance has its private address; an ephemeral external one only while it runs.
+            let [.., hi, lo] = i.ordinal.to_be_bytes();
+            let mut nic = json!({"name": "nic0", "networkIP": format!("10.128.{hi}.{lo}")});
+            if i.status == "RUNNING" {
+                nic["accessConfigs"] =
+                    json!([{"type": "ONE_TO_ONE_NAT", "name": "External NAT", "natIP": format!("198.51.100.{lo}")}]);
+            }
             list.push(json!({
                 "name": n,
                 "zone": format!("https://www.googleapis.com/compute/v1/projects/{p}/zones/{z}"),
                 "status": i.status,
                 "labels": i.labels,
+                "networkInterfaces": [nic],
             }));
         }
     }
@@ -510,7 +532,8 @@ fn bulk_insert(s: &mut State, project: &str, zone: &str, req: &Request) -> Respo
         let boot = s.timings.boot;
         for n in &names {
             let k = key(project, zone, n);
-            s.instances.insert(k.clone(), Instance { status: "PROVISIONING", labels: labels.clone(), next: None });
+            let instance = s.instance("PROVISIONING", labels.clone());
+            s.instances.insert(k.clone(), instance);
             s.transition(&k, "PROVISIONING", boot, Some("RUNNING"));
         }
         s.operation(project, zone, "bulkInsert", "", None)

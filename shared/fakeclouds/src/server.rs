@@ -100,7 +100,7 @@ pub fn serve_on(listener: TcpListener, handle: Handler) -> std::io::Result<Socke
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(connection(stream, handle.clone()));
+            tokio::spawn(connection(stream, handle.clone(), false));
         }
     });
     Ok(addr)
@@ -120,7 +120,8 @@ pub fn serve_tls_on(
             tokio::spawn(async move {
                 // A client that does not trust the certificate hangs up during the handshake: nothing to serve.
                 if let Ok(stream) = acceptor.accept(stream).await {
-                    connection(stream, handle).await;
+                    let verified = stream.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
+                    connection(stream, handle, verified).await;
                 }
             });
         }
@@ -128,8 +129,12 @@ pub fn serve_tls_on(
     Ok(addr)
 }
 
-/// Serves one connection's requests.
-async fn connection<S>(stream: S, handle: Handler)
+/// The header a TLS fake sets on the requests of a connection whose client presented a certificate its CA
+/// issued (the handshake verified it); a client's own header of that name is dropped.
+pub const CLIENT_CERTIFICATE: &str = "x-fake-client-certificate";
+
+/// Serves one connection's requests; `verified`: the client presented a certificate the fake's CA issued.
+async fn connection<S>(stream: S, handle: Handler, verified: bool)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -138,7 +143,12 @@ where
         async move {
             let (parts, body) = req.into_parts();
             let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-            let headers = parts.headers.iter().map(|(k, v)| (k.as_str(), v.to_str().unwrap_or_default()));
+            let headers = parts
+                .headers
+                .iter()
+                .filter(|(k, _)| k.as_str() != CLIENT_CERTIFICATE)
+                .map(|(k, v)| (k.as_str(), v.to_str().unwrap_or_default()))
+                .chain(verified.then_some((CLIENT_CERTIFICATE, "verified")));
             let request = Request::new(parts.method.as_str(), &parts.uri.to_string(), headers, body);
             let answer = handle(request);
             let mut response = hyper::Response::new(Full::new(Bytes::from(answer.body)));

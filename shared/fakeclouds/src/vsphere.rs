@@ -483,6 +483,25 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
             }
             None => not_found(&format!("Virtual machine '{vm}'")),
         },
+        // The guest's identity, from its VMware Tools: unavailable until they run. The address derives from the
+        // VM's id.
+        ("GET", ["api", "vcenter", "vm", vm, "guest", "identity"]) => match s.vms.get(*vm) {
+            Some(v) if s.tools_running(v) => {
+                let n: u16 = vm.trim_start_matches("vm-").parse().unwrap_or_default();
+                let [hi, lo] = n.to_be_bytes();
+                Response::json(
+                    200,
+                    &json!({"name": v.name, "family": "LINUX", "host_name": v.name,
+                            "full_name": {"default_message": "Red Hat Enterprise Linux CoreOS", "id": "rhcos", "args": []},
+                            "ip_address": format!("10.20.{hi}.{}", lo.max(1))}),
+                )
+            }
+            Some(_) => Response::json(
+                503,
+                &json!({"error_type": "SERVICE_UNAVAILABLE", "messages": [{"id": "com.vmware.api.vcenter.vm.guest.tools_not_running", "default_message": "VMware Tools is not running.", "args": []}]}),
+            ),
+            None => not_found(&format!("Virtual machine '{vm}'")),
+        },
         ("GET", ["api", "vcenter", "vm", vm, "power"]) => match s.vms.get(*vm) {
             Some(v) => Response::json(200, &json!({"state": v.power})),
             None => not_found(&format!("Virtual machine '{vm}'")),

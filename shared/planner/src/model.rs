@@ -198,14 +198,32 @@ pub struct InventoryEntry {
     pub name: Option<String>,
 }
 
+/// One of a cluster's machines, as its platform names it, with its addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Machine {
+    /// The platform's id (an EC2 instance id, a Compute Engine or Azure VM name, a vSphere VM id).
+    pub id: String,
+    /// Its private address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_ip: Option<String>,
+    /// Its public address, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_ip: Option<String>,
+}
+
 /// How a pool proves a cluster usable (`readiness` in a pool spec). Once its nodes are ready, a resuming or new
 /// cluster waits `settlePause` (PausingForClusterOperatorsToSettle), then until the check passes
 /// (WaitingForClusterOperators); only then is it Running, and assignable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadinessSpec {
-    /// An HTTPS probe of the cluster's API.
-    pub https: HttpsProbe,
+    /// An HTTPS probe of the cluster's API (this, or `kubernetes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https: Option<HttpsProbe>,
+    /// A check of the cluster's nodes and ClusterOperators through its Kubernetes API (this, or `https`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesCheck>,
     /// How long to let the cluster's operators settle after its nodes are ready, before the first check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settle_pause: Option<GoDuration>,
@@ -230,13 +248,46 @@ impl HttpsProbe {
     /// The URL for `cluster` of a pool whose base domain is `base_domain`: the template's placeholders filled.
     /// `Err` names an unclosed placeholder, or one the cluster has no value for.
     pub fn url_for(&self, cluster: &Cluster, base_domain: Option<&str>) -> Result<String, String> {
-        fill_template(&self.url, |name| match name {
-            "clusterName" => Some(cluster.cluster_name.as_str()),
-            "infraId" => Some(cluster.infra_id.as_str()),
-            "baseDomain" => base_domain,
-            _ => name.strip_prefix("outputs.").and_then(|o| cluster.outputs.get(o)).map(String::as_str),
-        })
+        fill_cluster_template(&self.url, cluster, base_domain)
     }
+}
+
+/// A check through the cluster's Kubernetes API: every node Ready (while the resume waits for nodes), then every
+/// ClusterOperator Available, not Progressing and not Degraded (once the operators have settled).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubernetesCheck {
+    /// ARN of the Secrets Manager secret holding a kubeconfig or a bearer token; a template over the same
+    /// placeholders as `https.url`, for example `{outputs.kubeconfigSecretArn}` (each cluster its own).
+    pub credentials: String,
+    /// The API server's URL, a template as `https.url` (default: the kubeconfig's server; required with a token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// PEM certificates to trust for the API server (default: the kubeconfig's certificate authority).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+}
+
+impl KubernetesCheck {
+    /// The credentials' secret ARN for `cluster`; `Err` as [`HttpsProbe::url_for`].
+    pub fn credentials_for(&self, cluster: &Cluster, base_domain: Option<&str>) -> Result<String, String> {
+        fill_cluster_template(&self.credentials, cluster, base_domain)
+    }
+
+    /// The API server's URL for `cluster`, when the check names one; `Err` as [`HttpsProbe::url_for`].
+    pub fn server_for(&self, cluster: &Cluster, base_domain: Option<&str>) -> Result<Option<String>, String> {
+        self.server.as_deref().map(|s| fill_cluster_template(s, cluster, base_domain)).transpose()
+    }
+}
+
+/// `template` filled for `cluster`: `{clusterName}`, `{infraId}`, `{baseDomain}` and `{outputs.NAME}`.
+fn fill_cluster_template(template: &str, cluster: &Cluster, base_domain: Option<&str>) -> Result<String, String> {
+    fill_template(template, |name| match name {
+        "clusterName" => Some(cluster.cluster_name.as_str()),
+        "infraId" => Some(cluster.infra_id.as_str()),
+        "baseDomain" => base_domain,
+        _ => name.strip_prefix("outputs.").and_then(|o| cluster.outputs.get(o)).map(String::as_str),
+    })
 }
 
 /// `template` with each `{name}` replaced by `value(name)`; `Err` names an unclosed placeholder or a name
@@ -827,6 +878,10 @@ pub struct Cluster {
     /// holding its kubeconfig, …): never a secret itself.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, String>,
+    /// The cluster's machines and their addresses, as its platform found them when it last became Running (a
+    /// public address may change with each resume).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machines: Vec<Machine>,
     /// An admin paused power management of this cluster (seed 004's PowerStatePaused): Apiary neither starts nor
     /// stops it, no power timeout runs, and the pool does not assign it, until it is unpaused.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -912,6 +967,7 @@ impl Cluster {
             deleting: false,
             power_paused: false,
             outputs: BTreeMap::new(),
+            machines: Vec::new(),
             install_failures: 0,
             deprovision_failures: 0,
             provision_ref: None,

@@ -115,13 +115,13 @@ fn a_measured_resume_time_replaces_the_estimate() {
 
 #[test]
 fn the_power_step_records_how_long_a_resume_took() {
-    use apiary_planner::power::{step, Report};
+    use apiary_planner::power::{step, Readiness, Report};
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
     let t = PowerLimits::default();
     let c = step(&c, &Report::Machines { not_ready: 3, total: 3, actionable: 3 }, at(0), t).cluster;
     let c = step(&c, &Report::CallAccepted, at(0), t).cluster;
     let c = step(&c, &Report::Machines { not_ready: 0, total: 3, actionable: 0 }, at(3), t).cluster;
-    let c = step(&c, &Report::Nodes { ready: true }, at(4), t).cluster;
+    let c = step(&c, &Report::Nodes(Readiness::Ready), at(4), t).cluster;
     assert_eq!(c.last_resume_seconds, Some(240));
 }
 

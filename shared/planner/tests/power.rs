@@ -73,7 +73,7 @@ fn a_resume_walks_starting_machines_waiting_for_machines_waiting_for_nodes_runni
     assert_eq!(c.power_state, Some(PowerState::WaitingForNodes));
     assert_eq!(probe(&c), Some(Probe::NodesReady));
 
-    let running = step(&c, &Report::Nodes { ready: true }, at(4), PowerLimits::default());
+    let running = step(&c, &Report::Nodes(Readiness::Ready), at(4), PowerLimits::default());
     assert!(running.wakes_pool, "a cluster that became Running may serve a pending claim");
     assert!(!s.wakes_pool, "a step along the way does not");
     let c = running.cluster;
@@ -326,7 +326,7 @@ fn an_unsupported_hibernation_during_a_resume_lets_the_resume_finish() {
     assert_eq!(probe(&s.cluster), Some(Probe::MachinesRunning));
     let s = step(&s.cluster, &machines(0), at(2), PowerLimits::default());
     assert_eq!(s.cluster.power_state, Some(PowerState::WaitingForNodes));
-    let s = step(&s.cluster, &Report::Nodes { ready: true }, at(3), PowerLimits::default());
+    let s = step(&s.cluster, &Report::Nodes(Readiness::Ready), at(3), PowerLimits::default());
     assert_eq!(s.cluster.power_state, Some(PowerState::Running));
     assert_eq!(cond(&s.cluster, condition::HIBERNATING).reason, reason::UNSUPPORTED);
     assert!(!in_progress(&s.cluster));
@@ -566,7 +566,7 @@ fn with_a_readiness_check_a_resume_settles_then_waits_for_the_check_before_it_is
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
     let (c, _) = drive(c, &[(at(0), machines(3)), (at(1), Report::CallAccepted), (at(3), machines(0))], limits);
     assert_eq!(c.power_state, Some(PowerState::WaitingForNodes));
-    let s = step(&c, &Report::Nodes { ready: true }, at(4), limits);
+    let s = step(&c, &Report::Nodes(Readiness::Ready), at(4), limits);
     assert_eq!(s.cluster.power_state, Some(PowerState::PausingForClusterOperatorsToSettle));
     assert_eq!(s.recheck_after, Some(TimeDelta::minutes(2)), "the operators settle first");
     assert_eq!(cond(&s.cluster, condition::READY).reason, reason::PAUSING_FOR_CLUSTER_OPERATORS_TO_SETTLE);
@@ -597,7 +597,7 @@ fn a_cluster_the_check_cannot_reach_says_unreachable_and_is_broken_by_the_resume
     let limits = checked(0);
     let mut c = cluster("c").resuming().c;
     c.power_state = Some(PowerState::WaitingForNodes);
-    let s = step(&c, &Report::Nodes { ready: true }, at(1), limits);
+    let s = step(&c, &Report::Nodes(Readiness::Ready), at(1), limits);
     assert_eq!(s.cluster.power_state, Some(PowerState::WaitingForClusterOperators), "no pause: straight to the check");
     assert_eq!(s.recheck_after, Some(TimeDelta::zero()));
     let gone = Report::Ready(Readiness::Unreachable { message: "connection refused".into() });
@@ -615,6 +615,37 @@ fn a_cluster_the_check_cannot_reach_says_unreachable_and_is_broken_by_the_resume
     let k = cond(&back.cluster, condition::UNREACHABLE);
     assert_eq!((k.status, k.reason.as_str()), (ConditionStatus::False, "ClusterReachable"));
     assert!(back.cluster.is_running());
+}
+
+#[test]
+fn nodes_the_cluster_says_are_not_ready_hold_the_resume_in_waiting_for_nodes_and_say_why() {
+    let limits = checked(2);
+    let mut c = cluster("c").resuming().c;
+    c.power_state = Some(PowerState::WaitingForNodes);
+    let not_ready = Report::Nodes(Readiness::NotReady { message: "node master-1 is not Ready".into() });
+    let s = step(&c, &not_ready, at(1), limits);
+    assert_eq!(s.cluster.power_state, Some(PowerState::WaitingForNodes));
+    let ready = cond(&s.cluster, condition::READY);
+    assert_eq!(
+        (ready.reason.as_str(), ready.message.as_str()),
+        (reason::WAITING_FOR_NODES, "node master-1 is not Ready")
+    );
+    assert_eq!(s.recheck_after, Some(POLL));
+    assert_eq!(probe(&s.cluster), Some(Probe::NodesReady), "the nodes are asked again, not the operators");
+    let again = step(&s.cluster, &not_ready, at(2), limits);
+    assert_eq!(again.cluster, s.cluster, "the same answer changes nothing");
+
+    let gone = Report::Nodes(Readiness::Unreachable { message: "api: connection refused".into() });
+    let s = step(&s.cluster, &gone, at(3), limits);
+    let k = cond(&s.cluster, condition::UNREACHABLE);
+    assert_eq!((k.status, k.reason.as_str()), (ConditionStatus::True, "ClusterUnreachable"));
+    assert_eq!(s.cluster.power_state, Some(PowerState::WaitingForNodes));
+
+    let s = step(&s.cluster, &Report::Nodes(Readiness::Ready), at(4), limits);
+    let k = cond(&s.cluster, condition::UNREACHABLE);
+    assert_eq!((k.status, k.reason.as_str()), (ConditionStatus::False, "ClusterReachable"));
+    assert_eq!(s.cluster.power_state, Some(PowerState::PausingForClusterOperatorsToSettle));
+    assert_eq!(cond(&s.cluster, condition::READY).message, "", "the nodes' message is not kept");
 }
 
 #[test]

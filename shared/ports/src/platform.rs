@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Readiness, Termination};
-use apiary_planner::{Cluster, PoolSpec, Timestamp};
+use apiary_planner::{Cluster, Machine, PoolSpec, Timestamp};
 use async_trait::async_trait;
 
 use crate::error::{Error, Result};
@@ -73,8 +73,10 @@ impl Machines {
 pub enum Nodes {
     /// Every machine runs and its node is ready.
     Ready,
-    /// Every machine runs, some node is not ready yet.
-    NotReady,
+    /// Every machine runs, some node is not ready yet: which, or what the cluster said of them.
+    NotReady(String),
+    /// Every machine runs, but the cluster's API could not be reached to read its nodes: why.
+    Unreachable(String),
     /// Not every machine runs (one stopped under the resume, or never started): what `machines_running` says.
     Machines(Machines),
 }
@@ -129,6 +131,9 @@ pub trait Actuator: Send + Sync {
     /// Whether the cluster's nodes are ready (on EC2: every instance passes its status checks), or, when not
     /// every machine runs, which are not.
     async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes>;
+    /// The cluster's machines with their addresses: asked each time the cluster becomes Running, for the claim
+    /// that gets it (a public address may change with each start).
+    async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>>;
     /// Starts every machine not running.
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused>;
     /// Stops every machine not stopped.
@@ -144,6 +149,12 @@ pub trait Actuator: Send + Sync {
 pub trait ReadinessCheck: Send + Sync {
     /// Whether the cluster of `t` passes its pool's check.
     async fn check(&self, t: Target<'_>) -> Result<Readiness>;
+    /// Whether the cluster's own nodes are ready, asked once its platform says every machine runs and is
+    /// healthy (seed 004's WaitingForNodes); `None` when the pool's check does not read the cluster's nodes.
+    async fn nodes(&self, t: Target<'_>) -> Result<Option<Readiness>> {
+        let _ = t;
+        Ok(None)
+    }
 }
 
 /// What a provisioning call came to.
@@ -240,7 +251,16 @@ impl Actuator for Composed {
         self.platform.machines_stopped(t).await
     }
     async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
-        self.platform.nodes_ready(t).await
+        let nodes = self.platform.nodes_ready(t).await?;
+        let Some(check) = self.check.as_ref().filter(|_| nodes == Nodes::Ready) else { return Ok(nodes) };
+        Ok(match check.nodes(t).await? {
+            None | Some(Readiness::Ready) => Nodes::Ready,
+            Some(Readiness::NotReady { message }) => Nodes::NotReady(message),
+            Some(Readiness::Unreachable { message }) => Nodes::Unreachable(message),
+        })
+    }
+    async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
+        self.platform.machine_addresses(t).await
     }
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
         self.platform.start_machines(t).await

@@ -459,7 +459,8 @@ impl<'t> Simulation<'t> {
             (Probe::MachinesStopped, s) => {
                 all(s == Machines::Stopped, matches!(s, Machines::Running | Machines::Starting(_)))
             }
-            (Probe::NodesReady, s) => Report::Nodes { ready: s == Machines::Running },
+            (Probe::NodesReady, Machines::Running) => Report::Nodes(Readiness::Ready),
+            (Probe::NodesReady, _) => Report::Nodes(Readiness::NotReady { message: "machines not running".into() }),
             // The simulated clusters are usable once their machines run.
             (Probe::Readiness, Machines::Running) => Report::Ready(Readiness::Ready),
             (Probe::Readiness, _) => Report::Ready(Readiness::NotReady { message: "machines not running".into() }),

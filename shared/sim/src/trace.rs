@@ -199,7 +199,7 @@ pub fn generate(name: &str, pattern: &Pattern, start: Timestamp, length: TimeDel
         while TimeDelta::hours(h) < length {
             let at = start + TimeDelta::hours(h);
             let weekday = !matches!(at.weekday(), Weekday::Sat | Weekday::Sun);
-            if weekday && (6..20).contains(&at.hour()) && at.hour() % every_hours == 0 {
+            if weekday && (6..20).contains(&at.hour()) && at.hour().is_multiple_of(every_hours) {
                 for _ in 0..burst {
                     let offset = TimeDelta::milliseconds((rng.uniform() * spread_seconds * 1000.0) as i64);
                     arrivals.push(Arrival { at: TimeDelta::hours(h) + offset, hold: hold(&mut rng, 30.0) });

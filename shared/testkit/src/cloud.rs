@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
+use apiary_planner::Machine as Addressed;
 use apiary_planner::{Platform, Timestamp};
 use apiary_ports::platform::{client_token, Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::Result;
@@ -279,9 +280,31 @@ impl Actuator for Cloud {
         } else if list.iter().all(|m| m.running_since.is_some_and(|since| since + checks <= now)) {
             Nodes::Ready
         } else {
-            Nodes::NotReady
+            let checking = list.iter().filter(|m| m.running_since.is_none_or(|since| since + checks > now)).count();
+            Nodes::NotReady(format!("{checking} of {} instances have not passed their status checks", list.len()))
         };
         leave(self.hook.as_ref(), Op::Describe, Ok(nodes))
+    }
+
+    async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Addressed>> {
+        enter(self.hook.as_ref(), Op::Describe).await?;
+        self.count("describe");
+        // As EC2 gives them: a private address for every machine, from its launch order; a public address (from
+        // the documentation range) while it runs.
+        let found = self
+            .cluster(&t.cluster.infra_id)
+            .into_iter()
+            .map(|m| {
+                let n = u64::from_str_radix(m.id.trim_start_matches("i-"), 16).unwrap_or_default();
+                let [.., hi, lo] = n.to_be_bytes();
+                Addressed {
+                    private_ip: Some(format!("10.0.{hi}.{lo}")),
+                    public_ip: (m.state == MachineState::Running).then(|| format!("203.0.113.{lo}")),
+                    id: m.id,
+                }
+            })
+            .collect();
+        leave(self.hook.as_ref(), Op::Describe, Ok(found))
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {

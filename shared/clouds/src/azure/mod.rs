@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{AzurePlatform, Platform};
+use apiary_planner::{AzurePlatform, Machine, Platform};
 use apiary_ports::platform::{Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
@@ -50,6 +50,8 @@ pub const DEFAULT_AUTHORITY: &str = "https://login.microsoftonline.com";
 pub const COMPUTE_API: &str = "2024-07-01";
 /// The Resources API version Apiary speaks (resource groups, deployments).
 pub const RESOURCES_API: &str = "2021-04-01";
+/// The Network resource provider's API version (network interfaces, public IP addresses).
+pub const NETWORK_API: &str = "2024-05-01";
 
 /// The tag openshift-install puts on a cluster's resources.
 pub fn cluster_tag(infra_id: &str) -> String {
@@ -207,22 +209,29 @@ impl Azure {
         format!("{}/providers/Microsoft.Compute/virtualMachines", self.group_url(az, group))
     }
 
-    /// The VMs of `group` with their instance views; none when the group does not exist.
-    async fn vms(&self, az: &AzurePlatform, group: &str) -> Result<Vec<Vm>> {
+    /// Every resource an ARM list at `first` gives, page by page; none when the group does not exist.
+    async fn list(&self, op: &'static str, az: &AzurePlatform, first: String) -> Result<Vec<Value>> {
         let mut listed = vec![];
-        let mut next = Some(format!("{}?api-version={COMPUTE_API}", self.vms_url(az, group)));
+        let mut next = Some(first);
         while let Some(url) = next.take() {
-            let answer = self.call("compute:virtualMachines.list", az, |c| c.get(&url)).await?;
+            let answer = self.call(op, az, |c| c.get(&url)).await?;
             if answer.status == StatusCode::NOT_FOUND {
                 return Ok(vec![]);
             }
             if !answer.is_success() {
-                return Err(Error::service("compute:virtualMachines.list", arm_error(&answer).1, false));
+                return Err(Error::service(op, arm_error(&answer).1, false));
             }
-            let page: VmList = answer.json("compute:virtualMachines.list")?;
+            let page: VmList = answer.json(op)?;
             listed.extend(page.value);
             next = page.next_link.filter(|l| !l.is_empty()).map(|l| self.on_arm(&l)).transpose()?;
         }
+        Ok(listed)
+    }
+
+    /// The VMs of `group` with their instance views; none when the group does not exist.
+    async fn vms(&self, az: &AzurePlatform, group: &str) -> Result<Vec<Vm>> {
+        let first = format!("{}?api-version={COMPUTE_API}", self.vms_url(az, group));
+        let listed = self.list("compute:virtualMachines.list", az, first).await?;
         let views = fanout::all(listed, |vm| async move {
             let name = vm["name"].as_str().unwrap_or_default().to_owned();
             let url = format!("{}/{}/instanceView?api-version={COMPUTE_API}", self.vms_url(az, group), escape(&name));
@@ -334,6 +343,33 @@ impl Azure {
 }
 
 /// A listed VM and its instance view, as Apiary reads them.
+/// Each VM's addresses: its primary network interface's primary IP configuration gives the private address, and
+/// the public IP address resource it names (when it has been allocated one) the public address. ARM ids are
+/// compared without regard to case, as ARM compares them.
+fn addresses(vms: &[Value], nics: &[Value], ips: &[Value]) -> Vec<Machine> {
+    let by_id = |list: &[Value], id: &str| -> Option<Value> {
+        list.iter().find(|r| r["id"].as_str().is_some_and(|i| i.eq_ignore_ascii_case(id))).cloned()
+    };
+    let primary = |list: &Value| -> Option<Value> {
+        let list = list.as_array()?;
+        list.iter().find(|x| x["properties"]["primary"] == true).or_else(|| list.first()).cloned()
+    };
+    vms.iter()
+        .map(|vm| {
+            let nic = primary(&vm["properties"]["networkProfile"]["networkInterfaces"])
+                .and_then(|n| n["id"].as_str().and_then(|id| by_id(nics, id)));
+            let config = nic.as_ref().and_then(|n| primary(&n["properties"]["ipConfigurations"]));
+            let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+            let private_ip = config.as_ref().and_then(|c| text(&c["properties"]["privateIPAddress"]));
+            let public_ip = config
+                .as_ref()
+                .and_then(|c| c["properties"]["publicIPAddress"]["id"].as_str().and_then(|id| by_id(ips, id)))
+                .and_then(|ip| text(&ip["properties"]["ipAddress"]));
+            Machine { id: vm["name"].as_str().unwrap_or_default().to_owned(), private_ip, public_ip }
+        })
+        .collect()
+}
+
 fn vm_of(vm: &Value, view: &Value) -> Vm {
     let statuses = view["statuses"].as_array().cloned().unwrap_or_default();
     let code = |prefix: &str| {
@@ -403,7 +439,35 @@ impl Actuator for Azure {
         if m.total == 0 || !m.not_ready.is_empty() {
             return Ok(Nodes::Machines(m));
         }
-        Ok(if live.iter().all(|vm| vm.agent_ready) { Nodes::Ready } else { Nodes::NotReady })
+        let waiting = live.iter().filter(|vm| !vm.agent_ready).count();
+        Ok(if waiting == 0 {
+            Nodes::Ready
+        } else {
+            Nodes::NotReady(format!("the VM agent is not ready yet on {waiting} of {} VMs", live.len()))
+        })
+    }
+
+    async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
+        let az = Self::platform(&t)?;
+        let group = az.resource_group(&t.cluster.infra_id);
+        let vms = self.list(
+            "compute:virtualMachines.list",
+            az,
+            format!("{}?api-version={COMPUTE_API}", self.vms_url(az, &group)),
+        );
+        let network = format!("{}/providers/Microsoft.Network", self.group_url(az, &group));
+        let nics = self.list(
+            "network:networkInterfaces.list",
+            az,
+            format!("{network}/networkInterfaces?api-version={NETWORK_API}"),
+        );
+        let ips = self.list(
+            "network:publicIPAddresses.list",
+            az,
+            format!("{network}/publicIPAddresses?api-version={NETWORK_API}"),
+        );
+        let (vms, nics, ips) = futures::try_join!(vms, nics, ips)?;
+        Ok(addresses(&vms, &nics, &ips))
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{GcpPlatform, Platform};
+use apiary_planner::{GcpPlatform, Machine, Platform};
 use apiary_ports::platform::{client_token, Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
@@ -64,6 +64,23 @@ struct Instance {
     name: String,
     zone: String,
     status: String,
+    #[serde(default, rename = "networkInterfaces")]
+    nics: Vec<Nic>,
+}
+
+/// An instance's network interface: its private address, and its external one through an access config.
+#[derive(Debug, Clone, Deserialize)]
+struct Nic {
+    #[serde(default, rename = "networkIP")]
+    network_ip: Option<String>,
+    #[serde(default, rename = "accessConfigs")]
+    access: Vec<AccessConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct AccessConfig {
+    #[serde(default, rename = "natIP")]
+    nat_ip: Option<String>,
 }
 
 impl Instance {
@@ -311,6 +328,22 @@ impl Actuator for Gcp {
         // Compute Engine has no node check of its own: every instance RUNNING is ready.
         let running = self.machines(&t, MachineState::Running, MachineState::start_acts).await?;
         Ok(if running.total > 0 && running.not_ready.is_empty() { Nodes::Ready } else { Nodes::Machines(running) })
+    }
+
+    async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
+        let (_, instances) = self.listed(&t).await?;
+        // The first interface is the instance's primary one.
+        Ok(instances
+            .into_iter()
+            .map(|i| {
+                let nic = i.nics.first();
+                Machine {
+                    private_ip: nic.and_then(|n| n.network_ip.clone()),
+                    public_ip: nic.and_then(|n| n.access.iter().find_map(|a| a.nat_ip.clone())),
+                    id: i.name,
+                }
+            })
+            .collect())
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {

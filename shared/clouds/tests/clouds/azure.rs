@@ -345,3 +345,25 @@ async fn deprovision_deletes_the_group_until_it_is_gone_and_a_lock_is_a_refusal(
     assert_eq!((t.remaining, t.refused.len()), (0, 0));
     assert!(w.fake.resource_groups(SUB).is_empty() && w.fake.vms(SUB).is_empty());
 }
+
+#[tokio::test]
+async fn each_vm_has_its_nics_private_address_and_its_public_one_while_allocated() {
+    let mut w = World::new(2).await;
+    w.installed().await;
+    w.fake.advance(Duration::from_secs(61));
+    w.fake.take_log();
+    let machines = w.azure.machine_addresses(w.aim.target()).await.expect("addresses");
+    assert_eq!(machines.len(), 2);
+    for m in &machines {
+        assert!(m.private_ip.as_deref().is_some_and(|ip| ip.starts_with("10.1.")), "{m:?}");
+        assert!(m.public_ip.as_deref().is_some_and(|ip| ip.starts_with("192.0.2.")), "{m:?}");
+    }
+    assert_ne!(machines[0].private_ip, machines[1].private_ip);
+    let lists: Vec<String> = w.fake.take_log().into_iter().filter(|l| l.starts_with("GET")).collect();
+    assert_eq!(lists.len(), 3, "the VMs, the network interfaces and the public addresses, a list each: {lists:?}");
+
+    assert!(w.azure.stop_machines(w.aim.target()).await.expect("stop").machines.is_empty());
+    w.fake.advance(Duration::from_secs(31));
+    let deallocated = w.azure.machine_addresses(w.aim.target()).await.expect("addresses");
+    assert!(deallocated.iter().all(|m| m.private_ip.is_some() && m.public_ip.is_none()), "{deallocated:?}");
+}

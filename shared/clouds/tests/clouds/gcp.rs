@@ -258,3 +258,25 @@ async fn a_refused_deletion_is_reported_and_the_rest_deleted() {
     w.fake.advance(Duration::from_secs(31));
     assert_eq!(w.gcp.deprovision(w.target()).await.expect("done").remaining, 0);
 }
+
+#[tokio::test]
+async fn each_machine_has_its_private_address_and_a_public_one_while_it_runs() {
+    let w = World::new(2, &["europe-west1-b"]).await;
+    w.provisioned().await;
+    w.fake.advance(Duration::from_secs(61));
+    let machines = w.gcp.machine_addresses(w.target()).await.expect("addresses");
+    let found: Vec<(&str, bool, bool)> = machines
+        .iter()
+        .map(|m| {
+            let private = m.private_ip.as_deref().is_some_and(|ip| ip.starts_with("10.128."));
+            (m.id.as_str(), private, m.public_ip.is_some())
+        })
+        .collect();
+    assert_eq!(found, [("ci-x7k2p-0", true, true), ("ci-x7k2p-1", true, true)]);
+    assert_ne!(machines[0].private_ip, machines[1].private_ip);
+
+    assert!(w.gcp.stop_machines(w.target()).await.expect("stop").machines.is_empty());
+    w.fake.advance(Duration::from_secs(31));
+    let stopped = w.gcp.machine_addresses(w.target()).await.expect("addresses");
+    assert!(stopped.iter().all(|m| m.private_ip.is_some() && m.public_ip.is_none()), "{stopped:?}");
+}

@@ -19,7 +19,7 @@ async fn world(ca: bool) -> (FakeClusterApi, HttpsReadiness, Aim) {
     let check = HttpsReadiness::new(Http::new(None).expect("client"));
     let mut aim = Aim::new(Platform::Fake(FakePlatform::default()));
     let https = HttpsProbe { url: api.url_template(), ca_bundle: ca.then(|| api.ca_bundle()), expected_status: None };
-    aim.spec.readiness = Some(ReadinessSpec { https, settle_pause: None });
+    aim.spec.readiness = Some(ReadinessSpec { https: Some(https), kubernetes: None, settle_pause: None });
     (api, check, aim)
 }
 
@@ -58,8 +58,8 @@ async fn only_the_pools_ca_is_trusted_and_an_unreachable_cluster_is_said_so() {
 
     let (_, check, mut aim) = world(true).await;
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr");
-    if let Some(r) = aim.spec.readiness.as_mut() {
-        r.https.url = format!("https://{closed}/{{infraId}}/readyz");
+    if let Some(https) = aim.spec.readiness.as_mut().and_then(|r| r.https.as_mut()) {
+        https.url = format!("https://{closed}/{{infraId}}/readyz");
     }
     assert!(matches!(check.check(aim.target()).await.expect("look"), Readiness::Unreachable { .. }));
 }
@@ -90,8 +90,8 @@ async fn a_pool_with_readiness_gets_the_check_through_its_machinery() {
     assert_eq!(machinery.cluster_ready(aim.target()).await.expect("look"), Readiness::Ready);
 }
 
-/// A platform that is never asked about machines here.
-struct NoMachines;
+/// A platform whose machines all run and pass their checks, as far as it is asked (it is asked nothing else).
+pub(crate) struct NoMachines;
 
 #[async_trait::async_trait]
 impl Actuator for NoMachines {
@@ -111,6 +111,12 @@ impl Actuator for NoMachines {
         &self,
         _: apiary_ports::platform::Target<'_>,
     ) -> apiary_ports::Result<apiary_ports::platform::Nodes> {
+        Ok(apiary_ports::platform::Nodes::Ready)
+    }
+    async fn machine_addresses(
+        &self,
+        _: apiary_ports::platform::Target<'_>,
+    ) -> apiary_ports::Result<Vec<apiary_planner::Machine>> {
         unreachable!("not asked")
     }
     async fn start_machines(

@@ -159,7 +159,8 @@ async fn machines_are_the_vms_of_the_infra_id_folder_and_those_carrying_its_tag(
 async fn a_stop_asks_the_guest_to_shut_down_and_a_start_powers_on_until_settled() {
     let mut w = World::new(2).await;
     w.installed().await;
-    assert_eq!(w.vsphere.nodes_ready(w.aim.target()).await.expect("ready"), Nodes::NotReady, "tools not up yet");
+    let nodes = w.vsphere.nodes_ready(w.aim.target()).await.expect("ready");
+    assert!(matches!(&nodes, Nodes::NotReady(why) if why.starts_with("VMware Tools are not running yet")), "{nodes:?}");
     w.fake.advance(Duration::from_secs(31));
     assert_eq!(w.vsphere.nodes_ready(w.aim.target()).await.expect("ready"), Nodes::Ready);
     w.fake.take_log();
@@ -335,4 +336,20 @@ async fn a_cluster_deleted_after_a_provisioning_call_of_unknown_outcome_waits_fo
     assert!(w.powers().is_empty(), "what landed is deleted");
     let later = Target { now: at + apiary_clouds::vsphere::CLONE_GRACE, ..w.aim.target() };
     assert_eq!(w.vsphere.deprovision(later).await.expect("done").remaining, 0);
+}
+
+#[tokio::test]
+async fn each_vm_has_the_address_its_guest_reports_once_its_tools_run() {
+    let mut w = World::new(2).await;
+    w.installed().await;
+    w.fake.advance(Duration::from_secs(31));
+    assert_eq!(w.vsphere.nodes_ready(w.aim.target()).await.expect("ready"), Nodes::Ready);
+    let machines = w.vsphere.machine_addresses(w.aim.target()).await.expect("addresses");
+    assert_eq!(machines.len(), 2);
+    for m in &machines {
+        assert!(m.id.starts_with("vm-"), "the VM's id: {m:?}");
+        assert!(m.private_ip.as_deref().is_some_and(|ip| ip.starts_with("10.20.")), "{m:?}");
+        assert_eq!(m.public_ip, None, "vSphere has no public addresses");
+    }
+    assert_ne!(machines[0].private_ip, machines[1].private_ip);
 }

@@ -133,11 +133,9 @@ pub enum Report {
         /// Machines a start (or stop) would act on now; the others are mid-transition.
         actionable: u32,
     },
-    /// Answer to [`Probe::NodesReady`].
-    Nodes {
-        /// All nodes ready.
-        ready: bool,
-    },
+    /// Answer to [`Probe::NodesReady`]: whether every node is ready, as the platform (and the pool's readiness
+    /// check, when it reads the cluster's nodes) says; not ready with which, or what the cluster said.
+    Nodes(Readiness),
     /// Answer to [`Probe::Readiness`].
     Ready(Readiness),
     /// The call the last step asked for was accepted by the cloud.
@@ -394,7 +392,7 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
         }
         Report::Install(Install::UnderWay)
         | Report::Machines { .. }
-        | Report::Nodes { .. }
+        | Report::Nodes(_)
         | Report::Ready(_)
         | Report::CallAccepted
         | Report::Unsupported { .. } => out.recheck_after = Some(INSTALL_POLL),
@@ -460,20 +458,27 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, readiness: Optio
                 }
             }
         }
-        Report::Nodes { ready: true } => match readiness {
-            None => enter(c, PowerState::Running, "", now),
-            // Seed 004: let the operators settle, then wait for the pool's check.
-            Some(pause) if pause > TimeDelta::zero() => {
-                enter(c, PowerState::PausingForClusterOperatorsToSettle, "", now);
-                c.retry_at = Some(now + pause);
-                out.recheck_after = Some(pause);
+        Report::Nodes(Readiness::Ready) => {
+            say_reachable(c, &Readiness::Ready, now);
+            match readiness {
+                None => enter(c, PowerState::Running, "", now),
+                // Seed 004: let the operators settle, then wait for the pool's check.
+                Some(pause) if pause > TimeDelta::zero() => {
+                    enter(c, PowerState::PausingForClusterOperatorsToSettle, "", now);
+                    c.retry_at = Some(now + pause);
+                    out.recheck_after = Some(pause);
+                }
+                Some(_) => {
+                    enter(c, PowerState::WaitingForClusterOperators, "", now);
+                    out.recheck_after = Some(TimeDelta::zero());
+                }
             }
-            Some(_) => {
-                enter(c, PowerState::WaitingForClusterOperators, "", now);
-                out.recheck_after = Some(TimeDelta::zero());
-            }
-        },
-        Report::Nodes { ready: false } => out.recheck_after = Some(POLL),
+        }
+        Report::Nodes(found @ (Readiness::NotReady { message } | Readiness::Unreachable { message })) => {
+            say_reachable(c, found, now);
+            enter(c, PowerState::WaitingForNodes, message, now);
+            out.recheck_after = Some(POLL);
+        }
         Report::Ready(_)
             if state == Some(PowerState::PausingForClusterOperatorsToSettle)
                 && c.retry_at.is_some_and(|at| at > now) =>
@@ -482,27 +487,7 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, readiness: Optio
         }
         Report::Ready(found) => {
             c.retry_at = None;
-            // Seed 004's Unreachable: said while the check cannot reach the cluster, withdrawn once it can.
-            let said = crate::model::find_condition(&c.conditions, condition::UNREACHABLE).is_some();
-            match found {
-                Readiness::Unreachable { message } => set_condition(
-                    &mut c.conditions,
-                    condition::UNREACHABLE,
-                    ConditionStatus::True,
-                    reason::CLUSTER_UNREACHABLE,
-                    message,
-                    now,
-                ),
-                _ if said => set_condition(
-                    &mut c.conditions,
-                    condition::UNREACHABLE,
-                    ConditionStatus::False,
-                    reason::CLUSTER_REACHABLE,
-                    "",
-                    now,
-                ),
-                _ => false,
-            };
+            say_reachable(c, found, now);
             match found {
                 Readiness::Ready => enter(c, PowerState::Running, "", now),
                 Readiness::NotReady { message } | Readiness::Unreachable { message } => {
@@ -556,7 +541,7 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
                 }
             }
         }
-        Report::Nodes { .. } | Report::Ready(_) | Report::Install(_) | Report::Provisioned { .. } => {
+        Report::Nodes(_) | Report::Ready(_) | Report::Install(_) | Report::Provisioned { .. } => {
             out.recheck_after = Some(POLL)
         }
         Report::Unsupported { message } => {
@@ -589,6 +574,30 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
 }
 
 /// Starts a transition in `state`'s direction, unless one in that direction is already under way.
+/// Seed 004's Unreachable condition: said while a check cannot reach the cluster, withdrawn once it can.
+fn say_reachable(c: &mut Cluster, found: &Readiness, now: Timestamp) {
+    let said = crate::model::find_condition(&c.conditions, condition::UNREACHABLE).is_some();
+    match found {
+        Readiness::Unreachable { message } => set_condition(
+            &mut c.conditions,
+            condition::UNREACHABLE,
+            ConditionStatus::True,
+            reason::CLUSTER_UNREACHABLE,
+            message,
+            now,
+        ),
+        _ if said => set_condition(
+            &mut c.conditions,
+            condition::UNREACHABLE,
+            ConditionStatus::False,
+            reason::CLUSTER_REACHABLE,
+            "",
+            now,
+        ),
+        _ => false,
+    };
+}
+
 fn begin(c: &mut Cluster, state: PowerState, now: Timestamp) {
     let same_direction = match c.power_state {
         Some(s) => (s.is_resuming() && state.is_resuming()) || (s.is_stopping() && state.is_stopping()),

@@ -496,7 +496,8 @@ mod tests {
         let with = |url: &str, ca: Option<&str>, status: Option<u16>, pause: Option<&str>| {
             let mut s = spec();
             let https = HttpsProbe { url: url.into(), ca_bundle: ca.map(Into::into), expected_status: status };
-            s.readiness = Some(ReadinessSpec { https, settle_pause: pause.map(GoDuration::new) });
+            s.readiness =
+                Some(ReadinessSpec { https: Some(https), kubernetes: None, settle_pause: pause.map(GoDuration::new) });
             s
         };
         for good in [
@@ -514,6 +515,45 @@ mod tests {
             fields(&with("https://a.example.com", Some("not pem"), Some(42), Some("-1s"))),
             ["readiness.https.caBundle", "readiness.https.expectedStatus", "readiness.settlePause"]
         );
+    }
+
+    #[test]
+    fn a_kubernetes_check_names_its_bad_fields() {
+        use crate::model::{HttpsProbe, KubernetesCheck, ReadinessSpec};
+        let with = |credentials: &str, server: Option<&str>, ca: Option<&str>| {
+            let mut s = spec();
+            let kubernetes = KubernetesCheck {
+                credentials: credentials.into(),
+                server: server.map(Into::into),
+                ca_bundle: ca.map(Into::into),
+            };
+            s.readiness = Some(ReadinessSpec { https: None, kubernetes: Some(kubernetes), settle_pause: None });
+            s
+        };
+        let arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/kubeconfig";
+        for (credentials, server) in [
+            (arn, None),
+            ("{outputs.kubeconfigSecretArn}", None),
+            ("arn:aws:secretsmanager:us-east-1:123456789012:secret:clusters/{infraId}/token", Some("{outputs.apiUrl}")),
+            (arn, Some("https://api.{clusterName}.{baseDomain}:6443")),
+        ] {
+            assert_eq!(validate_spec(&with(credentials, server, None)), Ok(()), "{credentials} {server:?}");
+        }
+        assert_eq!(fields(&with("kubeconfig", None, None)), ["readiness.kubernetes.credentials"]);
+        assert_eq!(fields(&with("{outputs.}", None, None)), ["readiness.kubernetes.credentials"]);
+        assert_eq!(
+            fields(&with(arn, Some("ftp://api.{clusterName}"), Some("not pem"))),
+            ["readiness.kubernetes.server", "readiness.kubernetes.caBundle"]
+        );
+        let mut both = with(arn, None, None);
+        let https = HttpsProbe { url: "https://a.example.com".into(), ca_bundle: None, expected_status: None };
+        if let Some(r) = both.readiness.as_mut() {
+            r.https = Some(https);
+        }
+        assert_eq!(fields(&both), ["readiness"]);
+        let mut neither = both.clone();
+        neither.readiness = Some(ReadinessSpec { https: None, kubernetes: None, settle_pause: None });
+        assert_eq!(fields(&neither), ["readiness"]);
     }
 
     #[test]

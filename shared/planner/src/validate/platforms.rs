@@ -452,26 +452,54 @@ pub(super) fn provisioner(e: &mut impl FnMut(&str, String), p: &ProvisionerSpec)
     secret_arn(e, "provisioner.webhook.secret", &w.secret);
 }
 
-/// Checks `readiness`: a URL template over the known placeholders, a CA bundle, a status, a pause.
+/// Checks `readiness`: exactly one check; its templates over the known placeholders, a CA bundle, a status, a
+/// secret's ARN; a pause.
 pub(super) fn readiness(e: &mut impl FnMut(&str, String), r: &ReadinessSpec) {
-    let url = &r.https.url;
-    // The URL with every placeholder a cluster can fill filled with a plausible value.
-    let known = |name: &str| {
-        let known = matches!(name, "clusterName" | "baseDomain" | "infraId")
-            || name.strip_prefix("outputs.").is_some_and(|o| !o.is_empty() && o.len() <= MAX_OUTPUT_KEY_LEN);
-        known.then_some("x")
-    };
-    match crate::model::fill_template(url, known) {
-        Err(why) => e(
-            "readiness.https.url",
-            format!(
-                "{}: use the placeholders {{clusterName}}, {{baseDomain}}, {{infraId}} or {{outputs.NAME}}",
-                shorten(&why)
-            ),
-        ),
+    match (&r.https, &r.kubernetes) {
+        (Some(_), Some(_)) => e("readiness", "names both https and kubernetes: choose one check".to_owned()),
+        (None, None) => e("readiness", "names no check: set https or kubernetes".to_owned()),
+        _ => {}
+    }
+    if let Some(https) = &r.https {
+        url_template(e, "readiness.https.url", &https.url);
+        ca_bundle(e, "readiness.https.caBundle", https.ca_bundle.as_deref());
+        if let Some(status) = https.expected_status.filter(|s| !(100..=599).contains(s)) {
+            e("readiness.https.expectedStatus", format!("an HTTP status (100 to 599), got {status}"));
+        }
+    }
+    if let Some(k) = &r.kubernetes {
+        match crate::model::fill_template(&k.credentials, plausible) {
+            Err(why) => e("readiness.kubernetes.credentials", placeholders(&why)),
+            // A template (`{outputs.kubeconfigSecretArn}`) is checked once it is filled, a literal ARN now.
+            Ok(_) if k.credentials.contains('{') && k.credentials.len() <= MAX_SECRET_ARN_LEN => {}
+            Ok(_) => secret_arn(e, "readiness.kubernetes.credentials", &k.credentials),
+        }
+        if let Some(server) = &k.server {
+            url_template(e, "readiness.kubernetes.server", server);
+        }
+        ca_bundle(e, "readiness.kubernetes.caBundle", k.ca_bundle.as_deref());
+    }
+    positive_duration(e, "readiness.settlePause", r.settle_pause.as_ref());
+}
+
+/// A plausible value for each placeholder a cluster can fill.
+fn plausible(name: &str) -> Option<&'static str> {
+    let known = matches!(name, "clusterName" | "baseDomain" | "infraId")
+        || name.strip_prefix("outputs.").is_some_and(|o| !o.is_empty() && o.len() <= MAX_OUTPUT_KEY_LEN);
+    known.then_some("x")
+}
+
+fn placeholders(why: &str) -> String {
+    format!("{}: use the placeholders {{clusterName}}, {{baseDomain}}, {{infraId}} or {{outputs.NAME}}", shorten(why))
+}
+
+/// A URL template: known placeholders, and once filled an https URL (plain http only to a loopback address).
+fn url_template(e: &mut impl FnMut(&str, String), field: &str, url: &str) {
+    match crate::model::fill_template(url, plausible) {
+        Err(why) => e(field, placeholders(&why)),
         // A URL that starts with an installer's output (`{outputs.apiUrl}/readyz`) is checked when it is filled.
         Ok(filled) if !webhook_url_ok(&filled) && !url.starts_with("{outputs.") => e(
-            "readiness.https.url",
+            field,
             format!(
                 "{:?} is not an https URL of at most {MAX_URL_LEN} characters without query or fragment (plain http \
                  only to localhost or 127.0.0.1)",
@@ -480,13 +508,12 @@ pub(super) fn readiness(e: &mut impl FnMut(&str, String), r: &ReadinessSpec) {
         ),
         Ok(_) => {}
     }
-    if r.https.ca_bundle.as_ref().is_some_and(|b| b.len() > MAX_CA_BUNDLE_LEN || !b.contains("-----BEGIN")) {
-        e("readiness.https.caBundle", format!("PEM certificates, at most {MAX_CA_BUNDLE_LEN} characters"));
+}
+
+fn ca_bundle(e: &mut impl FnMut(&str, String), field: &str, bundle: Option<&str>) {
+    if bundle.is_some_and(|b| b.len() > MAX_CA_BUNDLE_LEN || !b.contains("-----BEGIN")) {
+        e(field, format!("PEM certificates, at most {MAX_CA_BUNDLE_LEN} characters"));
     }
-    if let Some(status) = r.https.expected_status.filter(|s| !(100..=599).contains(s)) {
-        e("readiness.https.expectedStatus", format!("an HTTP status (100 to 599), got {status}"));
-    }
-    positive_duration(e, "readiness.settlePause", r.settle_pause.as_ref());
 }
 
 fn webhook_url_ok(url: &str) -> bool {

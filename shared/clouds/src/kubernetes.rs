@@ -1,0 +1,563 @@
+//! A pool's Kubernetes readiness check (`readiness.kubernetes`): the cluster's own API says whether it is usable.
+//!
+//! - Nodes (while a resume waits for nodes, seed 004's WaitingForNodes): `GET /api/v1/nodes`; every node's Ready
+//!   condition must be True.
+//! - Operators (once they have settled, WaitingForClusterOperators): `GET
+//!   /apis/config.openshift.io/v1/clusteroperators`; every ClusterOperator Available=True, Progressing=False and
+//!   Degraded=False. A cluster without that API (`404`: not OpenShift) has no operators to wait for.
+//!
+//! The way in is the secret the check names (a template, so each cluster may have its own): a kubeconfig, whose
+//! current context gives the server, its certificate authority and a token or a client certificate, or a bare
+//! bearer token (the check's `server` then says where). The check's `server` and `caBundle` override the
+//! kubeconfig's. Nothing of the secret is logged or put in a message: messages name the secret by its ARN.
+//!
+//! One attempt per look, bounded like the HTTPS probe: an API that does not answer is unreachable; `401`/`403`
+//! (credentials expired or revoked, seed 002's failed resume) and any other answer are not ready, with what the
+//! cluster said. A refused credential is read again at the next look, in case it was rotated.
+
+use std::time::Duration;
+
+use apiary_planner::power::Readiness;
+use apiary_planner::KubernetesCheck;
+use apiary_ports::platform::{ReadinessCheck, Target};
+use apiary_ports::secrets::Secrets;
+use apiary_ports::{Error, Result};
+use async_trait::async_trait;
+use base64::Engine;
+use serde::Deserialize;
+
+use crate::http::{error_chain, Bundles, Http, Identity};
+use crate::secrets::SecretCache;
+
+/// Longest one request may take.
+const LOOK: Duration = Duration::from_secs(10);
+/// Items asked for per page of a list.
+const PAGE: u32 = 500;
+/// Pages followed at most per list (a look stays bounded).
+const MAX_PAGES: usize = 20;
+/// Names listed at most in a message.
+const NAMED: usize = 5;
+
+/// The Kubernetes readiness check.
+pub struct KubernetesReadiness {
+    clients: Bundles,
+    secrets: SecretCache,
+}
+
+impl KubernetesReadiness {
+    /// Checks through clients like `http`, reading the credentials through `secrets`.
+    pub fn new(http: Http, secrets: std::sync::Arc<dyn Secrets>) -> Self {
+        Self { clients: Bundles::new(http), secrets: SecretCache::new(secrets) }
+    }
+}
+
+fn check<'a>(t: &Target<'a>) -> Result<&'a KubernetesCheck> {
+    t.spec
+        .readiness
+        .as_ref()
+        .and_then(|r| r.kubernetes.as_ref())
+        .ok_or_else(|| Error::Config(format!("pool {} has no kubernetes readiness check", t.pool)))
+}
+
+/// Where and how to reach one cluster's API.
+struct Access {
+    server: String,
+    ca: Option<String>,
+    token: Option<String>,
+    identity: Option<Identity>,
+    /// The secret's ARN, to name it in messages and to read it again when refused.
+    arn: String,
+}
+
+/// What a look found, before it is a [`Readiness`].
+enum Look {
+    /// The list's items.
+    Items(Vec<Object>),
+    /// The API has no such resource (`404`).
+    Absent,
+    /// What the cluster answered instead.
+    Said(Readiness),
+}
+
+impl KubernetesReadiness {
+    /// The access to the cluster of `t`, or why there is none (a message for the cluster's conditions).
+    async fn access(&self, t: &Target<'_>) -> Result<std::result::Result<Access, String>> {
+        let check = check(t)?;
+        let base_domain = t.spec.base_domain.as_deref();
+        let arn = match check.credentials_for(t.cluster, base_domain) {
+            Ok(arn) => arn,
+            Err(why) => return Ok(Err(format!("the readiness credentials: {why}"))),
+        };
+        let server = match check.server_for(t.cluster, base_domain) {
+            Ok(server) => server,
+            Err(why) => return Ok(Err(format!("the readiness server: {why}"))),
+        };
+        let secret = self.secrets.get(&arn).await?;
+        let access = match parse_credentials(secret.expose()) {
+            Ok(Credentials::Token(token)) => {
+                Access { server: String::new(), ca: None, token: Some(token), identity: None, arn }
+            }
+            Ok(Credentials::Kubeconfig(k)) => {
+                Access { server: k.server, ca: k.ca, token: k.token, identity: k.identity, arn }
+            }
+            Err(why) => return Ok(Err(format!("the secret {arn} {why}"))),
+        };
+        let server = match server.or_else(|| Some(access.server.clone()).filter(|s| !s.is_empty())) {
+            Some(server) => server,
+            None => return Ok(Err(format!("the secret {} holds a token: the check must name its server", access.arn))),
+        };
+        let ca = check.ca_bundle.clone().or(access.ca);
+        Ok(Ok(Access { server: server.trim_end_matches('/').to_owned(), ca, ..access }))
+    }
+
+    /// Every item of `path` on the cluster (following `continue`), or what the cluster said instead.
+    async fn list(&self, access: &Access, path: &str) -> Result<Look> {
+        let http = self.clients.client_with(access.ca.as_deref(), access.identity.as_ref())?;
+        let mut items = Vec::new();
+        let mut next: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut url = format!("{}{path}?limit={PAGE}", access.server);
+            if let Some(token) = &next {
+                url.push_str(&format!("&continue={}", crate::http::escape(token)));
+            }
+            let mut request = http.client().get(&url).header("accept", "application/json");
+            if let Some(token) = &access.token {
+                request = request.bearer_auth(token);
+            }
+            apiary_ports::calls::count("kubernetes.List");
+            let response = match tokio::time::timeout(LOOK, request.send()).await {
+                Err(_) => return Ok(unreachable(format!("{url}: no answer within {LOOK:?}"))),
+                Ok(Err(e)) => return Ok(unreachable(format!("{url}: {}", error_chain(&e)))),
+                Ok(Ok(response)) => response,
+            };
+            let status = response.status().as_u16();
+            let body = match tokio::time::timeout(LOOK, response.bytes()).await {
+                Ok(Ok(body)) => body,
+                Err(_) => return Ok(unreachable(format!("{url}: the answer did not end within {LOOK:?}"))),
+                Ok(Err(e)) => return Ok(unreachable(format!("{url}: {}", error_chain(&e)))),
+            };
+            match status {
+                200 => {}
+                404 => return Ok(Look::Absent),
+                401 | 403 => {
+                    self.secrets.forget(&access.arn);
+                    return Ok(not_ready(format!(
+                        "{url} refused the credentials in {} ({status}): {}",
+                        access.arn,
+                        said(&body)
+                    )));
+                }
+                _ => return Ok(not_ready(format!("{url} answered {status}: {}", said(&body)))),
+            }
+            let page: List = match serde_json::from_slice(&body) {
+                Ok(page) => page,
+                Err(e) => return Ok(not_ready(format!("{url}: the answer is not a Kubernetes list: {e}"))),
+            };
+            items.extend(page.items);
+            match page.metadata.and_then(|m| m.continue_).filter(|c| !c.is_empty()) {
+                Some(token) => next = Some(token),
+                None => return Ok(Look::Items(items)),
+            }
+        }
+        Ok(not_ready(format!("{}{path}: more than {} items", access.server, PAGE as usize * MAX_PAGES)))
+    }
+}
+
+fn unreachable(message: String) -> Look {
+    Look::Said(Readiness::Unreachable { message })
+}
+
+fn not_ready(message: String) -> Look {
+    Look::Said(Readiness::NotReady { message })
+}
+
+/// What an answer said, for a message: its Status message when it is one, else its text, cut short.
+fn said(body: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Status {
+        message: String,
+    }
+    match serde_json::from_slice::<Status>(body) {
+        Ok(s) => s.message.chars().take(200).collect(),
+        Err(_) => String::from_utf8_lossy(body).trim().chars().take(200).collect(),
+    }
+}
+
+#[async_trait]
+impl ReadinessCheck for KubernetesReadiness {
+    async fn nodes(&self, t: Target<'_>) -> Result<Option<Readiness>> {
+        let access = match self.access(&t).await? {
+            Ok(access) => access,
+            Err(message) => return Ok(Some(Readiness::NotReady { message })),
+        };
+        Ok(Some(match self.list(&access, "/api/v1/nodes").await? {
+            Look::Said(said) => said,
+            Look::Absent => Readiness::NotReady { message: format!("{}: no node API", access.server) },
+            Look::Items(nodes) if nodes.is_empty() => {
+                Readiness::NotReady { message: "the cluster has no nodes".into() }
+            }
+            Look::Items(nodes) => {
+                let waiting: Vec<String> = nodes
+                    .iter()
+                    .filter_map(|node| match node.condition("Ready") {
+                        Some(c) if c.status == "True" => None,
+                        Some(c) => Some(format!("{} (Ready={}{})", node.name(), c.status, c.why())),
+                        None => Some(format!("{} (no Ready condition yet)", node.name())),
+                    })
+                    .collect();
+                verdict(&waiting, nodes.len(), "nodes are not Ready")
+            }
+        }))
+    }
+
+    async fn check(&self, t: Target<'_>) -> Result<Readiness> {
+        let access = match self.access(&t).await? {
+            Ok(access) => access,
+            Err(message) => return Ok(Readiness::NotReady { message }),
+        };
+        Ok(match self.list(&access, "/apis/config.openshift.io/v1/clusteroperators").await? {
+            Look::Said(said) => said,
+            // Not OpenShift: no operators to wait for.
+            Look::Absent => Readiness::Ready,
+            Look::Items(operators) => {
+                let unsettled: Vec<String> = operators
+                    .iter()
+                    .filter_map(|op| {
+                        let off: Vec<String> = [("Available", "True"), ("Progressing", "False"), ("Degraded", "False")]
+                            .into_iter()
+                            .filter_map(|(kind, wanted)| match op.condition(kind) {
+                                Some(c) if c.status == wanted => None,
+                                Some(c) => Some(format!("{kind}={}{}", c.status, c.why())),
+                                None => Some(format!("no {kind} condition")),
+                            })
+                            .collect();
+                        (!off.is_empty()).then(|| format!("{} ({})", op.name(), off.join(", ")))
+                    })
+                    .collect();
+                verdict(&unsettled, operators.len(), "ClusterOperators have not settled")
+            }
+        })
+    }
+}
+
+/// Ready when nothing is `waiting`, else not ready naming the first few of them.
+fn verdict(waiting: &[String], of: usize, what: &str) -> Readiness {
+    if waiting.is_empty() {
+        return Readiness::Ready;
+    }
+    let mut named = waiting.iter().take(NAMED).cloned().collect::<Vec<_>>().join("; ");
+    if waiting.len() > NAMED {
+        named.push_str(&format!("; and {} more", waiting.len() - NAMED));
+    }
+    Readiness::NotReady { message: format!("{} of {of} {what}: {named}", waiting.len()) }
+}
+
+/// A Kubernetes list (only what the check reads).
+#[derive(Deserialize)]
+struct List {
+    #[serde(default)]
+    items: Vec<Object>,
+    #[serde(default)]
+    metadata: Option<ListMeta>,
+}
+
+#[derive(Deserialize)]
+struct ListMeta {
+    #[serde(default, rename = "continue")]
+    continue_: Option<String>,
+}
+
+/// A node or a ClusterOperator: its name and its conditions.
+#[derive(Deserialize)]
+struct Object {
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default)]
+    status: Status,
+}
+
+#[derive(Default, Deserialize)]
+struct Meta {
+    #[serde(default)]
+    name: String,
+}
+
+#[derive(Default, Deserialize)]
+struct Status {
+    #[serde(default)]
+    conditions: Vec<Condition>,
+}
+
+#[derive(Deserialize)]
+struct Condition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+impl Object {
+    fn name(&self) -> &str {
+        if self.metadata.name.is_empty() {
+            "(unnamed)"
+        } else {
+            &self.metadata.name
+        }
+    }
+
+    fn condition(&self, kind: &str) -> Option<&Condition> {
+        self.status.conditions.iter().find(|c| c.type_ == kind)
+    }
+}
+
+impl Condition {
+    /// `: reason: message`, cut short, or nothing.
+    fn why(&self) -> String {
+        let why = [self.reason.as_deref(), self.message.as_deref()]
+            .into_iter()
+            .flatten()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(": ");
+        if why.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", why.chars().take(120).collect::<String>())
+        }
+    }
+}
+
+/// What a credentials secret holds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Credentials {
+    /// A bare bearer token.
+    Token(String),
+    /// A kubeconfig's current context.
+    Kubeconfig(Kubeconfig),
+}
+
+/// The current context of a kubeconfig: where the API server is and how to authenticate to it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Kubeconfig {
+    /// The API server's URL.
+    pub server: String,
+    /// The certificate authority to trust for it, PEM.
+    pub ca: Option<String>,
+    /// A bearer token.
+    pub token: Option<String>,
+    /// A client certificate.
+    pub identity: Option<Identity>,
+}
+
+/// Reads a credentials secret: a kubeconfig (YAML or JSON) or a bare token. `Err` says what is wrong, never
+/// what the secret holds.
+pub fn parse_credentials(text: &str) -> std::result::Result<Credentials, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("is empty".to_owned());
+    }
+    if !text.contains(char::is_whitespace) && !text.starts_with('{') {
+        return Ok(Credentials::Token(text.to_owned()));
+    }
+    // The parser's message is left out: it may quote the text, which is the secret's.
+    let config: raw::Config = serde_saphyr::from_str(text).map_err(|_| {
+        "is neither a token nor a kubeconfig (YAML or JSON with clusters, contexts and users)".to_owned()
+    })?;
+    config.current().map(Credentials::Kubeconfig)
+}
+
+/// A kubeconfig as written by kubectl and openshift-install (only what the check reads).
+mod raw {
+    use super::*;
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub(super) struct Config {
+        #[serde(default)]
+        clusters: Vec<Named<Cluster>>,
+        #[serde(default)]
+        contexts: Vec<Named<Context>>,
+        #[serde(default)]
+        users: Vec<Named<User>>,
+        #[serde(default)]
+        current_context: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    struct Named<T> {
+        name: String,
+        #[serde(alias = "cluster", alias = "context", alias = "user")]
+        value: T,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    struct Cluster {
+        server: String,
+        #[serde(default)]
+        certificate_authority_data: Option<String>,
+        #[serde(default)]
+        certificate_authority: Option<String>,
+        #[serde(default)]
+        insecure_skip_tls_verify: bool,
+    }
+
+    #[derive(Deserialize)]
+    struct Context {
+        cluster: String,
+        #[serde(default)]
+        user: Option<String>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    struct User {
+        #[serde(default)]
+        token: Option<String>,
+        #[serde(default)]
+        client_certificate_data: Option<String>,
+        #[serde(default)]
+        client_key_data: Option<String>,
+        #[serde(default)]
+        client_certificate: Option<String>,
+        #[serde(default)]
+        exec: Option<serde::de::IgnoredAny>,
+        #[serde(default)]
+        auth_provider: Option<serde::de::IgnoredAny>,
+    }
+
+    fn find<'a, T>(list: &'a [Named<T>], name: &str, what: &str) -> std::result::Result<&'a T, String> {
+        list.iter().find(|n| n.name == name).map(|n| &n.value).ok_or_else(|| format!("names no {what} {name:?}"))
+    }
+
+    fn pem(field: &str, data: &str) -> std::result::Result<String, String> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|_| format!("has a {field} that is not base64"))?;
+        let text = String::from_utf8(bytes).map_err(|_| format!("has a {field} that is not PEM"))?;
+        if !text.contains("-----BEGIN") {
+            return Err(format!("has a {field} that is not PEM"));
+        }
+        Ok(text)
+    }
+
+    impl Config {
+        /// The current context (the only context, when none is current).
+        pub(super) fn current(self) -> std::result::Result<Kubeconfig, String> {
+            let name = match (&self.current_context, self.contexts.as_slice()) {
+                (Some(name), _) if !name.is_empty() => name.clone(),
+                (_, [only]) => only.name.clone(),
+                _ => return Err("is a kubeconfig without a current-context".to_owned()),
+            };
+            let context = find(&self.contexts, &name, "context")?;
+            let cluster = find(&self.clusters, &context.cluster, "cluster")?;
+            if cluster.insecure_skip_tls_verify {
+                return Err("is a kubeconfig that skips TLS verification, which the check refuses".to_owned());
+            }
+            if cluster.certificate_authority.is_some() {
+                return Err("is a kubeconfig naming a CA file: embed it (certificate-authority-data)".to_owned());
+            }
+            let ca = cluster.certificate_authority_data.as_deref().map(|d| pem("certificate-authority-data", d));
+            let user = match &context.user {
+                Some(user) => Some(find(&self.users, user, "user")?),
+                None => None,
+            };
+            let mut config =
+                Kubeconfig { server: cluster.server.clone(), ca: ca.transpose()?, token: None, identity: None };
+            let Some(user) = user else { return Ok(config) };
+            if user.exec.is_some() || user.auth_provider.is_some() {
+                return Err("is a kubeconfig whose user runs a credential plugin: use a token or a client certificate"
+                    .to_owned());
+            }
+            if user.client_certificate.is_some() {
+                return Err("is a kubeconfig naming a certificate file: embed it (client-certificate-data)".to_owned());
+            }
+            config.token = user.token.clone().filter(|t| !t.is_empty());
+            config.identity = match (&user.client_certificate_data, &user.client_key_data) {
+                (Some(cert), Some(key)) => Some(Identity {
+                    certificate: pem("client-certificate-data", cert)?,
+                    key: pem("client-key-data", key)?,
+                }),
+                (None, None) => None,
+                _ => return Err("is a kubeconfig with a client certificate or key but not both".to_owned()),
+            };
+            Ok(config)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b64(text: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(text)
+    }
+
+    const CA: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+    fn kubeconfig(user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: ci\n  cluster:\n    server: https://api.ci.example.com:6443\n    \
+             certificate-authority-data: {}\ncontexts:\n- name: admin\n  context:\n    cluster: ci\n    user: admin\n\
+             current-context: admin\npreferences: {{}}\nusers:\n- name: admin\n  user:\n{user}",
+            b64(CA)
+        )
+    }
+
+    #[test]
+    fn a_bare_token_is_a_token() {
+        assert_eq!(parse_credentials("  sha256~abc.def \n"), Ok(Credentials::Token("sha256~abc.def".into())));
+    }
+
+    #[test]
+    fn an_installers_kubeconfig_gives_the_server_its_ca_and_the_client_certificate() {
+        let user = format!(
+            "    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(CA),
+            b64("-----BEGIN EC PRIVATE KEY-----\nx\n-----END EC PRIVATE KEY-----\n")
+        );
+        let Ok(Credentials::Kubeconfig(k)) = parse_credentials(&kubeconfig(&user)) else { panic!("a kubeconfig") };
+        assert_eq!(k.server, "https://api.ci.example.com:6443");
+        assert_eq!(k.ca.as_deref(), Some(CA));
+        assert_eq!(k.token, None);
+        assert!(k.identity.is_some_and(|i| i.certificate == CA && i.key.contains("EC PRIVATE KEY")));
+    }
+
+    #[test]
+    fn a_kubeconfig_with_a_token_gives_the_token() {
+        let Ok(Credentials::Kubeconfig(k)) = parse_credentials(&kubeconfig("    token: sha256~secret\n")) else {
+            panic!("a kubeconfig")
+        };
+        assert_eq!((k.token.as_deref(), k.identity), (Some("sha256~secret"), None));
+    }
+
+    #[test]
+    fn what_the_check_cannot_use_is_named_without_the_secret() {
+        for (user, says) in [
+            ("    exec:\n      command: aws\n", "credential plugin"),
+            ("    client-certificate: /home/me/cert.pem\n", "certificate file"),
+            ("    client-key-data: c2VjcmV0\n", "not both"),
+            (
+                "    token: sha256~secret\n    client-certificate-data: bm90IHBlbQ==\n    client-key-data: eA==\n",
+                "not PEM",
+            ),
+        ] {
+            let why = parse_credentials(&kubeconfig(user)).expect_err(says);
+            assert!(why.contains(says), "{why}");
+            assert!(!why.contains("secret") && !why.contains("c2VjcmV0"), "{why}");
+        }
+        let skip = kubeconfig("    token: t\n")
+            .replace("    certificate-authority-data", "    insecure-skip-tls-verify: true\n    x");
+        assert!(parse_credentials(&skip).expect_err("refused").contains("skips TLS verification"));
+        let other = kubeconfig("    token: t\n").replace("current-context: admin", "current-context: other");
+        assert!(parse_credentials(&other).expect_err("refused").contains("no context \"other\""));
+        let garbled = "token: [sha256~secret-value\nclusters: {";
+        let why = parse_credentials(garbled).expect_err("refused");
+        assert!(why.starts_with("is neither a token nor a kubeconfig") && !why.contains("secret-value"), "{why}");
+        assert_eq!(parse_credentials(" \n"), Err("is empty".into()));
+    }
+}

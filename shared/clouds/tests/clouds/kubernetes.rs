@@ -1,0 +1,177 @@
+//! The Kubernetes readiness check against the fake cluster API: nodes Ready late or never, ClusterOperators that
+//! settle late, never or flap, a kubeconfig with a client certificate or a token, a bare token with the check's
+//! server, refused credentials, paged lists, a plain Kubernetes cluster, an unreachable one, and the nodes asked
+//! through a pool's machinery while its resume waits for them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::readiness::NoMachines;
+use crate::support::{Aim, MemSecrets, ARN};
+use apiary_clouds::http::Http;
+use apiary_clouds::kubernetes::KubernetesReadiness;
+use apiary_fakeclouds::cluster_api::{Auth, FakeClusterApi};
+use apiary_planner::power::Readiness;
+use apiary_planner::{FakePlatform, KubernetesCheck, Platform, ReadinessSpec};
+use apiary_ports::platform::{Nodes, Platforms, ReadinessCheck};
+
+const LATE: Duration = Duration::from_secs(120);
+const INFRA: &str = "ci-x7k2p";
+
+struct World {
+    api: FakeClusterApi,
+    check: KubernetesReadiness,
+    aim: Aim,
+}
+
+/// A pool whose check reads the credentials in `secret` (the cluster's `kubeconfigSecretArn` output names it),
+/// naming the server and its CA itself when `own_server`.
+async fn world(secret: impl FnOnce(&FakeClusterApi) -> String, own_server: bool) -> World {
+    let api = FakeClusterApi::start(LATE).await.expect("fake");
+    let secrets = Arc::new(MemSecrets([(ARN.to_owned(), secret(&api))].into_iter().collect::<HashMap<_, _>>()));
+    let check = KubernetesReadiness::new(Http::new(None).expect("client"), secrets);
+    let mut aim = Aim::new(Platform::Fake(FakePlatform::default()));
+    aim.cluster.outputs.insert("kubeconfigSecretArn".into(), ARN.into());
+    let kubernetes = KubernetesCheck {
+        credentials: "{outputs.kubeconfigSecretArn}".into(),
+        server: own_server.then(|| api.server("{infraId}")),
+        ca_bundle: own_server.then(|| api.ca_bundle()),
+    };
+    aim.spec.readiness = Some(ReadinessSpec { https: None, kubernetes: Some(kubernetes), settle_pause: None });
+    World { api, check, aim }
+}
+
+fn kubeconfig(auth: Auth) -> impl FnOnce(&FakeClusterApi) -> String {
+    move |api| api.kubeconfig(INFRA, auth).expect("kubeconfig")
+}
+
+fn not_ready(r: Readiness) -> String {
+    match r {
+        Readiness::NotReady { message } => message,
+        other => panic!("not ready expected, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn with_an_installers_kubeconfig_the_nodes_then_the_operators_are_checked() {
+    let w = world(kubeconfig(Auth::ClientCertificate), false).await;
+    w.api.nodes_after(LATE / 2);
+    let message = not_ready(w.check.nodes(w.aim.target()).await.expect("look").expect("the check reads nodes"));
+    assert!(
+        message.starts_with("3 of 3 nodes are not Ready: ci-x7k2p-master-0 (Ready=False: KubeletNotReady"),
+        "{message}"
+    );
+    w.api.advance(LATE / 2);
+    assert_eq!(w.check.nodes(w.aim.target()).await.expect("look"), Some(Readiness::Ready));
+
+    let message = not_ready(w.check.check(w.aim.target()).await.expect("look"));
+    assert!(
+        message.starts_with("2 of 4 ClusterOperators have not settled: authentication (Available=False"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Degraded=True: OAuthServerDeployment_UnavailablePod")
+            && message.contains("etcd (Progressing=True")
+    );
+    w.api.advance(LATE / 2);
+    assert_eq!(w.check.check(w.aim.target()).await.expect("look"), Readiness::Ready);
+    assert_eq!(
+        w.api.take_log(),
+        [
+            "GET /ci-x7k2p/api/v1/nodes",
+            "GET /ci-x7k2p/api/v1/nodes",
+            "GET /ci-x7k2p/apis/config.openshift.io/v1/clusteroperators",
+            "GET /ci-x7k2p/apis/config.openshift.io/v1/clusteroperators"
+        ],
+        "one request per look"
+    );
+}
+
+#[tokio::test]
+async fn a_kubeconfig_with_a_token_and_a_bare_token_with_the_checks_server_both_get_in() {
+    let w = world(kubeconfig(Auth::Token), false).await;
+    assert_eq!(w.check.nodes(w.aim.target()).await.expect("look"), Some(Readiness::Ready));
+
+    let w = world(|api| api.token().to_owned(), false).await;
+    let message = not_ready(w.check.nodes(w.aim.target()).await.expect("look").expect("nodes"));
+    assert_eq!(message, format!("the secret {ARN} holds a token: the check must name its server"));
+    let w = world(|api| api.token().to_owned(), true).await;
+    assert_eq!(w.check.nodes(w.aim.target()).await.expect("look"), Some(Readiness::Ready));
+}
+
+#[tokio::test]
+async fn refused_credentials_are_not_ready_naming_the_secret_and_never_its_content() {
+    let w = world(|_| "sha256~not-the-token".to_owned(), true).await;
+    let message = not_ready(w.check.nodes(w.aim.target()).await.expect("look").expect("nodes"));
+    assert!(message.contains(&format!("refused the credentials in {ARN} (401)")), "{message}");
+    assert!(!message.contains("not-the-token"), "{message}");
+
+    let w = world(kubeconfig(Auth::ClientCertificate), false).await;
+    w.api.revoke(INFRA);
+    let message = not_ready(w.check.check(w.aim.target()).await.expect("look"));
+    assert!(message.contains("(401): Unauthorized"), "{message}");
+
+    let w = world(|_| "clusters: [".to_owned(), false).await;
+    let message = not_ready(w.check.check(w.aim.target()).await.expect("look"));
+    assert!(message.starts_with(&format!("the secret {ARN} is neither a token nor a kubeconfig")), "{message}");
+}
+
+#[tokio::test]
+async fn a_node_that_never_becomes_ready_and_operators_that_never_settle_or_flap_are_named() {
+    let w = world(kubeconfig(Auth::Token), false).await;
+    w.api.nodes_never(INFRA);
+    w.api.never(INFRA);
+    w.api.advance(LATE * 10);
+    let message = not_ready(w.check.nodes(w.aim.target()).await.expect("look").expect("nodes"));
+    assert!(message.starts_with("1 of 3 nodes are not Ready: ci-x7k2p-master-1 (Ready=False"), "{message}");
+    assert!(matches!(w.check.check(w.aim.target()).await.expect("look"), Readiness::NotReady { .. }));
+    w.api.flap(INFRA);
+    let mut looks = Vec::new();
+    for _ in 0..3 {
+        looks.push(w.check.check(w.aim.target()).await.expect("look") == Readiness::Ready);
+    }
+    assert_eq!(looks, [true, false, true]);
+}
+
+#[tokio::test]
+async fn lists_are_followed_page_by_page_and_a_plain_cluster_has_no_operators_to_wait_for() {
+    let w = world(kubeconfig(Auth::Token), false).await;
+    w.api.nodes(7);
+    w.api.page(2);
+    w.api.nodes_never(INFRA);
+    let message = not_ready(w.check.nodes(w.aim.target()).await.expect("look").expect("nodes"));
+    assert!(message.starts_with("1 of 7 nodes"), "every page is read: {message}");
+    assert_eq!(w.api.take_log().len(), 4, "7 nodes in pages of 2");
+
+    w.api.plain(INFRA);
+    assert_eq!(w.check.check(w.aim.target()).await.expect("look"), Readiness::Ready);
+}
+
+#[tokio::test]
+async fn an_api_that_does_not_answer_is_unreachable() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr");
+    let w = world(kubeconfig(Auth::Token), false).await;
+    let mut aim = Aim::new(Platform::Fake(FakePlatform::default()));
+    aim.cluster.outputs = w.aim.cluster.outputs.clone();
+    aim.spec.readiness = w.aim.spec.readiness.clone();
+    if let Some(k) = aim.spec.readiness.as_mut().and_then(|r| r.kubernetes.as_mut()) {
+        k.server = Some(format!("https://{closed}/{{infraId}}"));
+    }
+    let Some(Readiness::Unreachable { message }) = w.check.nodes(aim.target()).await.expect("look") else {
+        panic!("a closed port is unreachable")
+    };
+    assert!(message.contains(&closed.to_string()), "{message}");
+}
+
+#[tokio::test]
+async fn a_resume_waits_for_the_nodes_the_cluster_reports_through_the_pools_machinery() {
+    let w = world(kubeconfig(Auth::ClientCertificate), false).await;
+    w.api.nodes_after(LATE);
+    let platforms = Platforms::new().with("fake", Arc::new(NoMachines)).with_readiness(Arc::new(w.check));
+    let machinery = platforms.of(&w.aim.spec).expect("machinery");
+    let nodes = machinery.nodes_ready(w.aim.target()).await.expect("look");
+    assert!(matches!(&nodes, Nodes::NotReady(why) if why.starts_with("3 of 3 nodes are not Ready")), "{nodes:?}");
+    w.api.advance(LATE);
+    assert_eq!(machinery.nodes_ready(w.aim.target()).await.expect("look"), Nodes::Ready);
+}
