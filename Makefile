@@ -66,14 +66,15 @@ tests: venv
 unit:
 	$(CARGO) test --workspace --exclude apiary-system-tests
 
-# Only the system tests: the emulator on a free port for the duration, stopped however the tests end.
+# Only the system tests: the emulator on a free port for the duration, stopped however the tests end. Selected by
+# target over the whole workspace, so features resolve as for `make test` and nothing is compiled anew.
 system: venv
-	@$(WITH_EMULATOR) $(CARGO) test -p apiary-system-tests -- --test-threads=$${TEST_THREADS:-3}
+	@$(WITH_EMULATOR) $(CARGO) test --workspace --test system --test store -- --test-threads=$${TEST_THREADS:-3}
 
 # AWS calls per operation and claim latency through the local API (figures go to BENCHMARKS.md). A debug build:
 # the latencies are the emulator's, and a release build of the AWS SDK would take a quarter of an hour here.
 bench-api: venv
-	@$(WITH_EMULATOR) $(CARGO) test -p apiary-system-tests --bench api
+	@$(WITH_EMULATOR) $(CARGO) test --workspace --bench api
 
 WITH_EMULATOR = port=$$($(PYTHON) -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); \
 	$(PYTHON) infra/emulator.py --port $$port > $${TMPDIR:-/tmp}/apiary-emulator-$$port.log 2>&1 & emu=$$!; \
