@@ -378,7 +378,9 @@ impl Bundles {
         if let Some(http) = clients.get(&digest) {
             return Ok(http.clone());
         }
-        let http = Http::with_tls(pem, identity)?.with_budget_of(&self.base);
+        // Answered where the base's requests are: in process, in the simulation.
+        let http = Http { transport: self.base.transport.clone(), ..Http::with_tls(pem, identity)? }
+            .with_budget_of(&self.base);
         if clients.len() >= MAX_CLIENTS {
             clients.clear();
         }
@@ -399,6 +401,33 @@ mod tests {
         assert_eq!(retry_after(&h), Some(Duration::from_secs(3)));
         h.insert(RETRY_AFTER, "Wed, 21 Oct 2015 07:28:00 GMT".parse().expect("header"));
         assert_eq!(retry_after(&h), None);
+    }
+
+    /// Answers every request 200 in process, keeping its URL.
+    struct Echo(std::sync::Mutex<Vec<String>>);
+
+    impl Exchange for Echo {
+        fn exchange(
+            &self,
+            request: reqwest::Request,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::result::Result<Answer, String>> + Send>> {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push(request.url().to_string());
+            Box::pin(async {
+                Ok(Answer { status: StatusCode::OK, headers: HeaderMap::new(), body: bytes::Bytes::new() })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_for_a_ca_bundle_answers_in_process_when_its_base_does() {
+        let echo = std::sync::Arc::new(Echo(std::sync::Mutex::new(Vec::new())));
+        let bundles = Bundles::new(Http::in_process(echo.clone()).expect("client"));
+        let ca = apiary_fakeclouds::tls::authority("Test CA", &["localhost"]).expect("a CA").ca_pem;
+        let http = bundles.client(Some(&ca)).expect("client");
+        let answer = http.send("test.get", |c| c.get("https://vcenter.invalid/api/session")).await.expect("answered");
+        assert_eq!(answer.status, StatusCode::OK);
+        let seen = echo.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(seen, ["https://vcenter.invalid/api/session"], "the simulation's exchange answered it");
     }
 
     #[test]
