@@ -15,8 +15,6 @@
 //! (credentials expired or revoked, seed 002's failed resume) and any other answer are not ready, with what the
 //! cluster said. A refused credential is read again at the next look, in case it was rotated.
 
-use std::time::Duration;
-
 use apiary_planner::power::Readiness;
 use apiary_planner::KubernetesCheck;
 use apiary_ports::platform::{ReadinessCheck, Target};
@@ -26,11 +24,10 @@ use async_trait::async_trait;
 use base64::Engine;
 use serde::Deserialize;
 
-use crate::http::{error_chain, Bundles, Http, Identity};
+use crate::http::{Bundles, Http, Identity};
+use crate::readiness::look_once;
 use crate::secrets::SecretCache;
 
-/// Longest one request may take.
-const LOOK: Duration = Duration::from_secs(10);
 /// Items asked for per page of a list.
 const PAGE: u32 = 500;
 /// Pages followed at most per list (a look stays bounded).
@@ -93,21 +90,17 @@ impl KubernetesReadiness {
             Err(why) => return Ok(Err(format!("the readiness server: {why}"))),
         };
         let secret = self.secrets.get(&arn).await?;
-        let access = match parse_credentials(secret.expose()) {
-            Ok(Credentials::Token(token)) => {
-                Access { server: String::new(), ca: None, token: Some(token), identity: None, arn }
-            }
-            Ok(Credentials::Kubeconfig(k)) => {
-                Access { server: k.server, ca: k.ca, token: k.token, identity: k.identity, arn }
-            }
+        // The check's own server and CA bundle come before the kubeconfig's.
+        let (own_server, ca, token, identity) = match parse_credentials(secret.expose()) {
+            Ok(Credentials::Token(token)) => (None, None, Some(token), None),
+            Ok(Credentials::Kubeconfig(k)) => (Some(k.server), k.ca, k.token, k.identity),
             Err(why) => return Ok(Err(format!("the secret {arn} {why}"))),
         };
-        let server = match server.or_else(|| Some(access.server.clone()).filter(|s| !s.is_empty())) {
-            Some(server) => server,
-            None => return Ok(Err(format!("the secret {} holds a token: the check must name its server", access.arn))),
+        let Some(server) = server.or(own_server) else {
+            return Ok(Err(format!("the secret {arn} holds a token: the check must name its server")));
         };
-        let ca = check.ca_bundle.clone().or(access.ca);
-        Ok(Ok(Access { server: server.trim_end_matches('/').to_owned(), ca, ..access }))
+        let server = server.trim_end_matches('/').to_owned();
+        Ok(Ok(Access { server, ca: check.ca_bundle.clone().or(ca), token, identity, arn }))
     }
 
     /// Every item of `path` on the cluster (following `continue`), or what the cluster said instead.
@@ -125,16 +118,9 @@ impl KubernetesReadiness {
                 request = request.bearer_auth(token);
             }
             apiary_ports::calls::count("kubernetes.List");
-            let response = match tokio::time::timeout(LOOK, request.send()).await {
-                Err(_) => return Ok(unreachable(format!("{url}: no answer within {LOOK:?}"))),
-                Ok(Err(e)) => return Ok(unreachable(format!("{url}: {}", error_chain(&e)))),
-                Ok(Ok(response)) => response,
-            };
-            let status = response.status().as_u16();
-            let body = match tokio::time::timeout(LOOK, response.bytes()).await {
-                Ok(Ok(body)) => body,
-                Err(_) => return Ok(unreachable(format!("{url}: the answer did not end within {LOOK:?}"))),
-                Ok(Err(e)) => return Ok(unreachable(format!("{url}: {}", error_chain(&e)))),
+            let (status, body) = match look_once(&url, request).await {
+                Ok(answer) => answer,
+                Err(message) => return Ok(Look::Said(Readiness::Unreachable { message })),
             };
             match status {
                 200 => {}
@@ -161,10 +147,6 @@ impl KubernetesReadiness {
         }
         Ok(not_ready(format!("{}{path}: more than {} items", access.server, PAGE as usize * MAX_PAGES)))
     }
-}
-
-fn unreachable(message: String) -> Look {
-    Look::Said(Readiness::Unreachable { message })
 }
 
 fn not_ready(message: String) -> Look {

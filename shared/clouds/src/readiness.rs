@@ -19,8 +19,27 @@ use async_trait::async_trait;
 use crate::http::{error_chain, Bundles, Http};
 use crate::kubernetes::KubernetesReadiness;
 
-/// Longest one look may take.
-const LOOK: Duration = Duration::from_secs(10);
+/// Longest one look's request may take, and again its answer.
+pub(crate) const LOOK: Duration = Duration::from_secs(10);
+
+/// Sends `request` for `url` once, bounded by [`LOOK`]: its status and body, or why nothing answered (the
+/// cluster is unreachable). Both checks look this way: one attempt per look, never retried within it.
+pub(crate) async fn look_once(
+    url: &str,
+    request: reqwest::RequestBuilder,
+) -> std::result::Result<(u16, bytes::Bytes), String> {
+    let response = match tokio::time::timeout(LOOK, request.send()).await {
+        Err(_) => return Err(format!("{url}: no answer within {LOOK:?}")),
+        Ok(Err(e)) => return Err(format!("{url}: {}", error_chain(&e))),
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status().as_u16();
+    match tokio::time::timeout(LOOK, response.bytes()).await {
+        Ok(Ok(body)) => Ok((status, body)),
+        Err(_) => Err(format!("{url}: the answer did not end within {LOOK:?}")),
+        Ok(Err(e)) => Err(format!("{url}: {}", error_chain(&e))),
+    }
+}
 
 /// The HTTPS readiness check.
 pub struct HttpsReadiness {
@@ -52,18 +71,14 @@ impl ReadinessCheck for HttpsReadiness {
         };
         let http = self.clients.client(probe.ca_bundle.as_deref())?;
         apiary_ports::calls::count("readiness.Get");
-        let sent = tokio::time::timeout(LOOK, http.client().get(&url).send()).await;
-        let response = match sent {
-            Err(_) => return Ok(Readiness::Unreachable { message: format!("{url}: no answer within {LOOK:?}") }),
-            Ok(Err(e)) => return Ok(Readiness::Unreachable { message: format!("{url}: {}", error_chain(&e)) }),
-            Ok(Ok(response)) => response,
+        let (status, body) = match look_once(&url, http.client().get(&url)).await {
+            Ok(answer) => answer,
+            Err(message) => return Ok(Readiness::Unreachable { message }),
         };
-        let status = response.status().as_u16();
         if status == probe.expected_status.unwrap_or(200) {
             return Ok(Readiness::Ready);
         }
-        let body = response.text().await.unwrap_or_default();
-        let body: String = body.chars().take(200).collect();
+        let body: String = String::from_utf8_lossy(&body).chars().take(200).collect();
         Ok(Readiness::NotReady { message: format!("{url} answered {status}: {}", body.trim()) })
     }
 }
