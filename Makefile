@@ -8,6 +8,7 @@
 #   make emulator  only the AWS emulator, in the foreground (for running system tests by hand)
 #   make package the four functions as arm64 Lambda zips in target/lambda/<function>/bootstrap.zip
 #   make deploy STACK=... REGION=... BUCKET=... [PARAMS="Name=Value ..."]  upload the zips, create or update the stack
+#   make cli     the `apiary` command line, optimized, copied to target/bin/apiary
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -18,7 +19,7 @@ CARGO ?= cargo
 PLANNER := apiary-planner
 
 .PHONY: test fmt-check clippy purity tests unit system bench bench-api sim dst run emulator venv package deploy \
-	lint-infra deploy-test cold-start
+	lint-infra deploy-test cold-start cli
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
 # another, the Lambda packager (cargo-lambda, zig) in a third (below); all pinned in infra/requirements*.txt.
@@ -62,14 +63,15 @@ purity:
 tests: venv
 	@$(WITH_EMULATOR) $(CARGO) test --workspace -- --test-threads=$${TEST_THREADS:-3}
 
-# While iterating: the tests that need no emulator (the planner, the handlers on in-memory ports, the simulation).
+# While iterating: the tests that need no emulator (the planner, the handlers on in-memory ports, the simulation,
+# the command line's outputs); the command line's tests against the local stack are skipped by name.
 unit:
-	$(CARGO) test --workspace --exclude apiary-system-tests
+	$(CARGO) test --workspace --exclude apiary-system-tests -- --skip against_stack::
 
 # Only the system tests: the emulator on a free port for the duration, stopped however the tests end. Selected by
 # target over the whole workspace, so features resolve as for `make test` and nothing is compiled anew.
 system: venv
-	@$(WITH_EMULATOR) $(CARGO) test --workspace --test system --test store -- --test-threads=$${TEST_THREADS:-3}
+	@$(WITH_EMULATOR) $(CARGO) test --workspace --test system --test store --test cli -- --test-threads=$${TEST_THREADS:-3}
 
 # AWS calls per operation and claim latency through the local API (figures go to BENCHMARKS.md). A debug build:
 # the latencies are the emulator's, and a release build of the AWS SDK would take a quarter of an hour here.
@@ -134,6 +136,12 @@ run: venv
 
 bench:
 	$(CARGO) bench -p $(PLANNER) --bench plan
+
+# The command line, built with the simulators' profile (optimized, without the bootstraps' slow fat LTO).
+cli:
+	$(CARGO) build --profile tool -p apiary-cli
+	@mkdir -p target/bin && cp $(CARGO_TARGET_DIR)/tool/apiary target/bin/apiary
+	@echo "target/bin/apiary ($$(target/bin/apiary --version)); completions: target/bin/apiary completions bash|zsh|fish"
 
 ARGS ?=
 sim:

@@ -28,6 +28,8 @@ AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1";
 
 /// One deployed stack with the functions running against it.
 pub struct Stack {
+    /// The CloudFormation stack's name.
+    pub name: String,
     pub deps: Deps,
     pub base: String,
     pub http: reqwest::Client,
@@ -124,6 +126,7 @@ async fn stack_on(options: Options, with_clouds: bool) -> Stack {
     let deps = apiary_local::clouds::with_clouds(apiary_aws::deps(config, &sdk), &sdk, endpoints).expect("clouds");
     let running = apiary_local::start(deps.clone(), &sdk, &options).await.expect("local runtime");
     Stack {
+        name,
         base: format!("http://{}", running.addr),
         deps,
         // The clouds' client: reqwest on the AWS SDK's TLS stack (rustls with aws-lc), as the functions build it.

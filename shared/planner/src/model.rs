@@ -984,6 +984,20 @@ impl Cluster {
         self.provision_stopped || self.broken_at.is_some()
     }
 
+    /// Why a broken cluster is broken: the reason of its `ProvisionStopped` condition (provisioning gave up), or
+    /// of its `Hibernating` condition (a power transition timed out: FailedToStart, FailedToStop). `None` when it
+    /// is not broken.
+    pub fn broken_reason(&self) -> Option<&str> {
+        let type_ = if self.provision_stopped {
+            condition::PROVISION_STOPPED
+        } else if self.broken_at.is_some() {
+            condition::HIBERNATING
+        } else {
+            return None;
+        };
+        Some(find_condition(&self.conditions, type_).map_or("Broken", |c| c.reason.as_str()))
+    }
+
     /// Installed and observed Running: the only clusters a claim may get (seed 002).
     pub fn is_running(&self) -> bool {
         self.installed_at.is_some() && self.power_state == Some(PowerState::Running)

@@ -151,6 +151,8 @@ fn resume_timeout_marks_broken_with_failed_to_start_and_a_timed_out_message() {
     assert_eq!(hib.reason, reason::FAILED_TO_START);
     assert!(hib.message.contains("timed out after 10m"), "{}", hib.message);
     assert_eq!(probe(&s.cluster), None, "a broken cluster is left for the pool to replace");
+    assert_eq!(s.cluster.broken_reason(), Some(reason::FAILED_TO_START));
+    assert_eq!(still.cluster.broken_reason(), None);
 
     // The pool then replaces it.
     let mut broken = cluster("c").c;
@@ -170,6 +172,7 @@ fn hibernate_timeout_marks_broken_with_failed_to_stop_and_a_timed_out_message() 
     let hib = cond(&s.cluster, condition::HIBERNATING);
     assert_eq!(hib.reason, reason::FAILED_TO_STOP);
     assert!(hib.message.contains("timed out after 5m waiting for the cluster to stop"), "{}", hib.message);
+    assert_eq!(s.cluster.broken_reason(), Some(reason::FAILED_TO_STOP));
 }
 
 #[test]
@@ -264,6 +267,7 @@ fn a_failed_install_is_retried_with_a_growing_backoff_until_the_attempts_limit()
         let ps = cond(&s.cluster, condition::PROVISION_STOPPED);
         assert_eq!((ps.status, ps.reason.as_str()), (ConditionStatus::True, reason::INSTALL_ATTEMPTS_LIMIT_REACHED));
         assert!(ps.message.contains("InvalidAMIID.NotFound"), "{}", ps.message);
+        assert_eq!(s.cluster.broken_reason(), Some(reason::INSTALL_ATTEMPTS_LIMIT_REACHED), "{how}");
     }
 }
 

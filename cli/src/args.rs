@@ -1,0 +1,171 @@
+//! The command line's grammar.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use clap_complete::Shell;
+
+use crate::api::AuthMode;
+use crate::error::EXIT_CODES;
+use crate::render::Format;
+
+/// Apiary's command line: pools of ready clusters, and claims on them.
+#[derive(Debug, Parser)]
+#[command(name = "apiary", version, after_help = EXIT_CODES, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// The claim API's base URL (a stack's ApiUrl output, or http://127.0.0.1:8080 for `make run`).
+    #[arg(long, env = "APIARY_API", global = true, value_name = "URL")]
+    pub api: Option<String>,
+    /// Find the API in this CloudFormation stack's ApiUrl output instead.
+    #[arg(long, env = "APIARY_STACK", global = true, value_name = "NAME", conflicts_with = "api")]
+    pub stack: Option<String>,
+    /// The caller's ARN, for a local API only (on AWS the caller is whoever the AWS credentials are).
+    #[arg(long = "as", env = "APIARY_PRINCIPAL", global = true, value_name = "ARN")]
+    pub principal: Option<String>,
+    /// How requests say who is calling: auto is the local identity header (--as) for a loopback address, SigV4
+    /// with the caller's AWS credentials otherwise.
+    #[arg(long, env = "APIARY_AUTH", global = true, value_enum, default_value_t = AuthMode::Auto)]
+    pub auth: AuthMode,
+    /// The AWS region (default: the AWS configuration's, or the API URL's).
+    #[arg(long, global = true)]
+    pub region: Option<String>,
+    /// How to print what the command returns.
+    #[arg(long, short, global = true, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create, change, inspect and remove pools (changes need an admin).
+    #[command(subcommand)]
+    Pool(PoolCommand),
+    /// Claim a cluster (`apiary claim POOL NAME`), or look at and act on claims.
+    Claim(ClaimCommand),
+    /// Print where the API is and how requests say who is calling.
+    Endpoint,
+    /// Print a completion script for a shell (`apiary completions bash > /etc/bash_completion.d/apiary`).
+    Completions {
+        /// The shell.
+        shell: Shell,
+    },
+}
+
+/// `apiary pool …`.
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Create or update a pool from a spec file (YAML or JSON; `pool get -o yaml` output works too).
+    Apply {
+        /// The pool's name (default: the file's `name`).
+        name: Option<String>,
+        /// The spec file (`-`: standard input).
+        #[arg(long, short)]
+        file: PathBuf,
+    },
+    /// Show a pool: its settings, counts and conditions.
+    Get {
+        /// The pool.
+        name: String,
+    },
+    /// List the pools.
+    List,
+    /// Delete a pool: its claims end and its clusters are removed.
+    Delete {
+        /// The pool.
+        name: String,
+        /// Wait until the pool is gone (at most this long).
+        #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "30m")]
+        wait: Option<String>,
+    },
+    /// List a pool's clusters: name, power state, age, claim, broken reason.
+    Clusters {
+        /// The pool.
+        name: String,
+    },
+    /// Show a pool's status, redrawn in place, until Ctrl-C.
+    Watch {
+        /// The pool.
+        name: String,
+        /// Time between two looks.
+        #[arg(long, default_value = "2s", value_name = "DURATION")]
+        interval: String,
+    },
+    /// Translate a Hive ClusterPool manifest into an Apiary pool (printed; applied with --apply).
+    Import {
+        /// The ClusterPool manifest (YAML or JSON).
+        file: PathBuf,
+        /// A pool spec supplying what the manifest cannot say (the platform's image, credentials' ARNs, …).
+        #[arg(long, value_name = "BASE")]
+        into: Option<PathBuf>,
+        /// The pool's name (default: the manifest's metadata.name).
+        #[arg(long)]
+        name: Option<String>,
+        /// Create or update the pool as well.
+        #[arg(long)]
+        apply: bool,
+    },
+}
+
+/// `apiary claim POOL NAME`, or `apiary claim get|list|release|hibernate|resume …`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct ClaimCommand {
+    /// A claim subcommand; without one, make a claim.
+    #[command(subcommand)]
+    pub action: Option<ClaimAction>,
+    /// Make a claim.
+    #[command(flatten)]
+    pub create: Option<ClaimCreate>,
+}
+
+/// Make a claim and, with `--wait`, wait until its cluster is Ready.
+#[derive(Debug, Clone, Args)]
+pub struct ClaimCreate {
+    /// The pool.
+    #[arg(required = true)]
+    pub pool: String,
+    /// The claim's name (a job id, for example).
+    #[arg(required = true)]
+    pub name: String,
+    /// How long the claim keeps its cluster (capped by the pool's claimLifetime.maximum).
+    #[arg(long, value_name = "DURATION")]
+    pub lifetime: Option<String>,
+    /// Wait until the cluster is Ready, at most this long (default 30m when given without a value).
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "30m")]
+    pub wait: Option<String>,
+    /// When the wait times out, release the claim instead of leaving it in place.
+    #[arg(long, requires = "wait")]
+    pub release_on_timeout: bool,
+}
+
+/// `apiary claim …`.
+#[derive(Debug, Subcommand)]
+pub enum ClaimAction {
+    /// Make a claim (for a pool named like a subcommand).
+    Create(ClaimCreate),
+    /// Show a claim: phase, cluster, outputs, machines.
+    Get(ClaimRef),
+    /// List a pool's claims (yours; an admin sees every claim).
+    List {
+        /// The pool.
+        pool: String,
+    },
+    /// Release a claim: its cluster is removed.
+    Release(ClaimRef),
+    /// Hibernate the claimed cluster.
+    Hibernate(ClaimRef),
+    /// Resume the claimed cluster.
+    Resume(ClaimRef),
+}
+
+/// One claim.
+#[derive(Debug, Clone, Args)]
+pub struct ClaimRef {
+    /// The pool.
+    pub pool: String,
+    /// The claim.
+    pub name: String,
+}

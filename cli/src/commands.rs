@@ -1,0 +1,434 @@
+//! The commands: each sends its requests, prints its answer in the chosen format, and fails with one line and an
+//! exit code.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use apiary_planner::{Cluster, Timestamp};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+use crate::api::{Api, ApiError};
+use crate::args::{ClaimAction, ClaimCreate, ClaimRef, PoolCommand};
+use crate::document::Document;
+use crate::error::{Exit, Failure, Result};
+use crate::hive;
+use crate::render::{self, ClaimView, Format};
+
+/// Longest a waiting `GET` of a claim holds (the API allows 25 s).
+const LONG_POLL: Duration = Duration::from_secs(20);
+
+/// What every command has: the API and the output format.
+pub struct Ctx {
+    /// The API.
+    pub api: Api,
+    /// `--output`.
+    pub format: Format,
+}
+
+fn now() -> Timestamp {
+    Timestamp::from(std::time::SystemTime::now())
+}
+
+/// `text` to standard output; a closed pipe (`apiary … | head`) is not an error.
+pub fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+}
+
+/// A Go duration option (`30m`, `1h30m`, `20s`).
+pub fn duration(option: &str, text: &str) -> Result<Duration> {
+    apiary_planner::duration::parse(text)
+        .ok()
+        .and_then(|d| d.to_std().ok())
+        .ok_or_else(|| Failure::usage(format!("{option} {text:?}: want a duration like 30s, 20m or 1h30m")))
+}
+
+/// Prints `value` as a document (JSON, YAML), or as `table` makes it.
+fn show_as(format: Format, value: &Value, table: impl FnOnce() -> Result<String>) -> Result<()> {
+    let text = match format {
+        Format::Table => table()?,
+        Format::Env => return Err(Failure::usage("--output env is for claims (claim, claim get)")),
+        format => render::document(format, value)?,
+    };
+    out(&text);
+    Ok(())
+}
+
+impl Ctx {
+    fn show(&self, value: &Value, table: impl FnOnce() -> Result<String>) -> Result<()> {
+        show_as(self.format, value, table)
+    }
+
+    fn show_claim(&self, value: &Value) -> Result<()> {
+        let view = claim_view(value)?;
+        match self.format {
+            Format::Env => {
+                out(&render::claim_env(&view));
+                Ok(())
+            }
+            _ => self.show(value, || Ok(render::claim_table(&view, now()))),
+        }
+    }
+
+    /// `apiary pool …`.
+    pub async fn pool(&self, command: PoolCommand) -> Result<()> {
+        match command {
+            PoolCommand::Apply { name, file } => {
+                let doc = Document::read(&file)?;
+                self.apply(name.as_deref(), &doc).await
+            }
+            PoolCommand::Get { name } => {
+                let (_, pool) = self.api.call("GET", &format!("/pools/{}", seg(&name)?), None).await?;
+                self.show(&pool, || Ok(render::pool_table(&pool, now())))
+            }
+            PoolCommand::List => {
+                let (_, answer) = self.api.call("GET", "/pools", None).await?;
+                let pools = answer["pools"].as_array().cloned().unwrap_or_default();
+                self.show(&answer, || Ok(render::pools_table(&pools)))
+            }
+            PoolCommand::Delete { name, wait } => {
+                let path = format!("/pools/{}", seg(&name)?);
+                let limit = wait.as_deref().map(|w| duration("--wait", w)).transpose()?;
+                let (_, pool) = self.api.call("DELETE", &path, None).await?;
+                if let Some(limit) = limit {
+                    let deadline = Instant::now() + limit;
+                    let progress = Progress::new(&format!("pool {name}"));
+                    loop {
+                        let (status, answer) = self.api.send("GET", &path, None).await?;
+                        match status {
+                            404 => break,
+                            s if s >= 400 => return Err(ApiError::from_answer(s, &answer).into()),
+                            _ => {}
+                        }
+                        let s = answer["status"].clone();
+                        progress.show(&format!("deleting: {} clusters left", count_clusters(&s)));
+                        if Instant::now() >= deadline {
+                            return Err(Failure::new(
+                                Exit::TimedOut,
+                                format!("pool {name} is still being deleted after {}", show_duration(limit)),
+                            ));
+                        }
+                        tokio::time::sleep(Duration::from_secs(2).min(deadline - Instant::now())).await;
+                    }
+                    progress.done(&format!("pool {name} deleted"));
+                    return self.show(&json!({"name": name, "deleted": true}), || Ok(format!("pool {name} deleted\n")));
+                }
+                self.show(&pool, || Ok(format!("pool {name} is being deleted\n")))
+            }
+            PoolCommand::Clusters { name } => {
+                let (_, answer) = self.api.call("GET", &format!("/pools/{}/clusters", seg(&name)?), None).await?;
+                let clusters = clusters_of(&answer)?;
+                self.show(&answer, || Ok(render::clusters_table(&clusters, now())))
+            }
+            PoolCommand::Watch { name, interval } => self.watch(&name, duration("--interval", &interval)?).await,
+            PoolCommand::Import { file, into, name, apply } => {
+                self.import(&file, into.as_deref(), name.as_deref(), apply).await
+            }
+        }
+    }
+
+    async fn apply(&self, name: Option<&str>, doc: &Document) -> Result<()> {
+        // A document with a `spec` is a pool as `pool get` or `pool import` print it; otherwise it is the spec.
+        let (spec, prefix) = match doc.value.get("spec") {
+            Some(spec) => (spec.clone(), "spec."),
+            None => (doc.value.clone(), ""),
+        };
+        let name = match name.or(doc.value.get("name").and_then(Value::as_str)) {
+            Some(n) => n.to_owned(),
+            None => {
+                return Err(Failure::usage(format!(
+                    "{}: name the pool: apiary pool apply NAME -f FILE (the file has no name)",
+                    doc.path.display()
+                )))
+            }
+        };
+        let (status, answer) = self.api.send("PUT", &format!("/pools/{}", seg(&name)?), Some(&spec)).await?;
+        if status >= 400 {
+            let e = ApiError::from_answer(status, &answer);
+            let mut failure = Failure::from(e.clone());
+            // Each refused field, shown where it is in the file.
+            let placed: Vec<String> = e.fields.iter().map(|(f, m)| doc.place(&format!("{prefix}{f}"), m)).collect();
+            match placed.as_slice() {
+                [] => {}
+                [one] => failure.message = one.clone(),
+                many => {
+                    failure.message = format!("{}: the API refused {} fields", doc.path.display(), many.len());
+                    failure.details = many.to_vec();
+                }
+            }
+            return Err(failure.context(format!("pool {name}")));
+        }
+        let verb = if status == 201 { "created" } else { "applied" };
+        self.show(&answer, || Ok(format!("pool {name} {verb} (rev {})\n", answer["rev"])))
+    }
+
+    async fn import(&self, file: &Path, into: Option<&Path>, name: Option<&str>, apply: bool) -> Result<()> {
+        let manifest = Document::read(file)?;
+        let base = into.map(Document::read).transpose()?;
+        let import = hive::translate(&manifest.value, base.as_ref().map(|b| &b.value), name)?;
+        let mut report = String::new();
+        if !import.dropped.is_empty() {
+            report.push_str("not carried over from the ClusterPool:\n");
+            for (field, why) in &import.dropped {
+                report.push_str(&format!("  {field}: {why}\n"));
+            }
+        }
+        if !import.needed.is_empty() {
+            report.push_str("still needed before the API takes it (give them in --into BASE):\n");
+            for (field, why) in &import.needed {
+                report.push_str(&format!("  {field}: {why}\n"));
+            }
+        }
+        eprint!("{report}");
+        let document = json!({"name": import.name, "spec": import.spec});
+        if !apply {
+            // A spec is a document: YAML unless JSON is asked for.
+            let format = if self.format == Format::Json { Format::Json } else { Format::Yaml };
+            return show_as(format, &document, || Ok(String::new()));
+        }
+        if !import.needed.is_empty() {
+            return Err(Failure::usage(format!(
+                "pool {}: not applied: {} field(s) still needed (listed above)",
+                import.name,
+                import.needed.len()
+            )));
+        }
+        let text = serde_json::to_string(&document).unwrap_or_default();
+        let doc = Document::parse(Path::new(&format!("{} (imported)", file.display())), &text)?;
+        self.apply(None, &doc).await
+    }
+
+    async fn watch(&self, name: &str, every: Duration) -> Result<()> {
+        let path = format!("/pools/{}", seg(name)?);
+        let terminal = std::io::stdout().is_terminal();
+        let mut last = String::new();
+        let mut seen = false;
+        loop {
+            let (status, pool) = self.api.send("GET", &path, None).await?;
+            if status == 404 && seen {
+                out(&format!("pool {name} deleted\n"));
+                return Ok(());
+            }
+            if status >= 400 {
+                return Err(ApiError::from_answer(status, &pool).into());
+            }
+            seen = true;
+            let (_, clusters) = self.api.call("GET", &format!("{path}/clusters"), None).await?;
+            let (_, claims) = self.api.call("GET", &format!("{path}/claims"), None).await?;
+            let claims: Vec<ClaimView> = claims["claims"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|c| serde_json::from_value(c.clone()).ok()).collect())
+                .unwrap_or_default();
+            let view = render::watch_view(&pool, &clusters_of(&clusters)?, &claims, now());
+            if terminal {
+                out(&format!(
+                    "\x1b[2J\x1b[H{view}\n{}  every {}  (Ctrl-C stops)\n",
+                    now().format("%H:%M:%S"),
+                    show_duration(every)
+                ));
+            } else if view != last {
+                out(&format!("--- {}\n{view}", now().to_rfc3339()));
+            }
+            last = view;
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    /// `apiary claim …`.
+    pub async fn claim(&self, action: ClaimAction) -> Result<()> {
+        match action {
+            ClaimAction::Create(create) => self.create_claim(create).await,
+            ClaimAction::Get(r) => {
+                let (_, claim) = self.api.call("GET", &claim_path(&r)?, None).await?;
+                self.show_claim(&claim)
+            }
+            ClaimAction::List { pool } => {
+                let (_, answer) = self.api.call("GET", &format!("/pools/{}/claims", seg(&pool)?), None).await?;
+                let claims: Vec<ClaimView> = answer["claims"]
+                    .as_array()
+                    .map(|a| a.iter().map(claim_view).collect::<Result<_>>())
+                    .transpose()?
+                    .unwrap_or_default();
+                if self.format == Format::Env {
+                    return Err(Failure::usage("--output env is for one claim (claim, claim get)"));
+                }
+                self.show(&answer, || Ok(render::claims_table(&claims, now())))
+            }
+            ClaimAction::Release(r) => {
+                let (_, claim) = self.api.call("DELETE", &claim_path(&r)?, None).await?;
+                self.said(&claim, &format!("claim {}/{} released: its cluster is being removed\n", r.pool, r.name))
+            }
+            ClaimAction::Hibernate(r) => {
+                let (_, claim) = self.api.call("POST", &format!("{}/hibernate", claim_path(&r)?), None).await?;
+                self.said(&claim, &format!("claim {}/{}: its cluster is hibernating\n", r.pool, r.name))
+            }
+            ClaimAction::Resume(r) => {
+                let (_, claim) = self.api.call("POST", &format!("{}/resume", claim_path(&r)?), None).await?;
+                self.said(&claim, &format!("claim {}/{}: its cluster is resuming\n", r.pool, r.name))
+            }
+        }
+    }
+
+    /// Prints `line` for a table, the claim for the other formats.
+    fn said(&self, claim: &Value, line: &str) -> Result<()> {
+        match self.format {
+            Format::Table => {
+                out(line);
+                Ok(())
+            }
+            _ => self.show_claim(claim),
+        }
+    }
+
+    async fn create_claim(&self, c: ClaimCreate) -> Result<()> {
+        let r = ClaimRef { pool: c.pool.clone(), name: c.name.clone() };
+        let path = claim_path(&r)?;
+        let limit = c.wait.as_deref().map(|w| duration("--wait", w)).transpose()?;
+        let body = match &c.lifetime {
+            Some(l) => json!({ "lifetime": l }),
+            None => json!({}),
+        };
+        let (_, mut claim) = self.api.call("PUT", &path, Some(&body)).await?;
+        let Some(limit) = limit else { return self.show_claim(&claim) };
+        let started = Instant::now();
+        let deadline = started + limit;
+        let progress = Progress::new(&format!("claim {}/{}", r.pool, r.name));
+        loop {
+            let view = claim_view(&claim)?;
+            let phase = view.shown_phase().to_owned();
+            progress.show(&phase);
+            match phase.as_str() {
+                "Ready" => {
+                    progress.done(&format!(
+                        "claim {}/{} Ready in {}",
+                        r.pool,
+                        r.name,
+                        show_duration(started.elapsed())
+                    ));
+                    return self.show_claim(&claim);
+                }
+                "Releasing" => {
+                    progress.clear();
+                    return Err(Failure::new(Exit::Conflict, format!("claim {}/{} is being released", r.pool, r.name)));
+                }
+                _ => {}
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                progress.clear();
+                return Err(self.timed_out(&r, &path, &phase, limit, c.release_on_timeout).await);
+            }
+            let hold = LONG_POLL.min(left).as_secs().max(1);
+            let (status, answer) = self.api.send("GET", &format!("{path}?wait={hold}s"), None).await?;
+            if status == 404 {
+                progress.clear();
+                return Err(Failure::new(
+                    Exit::NotFound,
+                    format!("claim {}/{} no longer exists (released, or its lifetime ended)", r.pool, r.name),
+                ));
+            }
+            if status >= 400 {
+                progress.clear();
+                return Err(ApiError::from_answer(status, &answer).into());
+            }
+            claim = answer;
+        }
+    }
+
+    async fn timed_out(&self, r: &ClaimRef, path: &str, phase: &str, limit: Duration, release: bool) -> Failure {
+        let what = format!("claim {}/{} is not Ready after {} (phase {phase})", r.pool, r.name, show_duration(limit));
+        if !release {
+            return Failure::new(
+                Exit::TimedOut,
+                format!("{what}; it stays in place: `apiary claim release {} {}` releases it", r.pool, r.name),
+            );
+        }
+        match self.api.call("DELETE", path, None).await {
+            Ok(_) => Failure::new(Exit::TimedOut, format!("{what}; released (--release-on-timeout)")),
+            Err(e) => Failure::new(Exit::TimedOut, format!("{what}; releasing it failed: {}", e.message)),
+        }
+    }
+}
+
+/// A pool or claim name as a path segment: DNS labels only (the API's own rule, checked here so that a name never
+/// changes the path).
+fn seg(name: &str) -> Result<&str> {
+    apiary_planner::validate::validate_name("name", name).map(|()| name).map_err(|e| Failure::usage(e.message))
+}
+
+fn claim_path(r: &ClaimRef) -> Result<String> {
+    Ok(format!("/pools/{}/claims/{}", seg(&r.pool)?, seg(&r.name)?))
+}
+
+fn claim_view(value: &Value) -> Result<ClaimView> {
+    serde_json::from_value(value.clone()).map_err(|e| Failure::other(format!("unexpected claim from the API: {e}")))
+}
+
+fn clusters_of(answer: &Value) -> Result<Vec<Cluster>> {
+    serde_json::from_value(answer["clusters"].clone())
+        .map_err(|e| Failure::other(format!("unexpected clusters from the API: {e}")))
+}
+
+fn count_clusters(status: &Value) -> u64 {
+    ["ready", "standby", "installing", "claimed", "broken", "stale", "deleting"]
+        .iter()
+        .filter_map(|k| status[k].as_u64())
+        .sum()
+}
+
+fn show_duration(d: Duration) -> String {
+    apiary_planner::duration::format(chrono::TimeDelta::from_std(d).unwrap_or_default())
+}
+
+/// A spinner on standard error with the phase and the time so far on a terminal; a line per change otherwise.
+struct Progress {
+    bar: Option<ProgressBar>,
+    what: String,
+    started: Instant,
+    last: std::cell::RefCell<String>,
+}
+
+impl Progress {
+    fn new(what: &str) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} {prefix} {msg} ({elapsed})")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            bar.set_prefix(what.to_owned());
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Self { bar, what: what.to_owned(), started: Instant::now(), last: Default::default() }
+    }
+
+    fn show(&self, phase: &str) {
+        match &self.bar {
+            Some(bar) => bar.set_message(phase.to_owned()),
+            None if *self.last.borrow() != phase => {
+                eprintln!("apiary: {}: {phase} ({})", self.what, show_duration(self.started.elapsed()));
+                *self.last.borrow_mut() = phase.to_owned();
+            }
+            None => {}
+        }
+    }
+
+    fn done(&self, line: &str) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+        eprintln!("apiary: {line}");
+    }
+
+    fn clear(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! `apiary`: see `apiary --help`, and the README's quick start.
+
+use std::process::ExitCode;
+
+use apiary_cli::api::{Api, Target};
+use apiary_cli::args::{ClaimAction, Cli, Command};
+use apiary_cli::commands::{out, Ctx};
+use apiary_cli::error::{Exit, Failure, Result};
+use clap::{CommandFactory, Parser};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fail(&Failure::other(format!("starting: {e}"))),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => fail(&f),
+    }
+}
+
+fn fail(f: &Failure) -> ExitCode {
+    eprintln!("apiary: {f}");
+    ExitCode::from(f.exit as u8)
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    if let Command::Completions { shell } = cli.command {
+        let mut text = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "apiary", &mut text);
+        out(&String::from_utf8_lossy(&text));
+        return Ok(());
+    }
+    let target =
+        Target { api: cli.api, stack: cli.stack, principal: cli.principal, region: cli.region, auth: cli.auth };
+    let api = Api::connect(&target).await?;
+    if let Some(note) = api.local_note() {
+        eprintln!("{note}");
+    }
+    let ctx = Ctx { api, format: cli.output };
+    match cli.command {
+        Command::Pool(command) => ctx.pool(command).await,
+        Command::Claim(claim) => match (claim.action, claim.create) {
+            (Some(action), _) => ctx.claim(action).await,
+            (None, Some(create)) => ctx.claim(ClaimAction::Create(create)).await,
+            (None, None) => Err(Failure::new(Exit::Usage, "claim: give POOL NAME, or a subcommand (see --help)")),
+        },
+        Command::Endpoint => {
+            out(&format!("{}\n", ctx.api.describe()));
+            Ok(())
+        }
+        Command::Completions { .. } => Ok(()),
+    }
+}

@@ -1,0 +1,269 @@
+//! The `apiary` binary against the local stack (the emulator `make test` starts, the functions in this process):
+//! a pool applied from YAML, a Hive ClusterPool imported, a claim waited on until Ready with `--output env`,
+//! released, and the exit codes a CI script branches on.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{Stack, ADMIN, ALICE, BOB};
+
+/// What one run of the binary did.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn ok(self, what: &str) -> Self {
+        assert_eq!(self.code, 0, "{what}: exit {}\n{}\n{}", self.code, self.stdout, self.stderr);
+        self
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
+    }
+}
+
+/// Runs `apiary args…` against `stack`'s API as `who`.
+async fn apiary(stack: &Stack, who: &str, args: &[&str]) -> Run {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
+    command.args(args).env("APIARY_API", &stack.base).env("APIARY_PRINCIPAL", who);
+    for var in ["APIARY_STACK", "APIARY_AUTH"] {
+        command.env_remove(var);
+    }
+    // The functions run on this test's runtime: the binary waits on a blocking thread beside them.
+    let out = tokio::task::spawn_blocking(move || command.output()).await.expect("joined").expect("apiary runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("apiary-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path.display().to_string()
+}
+
+const POOL: &str = "\
+# Two clusters of two instances on the emulator's EC2, one kept Running.
+size: 2
+runningCount: 1
+claimLifetime:
+  default: 1h
+platform:
+  aws:
+    region: us-east-1
+    imageId: ami-0123456789abcdef0
+    instanceType: t3.medium
+    machineCount: 2
+";
+
+/// The tests that need the emulator, under one name `make unit` skips (`--skip against_stack::`).
+mod against_stack {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ci_job_applies_a_pool_claims_until_ready_exports_the_cluster_and_releases_it() {
+        let s = support::stack().await;
+        let dir = temp_dir("ci");
+        let file = write(&dir, "pool.yaml", POOL);
+
+        let applied = apiary(&s, ADMIN, &["pool", "apply", "ci", "-f", &file]).await.ok("apply");
+        assert_eq!(applied.stdout, "pool ci created (rev 0)\n");
+        assert!(applied.stderr.contains("x-apiary-principal header, unsigned"), "says it is local: {}", applied.stderr);
+        let got = apiary(&s, ADMIN, &["pool", "get", "ci", "-o", "json"]).await.ok("get").json();
+        assert_eq!(
+            (got["spec"]["size"].as_i64(), got["spec"]["platform"]["aws"]["machineCount"].as_i64()),
+            (Some(2), Some(2))
+        );
+        // Applying the same file again changes nothing; `pool get -o yaml` output applies as it is.
+        apiary(&s, ADMIN, &["pool", "apply", "ci", "-f", &file]).await.ok("apply again");
+        let yaml = apiary(&s, ADMIN, &["pool", "get", "ci", "-o", "yaml"]).await.ok("get yaml").stdout;
+        let again = apiary(&s, ADMIN, &["pool", "apply", "-f", &write(&dir, "ci.yaml", &yaml)]).await.ok("round trip");
+        assert!(again.stdout.starts_with("pool ci applied"), "{}", again.stdout);
+        s.converged("ci", 2, 1).await;
+
+        // The watch view, not on a terminal: a frame with the pool's counts and clusters, then one per change.
+        let mut watch = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
+        watch
+            .args(["pool", "watch", "ci", "--interval", "1s"])
+            .env("APIARY_API", &s.base)
+            .env("APIARY_PRINCIPAL", ADMIN)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = watch.spawn().expect("watch runs");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        child.kill().expect("stopped");
+        let frames = String::from_utf8_lossy(&child.wait_with_output().expect("output").stdout).into_owned();
+        assert!(frames.starts_with("--- "), "{frames}");
+        assert!(frames.contains("pool ci  size 2 running 1 | ready 1 standby 1"), "{frames}");
+        assert!(frames.contains("Hibernating") && frames.contains("NAME"), "{frames}");
+
+        // The CI job: claim, wait until Ready, take the cluster's settings into its shell.
+        let claimed = apiary(&s, ALICE, &["claim", "ci", "build-1", "--lifetime", "30m", "--wait", "2m", "-o", "env"])
+            .await
+            .ok("claim");
+        let env = shell_env(&claimed.stdout);
+        assert_eq!(env.get("APIARY_CLAIM_PHASE").map(String::as_str), Some("Ready"), "{}", claimed.stdout);
+        let cluster = env.get("APIARY_CLUSTER_ID").expect("cluster id").clone();
+        assert!(env.get("APIARY_INFRA_ID").is_some_and(|i| i.starts_with(&cluster)), "{}", claimed.stdout);
+        let ips: Vec<&str> = env.get("APIARY_PRIVATE_IPS").map(|i| i.split(' ').collect()).unwrap_or_default();
+        assert_eq!(ips.len(), 2, "two machines with their addresses: {}", claimed.stdout);
+        assert!(claimed.stderr.contains("Ready in"), "{}", claimed.stderr);
+
+        let table = apiary(&s, ADMIN, &["pool", "clusters", "ci"]).await.ok("clusters").stdout;
+        let row = table.lines().find(|l| l.contains(&cluster)).unwrap_or_else(|| panic!("{table}"));
+        assert!(row.contains("Running") && row.contains("build-1"), "{table}");
+        let mine = apiary(&s, ALICE, &["claim", "list", "ci", "-o", "json"]).await.ok("list").json();
+        assert_eq!(mine["claims"].as_array().map(Vec::len), Some(1));
+
+        // Exit codes: another principal may not see the claim (3), nor may a non-admin change the pool (3); an unknown
+        // claim is 4; a claim name that exists for another principal is a conflict (5).
+        let forbidden = apiary(&s, BOB, &["claim", "get", "ci", "build-1"]).await;
+        assert_eq!(forbidden.code, 3, "{}", forbidden.stderr);
+        assert!(forbidden.stderr.contains("belongs to another principal"), "{}", forbidden.stderr);
+        assert_eq!(apiary(&s, ALICE, &["pool", "apply", "ci", "-f", &file]).await.code, 3);
+        assert_eq!(apiary(&s, ALICE, &["claim", "get", "ci", "nope"]).await.code, 4);
+        assert_eq!(apiary(&s, BOB, &["claim", "ci", "build-1"]).await.code, 5);
+
+        apiary(&s, ALICE, &["claim", "release", "ci", "build-1"]).await.ok("release");
+        s.until("the released cluster is gone", Duration::from_secs(60), || async {
+            let clusters = s.clusters("ci").await;
+            (!clusters.iter().any(|c| c["id"] == cluster.as_str())).then_some(())
+        })
+        .await;
+        s.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bad_files_and_waits_that_time_out_exit_with_their_own_codes() {
+        let s = support::stack().await;
+        let dir = temp_dir("bad");
+
+        // A spec the API refuses: each field shown at its line in the file, exit 2.
+        let bad = POOL.replace("size: 2", "size: -1").replace("machineCount: 2", "machineCount: 0");
+        let run = apiary(&s, ADMIN, &["pool", "apply", "bad", "-f", &write(&dir, "bad.yaml", &bad)]).await;
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(run.stderr.contains("bad.yaml:2: size:"), "{}", run.stderr);
+        assert!(run.stderr.contains("bad.yaml:11: platform.aws.machineCount:"), "{}", run.stderr);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        // A file that is not YAML, and one that is missing: exit 2 before any request.
+        let run = apiary(&s, ADMIN, &["pool", "apply", "bad", "-f", &write(&dir, "garbled.yaml", "size: [2,\n")]).await;
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(run.stderr.contains("garbled.yaml: not valid YAML"), "{}", run.stderr);
+        assert_eq!(apiary(&s, ADMIN, &["pool", "apply", "bad", "-f", "/nonexistent.yaml"]).await.code, 2);
+        assert_eq!(apiary(&s, ADMIN, &["pool", "get", "bad"]).await.code, 4, "nothing was created");
+
+        // A pool that can never serve a claim: the wait times out with exit 6 and leaves the claim in place ...
+        let empty = POOL.replace("size: 2", "size: 0").replace("runningCount: 1", "runningCount: 0\nmaxSize: 0");
+        apiary(&s, ADMIN, &["pool", "apply", "empty", "-f", &write(&dir, "empty.yaml", &empty)]).await.ok("apply");
+        let run = apiary(&s, ALICE, &["claim", "empty", "job-1", "--wait", "3s"]).await;
+        assert_eq!(run.code, 6, "{}", run.stderr);
+        assert!(run.stderr.contains("is not Ready after 3s (phase Pending)"), "{}", run.stderr);
+        let kept = apiary(&s, ALICE, &["claim", "get", "empty", "job-1", "-o", "json"]).await.ok("kept").json();
+        assert_eq!(kept["phase"], "Pending");
+        // ... unless asked to release it.
+        let run = apiary(&s, ALICE, &["claim", "empty", "job-2", "--wait", "2s", "--release-on-timeout"]).await;
+        assert_eq!(run.code, 6, "{}", run.stderr);
+        assert!(run.stderr.contains("released (--release-on-timeout)"), "{}", run.stderr);
+        s.until("the timed-out claim is gone", Duration::from_secs(30), || async {
+            let run = apiary(&s, ALICE, &["claim", "get", "empty", "job-2", "-o", "json"]).await;
+            (run.code == 4 || run.json()["phase"] == "Releasing").then_some(())
+        })
+        .await;
+        s.stop().await;
+    }
+
+    const HIVE: &str = include_str!("golden/clusterpool.yaml");
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hive_clusterpool_is_imported_with_what_does_not_map_named_then_applied_and_deleted() {
+        let s = support::stack().await;
+        let dir = temp_dir("hive");
+        let manifest = write(
+            &dir,
+            "clusterpool.yaml",
+            &HIVE.replace("size: 4", "size: 1").replace("runningCount: 2", "runningCount: 1"),
+        );
+
+        // Printed: the pool as YAML on standard output, what was left behind and what is missing on standard error.
+        let printed = apiary(&s, ADMIN, &["pool", "import", &manifest]).await.ok("import");
+        assert!(printed.stdout.starts_with("name: ci-aws-414\nspec:\n"), "{}", printed.stdout);
+        for dropped in ["spec.imageSetRef (openshift-v4.14.12)", "spec.pullSecretRef", "ClusterDeploymentCustomization"]
+        {
+            assert!(printed.stderr.contains(dropped), "{dropped}: {}", printed.stderr);
+        }
+        assert!(printed.stderr.contains("platform.aws.imageId"), "{}", printed.stderr);
+        // Applying it as it is would fail: refused before any request, exit 2.
+        let run = apiary(&s, ADMIN, &["pool", "import", &manifest, "--apply"]).await;
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert_eq!(apiary(&s, ADMIN, &["pool", "get", "ci-aws-414"]).await.code, 4);
+
+        // A base spec says what Hive cannot: the machine image and type.
+        let base = write(
+            &dir,
+            "base.yaml",
+            "platform:\n  aws:\n    imageId: ami-0123456789abcdef0\n    instanceType: t3.medium\n    machineCount: 2\n",
+        );
+        let applied = apiary(&s, ADMIN, &["pool", "import", &manifest, "--into", &base, "--apply"]).await.ok("apply");
+        assert!(applied.stdout.contains("pool ci-aws-414 created"), "{}", applied.stdout);
+        let pool = apiary(&s, ADMIN, &["pool", "get", "ci-aws-414", "-o", "json"]).await.ok("get").json();
+        let spec = &pool["spec"];
+        assert_eq!(spec["maxSize"], 10);
+        assert_eq!(spec["maxConcurrent"], 3);
+        assert_eq!(spec["hibernateAfter"], "2h");
+        assert_eq!(spec["claimLifetime"]["maximum"], "12h");
+        assert_eq!(spec["powerstateTransitionToRunningTimeout"], "15m", "from hibernationConfig.resumeTimeout");
+        assert_eq!(spec["labels"]["team"], "platform");
+        assert_eq!(spec["platform"]["aws"]["tags"]["owner"], "platform-team");
+        s.converged("ci-aws-414", 1, 1).await;
+
+        // Deleted, waiting until it is gone.
+        let deleted = apiary(&s, ADMIN, &["pool", "delete", "ci-aws-414", "--wait", "2m"]).await.ok("delete");
+        assert_eq!(deleted.stdout, "pool ci-aws-414 deleted\n");
+        assert_eq!(apiary(&s, ADMIN, &["pool", "get", "ci-aws-414"]).await.code, 4);
+        s.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stack_name_finds_the_api_in_the_stacks_outputs_and_says_requests_to_it_are_signed() {
+        let s = support::stack().await;
+        // The emulator's CloudFormation has the stack `make run` and these tests deploy, with its ApiUrl output.
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
+        command.args(["--stack", &s.name, "endpoint"]).env_remove("APIARY_API").env_remove("APIARY_PRINCIPAL");
+        let out = tokio::task::spawn_blocking(move || command.output()).await.expect("joined").expect("runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(".execute-api.us-east-1.amazonaws.com/v1"), "{stdout}");
+        assert!(stdout.contains("SigV4, execute-api, us-east-1"), "{stdout}");
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
+        command.args(["--stack", "no-such-stack", "endpoint"]).env_remove("APIARY_API").env_remove("APIARY_PRINCIPAL");
+        let out = tokio::task::spawn_blocking(move || command.output()).await.expect("joined").expect("runs");
+        assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+        s.stop().await;
+    }
+}
+
+/// The variables `export` lines set, as a shell sets them.
+fn shell_env(exports: &str) -> std::collections::HashMap<String, String> {
+    let script = format!("{exports}\nenv -0");
+    let out = std::process::Command::new("sh").arg("-c").arg(script).env_clear().output().expect("sh");
+    String::from_utf8_lossy(&out.stdout)
+        .split('\0')
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .filter(|(k, _)| k.starts_with("APIARY_"))
+        .collect()
+}

@@ -1,0 +1,322 @@
+//! The command line without the emulator: its outputs against golden files in `tests/golden/` (tables, `export`
+//! lines, the watch view, an imported Hive pool, the help), and a signed request as a server receives it.
+//! `APIARY_BLESS=1 cargo test -p apiary-cli --test offline` rewrites the golden files after an intended change
+//! (then read the diff).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+
+use apiary_cli::render::{self, ClaimView};
+use apiary_planner::{Cluster, Timestamp};
+use serde_json::{json, Value};
+
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    if std::env::var_os("APIARY_BLESS").is_some() {
+        std::fs::write(&path, actual).expect("write golden");
+        return;
+    }
+    let expected =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (APIARY_BLESS=1 writes it)", path.display()));
+    assert!(actual == expected, "{name} differs from its golden file:\n--- expected\n{expected}\n--- actual\n{actual}");
+}
+
+fn now() -> Timestamp {
+    "2026-11-24T12:00:00Z".parse().expect("time")
+}
+
+fn pool() -> Value {
+    json!({
+        "name": "ci",
+        "spec": {"size": 3, "runningCount": 1, "maxSize": 6, "platform": {"aws": {"region": "us-east-1", "imageId": "ami-1", "instanceType": "m5.xlarge"}}},
+        "status": {"poolVersion": "v1", "size": 3, "runningCount": 1, "ready": 1, "standby": 1, "installing": 0,
+            "broken": 1, "stale": 0, "claimed": 1, "deleting": 0, "pendingClaims": 2,
+            "conditions": [{"type": "CapacityAvailable", "status": "False", "reason": "MaxSizeReached",
+                "message": "6 clusters, maxSize 6", "lastTransitionTime": "2026-11-24T11:00:00Z"}]},
+        "createdAt": "2026-11-20T09:30:00Z",
+        "rev": 7
+    })
+}
+
+fn clusters() -> Vec<Cluster> {
+    serde_json::from_value(json!([
+        {"id": "ci-a1b2c", "clusterName": "ci-a1b2c", "infraId": "ci-a1b2c-x7k2p", "createdAt": "2026-11-24T09:00:00Z",
+         "installedAt": "2026-11-24T09:40:00Z", "powerState": "Running", "specPowerState": "Running",
+         "claim": "build-41", "claimedAt": "2026-11-24T11:50:00Z"},
+        {"id": "ci-d3e4f", "clusterName": "foo", "infraId": "foo-q9w8e", "createdAt": "2026-11-24T11:15:00Z",
+         "installedAt": "2026-11-24T11:55:00Z", "powerState": "Hibernating", "specPowerState": "Hibernating"},
+        {"id": "ci-g5h6i", "clusterName": "ci-g5h6i", "infraId": "ci-g5h6i-r4t5y", "createdAt": "2026-11-23T08:00:00Z",
+         "installedAt": "2026-11-23T08:40:00Z", "powerState": "WaitingForNodes", "specPowerState": "Running",
+         "brokenAt": "2026-11-24T11:58:00Z", "conditions": [{"type": "Hibernating", "status": "False",
+         "reason": "FailedToStart", "message": "timed out after 10m", "lastTransitionTime": "2026-11-24T11:58:00Z"}]},
+        {"id": "ci-j7k8l", "clusterName": "ci-j7k8l", "infraId": "ci-j7k8l-u6i7o", "createdAt": "2026-11-24T11:59:30Z"}
+    ]))
+    .expect("clusters")
+}
+
+fn claim() -> Value {
+    json!({
+        "pool": "ci", "name": "build-41", "owner": "arn:aws:iam::123456789012:role/ci-runner", "phase": "Ready",
+        "createdAt": "2026-11-24T11:50:00Z", "assignedAt": "2026-11-24T11:50:01Z", "lifetime": "2h",
+        "expiresAt": "2026-11-24T13:50:01Z",
+        "cluster": {"id": "ci-a1b2c", "clusterName": "ci-a1b2c", "infraId": "ci-a1b2c-x7k2p", "powerState": "Running",
+            "outputs": {"apiUrl": "https://api.ci-a1b2c.ci.example.com:6443", "kubeconfigSecretArn":
+                "arn:aws:secretsmanager:us-east-1:123456789012:secret:ci-a1b2c-kubeconfig-AbCdEf"},
+            "machines": [{"id": "i-0a1", "privateIp": "10.0.1.10", "publicIp": "54.1.2.3"},
+                {"id": "i-0a2", "privateIp": "10.0.1.11"}]},
+        "conditions": []
+    })
+}
+
+fn claims() -> Vec<ClaimView> {
+    let pending = json!({"pool": "ci", "name": "build-42", "owner": "arn:aws:iam::123456789012:role/ci-runner",
+        "phase": "Pending", "createdAt": "2026-11-24T11:59:00Z"});
+    let resuming = json!({"pool": "ci", "name": "nightly", "owner": "arn:aws:iam::123456789012:user/alice",
+        "phase": "Assigned", "createdAt": "2026-11-24T11:57:00Z",
+        "cluster": {"id": "ci-d3e4f", "clusterName": "foo", "infraId": "foo-q9w8e", "powerState": "StartingMachines"}});
+    [claim(), pending, resuming].into_iter().map(|v| serde_json::from_value(v).expect("claim")).collect()
+}
+
+#[test]
+fn pool_list_table() {
+    let mut deleting = pool();
+    deleting["name"] = json!("old");
+    deleting["spec"]["platform"] = json!({"gcp": {}});
+    deleting["deletionRequestedAt"] = json!("2026-11-24T11:00:00Z");
+    golden("pool-list.txt", &render::pools_table(&[pool(), deleting]));
+}
+
+#[test]
+fn pool_get_table() {
+    golden("pool-get.txt", &render::pool_table(&pool(), now()));
+}
+
+#[test]
+fn pool_clusters_table() {
+    golden("pool-clusters.txt", &render::clusters_table(&clusters(), now()));
+}
+
+#[test]
+fn claim_list_table() {
+    golden("claim-list.txt", &render::claims_table(&claims(), now()));
+}
+
+#[test]
+fn claim_get_table() {
+    golden("claim-get.txt", &render::claim_table(&claims()[0], now()));
+}
+
+#[test]
+fn claim_env_lines() {
+    golden("claim-env.txt", &render::claim_env(&claims()[0]));
+    // A claim still waiting has no cluster variables.
+    golden("claim-env-pending.txt", &render::claim_env(&claims()[1]));
+}
+
+#[test]
+fn claim_env_lines_survive_the_shell() {
+    // Every line, evaluated by a real shell, gives back the value it quoted (outputs are the installer's text).
+    let mut view = claims()[0].clone();
+    if let Some(c) = view.cluster.as_mut() {
+        c.outputs.insert("note".into(), "it's $HOME `date` \"x\"".into());
+    }
+    let script = format!("{}printf '%s' \"$APIARY_OUTPUT_NOTE\"", render::claim_env(&view));
+    let out = std::process::Command::new("sh").arg("-c").arg(&script).output().expect("sh");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "it's $HOME `date` \"x\"");
+}
+
+#[test]
+fn pool_watch_view() {
+    golden("pool-watch.txt", &render::watch_view(&pool(), &clusters(), &claims(), now()));
+}
+
+#[test]
+fn an_imported_hive_pool_as_yaml() {
+    let manifest: Value = serde_saphyr::from_str(HIVE).expect("manifest");
+    let import = apiary_cli::hive::translate(&manifest, None, None).expect("translated");
+    let mut text =
+        render::document(render::Format::Yaml, &json!({"name": import.name, "spec": import.spec})).expect("yaml");
+    text.push_str("# not carried over\n");
+    for (field, why) in &import.dropped {
+        text.push_str(&format!("# {field}: {why}\n"));
+    }
+    text.push_str("# still needed\n");
+    for (field, why) in &import.needed {
+        text.push_str(&format!("# {field}: {why}\n"));
+    }
+    golden("import-hive.txt", &text);
+}
+
+#[test]
+fn the_help_lists_the_commands_and_the_exit_codes() {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
+    // The help shows the values of the environment variables it names: none here.
+    for var in ["APIARY_API", "APIARY_STACK", "APIARY_PRINCIPAL", "APIARY_AUTH"] {
+        command.env_remove(var);
+    }
+    let out = command.arg("--help").output().expect("apiary");
+    assert!(out.status.success());
+    golden("help.txt", &String::from_utf8_lossy(&out.stdout));
+}
+
+/// A ClusterPool as a platform team's repository holds one (Hive's v1 fields, including ones that do not map).
+pub const HIVE: &str = include_str!("golden/clusterpool.yaml");
+
+/// One request as a server received it: the request line, the headers (names in lower case) and the body.
+struct Received {
+    line: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> &str {
+        self.headers.iter().find(|(k, _)| k == name).map_or("", |(_, v)| v.as_str())
+    }
+}
+
+/// Serves one request on a loopback port, answering `answer` with `status`.
+fn serve_one(status: u16, answer: &'static str) -> (u16, std::thread::JoinHandle<Received>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().expect("accept");
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("request line");
+        let mut headers = vec![];
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h).expect("header");
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (k, v) = h.split_once(':').expect("header");
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+        }
+        let length = headers.iter().find(|(k, _)| k == "content-length").map_or(0, |(_, v)| v.parse().expect("length"));
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).expect("body");
+        let response = format!(
+            "HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+            answer.len()
+        );
+        reader.get_mut().write_all(response.as_bytes()).expect("answer");
+        Received { line: line.trim_end().to_owned(), headers, body }
+    });
+    (port, server)
+}
+
+/// `apiary args…` with static AWS credentials in its environment and no other AWS configuration.
+fn run_signed(args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
+    for var in [
+        "APIARY_API",
+        "APIARY_STACK",
+        "APIARY_PRINCIPAL",
+        "APIARY_AUTH",
+        "AWS_PROFILE",
+        "AWS_REGION",
+        "AWS_ENDPOINT_URL",
+    ] {
+        command.env_remove(var);
+    }
+    command
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+        .env("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+        .env("AWS_SESSION_TOKEN", "session-token-example")
+        .env("AWS_CONFIG_FILE", "/nonexistent/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .expect("apiary")
+}
+
+#[test]
+fn a_signed_claim_request_carries_the_signature_of_exactly_what_it_sends() {
+    let claim = r#"{"pool":"ci","name":"build-7","owner":"arn:aws:iam::123456789012:role/ci","phase":"Pending"}"#;
+    let (port, server) = serve_one(202, claim);
+    let api = format!("http://127.0.0.1:{port}/v1");
+    // A loopback address is signed when asked (an API Gateway reached through a tunnel).
+    let out = run_signed(&[
+        "--api",
+        &api,
+        "--auth",
+        "sigv4",
+        "--region",
+        "eu-west-1",
+        "claim",
+        "ci",
+        "build-7",
+        "--lifetime",
+        "2h",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = server.join().expect("served");
+    assert_eq!(got.line, "PUT /v1/pools/ci/claims/build-7 HTTP/1.1");
+    assert_eq!(got.body, br#"{"lifetime":"2h"}"#);
+    assert_eq!(got.header("host"), format!("127.0.0.1:{port}"));
+    assert_eq!(got.header("x-amz-security-token"), "session-token-example");
+    assert_eq!(got.header("x-apiary-principal"), "", "a signed request names no local caller");
+    let date = got.header("x-amz-date");
+    let authorization = got.header("authorization");
+    assert!(
+        authorization.starts_with(&format!("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/{}/eu-west-1/execute-api/aws4_request, SignedHeaders=host;x-amz-date;x-amz-security-token, Signature=", &date[..8])),
+        "{authorization}"
+    );
+    // Signing what the server received, at the time the request says, gives the signature it carries: the method,
+    // path, host and body were sent as they were signed.
+    let time = chrono::NaiveDateTime::parse_from_str(date, "%Y%m%dT%H%M%SZ").expect("x-amz-date").and_utc();
+    let credentials = aws_credential_types::Credentials::new(
+        "AKIDEXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        Some("session-token-example".into()),
+        None,
+        "test",
+    );
+    let expected = apiary_cli::sign::signature_headers(
+        "PUT",
+        &format!("http://127.0.0.1:{port}/v1/pools/ci/claims/build-7"),
+        &got.body,
+        &credentials,
+        "eu-west-1",
+        "execute-api",
+        time.into(),
+    )
+    .expect("signed");
+    let expected = expected.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.as_str());
+    assert_eq!(Some(authorization), expected);
+}
+
+#[test]
+fn without_credentials_a_signed_request_is_not_sent_and_exits_3() {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
+    for var in [
+        "APIARY_STACK",
+        "APIARY_PRINCIPAL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ] {
+        command.env_remove(var);
+    }
+    let out = command
+        .args(["--api", "https://a1b2c3.execute-api.us-east-1.amazonaws.com/v1", "pool", "list"])
+        .env("AWS_CONFIG_FILE", "/nonexistent/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .expect("apiary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.starts_with("apiary: no AWS credentials"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+}
