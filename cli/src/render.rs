@@ -338,18 +338,9 @@ fn shell_quote(s: &str) -> String {
 pub fn watch_view(pool: &Value, clusters: &[Cluster], claims: &[ClaimView], now: Timestamp) -> String {
     let s = status_of(pool);
     let mut out = format!(
-        "pool {}  size {} running {} | ready {} standby {} installing {} claimed {} broken {} stale {} deleting {} pending claims {}{}\n\n",
+        "pool {}  {}{}\n\n",
         pool["name"].as_str().unwrap_or_default(),
-        pool["spec"]["size"],
-        s.running_count,
-        s.ready,
-        s.standby,
-        s.installing,
-        s.claimed,
-        s.broken,
-        s.stale,
-        s.deleting,
-        s.pending_claims,
+        s.counts(),
         if pool["deletionRequestedAt"].is_string() { "  (deleting)" } else { "" },
     );
     if clusters.is_empty() {

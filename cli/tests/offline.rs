@@ -149,12 +149,8 @@ fn an_imported_hive_pool_as_yaml() {
 
 #[test]
 fn the_help_lists_the_commands_and_the_exit_codes() {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
     // The help shows the values of the environment variables it names: none here.
-    for var in ["APIARY_API", "APIARY_STACK", "APIARY_PRINCIPAL", "APIARY_AUTH"] {
-        command.env_remove(var);
-    }
-    let out = command.arg("--help").output().expect("apiary");
+    let out = bare_apiary().arg("--help").output().expect("apiary");
     assert!(out.status.success());
     golden("help.txt", &String::from_utf8_lossy(&out.stdout));
 }
@@ -210,26 +206,11 @@ fn serve_one(status: u16, answer: &'static str) -> (u16, std::thread::JoinHandle
 
 /// `apiary args…` with static AWS credentials in its environment and no other AWS configuration.
 fn run_signed(args: &[&str]) -> std::process::Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
-    for var in [
-        "APIARY_API",
-        "APIARY_STACK",
-        "APIARY_PRINCIPAL",
-        "APIARY_AUTH",
-        "AWS_PROFILE",
-        "AWS_REGION",
-        "AWS_ENDPOINT_URL",
-    ] {
-        command.env_remove(var);
-    }
-    command
+    bare_apiary()
         .args(args)
         .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
         .env("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
         .env("AWS_SESSION_TOKEN", "session-token-example")
-        .env("AWS_CONFIG_FILE", "/nonexistent/config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
         .output()
         .expect("apiary")
 }
@@ -294,29 +275,29 @@ fn a_signed_claim_request_carries_the_signature_of_exactly_what_it_sends() {
 
 #[test]
 fn without_credentials_a_signed_request_is_not_sent_and_exits_3() {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
-    for var in [
-        "APIARY_STACK",
-        "APIARY_PRINCIPAL",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    ] {
-        command.env_remove(var);
-    }
-    let out = command
+    let out = bare_apiary()
         .args(["--api", "https://a1b2c3.execute-api.us-east-1.amazonaws.com/v1", "pool", "list"])
-        .env("AWS_CONFIG_FILE", "/nonexistent/config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
         .output()
         .expect("apiary");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.starts_with("apiary: no AWS credentials"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+}
+
+/// The binary with none of Apiary's settings and no AWS configuration from this machine: no credentials, no
+/// profiles, no region, no instance metadata.
+fn bare_apiary() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
+    for (var, _) in std::env::vars_os() {
+        let name = var.to_string_lossy();
+        if name.starts_with("APIARY_") || name.starts_with("AWS_") {
+            command.env_remove(&var);
+        }
+    }
+    command
+        .env("AWS_CONFIG_FILE", "/nonexistent/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    command
 }

@@ -41,18 +41,9 @@ pub async fn render(deps: &Deps) -> Result<String> {
         let s = &snap.pool.status;
         let _ = writeln!(
             out,
-            "pool {}  size {} running {} | ready {} standby {} installing {} claimed {} broken {} stale {} deleting {} pending claims {}{}",
+            "pool {}  {}{}",
             p.name,
-            s.size,
-            s.running_count,
-            s.ready,
-            s.standby,
-            s.installing,
-            s.claimed,
-            s.broken,
-            s.stale,
-            s.deleting,
-            s.pending_claims,
+            s.counts(),
             if p.deletion_requested_at.is_some() { "  (deleting)" } else { "" },
         );
         let mut clusters = snap.clusters.clone();

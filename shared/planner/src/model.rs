@@ -1176,6 +1176,25 @@ pub struct PoolStatus {
     pub conditions: Vec<Condition>,
 }
 
+impl PoolStatus {
+    /// The counts in one line, as the status views show them (`make run`, `apiary pool watch`).
+    pub fn counts(&self) -> String {
+        format!(
+            "size {} running {} | ready {} standby {} installing {} claimed {} broken {} stale {} deleting {} pending claims {}",
+            self.size,
+            self.running_count,
+            self.ready,
+            self.standby,
+            self.installing,
+            self.claimed,
+            self.broken,
+            self.stale,
+            self.deleting,
+            self.pending_claims
+        )
+    }
+}
+
 /// A cluster lost to provisioning, as the pool remembers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
