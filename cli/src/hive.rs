@@ -59,17 +59,17 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
         return Err(Failure::usage(format!("not a Hive ClusterPool manifest (kind is {kind})")));
     }
     let mut dropped = vec![];
-    let mut drop = |field: String, why: &str| dropped.push((field, why.to_owned()));
+    let mut leave = |field: String, why: &str| dropped.push((field, why.to_owned()));
     let api_version = manifest["apiVersion"].as_str().unwrap_or_default();
     if !api_version.starts_with("hive.openshift.io/") {
-        drop("apiVersion".into(), "not hive.openshift.io: translated as Hive's v1 all the same");
+        leave("apiVersion".into(), "not hive.openshift.io: translated as Hive's v1 all the same");
     }
     let name = match name.or(manifest["metadata"]["name"].as_str()) {
         Some(n) => n.to_owned(),
         None => return Err(Failure::usage("the manifest has no metadata.name: pass --name")),
     };
     if let Some(ns) = manifest["metadata"]["namespace"].as_str() {
-        drop(format!("metadata.namespace ({ns})"), "Apiary pools have no namespace: the name alone names the pool");
+        leave(format!("metadata.namespace ({ns})"), "Apiary pools have no namespace: the name alone names the pool");
     }
     let empty = Map::new();
     let hive = manifest["spec"].as_object().unwrap_or(&empty);
@@ -90,7 +90,7 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
                         "default" | "maximum" => {
                             lifetime.insert(k.clone(), v.clone());
                         }
-                        _ => drop(format!("spec.claimLifetime.{k}"), why_not(k)),
+                        _ => leave(format!("spec.claimLifetime.{k}"), why_not(k)),
                     }
                 }
                 spec.insert("claimLifetime".into(), Value::Object(lifetime));
@@ -101,21 +101,21 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
                         ("resumeTimeout", None) => {
                             spec.insert("powerstateTransitionToRunningTimeout".into(), v.clone());
                         }
-                        ("resumeTimeout", Some(_)) => drop(
+                        ("resumeTimeout", Some(_)) => leave(
                             "spec.hibernationConfig.resumeTimeout".into(),
                             "spec.powerstateTransitionToRunningTimeout is set too, and is the one carried over",
                         ),
-                        _ => drop(format!("spec.hibernationConfig.{k}"), why_not(k)),
+                        _ => leave(format!("spec.hibernationConfig.{k}"), why_not(k)),
                     }
                 }
             }
-            "inventory" => inventory(value, &mut spec, &mut drop),
+            "inventory" => inventory(value, &mut spec, &mut leave),
             "labels" => {
                 for (k, v) in value.as_object().unwrap_or(&empty) {
                     labels.insert(k.clone(), v.clone());
                 }
             }
-            "platform" => platform(value, &mut spec, &mut drop),
+            "platform" => platform(value, &mut spec, &mut leave),
             other => {
                 let shown = match value {
                     Value::Object(o) if o.get("name").is_some_and(Value::is_string) => {
@@ -123,7 +123,7 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
                     }
                     _ => format!("spec.{other}"),
                 };
-                drop(shown, why_not(other));
+                leave(shown, why_not(other));
             }
         }
     }
@@ -131,7 +131,7 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
         spec.insert("labels".into(), Value::Object(labels));
     }
     if let Some(annotations) = manifest["metadata"]["annotations"].as_object().filter(|a| !a.is_empty()) {
-        drop(format!("metadata.annotations ({} of them)", annotations.len()), why_not("annotations"));
+        leave(format!("metadata.annotations ({} of them)", annotations.len()), why_not("annotations"));
     }
     let mut merged = base.cloned().unwrap_or_else(|| json!({}));
     if let (Some(from), Some(to)) = (platform_kind(base), platform_kind(Some(&Value::Object(spec.clone())))) {
@@ -150,22 +150,22 @@ fn platform_kind(spec: Option<&Value>) -> Option<String> {
 
 /// Seed 003's inventory (`{clusterDeployments: [{name}]}`) carries over; Hive's list of
 /// ClusterDeploymentCustomization references does not (each patches an install-config, it names no cluster).
-fn inventory(value: &Value, spec: &mut Map<String, Value>, drop: &mut impl FnMut(String, &str)) {
+fn inventory(value: &Value, spec: &mut Map<String, Value>, leave: &mut impl FnMut(String, &str)) {
     match value {
         Value::Object(o) if o.contains_key("clusterDeployments") => {
             spec.insert("inventory".into(), json!({ "clusterDeployments": o["clusterDeployments"] }));
         }
-        Value::Array(entries) => drop(
+        Value::Array(entries) => leave(
             format!("spec.inventory ({} ClusterDeploymentCustomization entries)", entries.len()),
             "each patches an install-config for your installer; Apiary's inventory is a list of cluster names \
              (inventory.clusterDeployments[].name)",
         ),
-        _ => drop("spec.inventory".into(), "neither seed 003's clusterDeployments nor Hive's list"),
+        _ => leave("spec.inventory".into(), "neither seed 003's clusterDeployments nor Hive's list"),
     }
 }
 
 /// The parts of Hive's platform that say where machines are.
-fn platform(value: &Value, spec: &mut Map<String, Value>, drop: &mut impl FnMut(String, &str)) {
+fn platform(value: &Value, spec: &mut Map<String, Value>, leave: &mut impl FnMut(String, &str)) {
     let Some((kind, p)) = value.as_object().and_then(|o| o.iter().next()) else { return };
     let empty = Map::new();
     let p = p.as_object().unwrap_or(&empty);
@@ -184,7 +184,7 @@ fn platform(value: &Value, spec: &mut Map<String, Value>, drop: &mut impl FnMut(
             "vsphere",
         ),
         other => {
-            drop(format!("spec.platform.{other}"), "Apiary powers aws, gcp, azure and vsphere machines");
+            leave(format!("spec.platform.{other}"), "Apiary powers aws, gcp, azure and vsphere machines");
             return;
         }
     };
@@ -209,7 +209,7 @@ fn platform(value: &Value, spec: &mut Map<String, Value>, drop: &mut impl FnMut(
                     ("azure", "cloudName") => "Apiary talks to Azure's public cloud",
                     _ => INSTALLER,
                 };
-                drop(format!("spec.platform.{kind}.{field}"), why);
+                leave(format!("spec.platform.{kind}.{field}"), why);
             }
         }
     }
