@@ -304,23 +304,28 @@ fn reqwest_reason(e: &SendError) -> String {
         SendError::Failed(f) => return f.message.clone(),
         SendError::Other(m) => return m.clone(),
     };
-    let mut reason = if e.is_timeout() {
+    let reason = if e.is_timeout() {
         "no answer in time".to_owned()
     } else if e.is_connect() {
         "cannot connect".to_owned()
     } else {
         "request failed".to_owned()
     };
-    // The chain of causes, each said once (hyper and the OS often repeat what the level above said).
-    let mut source = std::error::Error::source(e);
+    with_causes(reason, e)
+}
+
+/// `head`, then each cause in `e`'s chain below it, each said once (hyper and the OS often repeat what the level
+/// above said).
+fn with_causes(mut head: String, e: &dyn std::error::Error) -> String {
+    let mut source = e.source();
     while let Some(s) = source {
         let text = s.to_string();
-        if !reason.contains(&text) {
-            reason.push_str(&format!(": {text}"));
+        if !head.contains(&text) {
+            head.push_str(&format!(": {text}"));
         }
         source = s.source();
     }
-    reason
+    head
 }
 
 /// The caller's credentials, fetched again when they expire within five minutes.
@@ -333,7 +338,7 @@ async fn credentials(
         current.as_ref().is_some_and(|c| c.expiry().is_none_or(|at| at > SystemTime::now() + Duration::from_secs(300)));
     if !fresh {
         let c = provider.provide_credentials().await.map_err(|e| {
-            let why = first_cause(&e);
+            let why = with_causes(e.to_string(), &e);
             if why.contains("no credentials found") {
                 no_credentials()
             } else {
@@ -352,13 +357,6 @@ fn no_credentials() -> Failure {
         "no AWS credentials found (environment, profiles, web identity, container or instance role): set \
          AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
     )
-}
-
-fn first_cause(e: &dyn std::error::Error) -> String {
-    match e.source() {
-        Some(s) => format!("{e}: {s}"),
-        None => e.to_string(),
-    }
 }
 
 /// The caller's AWS configuration (credentials and region from the environment, profiles, SSO or the instance).
