@@ -39,10 +39,64 @@ pub fn busy_pool(n: usize) -> Snapshot {
     s.snapshot()
 }
 
+/// The same pool with the adaptive count and forecast on, its profile learned over four weeks (a trickle, busy
+/// hours and bursts), and the pending claims not yet counted: the plan counts them, closes the buckets since the
+/// last count and calibrates the week: the most work forecast adds to a plan.
+pub fn forecasting_pool(n: usize) -> Snapshot {
+    use apiary_planner::forecast::{bucket_start, Buckets, Profile, BUCKETS};
+    use apiary_planner::{Demand, Forecast};
+    let mut snap = busy_pool(n);
+    let adaptive = apiary_planner::AdaptiveRunningCount {
+        instant_share: Some(0.95),
+        wait_p95: None,
+        window: None,
+        resume_estimate: Some(apiary_planner::GoDuration::new("4m")),
+        forecast: Some(Forecast::default()),
+    };
+    snap.pool.spec.adaptive_running_count = Some(adaptive);
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut draw = |_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        match x % 20 {
+            0 => (x % 4000) as u16,
+            1..=6 => (x % 600) as u16,
+            _ => (x % 50) as u16,
+        }
+    };
+    let open = bucket_start(at(5990), chrono_tz::Tz::UTC);
+    snap.pool.status.demand = Some(Demand {
+        claims_per_hour: 20.0,
+        at: at(5990),
+        counted_until: at(5990),
+        counted_at_edge: Vec::new(),
+        profile: Some(Profile {
+            time_zone: "UTC".into(),
+            since: open - chrono::TimeDelta::weeks(4),
+            open,
+            open_count: 3,
+            mean: Buckets((0..BUCKETS).map(&mut draw).collect()),
+            spread: Buckets((0..BUCKETS).map(&mut draw).collect()),
+            worth: Some(0.5),
+        }),
+    });
+    snap
+}
+
 fn bench_plan(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan");
     for n in [100usize, 1_000, 10_000] {
         let snapshot = busy_pool(n);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_with_input(BenchmarkId::from_parameter(n), &snapshot, |b, snap| {
+            b.iter(|| plan(black_box(snap), at(7000), 7))
+        });
+    }
+    group.finish();
+    let mut group = c.benchmark_group("plan-forecast");
+    for n in [100usize, 10_000] {
+        let snapshot = forecasting_pool(n);
         group.throughput(Throughput::Elements(n as u64));
         group.bench_with_input(BenchmarkId::from_parameter(n), &snapshot, |b, snap| {
             b.iter(|| plan(black_box(snap), at(7000), 7))

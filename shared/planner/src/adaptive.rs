@@ -19,6 +19,7 @@ use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::{hours, GoDuration};
+use crate::forecast::{Forecast, Profile, BURST_MARGIN};
 use crate::model::{Claim, Cluster, Timestamp};
 
 /// Default time constant of the arrival-rate estimate.
@@ -53,6 +54,9 @@ pub struct AdaptiveRunningCount {
     /// Resume time to assume until the pool has measured one. Default 5m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_estimate: Option<GoDuration>,
+    /// Learn the week's pattern of claims and have spares Running before the demand it has seen before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forecast: Option<Forecast>,
 }
 
 /// The arrival-rate estimate kept in the pool's status.
@@ -68,6 +72,9 @@ pub struct Demand {
     /// The claims created exactly at `counted_until` that are counted (a parallel burst shares one instant).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counted_at_edge: Vec<String>,
+    /// The forecast's time-of-week profile, when the option is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
 }
 
 /// What the adaptive option decides at one instant.
@@ -102,41 +109,86 @@ impl AdaptiveRunningCount {
     ) -> Decision {
         let window = self.window();
         let tau_h = hours(window);
-        let demand = update(stored, claims, now, window);
-        let rate = decayed(&demand, now, tau_h);
-        let resume = measured_resume(clusters)
+        let resume = measured_resume(clusters, RESUME_QUANTILE)
             .or_else(|| self.resume_estimate.as_ref().and_then(GoDuration::get))
             .unwrap_or(DEFAULT_RESUME);
-        let running = self.running_for(rate, resume, cap);
-        let next_drop = if running == 0 || rate < NEGLIGIBLE_RATE {
-            None
-        } else {
-            // The largest rate that asks for fewer spares, by bisection (the count only grows with the rate).
-            let (mut lo, mut hi) = (0.0_f64, rate);
-            for _ in 0..40 {
-                let mid = (lo + hi) / 2.0;
-                if self.running_for(mid, resume, cap) < running {
-                    lo = mid;
-                } else {
-                    hi = mid;
+        let target = self.target(resume);
+        let learn = self.forecast.as_ref().zip(target.map(|_| (self.flow_exposure(clusters, resume), resume, cap)));
+        let demand = update(self, stored, claims, now, window, learn);
+        let rate = decayed(&demand, now, tau_h);
+        let mut running = self.running_for(rate, resume, cap);
+        let mut next_drop = self.next_drop(running, rate, resume, cap, now);
+        if let (Some((forecast, _)), Some(profile)) = (learn, demand.profile.as_ref()) {
+            if profile.ready(now) {
+                let exposure = self.flow_exposure(clusters, resume);
+                let view = profile.at(now, forecast);
+                let hot = view.hot(rate, now, window);
+                let at = |t: Timestamp| {
+                    let burst = view.burst_need(t, resume + BURST_MARGIN).ceil() as usize;
+                    let flow_rate = view.flow_rate(t).max(view.flow_rate(t + exposure));
+                    (burst + view.flow_spares(flow_rate, exposure, cap)).min(cap)
+                };
+                let foreseen = at(now);
+                // When demand runs clearly hotter than the forecast, the adaptive count stands on its own.
+                if !hot {
+                    next_drop = None;
                 }
+                running = if hot { foreseen.max(running) } else { foreseen };
+                // The next instant the foresight changes its answer (bursts come a lead early, flows change at the
+                // buckets' edges); past the horizon, a look again then.
+                let moments = view.moments(now, resume + BURST_MARGIN);
+                let change = moments.iter().copied().find(|t| at(*t) != foreseen).or(moments.last().copied());
+                next_drop = earliest(next_drop, change);
             }
-            // rate · e^(−t/τ) = lo  ⇒  t = τ · ln(rate / lo); nudged past the crossing so the drop has happened.
-            (lo > 0.0).then(|| {
-                let secs = tau_h * 3600.0 * (rate / lo).ln() + 1.0;
-                now + TimeDelta::milliseconds((secs * 1000.0).ceil() as i64)
-            })
-        };
+        }
         Decision { running, demand, rate, resume, next_drop }
+    }
+
+    /// When the decaying `rate`, now asking for `running` spares, next asks for fewer.
+    fn next_drop(&self, running: usize, rate: f64, resume: TimeDelta, cap: usize, now: Timestamp) -> Option<Timestamp> {
+        if running == 0 || rate < NEGLIGIBLE_RATE {
+            return None;
+        }
+        let tau_h = hours(self.window());
+        // The largest rate that asks for fewer spares, by bisection (the count only grows with the rate).
+        let (mut lo, mut hi) = (0.0_f64, rate);
+        for _ in 0..40 {
+            let mid = (lo + hi) / 2.0;
+            if self.running_for(mid, resume, cap) < running {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        // rate · e^(−t/τ) = lo  ⇒  t = τ · ln(rate / lo); nudged past the crossing so the drop has happened.
+        (lo > 0.0).then(|| {
+            let secs = tau_h * 3600.0 * (rate / lo).ln() + 1.0;
+            now + TimeDelta::milliseconds((secs * 1000.0).ceil() as i64)
+        })
+    }
+
+    /// The forecast's exposure: spares taken by a flow are Poisson with mean `rate × mean resume` (M/G/∞), so
+    /// the flow is planned with the typical resume (the median measured, and one power poll), not a slow one.
+    fn flow_exposure(&self, clusters: &[Cluster], resume: TimeDelta) -> TimeDelta {
+        let typical = measured_resume(clusters, 0.5).unwrap_or(resume).min(resume) + crate::power::POLL;
+        match self.target(typical) {
+            Some((exposure, _)) => exposure,
+            None => typical,
+        }
+    }
+
+    /// How long a claim is exposed to a missing spare, and the share of claims to serve within it.
+    fn target(&self, resume: TimeDelta) -> Option<(TimeDelta, f64)> {
+        match (self.instant_share, self.wait_p95.as_ref().and_then(GoDuration::get)) {
+            (Some(share), _) => Some((resume, share)),
+            (None, Some(wait)) => Some(((resume - wait).max(TimeDelta::zero()), 0.95)),
+            (None, None) => None,
+        }
     }
 
     /// The spares needed at `rate` claims per hour with resumes taking `resume`, at most `cap`.
     pub fn running_for(&self, rate: f64, resume: TimeDelta, cap: usize) -> usize {
-        let (exposure, share) = match (self.instant_share, self.wait_p95.as_ref().and_then(GoDuration::get)) {
-            (Some(share), _) => (resume, share),
-            (None, Some(wait)) => ((resume - wait).max(TimeDelta::zero()), 0.95),
-            (None, None) => return 0,
-        };
+        let Some((exposure, share)) = self.target(resume) else { return 0 };
         // Sporadic demand gets no spare: keeping one Running until the next claim costs more than that claim's
         // one resume of waiting.
         let window_h = hours(self.window());
@@ -173,7 +225,14 @@ fn decayed(d: &Demand, now: Timestamp, tau_h: f64) -> f64 {
 /// A claim is new when it was created after `counted_until`, or exactly then and is not among the names
 /// counted at that instant. (A claim that becomes visible only after a later one was counted is missed: the
 /// estimate runs a little low, never double counts.)
-fn update(stored: Option<&Demand>, claims: &[Claim], now: Timestamp, window: TimeDelta) -> Demand {
+fn update(
+    adaptive: &AdaptiveRunningCount,
+    stored: Option<&Demand>,
+    claims: &[Claim],
+    now: Timestamp,
+    window: TimeDelta,
+    learn: Option<(&Forecast, (TimeDelta, TimeDelta, usize))>,
+) -> Demand {
     let tau_h = hours(window);
     // Enabling the option counts the claims still in the table from the last few windows.
     let since = stored.map_or(now - window * 4, |d| d.counted_until);
@@ -183,19 +242,43 @@ fn update(stored: Option<&Demand>, claims: &[Claim], now: Timestamp, window: Tim
         .filter(|c| c.created_at > since || (c.created_at == since && !edge.contains(&c.name)))
         .map(|c| (c.created_at, c.name.as_str()))
         .collect();
+    fresh.sort();
+    // The profile learns while the forecast is on; one kept in another time zone starts afresh.
+    let mut profile = learn.map(|(forecast, _)| match stored.and_then(|d| d.profile.as_ref()) {
+        Some(p) if p.time_zone == forecast.zone().name() => p.clone(),
+        _ => Profile::new(forecast, fresh.first().map_or(now, |(t, _)| *t)),
+    });
     if fresh.is_empty() {
-        return stored.cloned().unwrap_or(Demand {
+        let mut same = stored.cloned().unwrap_or(Demand {
             claims_per_hour: 0.0,
             at: now,
             counted_until: since,
             counted_at_edge: Vec::new(),
+            profile: None,
         });
+        same.profile = profile;
+        return same;
     }
-    fresh.sort();
     let mut rate = stored.map_or(0.0, |d| decayed(d, now, tau_h));
+    let mut closed = false;
     for (t, _) in &fresh {
-        let age_h = hours((now - *t).max(TimeDelta::zero()));
-        rate += (-age_h / tau_h).exp() / tau_h;
+        let foreseen = match (&mut profile, learn) {
+            (Some(p), Some((forecast, _))) => {
+                let (foreseen, closes) = p.count(*t, forecast);
+                closed |= closes;
+                foreseen
+            }
+            _ => false,
+        };
+        // A claim the forecast foresaw was served by spares resumed for it: it says nothing about the rate.
+        if !foreseen {
+            let age_h = hours((now - *t).max(TimeDelta::zero()));
+            rate += (-age_h / tau_h).exp() / tau_h;
+        }
+    }
+    // Buckets closed: the week is calibrated again, once for all the claims counted.
+    if let (true, Some(p), Some((forecast, (exposure, resume, cap)))) = (closed, &mut profile, learn) {
+        p.calibrate(forecast, exposure, &|rate| adaptive.running_for(rate, resume, cap));
     }
     let counted_until = fresh.last().map_or(since, |(t, _)| *t);
     let mut counted_at_edge: Vec<String> =
@@ -204,16 +287,23 @@ fn update(stored: Option<&Demand>, claims: &[Claim], now: Timestamp, window: Tim
         counted_at_edge.extend(edge.iter().cloned());
         counted_at_edge.sort();
     }
-    Demand { claims_per_hour: rate, at: now, counted_until, counted_at_edge }
+    Demand { claims_per_hour: rate, at: now, counted_until, counted_at_edge, profile }
+}
+
+fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The [`RESUME_QUANTILE`] of the clusters' last measured resume times.
-fn measured_resume(clusters: &[Cluster]) -> Option<TimeDelta> {
+fn measured_resume(clusters: &[Cluster], quantile: f64) -> Option<TimeDelta> {
     let mut secs: Vec<u32> = clusters.iter().filter_map(|c| c.last_resume_seconds).collect();
     if secs.is_empty() {
         return None;
     }
-    let rank = ((secs.len() as f64 * RESUME_QUANTILE) as usize).min(secs.len() - 1);
+    let rank = ((secs.len() as f64 * quantile) as usize).min(secs.len() - 1);
     let (_, slow, _) = secs.select_nth_unstable(rank);
     Some(TimeDelta::seconds(i64::from(*slow)))
 }

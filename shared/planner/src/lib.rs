@@ -43,7 +43,9 @@
 
 pub mod adaptive;
 pub mod apply;
+pub mod canary;
 pub mod duration;
+pub mod forecast;
 mod hash;
 pub mod ids;
 pub mod machines;
@@ -57,7 +59,9 @@ pub mod version;
 
 pub use adaptive::{AdaptiveRunningCount, Demand};
 pub use apply::{apply, apply_mut, Conflict};
+pub use canary::ResumeCanaries;
 pub use duration::GoDuration;
+pub use forecast::Forecast;
 pub use model::*;
 pub use plan::{plan, Action, DeleteReason, Plan, ReleaseReason};
 pub use validate::{validate_spec, validate_update, FieldError};

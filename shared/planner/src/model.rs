@@ -77,6 +77,10 @@ pub struct PoolSpec {
     /// Set the running count from measured demand; `runningCount` (or a schedule's) is then the floor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adaptive_running_count: Option<AdaptiveRunningCount>,
+    /// Resume standbys that have slept long, in quiet hours, so that one that no longer resumes is replaced
+    /// before a claim needs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_canaries: Option<crate::canary::ResumeCanaries>,
 }
 
 impl PoolSpec {
@@ -101,6 +105,7 @@ impl PoolSpec {
             provisioner: None,
             schedules: Vec::new(),
             adaptive_running_count: None,
+            resume_canaries: None,
         }
     }
 

@@ -35,7 +35,13 @@ fn the_rate_estimate_follows_a_steady_arrival_rate() {
 
 #[test]
 fn the_running_count_comes_from_the_poisson_model() {
-    let a = AdaptiveRunningCount { instant_share: Some(0.95), wait_p95: None, window: None, resume_estimate: None };
+    let a = AdaptiveRunningCount {
+        instant_share: Some(0.95),
+        wait_p95: None,
+        window: None,
+        resume_estimate: None,
+        forecast: None,
+    };
     // 12 claims/h planned as 12 + √(12 / 2τ) = 15.5/h; 5-minute resumes: mu = 1.29.
     // P(N ≤ 2) = 0.860, P(N ≤ 3) = 0.958 → 4 spares.
     assert_eq!(a.running_for(12.0, TimeDelta::minutes(5), 100), 4);
@@ -48,6 +54,7 @@ fn the_running_count_comes_from_the_poisson_model() {
         wait_p95: Some(GoDuration::new("5m")),
         window: None,
         resume_estimate: None,
+        forecast: None,
     };
     assert_eq!(w.running_for(120.0, TimeDelta::minutes(5), 100), 0);
     assert!(w.running_for(120.0, TimeDelta::minutes(10), 100) > 0);
@@ -128,8 +135,13 @@ fn the_power_step_records_how_long_a_resume_took() {
 #[test]
 fn an_adaptive_spec_needs_exactly_one_valid_target() {
     let mut spec = pool().size(3).spec;
-    spec.adaptive_running_count =
-        Some(AdaptiveRunningCount { instant_share: None, wait_p95: None, window: None, resume_estimate: None });
+    spec.adaptive_running_count = Some(AdaptiveRunningCount {
+        instant_share: None,
+        wait_p95: None,
+        window: None,
+        resume_estimate: None,
+        forecast: None,
+    });
     let fields =
         |s: &PoolSpec| validate_spec(s).err().unwrap_or_default().into_iter().map(|e| e.field).collect::<Vec<_>>();
     assert_eq!(fields(&spec), ["adaptiveRunningCount"]);
@@ -138,6 +150,7 @@ fn an_adaptive_spec_needs_exactly_one_valid_target() {
         wait_p95: None,
         window: Some(GoDuration::new("0s")),
         resume_estimate: None,
+        forecast: None,
     });
     assert_eq!(fields(&spec), ["adaptiveRunningCount.instantShare", "adaptiveRunningCount.window"]);
     spec.adaptive_running_count = Some(AdaptiveRunningCount {
@@ -145,6 +158,7 @@ fn an_adaptive_spec_needs_exactly_one_valid_target() {
         wait_p95: Some(GoDuration::new("90s")),
         window: Some(GoDuration::new("1h")),
         resume_estimate: None,
+        forecast: None,
     });
     assert_eq!(validate_spec(&spec), Ok(()));
 }

@@ -5,7 +5,9 @@ mod support;
 
 use std::collections::{HashMap, HashSet};
 
+use apiary_planner::forecast::{Buckets, Profile, BUCKETS};
 use apiary_planner::*;
+use chrono::TimeDelta;
 use proptest::prelude::*;
 use support::*;
 
@@ -55,6 +57,10 @@ struct Gen {
     timeouts: bool,
     deleting_pool: bool,
     adaptive: bool,
+    /// With the adaptive count: forecast on, with a profile drawn from this seed over this many weeks.
+    forecast: Option<(u64, u8)>,
+    /// Resume canaries after 30 minutes asleep, this many at a time, in 01:00–02:00 UTC or at any time.
+    canaries: Option<(i64, bool)>,
     schedule: bool,
     clusters: Vec<(Kind, i64, bool, bool)>,
     pending: Vec<i64>,
@@ -77,7 +83,13 @@ fn gen() -> impl Strategy<Value = Gen> {
         proptest::collection::vec((kind(), 0i64..100, any::<bool>(), prop::bool::weighted(0.2)), 0..14),
         proptest::collection::vec(0i64..120, 0..6),
         proptest::collection::vec((0usize..8, 0i64..120), 0..3),
-        (100i64..200, any::<u64>(), any::<bool>()),
+        (
+            100i64..200,
+            any::<u64>(),
+            any::<bool>(),
+            proptest::option::of((any::<u64>(), 0u8..4)),
+            proptest::option::of((1i64..4, any::<bool>())),
+        ),
     )
         .prop_map(
             |(
@@ -86,7 +98,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 clusters,
                 pending,
                 orphans,
-                (now, seed, schedule),
+                (now, seed, schedule, forecast, canaries),
             )| Gen {
                 size,
                 running,
@@ -98,6 +110,8 @@ fn gen() -> impl Strategy<Value = Gen> {
                 timeouts: to,
                 deleting_pool: del,
                 adaptive,
+                forecast,
+                canaries,
                 schedule,
                 clusters,
                 pending,
@@ -134,6 +148,12 @@ fn snapshot(g: &Gen) -> Snapshot {
     }
     if g.adaptive {
         p = p.adaptive(0.9, "5m");
+        if g.forecast.is_some() {
+            p = p.forecast("Europe/Berlin");
+        }
+    }
+    if let Some((n, in_hours)) = g.canaries {
+        p = p.canaries("30m", n, in_hours.then_some("01:00-02:00"));
     }
     if g.schedule {
         // Open 01:00–02:00 every day; the generated `now` is 01:40–03:20.
@@ -199,7 +219,46 @@ fn snapshot(g: &Gen) -> Snapshot {
             s = s.with(lease(&name, &format!("{name}-ghost"), at(reserved)));
         }
     }
-    s.snapshot()
+    let mut snap = s.snapshot();
+    if let (true, Some((seed, weeks))) = (g.adaptive, g.forecast) {
+        snap.pool.status.demand = Some(learned_demand(seed, weeks));
+    }
+    snap
+}
+
+/// A rate estimate with a profile learned over `weeks` weeks: mostly a trickle, some busy buckets and bursts,
+/// drawn from `seed`.
+fn learned_demand(seed: u64, weeks: u8) -> Demand {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut draw = |_| match next() % 20 {
+        0 => (next() % 4000) as u16,
+        1..=6 => (next() % 600) as u16,
+        _ => (next() % 50) as u16,
+    };
+    let mean = Buckets((0..BUCKETS).map(&mut draw).collect());
+    let spread = Buckets((0..BUCKETS).map(&mut draw).collect());
+    let open = at(50);
+    Demand {
+        claims_per_hour: (next() % 100) as f64,
+        at: at(40),
+        counted_until: at(50),
+        counted_at_edge: Vec::new(),
+        profile: Some(Profile {
+            time_zone: "Europe/Berlin".into(),
+            since: open - TimeDelta::weeks(i64::from(weeks)) - TimeDelta::minutes(50),
+            open,
+            open_count: (next() % 5) as u32,
+            mean,
+            spread,
+            worth: Some((next() % 1000) as f64 / 100.0),
+        }),
+    }
 }
 
 fn config() -> ProptestConfig {

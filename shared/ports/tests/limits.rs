@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use apiary_planner::forecast::{Buckets, Profile, BUCKETS};
 use apiary_planner::validate::limits::*;
 use apiary_planner::validate::MAX_CLUSTER_NAME_LEN;
 use apiary_planner::*;
@@ -66,6 +67,13 @@ fn largest_spec() -> PoolSpec {
         wait_p95: Some(duration()),
         window: Some(duration()),
         resume_estimate: Some(duration()),
+        forecast: Some(Forecast { time_zone: Some(LONGEST_ZONE.into()), half_life_weeks: Some(8.0) }),
+    });
+    spec.resume_canaries = Some(ResumeCanaries {
+        after: duration(),
+        at_a_time: Some(100),
+        hours: Some("22:00-06:00".into()),
+        time_zone: Some(LONGEST_ZONE.into()),
     });
     spec
 }
@@ -123,6 +131,29 @@ fn largest_of_each_platform() -> Vec<PoolSpec> {
         .collect()
 }
 
+/// The longest time zone name there is.
+const LONGEST_ZONE: &str = "America/Argentina/ComodRivadavia";
+
+/// A rate estimate with a profile learned to the brim.
+fn full_profile() -> Demand {
+    let full = || Buckets(vec![u16::MAX; BUCKETS]);
+    Demand {
+        claims_per_hour: f64::MAX,
+        at: t0(),
+        counted_until: t0(),
+        counted_at_edge: vec![text(63)],
+        profile: Some(Profile {
+            time_zone: LONGEST_ZONE.into(),
+            since: t0(),
+            open: t0(),
+            open_count: u32::MAX,
+            mean: full(),
+            spread: full(),
+            worth: Some(f64::MAX),
+        }),
+    }
+}
+
 fn conditions() -> Vec<Condition> {
     let mut c = vec![];
     for t in ["A", "B", "C", "D", "E", "F"] {
@@ -139,7 +170,7 @@ fn the_largest_pool_spec_validation_allows_is_far_below_the_item_limit() {
         let pool = Pool {
             name: text(63),
             spec,
-            status: PoolStatus { conditions: conditions(), ..PoolStatus::default() },
+            status: PoolStatus { conditions: conditions(), demand: Some(full_profile()), ..PoolStatus::default() },
             next_wake_at: Some(t0()),
             deletion_requested_at: Some(t0()),
             created_at: t0(),

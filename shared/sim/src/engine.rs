@@ -13,9 +13,9 @@ use chrono::TimeDelta;
 
 use apiary_planner::duration::hours;
 use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
-use apiary_planner::{apply_mut, plan, Action, Claim, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
+use apiary_planner::{apply_mut, plan, Action, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
 
-use crate::report::{Calls, Outcome, Sample};
+use crate::report::{Calls, Outcome, Sample, Usage};
 use crate::rng::Rng;
 use crate::trace::Trace;
 
@@ -62,6 +62,9 @@ pub struct Platform {
     pub install_failure: f64,
     /// Probability a resume never completes (caught by the pool's resume timeout).
     pub resume_failure: f64,
+    /// Added to that per day the cluster has been asleep (certificates, credentials and operators that do not
+    /// survive a long hibernation; seed 002).
+    pub resume_failure_per_day_asleep: f64,
 }
 
 impl Default for Platform {
@@ -75,6 +78,7 @@ impl Default for Platform {
             delete: Spread::minutes(5.0, 0.2),
             install_failure: 0.0,
             resume_failure: 0.01,
+            resume_failure_per_day_asleep: 0.0,
         }
     }
 }
@@ -138,6 +142,8 @@ enum Event {
     PowerCheck(String),
     Deprovisioned(String),
     Wake,
+    /// The learning weeks are over: what happened so far is not measured.
+    Measure,
 }
 
 /// A running simulation.
@@ -174,6 +180,7 @@ pub struct Simulation<'t> {
     calls: Calls,
     writes: usize,
     reconciles: usize,
+    usage: Usage,
 }
 
 impl<'t> Simulation<'t> {
@@ -206,7 +213,7 @@ impl<'t> Simulation<'t> {
             counts: (0, 0, 0, 0),
             dirty: false,
             now: start,
-            next_sample: trace.start,
+            next_sample: trace.measured_from(),
             samples: Vec::new(),
             waits: Vec::new(),
             spare_running_h: 0.0,
@@ -218,6 +225,7 @@ impl<'t> Simulation<'t> {
             calls: Calls::default(),
             writes: 0,
             reconciles: 0,
+            usage: Usage::default(),
             setup,
         }
     }
@@ -238,6 +246,9 @@ impl<'t> Simulation<'t> {
             self.at(start + offset, Event::SetRunning(n));
         }
         self.at(start - WARM_UP, Event::Wake);
+        if self.trace.learn > TimeDelta::zero() {
+            self.at(self.trace.measured_from(), Event::Measure);
+        }
         while let Some(Reverse((t, _, _))) = self.events.peek() {
             let now = *t;
             if now > end {
@@ -306,6 +317,8 @@ impl<'t> Simulation<'t> {
                 if self.power_due.get(&id) == Some(&now) {
                     self.power_due.remove(&id);
                 }
+                // A re-check is a delayed message to the power function.
+                self.usage.power_runs += 1;
                 self.drive(&id, now)
             }
             Event::Deprovisioned(id) => {
@@ -319,7 +332,14 @@ impl<'t> Simulation<'t> {
             }
             Event::Wake => {
                 self.wakes.remove(&now);
+                self.usage.wakes += 1;
                 true
+            }
+            Event::Measure => {
+                (self.installs, self.broken, self.writes, self.reconciles) = (0, 0, 0, 0);
+                self.usage = Usage::default();
+                self.calls = Calls::default();
+                false
             }
         }
     }
@@ -330,6 +350,10 @@ impl<'t> Simulation<'t> {
         let plan = plan(&self.snap, now, self.plan_seed);
         self.reconciles += 1;
         self.writes += plan.writes().count();
+        if plan.actions.iter().any(|a| matches!(a, Action::UpdatePool { .. })) {
+            self.usage.pool_writes += 1;
+            self.usage.pool_item_bytes = serde_json::to_vec(&self.snap.pool).map_or(0, |v| v.len());
+        }
         for action in &plan.actions {
             if let Action::AssignClaim { claim, at, .. } = action {
                 if let Some(c) = self.snap.claims.iter().find(|c| &c.name == claim) {
@@ -364,6 +388,8 @@ impl<'t> Simulation<'t> {
                 _ => {}
             }
         }
+        // Each cluster the plan touches is a message to the power function.
+        self.usage.power_runs += drive.len();
         let mut again = false;
         for id in drive {
             again |= self.drive(&id, now);
@@ -483,7 +509,12 @@ impl<'t> Simulation<'t> {
             }
             (ActuatorCall::Start, Machines::Stopped | Machines::Stopping(_)) => {
                 self.calls.start += 1;
-                if self.rng.chance(p.resume_failure) {
+                let asleep = self
+                    .position(id)
+                    .and_then(|i| apiary_planner::canary::idle_since(&self.snap.clusters[i]))
+                    .map_or(0.0, |t| hours(now - t) / 24.0);
+                let failure = (p.resume_failure + p.resume_failure_per_day_asleep * asleep).min(1.0);
+                if self.rng.chance(failure) {
                     Machines::Starting(None)
                 } else {
                     let t = now + p.resume.draw(&mut self.rng);
@@ -537,8 +568,8 @@ impl<'t> Simulation<'t> {
             });
             self.next_sample += self.setup.sample_every;
         }
-        // Only the trace's period is measured.
-        let from = self.now.max(self.trace.start);
+        // Only the trace's measured period counts.
+        let from = self.now.max(self.trace.measured_from());
         let h = hours((now - from).max(TimeDelta::zero()));
         self.spare_running_h += spare as f64 * h;
         self.installing_h += installing as f64 * h;
@@ -549,21 +580,23 @@ impl<'t> Simulation<'t> {
 
     fn finish(mut self, end: Timestamp) -> Outcome {
         // Claims never served wait until the end: counted, as a lower bound of their wait.
+        let measured = self.trace.measured_from();
+        self.waits.retain(|(at, _)| *at >= measured);
         let unserved: Vec<(Timestamp, TimeDelta)> = self
             .snap
             .claims
             .iter()
-            .filter(|c| c.cluster.is_none())
+            .filter(|c| c.cluster.is_none() && c.created_at >= measured)
             .map(|c| (c.created_at, end - c.created_at))
             .collect();
         let unserved_count = unserved.len();
         self.waits.extend(unserved);
         self.waits.sort();
         let costs = self.setup.costs;
-        Outcome::new(
+        let mut outcome = Outcome::new(
             &self.setup.policy,
             &self.trace.name,
-            self.trace.arrivals.len(),
+            self.trace.arrivals.iter().filter(|a| self.trace.start + a.at >= measured).count(),
             unserved_count,
             self.waits,
             crate::report::Hours {
@@ -579,6 +612,13 @@ impl<'t> Simulation<'t> {
             self.writes,
             self.reconciles,
             self.samples,
-        )
+        );
+        // Claims wait for a Running cluster; one that waited longer than a resume may take waited on a resume
+        // that broke (or on a pool with nothing left to resume).
+        let timeout = self.setup.spec.powerstate_transition_to_running_timeout.as_ref().and_then(GoDuration::get);
+        self.usage.clusters = self.snap.clusters.len();
+        outcome.usage = self.usage;
+        outcome.claims_hit_broken = timeout.map_or(0, |t| outcome.waits.iter().filter(|(_, w)| *w >= t).count());
+        outcome
     }
 }

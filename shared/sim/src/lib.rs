@@ -22,6 +22,7 @@
 //! assert!(outcome.instant_percent >= 50.0);
 //! ```
 
+pub mod bill;
 pub mod engine;
 pub mod policy;
 pub mod report;
@@ -30,7 +31,9 @@ pub mod trace;
 
 use chrono::TimeDelta;
 
-use apiary_planner::{AdaptiveRunningCount, FakePlatform, GoDuration, Platform as PoolPlatform, PoolSpec};
+use apiary_planner::{
+    AdaptiveRunningCount, FakePlatform, Forecast, GoDuration, Platform as PoolPlatform, PoolSpec, ResumeCanaries,
+};
 
 pub use engine::{Costs, Platform, Setup, Simulation, Spread};
 pub use policy::Policy;
@@ -47,7 +50,61 @@ pub fn base_spec(size: i64) -> PoolSpec {
 
 /// The adaptive option the comparison uses by default: serve 95% of claims at once.
 pub fn default_adaptive() -> AdaptiveRunningCount {
-    AdaptiveRunningCount { instant_share: Some(0.95), wait_p95: None, window: None, resume_estimate: None }
+    AdaptiveRunningCount {
+        instant_share: Some(0.95),
+        wait_p95: None,
+        window: None,
+        resume_estimate: None,
+        forecast: None,
+    }
+}
+
+/// The same with forecast pre-warming on (UTC, the default half-life).
+pub fn default_forecast() -> AdaptiveRunningCount {
+    AdaptiveRunningCount { forecast: Some(Forecast::default()), ..default_adaptive() }
+}
+
+/// The canaries the comparison tries: standbys asleep two days, two at a time, 01:00–05:00 UTC.
+pub fn default_canaries() -> ResumeCanaries {
+    ResumeCanaries {
+        after: GoDuration::new("48h"),
+        at_a_time: Some(2),
+        hours: Some("01:00-05:00".into()),
+        time_zone: None,
+    }
+}
+
+/// Each policy run without and with `canaries`, on a platform whose resumes fail more the longer a cluster
+/// slept.
+pub fn canary_comparison(
+    trace: &Trace,
+    policies: &[Policy],
+    base: &PoolSpec,
+    platform: &Platform,
+    costs: Costs,
+    seed: u64,
+    canaries: &ResumeCanaries,
+) -> Vec<(Outcome, Outcome)> {
+    let mut with = base.clone();
+    with.resume_canaries = Some(canaries.clone());
+    policies
+        .iter()
+        .map(|p| (simulate(trace, p, base, platform, costs, seed), simulate(trace, p, &with, platform, costs, seed)))
+        .collect()
+}
+
+/// Weeks in a reference trace.
+pub const REFERENCE_WEEKS: i64 = 6;
+/// Of which the pool learns in the first ones; the rest are measured.
+pub const LEARN_WEEKS: i64 = 4;
+
+/// A reference trace by name (see [`Pattern::reference`]): [`REFERENCE_WEEKS`] weeks from Monday 2026-01-05,
+/// the first [`LEARN_WEEKS`] learned and not measured.
+pub fn reference_trace(name: &str, seed: u64) -> Option<Trace> {
+    let pattern = Pattern::reference(name)?;
+    let mut trace = trace::generate(name, &pattern, trace::default_start(), TimeDelta::weeks(REFERENCE_WEEKS), seed);
+    trace.learn = TimeDelta::weeks(LEARN_WEEKS);
+    Some(trace)
 }
 
 /// Runs one policy on `trace`.

@@ -7,21 +7,26 @@ use std::time::Instant;
 
 use chrono::TimeDelta;
 
-use apiary_sim::trace::{default_start, generate};
-use apiary_sim::{base_spec, default_adaptive, policy, report, simulate, Costs, Pattern, Platform, Trace};
+use apiary_sim::{
+    base_spec, canary_comparison, default_adaptive, default_canaries, policy, reference_trace, report, simulate, Costs,
+    Platform, Policy, Trace,
+};
 
 const USAGE: &str = "\
 apiary-sim: compare running-count policies on claim traces
 
 usage:
   apiary-sim [options]                      run every policy on each trace, print the comparison
-  apiary-sim generate <steady|diurnal|bursty> [--seed N]
+  apiary-sim generate <steady|diurnal|bursty|drifting|random|quiet> [--seed N]
                                             print a reference trace as CSV
 
 options:
-  --trace NAME|FILE      steady, diurnal, bursty (shipped in shared/sim/traces) or a CSV file
-                         (claim_at_seconds,hold_seconds); repeatable; default: all three
-  --out DIR              where the pictures (<trace>-<policy>.svg) and report.json go; default: sim-out
+  --trace NAME|FILE      a reference trace (steady, diurnal, bursty, drifting, random, quiet: six weeks, the first
+                         four learned and not measured) or a CSV file (claim_at_seconds,hold_seconds, with
+                         `# learn: 672h` to leave weeks unmeasured); repeatable; default: all but quiet,
+                         then the resume canaries compared on quiet (on the first trace when given)
+  --out DIR              where the pictures (<trace>-<policy>.svg for the measured period,
+                         <trace>-<policy>-day.svg for its first day) and report.json go; default: sim-out
   --seed N               seed for every draw; default 1
   --size N               pool size; default 50
   --running-cost X       $ per cluster-hour with machines running; default 1.5
@@ -29,6 +34,7 @@ options:
   --install-minutes X    median install time; default 40
   --resume-minutes X     median resume time; default 3.5
   --resume-failure P     probability a resume gets stuck; default 0.01
+  --aging P              for the canary comparison: added to that per day a cluster slept; default 0.02
   --instant-share X      the adaptive policy's target share of claims served at once; default 0.95
   --json                 print the outcomes as JSON instead of tables
 ";
@@ -41,7 +47,10 @@ struct Args {
     costs: Costs,
     platform: Platform,
     instant_share: f64,
+    aging: f64,
     json: bool,
+    /// Traces were named on the command line.
+    given_traces: bool,
 }
 
 fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -53,7 +62,9 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         costs: Costs::default(),
         platform: Platform::default(),
         instant_share: default_adaptive().instant_share.unwrap_or(0.95),
+        aging: 0.02,
         json: false,
+        given_traces: false,
     };
     while let Some(flag) = argv.next() {
         let mut value = |name: &str| argv.next().ok_or_else(|| format!("{name} needs a value"));
@@ -77,6 +88,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--resume-failure" => a.platform.resume_failure = number("--resume-failure", value("--resume-failure")?)?,
             "--instant-share" => a.instant_share = number("--instant-share", value("--instant-share")?)?,
+            "--aging" => a.aging = number("--aging", value("--aging")?)?,
             "--json" => a.json = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other:?}")),
@@ -88,16 +100,22 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     if !(a.instant_share > 0.0 && a.instant_share < 1.0) {
         return Err("--instant-share must be between 0 and 1".into());
     }
+    if !(0.0..=1.0).contains(&a.aging) {
+        return Err("--aging must be between 0 and 1".into());
+    }
+    a.given_traces = !a.traces.is_empty();
     if a.traces.is_empty() {
-        a.traces = vec!["steady".into(), "diurnal".into(), "bursty".into()];
+        a.traces = ["steady", "diurnal", "bursty", "drifting", "random"].map(String::from).to_vec();
     }
     Ok(a)
 }
 
 fn load(name: &str) -> Result<Trace, String> {
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces").join(format!("{name}.csv"));
-    let path = if Pattern::reference(name).is_some() { shipped } else { PathBuf::from(name) };
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read trace {}: {e}", path.display()))?;
+    if let Some(trace) = reference_trace(name, 1) {
+        return Ok(trace);
+    }
+    let path = Path::new(name);
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read trace {}: {e}", path.display()))?;
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or(name);
     Trace::parse(stem, &text).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -117,17 +135,22 @@ fn run(args: Args) -> Result<(), String> {
             let started = Instant::now();
             let o = simulate(&trace, p, &base, &args.platform, args.costs, args.seed);
             timings.push((p.name(), started.elapsed()));
-            let file = args.out.join(format!("{}-{}.svg", trace.name, slug(&p.name())));
-            std::fs::write(&file, report::svg(&o, trace.start, trace.length))
-                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+            let measured = trace.measured_from();
+            let pictures = [("", trace.length - trace.learn), ("-day", TimeDelta::days(1))];
+            for (suffix, length) in pictures {
+                let file = args.out.join(format!("{}-{}{suffix}.svg", trace.name, slug(&p.name())));
+                std::fs::write(&file, report::svg(&o, measured, length))
+                    .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+            }
             outcomes.push(o);
         }
         if !args.json {
             println!(
-                "## {} — {} claims over {}, mean {:.1}/h, busiest hour {:.0}; pool size {}, seed {}\n",
+                "## {} — {} claims over the {} measured (after {} learned), mean {:.1}/h, busiest hour {:.0}; pool size {}, seed {}\n",
                 trace.name,
-                trace.arrivals.len(),
-                apiary_planner::duration::format(trace.length),
+                trace.measured().count(),
+                apiary_planner::duration::format(trace.length - trace.learn),
+                apiary_planner::duration::format(trace.learn),
                 trace.mean_rate(),
                 trace.peak_rate(),
                 args.size,
@@ -137,8 +160,20 @@ fn run(args: Args) -> Result<(), String> {
             let took: Vec<String> =
                 timings.iter().map(|(name, d)| format!("{name} {:.0} ms", d.as_secs_f64() * 1000.0)).collect();
             println!("time to simulate the period: {}; pictures in {}\n", took.join(", "), args.out.display());
+            let priced = outcomes.iter().find(|o| o.policy == "forecast").or(outcomes.first());
+            if let Some(o) = priced {
+                println!(
+                    "What Apiary itself costs on AWS a month, for pools like this one under {} (list prices, us-east-1; \
+                     see shared/sim/src/bill.rs for what is counted and what is assumed):\n",
+                    o.policy
+                );
+                println!("{}", apiary_sim::bill::table(o, trace.length - trace.learn));
+            }
         }
         all.extend(outcomes);
+    }
+    if !args.json {
+        canaries(&args, &adaptive, &base)?;
     }
     let json = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
     let file = args.out.join("report.json");
@@ -146,6 +181,37 @@ fn run(args: Args) -> Result<(), String> {
     if args.json {
         println!("{json}");
     }
+    Ok(())
+}
+
+/// The canary comparison on the quiet reference trace (or the first trace given): a pool whose standbys sleep
+/// for days, and resumes that fail more the longer a cluster slept.
+fn canaries(
+    args: &Args,
+    adaptive: &apiary_planner::AdaptiveRunningCount,
+    base: &apiary_planner::PoolSpec,
+) -> Result<(), String> {
+    let name = if args.given_traces { args.traces.first().ok_or("no trace")?.as_str() } else { "quiet" };
+    let trace = load(name)?;
+    let platform = Platform { resume_failure_per_day_asleep: args.aging, ..args.platform.clone() };
+    let policies: Vec<Policy> = policy::compared(&trace, &platform, adaptive.clone())
+        .into_iter()
+        .filter(|p| {
+            ["static-0", "static-formula", "schedules", "adaptive", "forecast"].iter().any(|n| p.name().starts_with(n))
+        })
+        .collect();
+    let canaries = default_canaries();
+    let pairs = canary_comparison(&trace, &policies, base, &platform, args.costs, args.seed, &canaries);
+    println!(
+        "## resume canaries on {}: resumes fail {:.0}% plus {:.0}% per day asleep; canaries after {}, {} at a time, {} UTC\n",
+        trace.name,
+        platform.resume_failure * 100.0,
+        args.aging * 100.0,
+        canaries.after.text(),
+        canaries.at_a_time(),
+        canaries.hours.as_deref().unwrap_or("any time"),
+    );
+    println!("{}", report::canary_table(&pairs));
     Ok(())
 }
 
@@ -164,11 +230,13 @@ fn main() -> ExitCode {
             (Some("--seed"), Some(v)) => v.parse().unwrap_or(1),
             _ => 1,
         };
-        let Some(pattern) = Pattern::reference(&name) else {
-            eprintln!("generate: unknown pattern {name:?} (steady, diurnal, bursty)\n\n{USAGE}");
+        let Some(trace) = reference_trace(&name, seed) else {
+            eprintln!(
+                "generate: unknown pattern {name:?} (steady, diurnal, bursty, drifting, random, quiet)\n\n{USAGE}"
+            );
             return ExitCode::from(2);
         };
-        print!("{}", generate(&name, &pattern, default_start(), TimeDelta::days(7), seed).to_csv());
+        print!("{}", trace.to_csv());
         return ExitCode::SUCCESS;
     }
     match parse(argv).and_then(run) {

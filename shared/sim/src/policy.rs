@@ -7,6 +7,7 @@
 //! - `schedules`: a weekday working-hours window (Mon–Fri 08:00, 10 hours), each side tuned with the formula on
 //!   its own mean rate (seed 000's "cron jobs", as a pool field).
 //! - `adaptive`: the planner's adaptive running count with a target.
+//! - `forecast`: the same with forecast pre-warming.
 //! - `oracle`: perfect foresight. runningCount is exactly the number of claims arriving within the next resume
 //!   time (its 99th percentile), so each claim finds a spare resumed just for it. A lower bound on spare hours
 //!   for serving every claim at once.
@@ -117,14 +118,17 @@ pub fn formula(per_hour: f64, install: TimeDelta) -> i64 {
 /// The policies compared on `trace`: the static ones tuned from the trace as seed 000 suggests, schedules,
 /// adaptive with `adaptive` as its option, and the oracle.
 pub fn compared(trace: &Trace, platform: &Platform, adaptive: AdaptiveRunningCount) -> Vec<Policy> {
+    let forecast = AdaptiveRunningCount { forecast: Some(Default::default()), ..adaptive.clone() };
     let install = platform.install.median;
-    let hours = hours(trace.length);
-    let workday_hours =
-        (0..trace.length.num_hours()).filter(|h| in_workday(trace, TimeDelta::hours(*h))).count() as f64;
-    let in_day = trace.arrivals.iter().filter(|a| in_workday(trace, a.at)).count() as f64;
+    // Tuned on the measured period, as an operator would from the pool's history.
+    let hours = hours(trace.length - trace.learn);
+    let workday_hours = (trace.learn.num_hours()..trace.length.num_hours())
+        .filter(|h| in_workday(trace, TimeDelta::hours(*h)))
+        .count() as f64;
+    let in_day = trace.measured().filter(|a| in_workday(trace, a.at)).count() as f64;
     let day_rate = if workday_hours > 0.0 { in_day / workday_hours } else { 0.0 };
     let off_hours = (hours - workday_hours).max(1.0);
-    let off_rate = (trace.arrivals.len() as f64 - in_day) / off_hours;
+    let off_rate = (trace.measured().count() as f64 - in_day) / off_hours;
     let (mean, peak) = (formula(trace.mean_rate(), install), formula(trace.peak_rate(), install));
     vec![
         Policy::Static { name: "static-0".into(), running: 0 },
@@ -132,6 +136,7 @@ pub fn compared(trace: &Trace, platform: &Platform, adaptive: AdaptiveRunningCou
         Policy::Static { name: format!("static-peak ({peak})"), running: peak },
         Policy::Schedules { day: formula(day_rate, install), off: formula(off_rate, install) },
         Policy::Adaptive { name: "adaptive".into(), option: adaptive },
+        Policy::Adaptive { name: "forecast".into(), option: forecast },
         // The 99th percentile of resumes, plus one power poll.
         Policy::Oracle { lead: platform.resume.quantile(2.33) + apiary_planner::power::POLL },
     ]

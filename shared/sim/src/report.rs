@@ -22,6 +22,22 @@ pub struct Calls {
     pub deprovision: usize,
 }
 
+/// What the pool asked of Apiary's own functions in the measured period, for its AWS bill.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Power function invocations: one per cluster a reconcile touches, one per re-check.
+    pub power_runs: usize,
+    /// Scheduled wake-ups that fired.
+    pub wakes: usize,
+    /// Reconciles that rewrote the pool item (its status).
+    pub pool_writes: usize,
+    /// The pool item's size when last written, bytes (the forecast's profile is most of it).
+    pub pool_item_bytes: usize,
+    /// Clusters in the pool at the end.
+    pub clusters: usize,
+}
+
 /// Cluster-hours by what the machines were doing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -84,10 +100,15 @@ pub struct Outcome {
     pub installs: usize,
     /// Clusters that broke (install failed or a power transition timed out).
     pub broken: usize,
+    /// Claims that waited longer than the pool's resume timeout: they waited on a resume that broke (or, with
+    /// the pool exhausted, on an install).
+    pub claims_hit_broken: usize,
     /// Actuator calls.
     pub calls: Calls,
     /// Conditional writes to the table (planner writes and power-state writes).
     pub store_writes: usize,
+    /// What Apiary's functions did.
+    pub usage: Usage,
     /// Reconciles run.
     pub reconciles: usize,
     /// The pool over time.
@@ -143,8 +164,10 @@ impl Outcome {
             total_cost: pool_cost + hours.claimed * costs.running_per_hour,
             installs,
             broken,
+            claims_hit_broken: 0,
             calls,
             store_writes,
+            usage: Usage::default(),
             reconciles,
             samples,
             waits,
@@ -185,6 +208,31 @@ pub fn table(outcomes: &[Outcome]) -> String {
     out
 }
 
+/// The canary comparison, as Markdown: per policy, without and with canaries.
+pub fn canary_table(pairs: &[(Outcome, Outcome)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| policy | claims waiting out a broken resume: without / with | clusters broken: without / with | canary resumes | spare running h added | pool cost added $ |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    for (without, with) in pairs {
+        let _ = writeln!(
+            out,
+            "| {} | {} / {} | {} / {} | {} | {:.0} | {:.0} |",
+            without.policy,
+            without.claims_hit_broken,
+            with.claims_hit_broken,
+            without.broken,
+            with.broken,
+            with.calls.start as i64 - without.calls.start as i64,
+            with.hours.spare_running - without.hours.spare_running,
+            with.pool_cost - without.pool_cost,
+        );
+    }
+    out
+}
+
 fn secs(s: f64) -> String {
     if s < 60.0 {
         format!("{s:.0}s")
@@ -202,8 +250,9 @@ pub fn svg(o: &Outcome, start: Timestamp, length: TimeDelta) -> String {
     let plot_w = w - left - 20.0;
     let span = length.num_seconds().max(1) as f64;
     let x = |t: Timestamp| left + plot_w * ((t - start).num_seconds() as f64 / span);
-    let max =
-        o.samples.iter().map(|s| s.running.max(s.hibernating).max(s.installing).max(s.claimed)).max().unwrap_or(1);
+    let end = start + length;
+    let samples: Vec<&Sample> = o.samples.iter().filter(|s| s.at >= start && s.at <= end).collect();
+    let max = samples.iter().map(|s| s.running.max(s.hibernating).max(s.installing).max(s.claimed)).max().unwrap_or(1);
     let max = (max.max(1) as f64 * 1.1).ceil();
     let y = |v: usize| top + plot_h - plot_h * (v as f64 / max);
     let mut out = String::new();
@@ -214,7 +263,7 @@ pub fn svg(o: &Outcome, start: Timestamp, length: TimeDelta) -> String {
     let _ = writeln!(out, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
     let _ = writeln!(
         out,
-        r#"<text x="{left}" y="22" font-size="15">{} on {}: {:.1}% instant, wait p95 {}, {:.0} spare running h, pool cost ${:.0}</text>"#,
+        r#"<text x="{left}" y="22" font-size="15">{} on {}: {:.1}% instant, wait p95 {}, {:.0} spare running h, pool cost ${:.0} (the measured weeks)</text>"#,
         o.policy,
         o.trace,
         o.instant_percent,
@@ -222,10 +271,11 @@ pub fn svg(o: &Outcome, start: Timestamp, length: TimeDelta) -> String {
         o.hours.spare_running,
         o.pool_cost
     );
-    // Day grid.
-    let days = (span / 86_400.0).ceil() as i64;
-    for d in 0..=days {
-        let t = start + TimeDelta::days(d);
+    // A grid of days, or of two hours for a day's picture.
+    let (step, label) = if span <= 86_400.0 { (TimeDelta::hours(2), "%H:%M") } else { (TimeDelta::days(1), "%a %d") };
+    let steps = (span / step.num_seconds() as f64).ceil() as i32;
+    for d in 0..=steps {
+        let t = start + step * d;
         let xd = x(t);
         if xd > left + plot_w - 30.0 {
             break;
@@ -236,7 +286,7 @@ pub fn svg(o: &Outcome, start: Timestamp, length: TimeDelta) -> String {
             top + plot_h + strip_h,
             xd + 3.0,
             top + plot_h + strip_h + 16.0,
-            t.format("%a %d")
+            t.format(label)
         );
     }
     for v in [0.0, max / 2.0, max] {
@@ -257,7 +307,7 @@ pub fn svg(o: &Outcome, start: Timestamp, length: TimeDelta) -> String {
         ("claimed", "#8a3ab9", |s| s.claimed),
     ];
     for (i, (name, colour, value)) in series.iter().enumerate() {
-        let points: Vec<String> = o.samples.iter().map(|s| format!("{:.1},{:.1}", x(s.at), y(value(s)))).collect();
+        let points: Vec<String> = samples.iter().map(|s| format!("{:.1},{:.1}", x(s.at), y(value(s)))).collect();
         let _ = writeln!(
             out,
             r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{}"/>"#,
@@ -279,7 +329,7 @@ pub fn svg(o: &Outcome, start: Timestamp, length: TimeDelta) -> String {
         left - 6.0,
         strip_top + strip_h / 2.0
     );
-    for (at, wait) in o.waits.iter().filter(|(_, w)| *w > TimeDelta::zero()) {
+    for (at, wait) in o.waits.iter().filter(|(at, w)| *w > TimeDelta::zero() && *at >= start && *at <= end) {
         let frac = (wait.num_seconds() as f64 / 600.0).min(1.0);
         let xa = x(*at);
         let _ = writeln!(

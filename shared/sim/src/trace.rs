@@ -29,6 +29,8 @@ pub struct Trace {
     pub start: Timestamp,
     /// How long it lasts.
     pub length: TimeDelta,
+    /// How long, from the start, the pool learns before it is measured (`# learn:` in the CSV; default none).
+    pub learn: TimeDelta,
     /// The claims, in arrival order.
     pub arrivals: Vec<Arrival>,
 }
@@ -43,6 +45,7 @@ impl Trace {
     pub fn parse(name: &str, text: &str) -> Result<Self, String> {
         let mut start = default_start();
         let mut length = TimeDelta::days(7);
+        let mut learn = TimeDelta::zero();
         let mut arrivals = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -51,6 +54,8 @@ impl Trace {
                     start = v.trim().parse().map_err(|e| format!("line {}: bad start {v:?}: {e}", n + 1))?;
                 } else if let Some(v) = comment.trim().strip_prefix("length:") {
                     length = duration::parse(v.trim()).map_err(|e| format!("line {}: {e}", n + 1))?;
+                } else if let Some(v) = comment.trim().strip_prefix("learn:") {
+                    learn = duration::parse(v.trim()).map_err(|e| format!("line {}: {e}", n + 1))?;
                 }
                 continue;
             }
@@ -68,31 +73,52 @@ impl Trace {
             arrivals.push(Arrival { at: secs(at)?, hold: secs(hold)? });
         }
         arrivals.sort_by_key(|a| a.at);
-        Ok(Self { name: name.to_string(), start, length, arrivals })
+        if learn >= length {
+            return Err(format!(
+                "learn ({}) must be shorter than length ({})",
+                duration::format(learn),
+                duration::format(length)
+            ));
+        }
+        Ok(Self { name: name.to_string(), start, length, learn, arrivals })
     }
 
     /// Writes the trace as CSV.
     pub fn to_csv(&self) -> String {
         let mut out = format!(
-            "# trace: {}\n# start: {}\n# length: {}\nclaim_at_seconds,hold_seconds\n",
+            "# trace: {}\n# start: {}\n# length: {}\n",
             self.name,
             self.start.to_rfc3339(),
             duration::format(self.length)
         );
+        if self.learn > TimeDelta::zero() {
+            out.push_str(&format!("# learn: {}\n", duration::format(self.learn)));
+        }
+        out.push_str("claim_at_seconds,hold_seconds\n");
         for a in &self.arrivals {
             out.push_str(&format!("{:.0},{:.0}\n", a.at.num_seconds(), a.hold.num_seconds()));
         }
         out
     }
 
-    /// Average claims per hour over the period.
+    /// When measuring starts: after the learning weeks.
+    pub fn measured_from(&self) -> Timestamp {
+        self.start + self.learn
+    }
+
+    /// The claims of the measured period.
+    pub fn measured(&self) -> impl Iterator<Item = &Arrival> {
+        self.arrivals.iter().filter(|a| a.at >= self.learn)
+    }
+
+    /// Average claims per hour over the measured period.
     pub fn mean_rate(&self) -> f64 {
-        self.arrivals.len() as f64 / hours(self.length)
+        self.measured().count() as f64 / hours(self.length - self.learn)
     }
 
     /// The busiest hour's claims (a sliding hour, stepped by a minute).
     pub fn peak_rate(&self) -> f64 {
-        let times: Vec<i64> = self.arrivals.iter().map(|a| a.at.num_seconds()).collect();
+        let times: Vec<i64> = self.measured().map(|a| a.at.num_seconds()).collect();
         let (mut best, mut lo) = (0, 0);
         for hi in 0..times.len() {
             while times[hi] - times[lo] >= 3600 {
@@ -123,7 +149,8 @@ pub enum Pattern {
         /// Claims per hour, Saturday and Sunday.
         weekend: f64,
     },
-    /// CI: a trickle of claims plus bursts (a pipeline fanning out) every few hours on weekdays.
+    /// CI: a trickle of claims plus bursts (a pipeline fanning out) every few hours on weekdays: at the same
+    /// times every week, at times that drift from week to week, or at random times.
     Bursty {
         /// Background claims per hour.
         background: f64,
@@ -133,16 +160,33 @@ pub enum Pattern {
         every_hours: u32,
         /// Seconds over which a burst's claims spread.
         spread_seconds: f64,
+        /// Minutes the bursts move later each week.
+        drift_minutes_per_week: i64,
+        /// As many bursts a day, at random times between 06:00 and 20:00.
+        random_times: bool,
     },
 }
 
 impl Pattern {
-    /// The three reference patterns, by name.
+    /// The reference patterns, by name: steady, diurnal, bursty, two bursty ones that try to fool a forecaster
+    /// (drifting: 30 minutes later each week; random: at random times), and quiet (for resume canaries).
     pub fn reference(name: &str) -> Option<Self> {
+        let bursty = |drift_minutes_per_week, random_times| Pattern::Bursty {
+            background: 4.0,
+            burst: 30,
+            every_hours: 2,
+            spread_seconds: 180.0,
+            drift_minutes_per_week,
+            random_times,
+        };
         match name {
             "steady" => Some(Pattern::Steady { per_hour: 12.0 }),
             "diurnal" => Some(Pattern::Diurnal { day: 34.0, shoulder: 6.0, night: 1.0, weekend: 1.0 }),
-            "bursty" => Some(Pattern::Bursty { background: 4.0, burst: 30, every_hours: 2, spread_seconds: 180.0 }),
+            // A team's pool: a couple of claims an hour in working hours; its standbys sleep for days.
+            "quiet" => Some(Pattern::Diurnal { day: 2.0, shoulder: 0.5, night: 0.0, weekend: 0.0 }),
+            "bursty" => Some(bursty(0, false)),
+            "drifting" => Some(bursty(30, false)),
+            "random" => Some(bursty(0, true)),
             _ => None,
         }
     }
@@ -194,20 +238,36 @@ pub fn generate(name: &str, pattern: &Pattern, start: Timestamp, length: TimeDel
             }
         }
     }
-    if let Pattern::Bursty { burst, every_hours, spread_seconds, .. } = *pattern {
-        let mut h = 0;
-        while TimeDelta::hours(h) < length {
-            let at = start + TimeDelta::hours(h);
-            let weekday = !matches!(at.weekday(), Weekday::Sat | Weekday::Sun);
-            if weekday && (6..20).contains(&at.hour()) && at.hour().is_multiple_of(every_hours) {
+    if let Pattern::Bursty { burst, every_hours, spread_seconds, drift_minutes_per_week, random_times, .. } = *pattern {
+        let mut day = 0;
+        while TimeDelta::days(day) < length {
+            let midnight = TimeDelta::days(day);
+            let weekday = !matches!((start + midnight).weekday(), Weekday::Sat | Weekday::Sun);
+            let hours: Vec<u32> = (6..20).filter(|h| h % every_hours == 0).collect();
+            let drift = TimeDelta::minutes(drift_minutes_per_week * (day / 7));
+            let mut times: Vec<TimeDelta> = hours
+                .iter()
+                .map(|h| {
+                    if random_times {
+                        TimeDelta::milliseconds((rng.uniform() * 14.0 * 3_600_000.0) as i64) + TimeDelta::hours(6)
+                    } else {
+                        TimeDelta::hours(i64::from(*h)) + drift
+                    }
+                })
+                .collect();
+            times.sort();
+            for at in times.into_iter().filter(|_| weekday) {
                 for _ in 0..burst {
                     let offset = TimeDelta::milliseconds((rng.uniform() * spread_seconds * 1000.0) as i64);
-                    arrivals.push(Arrival { at: TimeDelta::hours(h) + offset, hold: hold(&mut rng, 30.0) });
+                    let t = midnight + at + offset;
+                    if t < length {
+                        arrivals.push(Arrival { at: t, hold: hold(&mut rng, 30.0) });
+                    }
                 }
             }
-            h += 1;
+            day += 1;
         }
     }
     arrivals.sort_by_key(|a| a.at);
-    Trace { name: name.to_string(), start, length, arrivals }
+    Trace { name: name.to_string(), start, length, learn: TimeDelta::zero(), arrivals }
 }

@@ -4,7 +4,10 @@
 use chrono::TimeDelta;
 
 use apiary_sim::trace::{default_start, generate, Arrival};
-use apiary_sim::{base_spec, default_adaptive, policy, simulate, Costs, Outcome, Pattern, Platform, Policy, Trace};
+use apiary_sim::{
+    base_spec, default_adaptive, default_forecast, policy, reference_trace, simulate, Costs, Outcome, Pattern,
+    Platform, Policy, Trace,
+};
 
 /// A working Monday: the diurnal pattern over one day.
 fn monday() -> Trace {
@@ -109,16 +112,66 @@ fn traces_round_trip_through_csv_and_bad_lines_are_named() {
 }
 
 #[test]
-fn the_reference_traces_are_a_week_of_about_two_thousand_claims() {
-    for name in ["steady", "diurnal", "bursty"] {
-        let path = format!("{}/traces/{name}.csv", env!("CARGO_MANIFEST_DIR"));
-        let trace = Trace::parse(name, &std::fs::read_to_string(path).unwrap()).unwrap();
-        assert_eq!(trace.length, TimeDelta::days(7), "{name}");
-        assert!((1500..2300).contains(&trace.arrivals.len()), "{name}: {}", trace.arrivals.len());
-        // Shipped traces are what `apiary-sim generate <name> --seed 1` prints.
-        let regenerated = generate(name, &Pattern::reference(name).unwrap(), default_start(), TimeDelta::days(7), 1);
-        assert_eq!(trace.arrivals.len(), regenerated.arrivals.len(), "{name}");
+fn the_reference_traces_are_six_weeks_four_of_them_learned() {
+    for name in ["steady", "diurnal", "bursty", "drifting", "random"] {
+        let trace = reference_trace(name, 1).unwrap();
+        assert_eq!(trace.length, TimeDelta::weeks(6), "{name}");
+        assert_eq!(trace.measured_from(), default_start() + TimeDelta::weeks(4), "{name}");
+        let measured = trace.measured().count();
+        assert!((3000..4500).contains(&measured), "{name}: {measured} claims in the measured weeks");
+        // The CSV `apiary-sim generate` prints reads back as the same trace, learning weeks included.
+        let again = Trace::parse(name, &trace.to_csv()).unwrap();
+        assert_eq!(
+            (again.length, again.learn, again.arrivals.len()),
+            (trace.length, trace.learn, trace.arrivals.len())
+        );
     }
+}
+
+#[test]
+fn bursts_come_at_the_same_times_drift_or_fall_anywhere() {
+    // The minute of the day each weekday's first burst claim arrives (claims 20+ in one minute), per week.
+    let first_burst = |name: &str| -> Vec<i64> {
+        let trace = reference_trace(name, 1).unwrap();
+        (0..6)
+            .map(|week| {
+                let monday = TimeDelta::weeks(week);
+                let day: Vec<i64> = trace
+                    .arrivals
+                    .iter()
+                    .filter(|a| a.at >= monday && a.at < monday + TimeDelta::days(1))
+                    .map(|a| (a.at - monday).num_minutes())
+                    .collect();
+                *day.iter().find(|m| day.iter().filter(|n| (0..=3).contains(&(**n - **m))).count() >= 20).unwrap()
+            })
+            .collect()
+    };
+    let bursty = first_burst("bursty");
+    // Within a minute: a background claim just before a burst may open its window.
+    assert!(bursty.iter().all(|m| (6 * 60 - 1..=6 * 60).contains(m)), "{bursty:?}");
+    let drifting = first_burst("drifting");
+    assert!(drifting.iter().zip(0..).all(|(m, w)| (6 * 60 + 30 * w - m).abs() <= 1), "{drifting:?}");
+    let random = first_burst("random");
+    assert!(random.windows(2).any(|w| w[0] != w[1]), "{random:?}");
+}
+
+#[test]
+fn forecast_serves_a_weekly_burst_the_adaptive_count_cannot_see() {
+    // Five weeks of one 20-claim burst every weekday at 10:00; four learned (a burst counts in full once it has
+    // come back a few times), the fifth measured.
+    let mut csv = String::from("# length: 840h\n# learn: 672h\nclaim_at_seconds,hold_seconds\n");
+    for day in (0..35).filter(|d| d % 7 < 5) {
+        for i in 0..20 {
+            csv.push_str(&format!("{},1800\n", day * 86_400 + 10 * 3600 + i * 6));
+        }
+    }
+    let trace = Trace::parse("weekday-bursts", &csv).unwrap();
+    let adaptive = run(&trace, &Policy::Adaptive { name: "adaptive".into(), option: default_adaptive() }, 1);
+    let forecast = run(&trace, &Policy::Adaptive { name: "forecast".into(), option: default_forecast() }, 1);
+    assert_eq!(forecast.claims, 100, "only the measured week counts");
+    assert!(adaptive.instant_percent < 20.0, "adaptive {}", adaptive.instant_percent);
+    // A burst's spares are its mean less one deviation: the last claim or two of each may wait a resume.
+    assert!(forecast.instant_percent >= 80.0, "forecast {}", forecast.instant_percent);
 }
 
 #[test]
@@ -135,4 +188,37 @@ fn a_trace_from_a_file_is_served_in_order() {
     let o = run(&trace, &Policy::Static { name: "static-1".into(), running: 1 }, 1);
     assert_eq!(o.claims, 2);
     assert_eq!(o.unserved, 0);
+}
+
+#[test]
+fn canaries_find_broken_standbys_before_claims_wait_on_them() {
+    let trace = reference_trace("quiet", 1).unwrap();
+    // Resumes fail 1% plus 10% per day asleep: a standby asleep over a weekend is a coin toss.
+    let platform = Platform { resume_failure_per_day_asleep: 0.10, ..Platform::default() };
+    let policies = [Policy::Static { name: "static-0".into(), running: 0 }];
+    let canaries = apiary_sim::default_canaries();
+    let pairs =
+        apiary_sim::canary_comparison(&trace, &policies, &base_spec(50), &platform, Costs::default(), 1, &canaries);
+    let (without, with) = &pairs[0];
+    assert!(
+        with.claims_hit_broken < without.claims_hit_broken,
+        "claims waiting out a broken resume: {} with canaries, {} without",
+        with.claims_hit_broken,
+        without.claims_hit_broken
+    );
+    assert!(with.calls.start > without.calls.start, "canaries are resumes");
+}
+
+#[test]
+fn apiarys_own_bill_grows_with_its_pools_and_their_claims() {
+    use apiary_sim::bill::{hive_monthly, lines, monthly, Assumptions, Prices};
+    let (prices, a) = (Prices::default(), Assumptions::default());
+    let week = TimeDelta::weeks(2);
+    let busy = run(&reference_trace("diurnal", 1).unwrap(), &Policy::Static { name: "s".into(), running: 2 }, 1);
+    let quiet = run(&reference_trace("quiet", 1).unwrap(), &Policy::Static { name: "s".into(), running: 2 }, 1);
+    let (busy, quiet) = (lines(&busy, week, &prices, &a), lines(&quiet, week, &prices, &a));
+    assert!(monthly(&quiet, 1.0) < monthly(&busy, 1.0));
+    // The stack's fixed part (the sweep, queues polled while empty) is paid once, not per pool.
+    assert!(monthly(&busy, 10.0) < 10.0 * monthly(&busy, 1.0));
+    assert!(monthly(&busy, 1.0) > 0.5 && monthly(&busy, 1.0) < hive_monthly(&prices, &a));
 }

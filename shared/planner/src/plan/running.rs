@@ -1,6 +1,7 @@
 //! Steps 7 and 8: which unclaimed clusters run (seed 000), hibernateAfter for claimed ones, and installs or
 //! power transitions past their deadline.
 
+use crate::canary;
 use crate::model::DesiredPower;
 use crate::power;
 
@@ -13,10 +14,15 @@ impl Planner<'_> {
     /// whose power management is paused keeps its own and is neither a spare nor a standby.
     pub(super) fn set_power_states(&mut self) -> Vec<Action> {
         let target = self.targets.running + self.pending.len();
+        let canaries = self.canaries(target);
         let mut out = Vec::new();
         let candidates = self.slots.iter_mut().filter(|s| s.unassigned() && !s.c.is_broken() && !s.c.power_paused);
         for (rank, slot) in candidates.enumerate() {
-            let want = if rank < target { DesiredPower::Running } else { DesiredPower::Hibernating };
+            let want = if rank < target || canaries.contains(&rank) {
+                DesiredPower::Running
+            } else {
+                DesiredPower::Hibernating
+            };
             if slot.power == Some(want) {
                 continue;
             }
@@ -30,6 +36,47 @@ impl Planner<'_> {
             }
         }
         out
+    }
+
+    /// Resume canaries: the ranks (among the clusters step 7 powers) of the standbys beyond `target` to resume
+    /// as canaries. Those already resuming go on; in the option's hours, the ones that have slept longest are
+    /// added up to its number at a time. When none can start now, the pool wakes when one can.
+    fn canaries(&mut self, target: usize) -> Vec<usize> {
+        let Some(option) = self.snap.pool.spec.resume_canaries.as_ref() else { return Vec::new() };
+        let Some(after) = option.after() else { return Vec::new() };
+        let now = self.now;
+        let asleep_since = |c: &crate::model::Cluster| canary::idle_since(c).filter(|t| *t + after <= now);
+        let mut resuming = Vec::new();
+        let mut asleep = Vec::new();
+        let mut soonest = None;
+        let candidates = self.slots.iter().filter(|s| s.unassigned() && !s.c.is_broken() && !s.c.power_paused);
+        for (rank, slot) in candidates.enumerate().skip(target) {
+            if slot.is_new() || slot.c.installed_at.is_none() {
+                continue;
+            }
+            let resuming_now = slot.power == Some(DesiredPower::Running) && !slot.c.is_running();
+            match asleep_since(&slot.c) {
+                Some(_) if resuming_now => resuming.push(rank),
+                Some(since) if slot.c.power_state == Some(crate::model::PowerState::Hibernating) => {
+                    asleep.push((since, rank))
+                }
+                Some(_) => {}
+                // Step 7 hibernates it if it is not already: it is a canary once it has slept long enough.
+                None => soonest = earliest(soonest, canary::idle_since(&slot.c).map(|t| t + after)),
+            }
+        }
+        let (open, next_open) = option.window(now);
+        let room = option.at_a_time().saturating_sub(resuming.len());
+        if open {
+            asleep.sort();
+            resuming.extend(asleep.iter().take(room).map(|(_, rank)| *rank));
+            if asleep.len() <= room {
+                self.out.wake = earliest(self.out.wake, soonest);
+            }
+        } else if !asleep.is_empty() || soonest.is_some() {
+            self.out.wake = earliest(self.out.wake, next_open.map(|t| soonest.map_or(t, |s| s.max(t))));
+        }
+        resuming
     }
 
     /// Step 8: hibernateAfter never applies to unclaimed pool clusters; a claimed one hibernates that long after

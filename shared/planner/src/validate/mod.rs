@@ -228,6 +228,45 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         }
         positive_duration(&mut e, "adaptiveRunningCount.window", adaptive.window.as_ref());
         positive_duration(&mut e, "adaptiveRunningCount.resumeEstimate", adaptive.resume_estimate.as_ref());
+        if let Some(forecast) = &adaptive.forecast {
+            if let Some(zone) = &forecast.time_zone {
+                if zone.len() > MAX_TIME_ZONE_LEN || chrono_tz::Tz::from_str(zone).is_err() {
+                    let zone = shorten(zone);
+                    e(
+                        "adaptiveRunningCount.forecast.timeZone",
+                        format!("{zone:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)"),
+                    );
+                }
+            }
+            if let Some(h) = forecast.half_life_weeks {
+                if !(h.is_finite() && h > 0.0 && h <= crate::forecast::MAX_HALF_LIFE_WEEKS) {
+                    e(
+                        "adaptiveRunningCount.forecast.halfLifeWeeks",
+                        format!("must be more than 0 and at most {}, got {h}", crate::forecast::MAX_HALF_LIFE_WEEKS),
+                    );
+                }
+            }
+        }
+    }
+
+    if let Some(c) = &spec.resume_canaries {
+        positive_duration(&mut e, "resumeCanaries.after", Some(&c.after));
+        if let Some(n) = c.at_a_time {
+            if !(1..=crate::canary::MAX_AT_A_TIME).contains(&n) {
+                e("resumeCanaries.atATime", format!("must be 1 to {}, got {n}", crate::canary::MAX_AT_A_TIME));
+            }
+        }
+        if let Some(hours) = &c.hours {
+            if let Err(why) = crate::canary::parse_hours(&shorten(hours)) {
+                e("resumeCanaries.hours", why);
+            }
+        }
+        if let Some(zone) = &c.time_zone {
+            if zone.len() > MAX_TIME_ZONE_LEN || chrono_tz::Tz::from_str(zone).is_err() {
+                let zone = shorten(zone);
+                e("resumeCanaries.timeZone", format!("{zone:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)"));
+            }
+        }
     }
 
     if spec.schedules.len() > MAX_SCHEDULES {

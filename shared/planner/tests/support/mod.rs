@@ -80,7 +80,25 @@ impl PoolBuilder {
             wait_p95: None,
             window: None,
             resume_estimate: Some(GoDuration::new(resume)),
+            forecast: None,
         });
+        self
+    }
+    /// Resume canaries after `after` asleep, `n` at a time, in `hours` (UTC) if given.
+    pub fn canaries(mut self, after: &str, n: i64, hours: Option<&str>) -> Self {
+        self.spec.resume_canaries = Some(ResumeCanaries {
+            after: GoDuration::new(after),
+            at_a_time: Some(n),
+            hours: hours.map(str::to_string),
+            time_zone: None,
+        });
+        self
+    }
+    /// Forecast pre-warming on the adaptive option, counting the week in `zone`.
+    pub fn forecast(mut self, zone: &str) -> Self {
+        if let Some(a) = self.spec.adaptive_running_count.as_mut() {
+            a.forecast = Some(Forecast { time_zone: Some(zone.to_string()), half_life_weeks: None });
+        }
         self
     }
 }

@@ -1,0 +1,165 @@
+//! Forecast pre-warming: the time-of-week profile, what it foresees, and that it stays pure and compact.
+#![allow(missing_docs, clippy::unwrap_used)]
+
+mod support;
+
+use apiary_planner::forecast::{bucket_start, index, Buckets, Profile, BUCKETS};
+use apiary_planner::*;
+use chrono::{TimeDelta, TimeZone, Utc};
+use chrono_tz::Tz;
+use support::*;
+
+const WEEK: i64 = 7 * 24 * 60;
+
+/// GIVEN a pool, WHEN claims arrive at these minutes after Monday 00:00 UTC (each counted by a plan that is then
+/// applied, and the claims then leave the table as released claims do), THEN the pool as it stands.
+fn learn(p: PoolBuilder, minutes: &[i64]) -> Snapshot {
+    let mut snap = given(p).snapshot();
+    for (i, m) in minutes.iter().enumerate() {
+        snap.claims.push(claim(&format!("k{i:05}")).created(at(*m)).c);
+        let plan = plan(&snap, at(*m), i as u64);
+        snap = apply(&snap, &plan).unwrap().unwrap();
+        snap.claims.clear();
+    }
+    snap
+}
+
+fn running_at(snap: &Snapshot, m: i64) -> usize {
+    let plan = plan(snap, at(m), 99);
+    let mut after = snap.clone();
+    apiary_planner::apply_mut(&mut after, &plan).unwrap();
+    after.pool.status.running_count as usize
+}
+
+/// Twenty claims within two minutes of 09:00 every Monday, for `weeks` weeks.
+fn monday_bursts(weeks: i64) -> Vec<i64> {
+    (0..weeks).flat_map(|w| (0..20).map(move |i| w * WEEK + 9 * 60 + i / 10)).collect()
+}
+
+#[test]
+fn a_burst_that_comes_back_every_week_has_its_spares_running_before_it() {
+    let p = || pool().size(30).adaptive(0.95, "3m");
+    let with = learn(p().forecast("UTC"), &monday_bursts(3));
+    let without = learn(p(), &monday_bursts(3));
+    let monday = 3 * WEEK;
+    // Four minutes before the fourth Monday's burst (resumes take 3 minutes, plus a minute's margin).
+    let before = running_at(&with, monday + 9 * 60 - 4);
+    assert!(before >= 15, "{before} spares before a burst of 20 seen three weeks running");
+    assert_eq!(running_at(&without, monday + 9 * 60 - 4), 0, "the adaptive count alone cannot see it coming");
+    // Not all day: an hour before, and at night, nothing is foreseen.
+    assert!(running_at(&with, monday + 8 * 60) <= 1);
+    assert_eq!(running_at(&with, monday + 3 * 60), 0);
+}
+
+#[test]
+fn a_burst_seen_once_is_not_taken_for_a_pattern() {
+    // Learning starts with a claim at Monday 00:00, so a week later the profile is in use; one burst at 09:00.
+    let mut arrivals = vec![0];
+    arrivals.extend(monday_bursts(1));
+    let once = learn(pool().size(30).adaptive(0.95, "3m").forecast("UTC"), &arrivals);
+    assert!(running_at(&once, WEEK + 9 * 60 - 4) <= 1, "one burst is no pattern");
+    // The same burst a second week is: a part of it is foreseen the third.
+    arrivals.extend(monday_bursts(2).into_iter().skip(20));
+    let twice = learn(pool().size(30).adaptive(0.95, "3m").forecast("UTC"), &arrivals);
+    assert!(running_at(&twice, 2 * WEEK + 9 * 60 - 4) >= 5);
+}
+
+#[test]
+fn foreseen_claims_do_not_inflate_the_rate_estimate() {
+    let p = || pool().size(30).adaptive(0.95, "3m");
+    let with = learn(p().forecast("UTC"), &monday_bursts(4));
+    let without = learn(p(), &monday_bursts(4));
+    let rate = |s: &Snapshot| s.pool.status.demand.as_ref().unwrap().claims_per_hour;
+    assert!(rate(&with) < rate(&without) / 2.0, "{} against {}", rate(&with), rate(&without));
+    // So the spares left behind the burst decay sooner.
+    let after = 3 * WEEK + 9 * 60 + 20;
+    assert!(running_at(&with, after) < running_at(&without, after));
+}
+
+#[test]
+fn planning_again_after_applying_writes_nothing() {
+    let snap = learn(pool().size(30).adaptive(0.95, "3m").forecast("Europe/Berlin"), &monday_bursts(3));
+    for m in [3 * WEEK + 8 * 60 + 55, 3 * WEEK + 9 * 60 + 30, 4 * WEEK] {
+        let first = plan(&snap, at(m), 1);
+        let applied = apply(&snap, &first).unwrap().unwrap();
+        let again = plan(&applied, at(m), 2);
+        assert_eq!(again.writes().count(), 0, "at minute {m}: {:?}", again.actions);
+        // The wake-up is in the future and no later than the foresight's horizon.
+        if let Some(wake) = first.wake_at {
+            assert!(wake > at(m) && wake <= at(m) + TimeDelta::hours(6) + TimeDelta::minutes(10));
+        }
+    }
+}
+
+#[test]
+fn the_week_is_counted_in_the_pools_time_zone_through_daylight_saving() {
+    let berlin: Tz = "Europe/Berlin".parse().unwrap();
+    // Monday 09:05 in Berlin is 08:05 UTC in winter and 07:05 UTC in summer: the same bucket.
+    let winter = Utc.with_ymd_and_hms(2026, 1, 5, 8, 5, 0).unwrap();
+    let summer = Utc.with_ymd_and_hms(2026, 7, 6, 7, 5, 0).unwrap();
+    assert_eq!(index(winter, berlin), 9 * 6);
+    assert_eq!(index(summer, berlin), 9 * 6);
+    assert_eq!(bucket_start(winter, berlin), Utc.with_ymd_and_hms(2026, 1, 5, 8, 0, 0).unwrap());
+    // A zone 45 minutes off the hour: buckets start on its ten minutes, not UTC's.
+    let kathmandu: Tz = "Asia/Kathmandu".parse().unwrap();
+    let t = Utc.with_ymd_and_hms(2026, 1, 5, 3, 20, 0).unwrap(); // 09:05 local
+    assert_eq!(bucket_start(t, kathmandu), Utc.with_ymd_and_hms(2026, 1, 5, 3, 15, 0).unwrap());
+    assert_eq!(index(t, kathmandu), 9 * 6);
+    // Sunday 23:55 is the week's last bucket.
+    let sunday = Utc.with_ymd_and_hms(2026, 1, 11, 23, 55, 0).unwrap();
+    assert_eq!(index(sunday, Tz::UTC), BUCKETS - 1);
+}
+
+#[test]
+fn the_profile_is_a_few_kilobytes_and_survives_the_table() {
+    let snap = learn(pool().size(30).adaptive(0.95, "3m").forecast("UTC"), &monday_bursts(3));
+    let profile = snap.pool.status.demand.as_ref().unwrap().profile.clone().unwrap();
+    let json = serde_json::to_string(&profile).unwrap();
+    assert!(json.len() < 6 * 1024, "{} bytes", json.len());
+    let back: Profile = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, profile);
+    // A profile cut short is refused with a reason, not read as zeros.
+    let bad = json.replacen(&serde_json::to_string(&profile.mean).unwrap(), "\"AAAA\"", 1);
+    let err = serde_json::from_str::<Profile>(&bad).unwrap_err().to_string();
+    assert!(err.contains("forecast buckets"), "{err}");
+    assert_eq!(
+        Buckets(vec![7; BUCKETS]),
+        serde_json::from_str(&serde_json::to_string(&Buckets(vec![7; BUCKETS])).unwrap()).unwrap()
+    );
+}
+
+#[test]
+fn a_new_time_zone_starts_the_profile_afresh_and_turning_forecast_off_drops_it() {
+    let snap = learn(pool().size(30).adaptive(0.95, "3m").forecast("UTC"), &monday_bursts(2));
+    let mut moved = snap.clone();
+    moved.pool.spec.adaptive_running_count.as_mut().unwrap().forecast.as_mut().unwrap().time_zone =
+        Some("America/New_York".into());
+    let plan1 = plan(&moved, at(2 * WEEK), 1);
+    let after = apply(&moved, &plan1).unwrap().unwrap();
+    let profile = after.pool.status.demand.as_ref().unwrap().profile.as_ref().unwrap();
+    assert_eq!(profile.time_zone, "America/New_York");
+    assert_eq!(profile.mean, Buckets(vec![0; BUCKETS]));
+
+    let mut off = snap;
+    off.pool.spec.adaptive_running_count.as_mut().unwrap().forecast = None;
+    let plan2 = plan(&off, at(2 * WEEK), 1);
+    let after = apply(&off, &plan2).unwrap().unwrap();
+    assert!(after.pool.status.demand.as_ref().unwrap().profile.is_none());
+}
+
+#[test]
+fn bad_forecast_settings_are_refused_by_field() {
+    let mut spec = pool().size(3).adaptive(0.95, "3m").spec;
+    spec.adaptive_running_count.as_mut().unwrap().forecast =
+        Some(Forecast { time_zone: Some("Mars/Olympus".into()), half_life_weeks: Some(0.0) });
+    let errors = validate_spec(&spec).unwrap_err();
+    let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+    assert!(fields.contains(&"adaptiveRunningCount.forecast.timeZone"), "{errors:?}");
+    assert!(fields.contains(&"adaptiveRunningCount.forecast.halfLifeWeeks"), "{errors:?}");
+    spec.adaptive_running_count.as_mut().unwrap().forecast =
+        Some(Forecast { time_zone: Some("Europe/Berlin".into()), half_life_weeks: Some(2.0) });
+    assert_eq!(validate_spec(&spec), Ok(()));
+    // Unknown fields inside the option are refused too.
+    let err = serde_json::from_str::<Forecast>(r#"{"timezone":"UTC"}"#).unwrap_err().to_string();
+    assert!(err.contains("timezone"), "{err}");
+}

@@ -1,0 +1,221 @@
+//! What Apiary itself costs to run on AWS: the simulated pool's operations turned into AWS requests and priced at
+//! list prices.
+//!
+//! The operations come from the simulation (reconciles, power-function runs, wake-ups, claims and their waits,
+//! table writes). The AWS requests per operation are the ones the adapters count against the emulator
+//! (BENCHMARKS.md, "AWS calls per operation"): a reconcile is one strongly consistent Query of the pool's
+//! partition plus its writes; a claim is one Query, one write and one SQS message; each message to a function is
+//! a send and a delete. What no emulator can measure (how long a function runs on Lambda) is an assumption, named
+//! in [`Assumptions`]; the Lambda lines are small beside the requests either way.
+
+use std::fmt::Write as _;
+
+use chrono::TimeDelta;
+
+use apiary_planner::duration::hours;
+
+use crate::report::Outcome;
+
+/// Hours in a month (AWS's 730).
+pub const MONTH_HOURS: f64 = 730.0;
+
+/// List prices, us-east-1, $.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prices {
+    /// Lambda on arm64, per GB-second.
+    pub lambda_gb_second: f64,
+    /// Lambda, per request.
+    pub lambda_request: f64,
+    /// DynamoDB on demand, per write request unit.
+    pub write_unit: f64,
+    /// DynamoDB on demand, per read request unit.
+    pub read_unit: f64,
+    /// SQS standard, per request.
+    pub sqs_request: f64,
+    /// EventBridge Scheduler, per invocation.
+    pub scheduler_invocation: f64,
+    /// API Gateway REST API, per request.
+    pub api_request: f64,
+    /// CloudWatch Logs ingestion, per GB.
+    pub log_gb: f64,
+    /// An always-on Hive: EKS control plane, per hour.
+    pub eks_hour: f64,
+    /// And a worker node (m6i.large on demand), per hour.
+    pub node_hour: f64,
+}
+
+impl Default for Prices {
+    fn default() -> Self {
+        Self {
+            lambda_gb_second: 0.000_013_333_4,
+            lambda_request: 0.20e-6,
+            write_unit: 0.625e-6,
+            read_unit: 0.125e-6,
+            sqs_request: 0.40e-6,
+            scheduler_invocation: 1.00e-6,
+            api_request: 3.50e-6,
+            log_gb: 0.50,
+            eks_hour: 0.10,
+            node_hour: 0.096,
+        }
+    }
+}
+
+/// What is assumed rather than counted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Assumptions {
+    /// Billed duration of a reconcile (512 MB).
+    pub reconcile: TimeDelta,
+    /// Of a power run (256 MB): a cloud call or two.
+    pub power: TimeDelta,
+    /// Of a claim request (256 MB).
+    pub api: TimeDelta,
+    /// Of a timeouts sweep (256 MB).
+    pub sweep: TimeDelta,
+    /// Sweeps (the timeouts function) per hour: the template's default rate(1 minute).
+    pub sweeps_per_hour: f64,
+    /// Bytes of a cluster or claim item.
+    pub item_bytes: f64,
+    /// Log bytes per invocation.
+    pub log_bytes: f64,
+    /// A waiting claimant polls the claim every this long (the CLI's long poll).
+    pub poll: TimeDelta,
+    /// SQS requests of each event source mapping polling an empty queue, per hour (five pollers, 20 s long
+    /// polls), for the two queues.
+    pub idle_sqs_per_hour: f64,
+    /// Worker nodes of an always-on Hive.
+    pub hive_nodes: f64,
+}
+
+impl Default for Assumptions {
+    fn default() -> Self {
+        Self {
+            reconcile: TimeDelta::milliseconds(150),
+            power: TimeDelta::milliseconds(300),
+            api: TimeDelta::milliseconds(60),
+            sweep: TimeDelta::milliseconds(100),
+            sweeps_per_hour: 60.0,
+            item_bytes: 1200.0,
+            log_bytes: 1024.0,
+            poll: TimeDelta::seconds(20),
+            idle_sqs_per_hour: 2.0 * 5.0 * 180.0,
+            hive_nodes: 2.0,
+        }
+    }
+}
+
+/// One line of the bill.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    /// What.
+    pub item: &'static str,
+    /// How many per month for one pool.
+    pub per_pool: f64,
+    /// How many per month for the stack, whatever the pools.
+    pub fixed: f64,
+    /// $ each.
+    pub price: f64,
+}
+
+/// A month of one pool's operations, as priced lines.
+pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions) -> Vec<Line> {
+    let scale = MONTH_HOURS / hours(measured).max(1e-9);
+    let u = &o.usage;
+    let claims = o.claims as f64;
+    // A claim: create, a poll per long-poll interval of its wait, release.
+    let polls: f64 = o.waits.iter().map(|(_, w)| (w.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil()).sum();
+    let api_requests = 2.0 * claims + polls;
+    // Every request to the claim API reads the partition (a get reads the claim's item only).
+    let reconciles = o.reconciles as f64;
+    let power = u.power_runs as f64;
+    let partition = u.pool_item_bytes as f64 + a.item_bytes * u.clusters as f64;
+    let query_units = (partition / 4096.0).ceil().max(1.0);
+    let read_units = (reconciles + 2.0 * claims) * query_units + power + polls;
+    // Writes: each 1 KB unit, doubled in a transaction (creates, deletes, claims); the pool item in full.
+    let pool_units = (u.pool_item_bytes as f64 / 1024.0).ceil().max(1.0);
+    let write_units = 2.0 * o.store_writes as f64 + u.pool_writes as f64 * (pool_units - 1.0) + 2.0 * claims;
+    // Messages: claims and releases to reconcile, each power run; a send and a delete each.
+    let messages = 2.0 * claims + power + u.wakes as f64;
+    let invocations = reconciles + power + api_requests;
+    let gb_seconds = reconciles * 0.5 * a.reconcile.as_seconds_f64()
+        + power * 0.25 * a.power.as_seconds_f64()
+        + api_requests * 0.25 * a.api.as_seconds_f64();
+    let sweeps = a.sweeps_per_hour * MONTH_HOURS;
+    vec![
+        Line { item: "Lambda requests", per_pool: invocations * scale, fixed: sweeps, price: prices.lambda_request },
+        Line {
+            item: "Lambda GB-seconds",
+            per_pool: gb_seconds * scale,
+            fixed: sweeps * 0.25 * a.sweep.as_seconds_f64(),
+            price: prices.lambda_gb_second,
+        },
+        Line { item: "DynamoDB write units", per_pool: write_units * scale, fixed: 0.0, price: prices.write_unit },
+        Line { item: "DynamoDB read units", per_pool: read_units * scale, fixed: sweeps, price: prices.read_unit },
+        Line {
+            item: "SQS requests",
+            per_pool: 2.0 * messages * scale,
+            fixed: a.idle_sqs_per_hour * MONTH_HOURS,
+            price: prices.sqs_request,
+        },
+        Line {
+            item: "Scheduler invocations",
+            per_pool: u.wakes as f64 * scale,
+            fixed: 0.0,
+            price: prices.scheduler_invocation,
+        },
+        Line { item: "API Gateway requests", per_pool: api_requests * scale, fixed: 0.0, price: prices.api_request },
+        Line {
+            item: "CloudWatch Logs GB",
+            per_pool: invocations * a.log_bytes / 1e9 * scale,
+            fixed: sweeps * a.log_bytes / 1e9,
+            price: prices.log_gb,
+        },
+    ]
+}
+
+/// The month's bill for `pools` pools like this one.
+pub fn monthly(lines: &[Line], pools: f64) -> f64 {
+    lines.iter().map(|l| (l.per_pool * pools + l.fixed) * l.price).sum()
+}
+
+/// An always-on Hive's month: the EKS control plane and its nodes, whatever the pools.
+pub fn hive_monthly(prices: &Prices, a: &Assumptions) -> f64 {
+    (prices.eks_hour + a.hive_nodes * prices.node_hour) * MONTH_HOURS
+}
+
+/// The bill as Markdown: each line for one pool, then 1, 10 and 100 pools beside Hive.
+pub fn table(o: &Outcome, measured: TimeDelta) -> String {
+    let (prices, a) = (Prices::default(), Assumptions::default());
+    let lines = lines(o, measured, &prices, &a);
+    let mut out = String::new();
+    let _ = writeln!(out, "| per month | per pool | stack, fixed | price | $ for 1 pool | $ for 10 | $ for 100 |");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    for l in &lines {
+        let cost = |n: f64| (l.per_pool * n + l.fixed) * l.price;
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.0} | ${:.3e} | {:.2} | {:.2} | {:.2} |",
+            l.item,
+            l.per_pool,
+            l.fixed,
+            l.price,
+            cost(1.0),
+            cost(10.0),
+            cost(100.0)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| **Apiary** | | | | **{:.2}** | **{:.2}** | **{:.2}** |",
+        monthly(&lines, 1.0),
+        monthly(&lines, 10.0),
+        monthly(&lines, 100.0)
+    );
+    let hive = hive_monthly(&prices, &a);
+    let _ = writeln!(
+        out,
+        "| always-on Hive (EKS + {} × m6i.large) | | | | {hive:.2} | {hive:.2} | {hive:.2} |",
+        a.hive_nodes
+    );
+    out
+}
