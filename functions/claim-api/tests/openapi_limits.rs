@@ -585,6 +585,42 @@ async fn every_declared_bound_is_the_enforced_one() {
             with(&["adaptiveRunningCount"], json!({"instantShare": 0.0})),
             "adaptiveRunningCount.instantShare",
         ),
+        (
+            "PoolSpec/adaptiveRunningCount/forecast/halfLifeWeeks/maximum",
+            apiary_planner::forecast::MAX_HALF_LIFE_WEEKS,
+            with(&["adaptiveRunningCount"], json!({"instantShare": 0.9, "forecast": {"halfLifeWeeks": 8.5}})),
+            "adaptiveRunningCount.forecast.halfLifeWeeks",
+        ),
+        (
+            "PoolSpec/adaptiveRunningCount/forecast/halfLifeWeeks/minimum",
+            0.0,
+            with(&["adaptiveRunningCount"], json!({"instantShare": 0.9, "forecast": {"halfLifeWeeks": 0.0}})),
+            "adaptiveRunningCount.forecast.halfLifeWeeks",
+        ),
+        (
+            "PoolSpec/adaptiveRunningCount/forecast/timeZone/maxLength",
+            MAX_TIME_ZONE_LEN as f64,
+            with(&["adaptiveRunningCount"], json!({"instantShare": 0.9, "forecast": {"timeZone": x(65)}})),
+            "adaptiveRunningCount.forecast.timeZone",
+        ),
+        (
+            "PoolSpec/resumeCanaries/atATime/maximum",
+            apiary_planner::canary::MAX_AT_A_TIME as f64,
+            with(&["resumeCanaries"], json!({"after": "72h", "atATime": 101})),
+            "resumeCanaries.atATime",
+        ),
+        (
+            "PoolSpec/resumeCanaries/atATime/minimum",
+            1.0,
+            with(&["resumeCanaries"], json!({"after": "72h", "atATime": 0})),
+            "resumeCanaries.atATime",
+        ),
+        (
+            "PoolSpec/resumeCanaries/timeZone/maxLength",
+            MAX_TIME_ZONE_LEN as f64,
+            with(&["resumeCanaries"], json!({"after": "72h", "timeZone": x(65)})),
+            "resumeCanaries.timeZone",
+        ),
     ];
     let mut tested: Vec<&str> = cases.iter().map(|c| c.0).collect();
     tested.sort_unstable();

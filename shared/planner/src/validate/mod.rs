@@ -230,13 +230,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         positive_duration(&mut e, "adaptiveRunningCount.resumeEstimate", adaptive.resume_estimate.as_ref());
         if let Some(forecast) = &adaptive.forecast {
             if let Some(zone) = &forecast.time_zone {
-                if zone.len() > MAX_TIME_ZONE_LEN || chrono_tz::Tz::from_str(zone).is_err() {
-                    let zone = shorten(zone);
-                    e(
-                        "adaptiveRunningCount.forecast.timeZone",
-                        format!("{zone:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)"),
-                    );
-                }
+                time_zone(&mut e, "adaptiveRunningCount.forecast.timeZone", zone);
             }
             if let Some(h) = forecast.half_life_weeks {
                 if !(h.is_finite() && h > 0.0 && h <= crate::forecast::MAX_HALF_LIFE_WEEKS) {
@@ -262,10 +256,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
             }
         }
         if let Some(zone) = &c.time_zone {
-            if zone.len() > MAX_TIME_ZONE_LEN || chrono_tz::Tz::from_str(zone).is_err() {
-                let zone = shorten(zone);
-                e("resumeCanaries.timeZone", format!("{zone:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)"));
-            }
+            time_zone(&mut e, "resumeCanaries.timeZone", zone);
         }
     }
 
@@ -284,10 +275,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         } else if let Err(why) = crate::schedule::parse_cron(&schedule.cron) {
             e(&at("cron"), why);
         }
-        if schedule.time_zone.len() > MAX_TIME_ZONE_LEN || chrono_tz::Tz::from_str(&schedule.time_zone).is_err() {
-            let zone = shorten(&schedule.time_zone);
-            e(&at("timeZone"), format!("{zone:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)"));
-        }
+        time_zone(&mut e, &at("timeZone"), &schedule.time_zone);
         positive_duration(&mut e, &at("duration"), Some(&schedule.duration));
         if let Some(n) = schedule.size {
             count(&mut e, &at("size"), n);
@@ -382,6 +370,14 @@ pub(crate) fn duration(e: &mut impl FnMut(&str, String), field: &str, d: Option<
         if let Err(why) = crate::duration::parse(d.text()) {
             e(field, why.to_string());
         }
+    }
+}
+
+/// An IANA time zone name.
+fn time_zone(e: &mut impl FnMut(&str, String), field: &str, zone: &str) {
+    if zone.len() > MAX_TIME_ZONE_LEN || chrono_tz::Tz::from_str(zone).is_err() {
+        let zone = shorten(zone);
+        e(field, format!("{zone:?} is not an IANA time zone (e.g. Europe/Berlin, UTC)"));
     }
 }
 
