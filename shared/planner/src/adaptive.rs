@@ -118,9 +118,8 @@ impl AdaptiveRunningCount {
         let rate = decayed(&demand, now, tau_h);
         let mut running = self.running_for(rate, resume, cap);
         let mut next_drop = self.next_drop(running, rate, resume, cap, now);
-        if let (Some((forecast, _)), Some(profile)) = (learn, demand.profile.as_ref()) {
+        if let (Some((forecast, (exposure, _, _))), Some(profile)) = (learn, demand.profile.as_ref()) {
             if profile.ready(now) {
-                let exposure = self.flow_exposure(clusters, resume);
                 let view = profile.at(now, forecast);
                 let hot = view.hot(rate, now, window);
                 let at = |t: Timestamp| {
@@ -130,10 +129,11 @@ impl AdaptiveRunningCount {
                 };
                 let foreseen = at(now);
                 // When demand runs clearly hotter than the forecast, the adaptive count stands on its own.
-                if !hot {
-                    next_drop = None;
+                if hot {
+                    running = running.max(foreseen);
+                } else {
+                    (running, next_drop) = (foreseen, None);
                 }
-                running = if hot { foreseen.max(running) } else { foreseen };
                 // The next instant the foresight changes its answer (bursts come a lead early, flows change at the
                 // buckets' edges); past the horizon, a look again then.
                 let moments = view.moments(now, resume + BURST_MARGIN);
