@@ -6,10 +6,7 @@
 //! timeout breaks it if it never comes back, after which the pool replaces it. Once it is Running it has run
 //! recently again, is no longer a canary, and the running count sends it back to sleep.
 
-use std::str::FromStr;
-
 use chrono::{NaiveTime, TimeDelta, TimeZone, Timelike};
-use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::GoDuration;
@@ -64,7 +61,7 @@ impl ResumeCanaries {
         let Some(Ok((from, to))) = self.hours.as_deref().map(parse_hours) else {
             return (true, None);
         };
-        let zone = self.time_zone.as_deref().and_then(|z| Tz::from_str(z).ok()).unwrap_or(Tz::UTC);
+        let zone = crate::forecast::zone_or_utc(self.time_zone.as_deref());
         let local = now.with_timezone(&zone);
         let t = local.time().with_nanosecond(0).unwrap_or(local.time());
         let open = if from < to { from <= t && t < to } else { t >= from || t < to };

@@ -77,7 +77,7 @@ pub struct Forecast {
 impl Forecast {
     /// The time zone (UTC when unset or unknown; validation refuses unknown ones).
     pub fn zone(&self) -> Tz {
-        self.time_zone.as_deref().and_then(|z| Tz::from_str(z).ok()).unwrap_or(Tz::UTC)
+        zone_or_utc(self.time_zone.as_deref())
     }
 
     fn alpha(&self) -> f64 {
@@ -88,6 +88,11 @@ impl Forecast {
             .min(MAX_HALF_LIFE_WEEKS);
         1.0 - 0.5_f64.powf(1.0 / h)
     }
+}
+
+/// The IANA zone named, UTC when none or unknown (validation refuses unknown ones).
+pub fn zone_or_utc(name: Option<&str>) -> Tz {
+    name.and_then(|z| Tz::from_str(z).ok()).unwrap_or(Tz::UTC)
 }
 
 /// One value per bucket of the week, in hundredths of a claim.
@@ -217,7 +222,7 @@ impl Profile {
     }
 
     fn zone(&self) -> Tz {
-        Tz::from_str(&self.time_zone).unwrap_or(Tz::UTC)
+        zone_or_utc(Some(&self.time_zone))
     }
 
     /// Closes the open bucket with its count and opens the next.
@@ -409,11 +414,8 @@ impl View {
         let mut out = Vec::new();
         let mut edge = start + BUCKET;
         while edge - now <= HORIZON {
-            for t in [edge - lead, edge] {
-                if t > now && out.last().is_none_or(|last| *last < t) {
-                    out.push(t);
-                }
-            }
+            // A lead longer than a bucket puts `edge - lead` before earlier edges: sorted below.
+            out.extend([edge - lead, edge].into_iter().filter(|t| *t > now));
             edge += BUCKET;
         }
         out.sort();

@@ -163,3 +163,13 @@ fn bad_forecast_settings_are_refused_by_field() {
     let err = serde_json::from_str::<Forecast>(r#"{"timezone":"UTC"}"#).unwrap_err().to_string();
     assert!(err.contains("timezone"), "{err}");
 }
+
+#[test]
+fn a_lead_longer_than_a_bucket_still_wakes_the_pool_a_lead_early() {
+    // Resumes of 25 minutes: a burst at 00:30 needs its spares asked for at 00:05, before the 00:10 and 00:20 edges.
+    let forecast = Forecast::default();
+    let view = Profile::new(&forecast, at(0)).at(at(0), &forecast);
+    let moments = view.moments(at(0), TimeDelta::minutes(25));
+    assert!(moments.contains(&at(5)), "{:?}", &moments[..6]);
+    assert!(moments.windows(2).all(|w| w[0] < w[1]), "in order, once each");
+}
