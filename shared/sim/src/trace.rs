@@ -191,7 +191,8 @@ impl Pattern {
         }
     }
 
-    fn rate_at(&self, t: Timestamp) -> f64 {
+    /// Claims per hour the pattern draws at `t` (a burst's claims aside).
+    pub fn rate_at(&self, t: Timestamp) -> f64 {
         match *self {
             Pattern::Steady { per_hour } => per_hour,
             Pattern::Diurnal { day, shoulder, night, weekend } => {
