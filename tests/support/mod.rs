@@ -5,11 +5,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apiary_aws::sdk_ec2::types::Filter;
 use apiary_aws::SdkConfig;
 use apiary_local::{Options, Running, PRINCIPAL_HEADER};
+use apiary_planner::{Cluster, Pool, Snapshot, Timestamp};
+use apiary_ports::store::{Item, Key, Store, Write};
 use apiary_ports::{Config, Deps};
 use serde_json::{json, Value};
 
@@ -38,6 +41,8 @@ pub struct Stack {
     pub metrics_file: std::path::PathBuf,
     /// The fake clouds, on a stack started by [`clouds_stack`].
     pub clouds: Option<apiary_local::clouds::DemoClouds>,
+    /// Every cluster the functions wrote, in order.
+    pub journal: Arc<Journal>,
     running: Option<Running>,
     sdk: SdkConfig,
 }
@@ -123,7 +128,9 @@ async fn stack_on(options: Options, with_clouds: bool) -> Stack {
         }
         false => None,
     };
-    let deps = apiary_local::clouds::with_clouds(apiary_aws::deps(config, &sdk), &sdk, endpoints).expect("clouds");
+    let mut deps = apiary_local::clouds::with_clouds(apiary_aws::deps(config, &sdk), &sdk, endpoints).expect("clouds");
+    let journal = Arc::new(Journal { store: deps.store.clone(), clusters: Mutex::default() });
+    deps.store = journal.clone();
     let running = apiary_local::start(deps.clone(), &sdk, &options).await.expect("local runtime");
     Stack {
         name,
@@ -134,6 +141,7 @@ async fn stack_on(options: Options, with_clouds: bool) -> Stack {
         ec2: apiary_aws::sdk_ec2::Client::new(&sdk),
         metrics_file,
         clouds,
+        journal,
         running: Some(running),
         sdk,
     }
@@ -151,6 +159,57 @@ pub fn aws_pool(size: i64, running: i64) -> Value {
             "machineCount": 2
         }}
     })
+}
+
+/// The table as the functions see it, keeping every cluster item they write: a state the pool leaves at once (a
+/// broken cluster is deleted within a reconcile) is seen in the journal even when no look through the API could.
+pub struct Journal {
+    store: Arc<dyn Store>,
+    clusters: Mutex<Vec<Cluster>>,
+}
+
+impl Journal {
+    /// The versions of cluster `id` written so far, oldest first.
+    pub fn cluster(&self, id: &str) -> Vec<Cluster> {
+        let clusters = self.clusters.lock().expect("journal");
+        clusters.iter().filter(|c| c.id == id).cloned().collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Journal {
+    async fn read_pool(&self, pool: &str) -> apiary_ports::Result<Option<Snapshot>> {
+        self.store.read_pool(pool).await
+    }
+
+    async fn get(&self, pool: &str, key: &Key) -> apiary_ports::Result<Option<Item>> {
+        self.store.get(pool, key).await
+    }
+
+    async fn list_pools(&self) -> apiary_ports::Result<Vec<Pool>> {
+        self.store.list_pools().await
+    }
+
+    async fn write(&self, pool: &str, writes: Vec<Write>) -> apiary_ports::Result<()> {
+        let clusters: Vec<Cluster> = writes
+            .iter()
+            .filter_map(|w| match w {
+                Write::Put(Item::Cluster(c), _) => Some((**c).clone()),
+                _ => None,
+            })
+            .collect();
+        self.store.write(pool, writes).await?;
+        self.clusters.lock().expect("journal").extend(clusters);
+        Ok(())
+    }
+
+    async fn last_full_sweep(&self) -> apiary_ports::Result<Option<Timestamp>> {
+        self.store.last_full_sweep().await
+    }
+
+    async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> apiary_ports::Result<()> {
+        self.store.record_full_sweep(previous, at).await
+    }
 }
 
 impl Stack {
@@ -269,6 +328,16 @@ impl Stack {
             assert!(tokio::time::Instant::now() < deadline, "timed out after {timeout:?} waiting until {what}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Waits until the functions have written cluster `id` broken; that version of it (the pool may have deleted it
+    /// since).
+    pub async fn written_broken(&self, id: &Value) -> Cluster {
+        let id = id.as_str().expect("cluster id");
+        self.until(&format!("cluster {id} is marked broken"), Duration::from_secs(60), || async {
+            self.journal.cluster(id).into_iter().find(Cluster::is_broken)
+        })
+        .await
     }
 
     /// Waits until the pool has exactly `size` installed, settled clusters, `running` of them Running.
