@@ -8,16 +8,9 @@ use apiary_planner::*;
 use chrono::TimeDelta;
 use support::*;
 
-/// GIVEN a pool, WHEN claims arrive at these minutes (each planned and applied as it comes), THEN the pool as it
-/// stands after the last one.
+/// [`support::after_arrivals`], its claims kept (pending, or assigned by the plans).
 fn after_arrivals(p: PoolBuilder, minutes: &[i64]) -> Snapshot {
-    let mut snap = given(p).snapshot();
-    for (i, m) in minutes.iter().enumerate() {
-        snap.claims.push(claim(&format!("k{i:04}")).created(at(*m)).c);
-        let plan = plan(&snap, at(*m), i as u64);
-        snap = apply(&snap, &plan).unwrap().unwrap();
-    }
-    snap
+    support::after_arrivals(p, minutes, Claims::Kept)
 }
 
 fn rate(snap: &Snapshot) -> f64 {

@@ -11,17 +11,9 @@ use support::*;
 
 const WEEK: i64 = 7 * 24 * 60;
 
-/// GIVEN a pool, WHEN claims arrive at these minutes after Monday 00:00 UTC (each counted by a plan that is then
-/// applied, and the claims then leave the table as released claims do), THEN the pool as it stands.
+/// Claims arriving at these minutes after Monday 00:00 UTC, each counted by a plan and then released.
 fn learn(p: PoolBuilder, minutes: &[i64]) -> Snapshot {
-    let mut snap = given(p).snapshot();
-    for (i, m) in minutes.iter().enumerate() {
-        snap.claims.push(claim(&format!("k{i:05}")).created(at(*m)).c);
-        let plan = plan(&snap, at(*m), i as u64);
-        snap = apply(&snap, &plan).unwrap().unwrap();
-        snap.claims.clear();
-    }
-    snap
+    after_arrivals(p, minutes, Claims::Released)
 }
 
 fn running_at(snap: &Snapshot, m: i64) -> usize {

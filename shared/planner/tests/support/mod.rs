@@ -247,6 +247,30 @@ pub fn given(pool: PoolBuilder) -> Scenario {
     Scenario { pool, clusters: Vec::new(), claims: Vec::new(), leases: Vec::new() }
 }
 
+/// What becomes of each claim once a plan has counted it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Claims {
+    /// It stays in the table (pending, or assigned by the plan).
+    Kept,
+    /// It leaves the table, as released claims do.
+    Released,
+}
+
+/// GIVEN a pool, WHEN claims arrive at these minutes (each planned and applied as it comes), THEN the pool as it
+/// stands after the last one.
+pub fn after_arrivals(p: PoolBuilder, minutes: &[i64], claims: Claims) -> Snapshot {
+    let mut snap = given(p).snapshot();
+    for (i, m) in minutes.iter().enumerate() {
+        snap.claims.push(claim(&format!("k{i:05}")).created(at(*m)).c);
+        let plan = plan(&snap, at(*m), i as u64);
+        snap = apply(&snap, &plan).unwrap().unwrap();
+        if claims == Claims::Released {
+            snap.claims.clear();
+        }
+    }
+    snap
+}
+
 pub trait Item {
     fn add_to(self, s: &mut Scenario);
 }
