@@ -116,6 +116,15 @@ impl PoolSpec {
         })
     }
 
+    /// Whether a claim may take `cluster` of this pool now: it [`Cluster::is_assignable`], and the inventory name
+    /// it holds, if any, is still in the inventory (seed 003: a cluster whose name was removed is on its way out).
+    /// The claim API asks this of the spare it picks; the reconcile classifies by the same two rules.
+    pub fn may_assign(&self, cluster: &Cluster) -> bool {
+        let name_removed = cluster.cluster_name != cluster.id
+            && self.inventory_names().is_some_and(|names| !names.contains(&cluster.cluster_name.as_str()));
+        cluster.is_assignable() && !name_removed
+    }
+
     /// The limits the power state machine holds a cluster to, parsed.
     pub fn power_limits(&self) -> PowerLimits {
         PowerLimits {
@@ -1006,6 +1015,20 @@ impl Cluster {
     /// Installed and observed Running: the only clusters a claim may get (seed 002).
     pub fn is_running(&self) -> bool {
         self.installed_at.is_some() && self.power_state == Some(PowerState::Running)
+    }
+
+    /// Ready to serve a claim as far as the cluster itself can tell: not broken, installed and Running, its power
+    /// not paused by an admin (seed 004). The reconcile's classification calls an unclaimed cluster that passes
+    /// this assignable.
+    pub fn can_serve(&self) -> bool {
+        !self.is_broken() && self.is_running() && !self.power_paused
+    }
+
+    /// A spare a claim may take now: unclaimed, not on its way out (released, deleting), and [`Self::can_serve`].
+    /// The pool's sparse index of spares holds exactly the clusters for which this is true; the claim API still
+    /// asks [`PoolSpec::may_assign`] of the one it picks, which adds what only the pool's spec knows.
+    pub fn is_assignable(&self) -> bool {
+        self.claim.is_none() && !self.marked_for_deletion && !self.deleting && self.can_serve()
     }
 }
 

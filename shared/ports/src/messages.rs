@@ -1,5 +1,7 @@
 //! Every message Apiary puts on a queue or receives from a schedule. Bodies are JSON of these types.
 
+use apiary_planner::Timestamp;
+use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
 /// Reconcile one pool (reconcile queue, FIFO, group = pool). Sent by the claim API, the power function, the sweep
@@ -12,6 +14,41 @@ pub struct ReconcileMessage {
     /// Why, for logs: `claim`, `pool-updated`, `power`, `sweep`, `schedule`, ….
     #[serde(default)]
     pub reason: String,
+    /// A coalesced request ([`Self::coalesced`]): every request for the pool in the same window is one message,
+    /// and its reconcile reads the pool no earlier than this, the window's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Timestamp>,
+}
+
+/// How long a window of coalesced reconcile requests lasts ([`ReconcileMessage::coalesced`]).
+pub const COALESCE_WINDOW: TimeDelta = TimeDelta::seconds(1);
+
+/// How far apart two hosts' clocks may be when a coalesced reconcile decides that its window has ended.
+pub const CLOCK_SKEW: TimeDelta = TimeDelta::milliseconds(100);
+
+impl ReconcileMessage {
+    /// A request to reconcile `pool` now.
+    pub fn new(pool: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self { pool: pool.into(), reason: reason.into(), not_before: None }
+    }
+
+    /// A request to reconcile `pool` once for everything that happens to it in the window of
+    /// [`COALESCE_WINDOW`] holding `now`: a burst of claims or releases costs one reconcile a window, not one each.
+    /// The queue keeps one message per pool and window ([`Self::dedup_id`]); its reconcile waits for the window's
+    /// end before it reads, so it sees what every request of the window wrote before sending.
+    pub fn coalesced(pool: impl Into<String>, reason: impl Into<String>, now: Timestamp) -> Self {
+        let window = COALESCE_WINDOW.num_milliseconds();
+        let end = (now.timestamp_millis().div_euclid(window) + 1) * window;
+        // A little past the end, for the clocks of the senders and the reconcile (NTP keeps them within this).
+        let not_before = chrono::DateTime::from_timestamp_millis(end).unwrap_or(now) + CLOCK_SKEW;
+        Self { pool: pool.into(), reason: reason.into(), not_before: Some(not_before) }
+    }
+
+    /// The queue's deduplication id of a coalesced request: the same for every request of one pool and window.
+    /// `None` for a request that must not be merged with another.
+    pub fn dedup_id(&self) -> Option<String> {
+        self.not_before.map(|t| format!("{}@{}", self.pool, t.timestamp_millis()))
+    }
 }
 
 /// Drive one cluster's power state machine one step (power queue, standard, delayed re-checks).

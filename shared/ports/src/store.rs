@@ -7,6 +7,10 @@
 //! [`Cond::holds`] is the reference meaning of every condition, which each adapter's condition expressions must
 //! match exactly.
 //!
+//! A claim reads none of that whole: the partition keeps a sparse index of what a claim needs (the spares, and
+//! the claims still waiting), maintained by the adapter from each item as it is written ([`spare_key`],
+//! [`pending_key`]), so that a claim's reads follow what it needs, never the pool's size.
+//!
 //! No item may exceed [`MAX_ITEM_BYTES`] (DynamoDB's limit, counted as DynamoDB counts it): every adapter refuses
 //! a larger one with [`Error::TooLarge`] before it reaches the table ([`check_size`]).
 
@@ -181,6 +185,49 @@ pub fn check_size(pool: &str, write: &Write) -> Result<()> {
     Ok(())
 }
 
+/// How many places the spares are spread over in the pool's index ([`spare_key`]): concurrent claims start
+/// reading at different places, so they pick different spares.
+pub const SPREAD: u16 = 256;
+
+/// Where `cluster` stands in its pool's sparse index of what a claim needs, if it is there at all: a spare
+/// ([`Cluster::is_assignable`]) is `S#<place>#<id>`, its place ([`spread`] of its id, two hex digits) spreading
+/// the spares evenly over [`SPREAD`] places. Every adapter stores exactly these keys, so the index and the items
+/// can never disagree on what is a spare.
+pub fn spare_key(cluster: &Cluster) -> Option<String> {
+    cluster.is_assignable().then(|| format!("S#{:02x}#{}", spread(&cluster.id), cluster.id))
+}
+
+/// Where `claim` stands in the same index: a pending claim ([`Claim::is_pending`]) is `P#<createdAt>#<name>`
+/// (RFC 3339 in UTC with fixed digits, so the keys sort oldest first).
+pub fn pending_key(claim: &Claim) -> Option<String> {
+    claim
+        .is_pending()
+        .then(|| format!("P#{}#{}", claim.created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true), claim.name))
+}
+
+/// The first key of place `from` (taken modulo [`SPREAD`]) in the spares' part of the index.
+pub fn spare_place(from: u16) -> String {
+    format!("S#{:02x}", from % SPREAD)
+}
+
+/// `name`'s place among [`SPREAD`] ([`draw`] modulo it).
+pub fn spread(name: &str) -> u16 {
+    (draw(name) % u64::from(SPREAD)) as u16
+}
+
+/// A number drawn from `name`, the same on every machine and in every process, every bit of it depending on
+/// every byte: FNV-1a, then SplitMix64's finalizer (FNV-1a alone leaves its low bits to the bytes' low bits, so
+/// names that differ in one character would crowd into a few places).
+pub fn draw(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
 /// One pool's partition in the table.
 #[async_trait]
 pub trait Store: Send + Sync {
@@ -188,6 +235,12 @@ pub trait Store: Send + Sync {
     async fn read_pool(&self, pool: &str) -> Result<Option<Snapshot>>;
     /// One item, read strongly consistently.
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>>;
+    /// The ids of up to `limit` spares of `pool` ([`spare_key`]), read strongly consistently from the pool's sparse
+    /// index: in index order from place `from` ([`spare_place`]) on, wrapping round to the first place. Reads
+    /// index entries only, never the rest of the partition: its cost follows `limit`, not the pool's size.
+    async fn spares(&self, pool: &str, from: u16, limit: usize) -> Result<Vec<String>>;
+    /// The name of `pool`'s oldest pending claim ([`pending_key`]), read strongly consistently from the same index.
+    async fn oldest_pending(&self, pool: &str) -> Result<Option<String>>;
     /// Every pool item (not their partitions).
     async fn list_pools(&self) -> Result<Vec<Pool>>;
     /// Writes all of `writes` or none: one write alone, several in one transaction. A failed condition is

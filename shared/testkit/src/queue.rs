@@ -8,7 +8,9 @@
 //!   group is delivered while another of it is in flight;
 //! - after [`MAX_RECEIVES`] receives a message moves to the dead-letter queue instead (the template's
 //!   maxReceiveCount);
-//! - a standard queue may deliver a message twice (the hook decides when).
+//! - a standard queue may deliver a message twice (the hook decides when);
+//! - the FIFO queue accepts a message whose deduplication id it accepted in the last five minutes, and drops it
+//!   ([`ReconcileMessage::dedup_id`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +25,9 @@ use chrono::TimeDelta;
 
 use crate::hook::{enter, leave, Hook, Op};
 use crate::time::Time;
+
+/// How long the FIFO queue remembers a deduplication id (SQS's interval).
+pub const DEDUP_INTERVAL: TimeDelta = TimeDelta::minutes(5);
 
 /// Receives before a message moves to the dead-letter queue (the template's maxReceiveCount).
 pub const MAX_RECEIVES: u32 = 5;
@@ -70,6 +75,10 @@ struct Queues {
     /// Messages sent so far (a checker looks again only when this moved).
     sent: u64,
     dead: Vec<Message>,
+    /// Deduplication ids accepted on the FIFO queue, and when.
+    dedup: std::collections::HashMap<String, Timestamp>,
+    /// Messages accepted but dropped as duplicates.
+    deduplicated: u64,
     next_id: u64,
     next_receipt: u64,
 }
@@ -118,6 +127,11 @@ impl MemQueue {
     /// Messages sent so far.
     pub fn sent(&self) -> u64 {
         self.lock().sent
+    }
+
+    /// Messages the FIFO queue accepted and dropped as duplicates of one accepted in the last five minutes.
+    pub fn deduplicated(&self) -> u64 {
+        self.lock().deduplicated
     }
 
     /// Messages moved to the dead-letter queues.
@@ -248,6 +262,16 @@ impl Queue for MemQueue {
     async fn reconcile(&self, message: &ReconcileMessage) -> Result<()> {
         enter(self.hook.as_ref(), Op::Send).await?;
         let body = serde_json::to_string(message)?;
+        if let Some(id) = message.dedup_id() {
+            let now = self.time.now();
+            let mut q = self.lock();
+            q.dedup.retain(|_, at| *at + DEDUP_INTERVAL > now);
+            if q.dedup.contains_key(&id) {
+                q.deduplicated += 1;
+                return leave(self.hook.as_ref(), Op::Send, Ok(()));
+            }
+            q.dedup.insert(id, now);
+        }
         self.push(QueueName::Reconcile, body, Some(message.pool.clone()), TimeDelta::zero());
         leave(self.hook.as_ref(), Op::Send, Ok(()))
     }

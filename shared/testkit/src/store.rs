@@ -1,12 +1,16 @@
 //! The [`Store`] port in memory, with DynamoDB's semantics: every write conditional ([`Cond::holds`]), several
 //! writes all or nothing, at most one write per item in a transaction, items over 400 KB refused, reads strongly
-//! consistent.
+//! consistent, and the partition's sparse index of spares and pending claims ([`spare_key`], [`pending_key`]).
+//!
+//! It counts what each caller costs as DynamoDB would bill it ([`StoreStats`]): reads, the items (or index
+//! entries) they return, write attempts and lost conditions, so tests can hold a request's cost flat as a pool
+//! grows.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use apiary_planner::{Pool, Snapshot, Timestamp};
-use apiary_ports::store::{check_size, Item, Key, Store, Write};
+use apiary_ports::store::{check_size, pending_key, spare_key, spare_place, Item, Key, Store, Write};
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
 
@@ -49,17 +53,43 @@ fn snapshot(items: &BTreeMap<String, Item>) -> Option<Snapshot> {
     pool.map(|pool| Snapshot { pool, clusters, claims, leases })
 }
 
+/// What the table was asked for, counted as DynamoDB bills it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Read calls: Query (a whole partition, or a page of the index), GetItem.
+    pub reads: u64,
+    /// Items those reads returned (index entries for an index query).
+    pub items_read: u64,
+    /// Write calls (PutItem, DeleteItem, TransactWriteItems), whether their conditions held or not.
+    pub write_attempts: u64,
+    /// Write calls whose condition did not hold.
+    pub conflicts: u64,
+}
+
+impl std::ops::Sub for StoreStats {
+    type Output = StoreStats;
+    fn sub(self, before: StoreStats) -> StoreStats {
+        StoreStats {
+            reads: self.reads - before.reads,
+            items_read: self.items_read - before.items_read,
+            write_attempts: self.write_attempts - before.write_attempts,
+            conflicts: self.conflicts - before.conflicts,
+        }
+    }
+}
+
 /// The table.
 pub struct MemStore {
     hook: Arc<dyn Hook>,
     tables: Mutex<Tables>,
     writes: std::sync::atomic::AtomicU64,
+    stats: Mutex<StoreStats>,
 }
 
 impl MemStore {
     /// An empty table whose calls pass through `hook`.
     pub fn new(hook: Arc<dyn Hook>) -> Self {
-        Self { hook, tables: Mutex::new(Tables::default()), writes: Default::default() }
+        Self { hook, tables: Mutex::new(Tables::default()), writes: Default::default(), stats: Default::default() }
     }
 
     /// Successful writes so far (a checker looks again only when this moved).
@@ -76,6 +106,41 @@ impl MemStore {
     pub fn put(&self, pool: &str, item: Item) {
         self.lock().pools.entry(pool.to_owned()).or_default().insert(item.key().sort_key(), item);
         self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// What was asked of the table so far (subtract two to get one request's cost).
+    pub fn stats(&self) -> StoreStats {
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn count_read(&self, items: usize) {
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        stats.reads += 1;
+        stats.items_read += items as u64;
+    }
+
+    fn count_write(&self, result: &Result<()>) {
+        let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+        stats.write_attempts += 1;
+        stats.conflicts += u64::from(matches!(result, Err(Error::Conflict(_))));
+    }
+
+    /// The index entries of `pool` in key order: each spare's and each pending claim's key, with its id or name.
+    fn index(&self, pool: &str) -> Vec<(String, String)> {
+        let tables = self.lock();
+        let mut entries: Vec<(String, String)> = tables
+            .pools
+            .get(pool)
+            .into_iter()
+            .flat_map(|p| p.values())
+            .filter_map(|item| match item {
+                Item::Cluster(c) => spare_key(c).map(|k| (k, c.id.clone())),
+                Item::Claim(c) => pending_key(c).map(|k| (k, c.name.clone())),
+                _ => None,
+            })
+            .collect();
+        entries.sort();
+        entries
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Tables> {
@@ -138,14 +203,43 @@ impl MemStore {
 impl Store for MemStore {
     async fn read_pool(&self, pool: &str) -> Result<Option<Snapshot>> {
         enter(self.hook.as_ref(), Op::Read).await?;
-        let snap = self.lock().snapshot(pool);
+        let (snap, items) = {
+            let tables = self.lock();
+            (tables.snapshot(pool), tables.pools.get(pool).map_or(0, BTreeMap::len))
+        };
+        self.count_read(items);
         leave(self.hook.as_ref(), Op::Read, Ok(snap))
     }
 
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>> {
         enter(self.hook.as_ref(), Op::Read).await?;
         let item = self.lock().pools.get(pool).and_then(|p| p.get(&key.sort_key())).cloned();
+        self.count_read(usize::from(item.is_some()));
         leave(self.hook.as_ref(), Op::Read, Ok(item))
+    }
+
+    async fn spares(&self, pool: &str, from: u16, limit: usize) -> Result<Vec<String>> {
+        enter(self.hook.as_ref(), Op::Read).await?;
+        let start = spare_place(from);
+        let spares: Vec<(String, String)> = self.index(pool).into_iter().filter(|(k, _)| k.starts_with("S#")).collect();
+        // As the adapter queries: from the place on, then (a second query) from the first place up to it.
+        let (after, before): (Vec<_>, Vec<_>) = spares.into_iter().partition(|(k, _)| *k >= start);
+        let first: Vec<String> = after.into_iter().take(limit).map(|(_, id)| id).collect();
+        self.count_read(first.len());
+        let mut ids = first;
+        if ids.len() < limit && !before.is_empty() {
+            let rest: Vec<String> = before.into_iter().take(limit - ids.len()).map(|(_, id)| id).collect();
+            self.count_read(rest.len());
+            ids.extend(rest);
+        }
+        leave(self.hook.as_ref(), Op::Read, Ok(ids))
+    }
+
+    async fn oldest_pending(&self, pool: &str) -> Result<Option<String>> {
+        enter(self.hook.as_ref(), Op::Read).await?;
+        let oldest = self.index(pool).into_iter().find(|(k, _)| k.starts_with("P#")).map(|(_, name)| name);
+        self.count_read(usize::from(oldest.is_some()));
+        leave(self.hook.as_ref(), Op::Read, Ok(oldest))
     }
 
     async fn list_pools(&self) -> Result<Vec<Pool>> {
@@ -158,7 +252,8 @@ impl Store for MemStore {
                 Some(Item::Pool(pool)) => Some((**pool).clone()),
                 _ => None,
             })
-            .collect();
+            .collect::<Vec<Pool>>();
+        self.count_read(pools.len());
         leave(self.hook.as_ref(), Op::Read, Ok(pools))
     }
 
@@ -168,6 +263,7 @@ impl Store for MemStore {
         }
         enter(self.hook.as_ref(), Op::Write).await?;
         let result = self.apply(pool, writes);
+        self.count_write(&result);
         leave(self.hook.as_ref(), Op::Write, result)
     }
 

@@ -154,7 +154,7 @@ fn a_batch_item_failure_is_redelivered_and_the_rest_deleted() {
 fn a_fifo_group_is_delivered_in_order_one_batch_at_a_time() {
     let w = World::new(t0());
     for (pool, reason) in [("p", "1"), ("q", "1"), ("p", "2")] {
-        let m = ReconcileMessage { pool: pool.into(), reason: reason.into() };
+        let m = ReconcileMessage::new(pool, reason);
         block_on(w.queue.reconcile(&m)).expect("send");
     }
     let vis = TimeDelta::seconds(60);
@@ -168,7 +168,7 @@ fn a_fifo_group_is_delivered_in_order_one_batch_at_a_time() {
     assert_eq!(bodies.len(), 2, "p's two messages, in order: {bodies:?}");
     assert!(bodies[0].contains("\"1\"") && bodies[1].contains("\"2\""));
     // Group p is in flight: nothing more until it is settled or times out.
-    block_on(w.queue.reconcile(&ReconcileMessage { pool: "p".into(), reason: "3".into() })).expect("send");
+    block_on(w.queue.reconcile(&ReconcileMessage::new("p", "3"))).expect("send");
     assert!(w.queue.receive(QueueName::Reconcile, 10, vis, &mut |_| 0).records.is_empty());
     w.queue.settle(&second, &batch_response([]));
     assert_eq!(w.queue.receive(QueueName::Reconcile, 10, vis, &mut |_| 0).records.len(), 1);

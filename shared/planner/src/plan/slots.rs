@@ -116,7 +116,7 @@ impl<'a> Planner<'a> {
                 b.broken.push(i);
             } else if s.c.installed_at.is_none() {
                 b.installing.push(i);
-            } else if s.c.is_running() && !s.c.power_paused {
+            } else if s.c.can_serve() {
                 b.assignable.push(i);
             } else {
                 b.standby.push(i);
