@@ -9,6 +9,13 @@
 //!
 //! Items are the domain types' own fields (camelCase), with `rev` at the top level for conditions.
 //! `AttributeValue` never leaves this module.
+//!
+//! The local secondary index `assign` (keys only) is the partition's sparse index of what a claim needs: a
+//! spare cluster or a pending claim carries `assign` ([`spare_key`], [`pending_key`]), computed from the item on
+//! every write, so the index and the items agree by construction; every other item leaves it out. A local
+//! index, unlike a global one, is read strongly consistently, so a claim never picks a spare already taken
+//! nor misses one just made. (It also keeps a pool's items in one partition of at most 10 GB: some eight
+//! million clusters.)
 
 use std::collections::HashMap;
 
@@ -20,7 +27,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, Trans
 use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
-use apiary_ports::store::{check_size, Cond, Item, Key, Store, Write};
+use apiary_ports::store::{check_size, pending_key, spare_key, spare_place, Cond, Item, Key, Store, Write};
 use apiary_ports::{Error, Result};
 
 use crate::calls::count;
@@ -29,6 +36,9 @@ type Attrs = HashMap<String, AttributeValue>;
 
 /// Name of the sparse index over pool items.
 pub const POOLS_INDEX: &str = "pools";
+
+/// Name of the sparse local index of spares and pending claims, and of its sort key attribute.
+pub const ASSIGN_INDEX: &str = "assign";
 
 /// The table.
 #[derive(Debug, Clone)]
@@ -67,8 +77,17 @@ fn encode(pool: &str, item: &Item) -> Result<Attrs> {
     };
     let mut attrs: Attrs = encoded.map_err(|source| Error::Decode { key: sk(&key), source: Box::new(source) })?;
     attrs.extend(key_attrs(pool, &key));
-    if let Item::Pool(_) = item {
-        attrs.insert("kind".into(), s("pool"));
+    let assign = match item {
+        Item::Pool(_) => {
+            attrs.insert("kind".into(), s("pool"));
+            None
+        }
+        Item::Cluster(c) => spare_key(c),
+        Item::Claim(c) => pending_key(c),
+        Item::Lease(_) => None,
+    };
+    if let Some(key) = assign {
+        attrs.insert(ASSIGN_INDEX.into(), s(key));
     }
     Ok(attrs)
 }
@@ -174,6 +193,46 @@ impl DynamoStore {
         }
     }
 
+    /// Up to `limit` entries of the `assign` index between `low` and `high` (bounds that are never keys themselves),
+    /// as (key, id or name), in one page.
+    async fn assign_entries(&self, pool: &str, low: &str, high: &str, limit: usize) -> Result<Vec<(String, String)>> {
+        if limit == 0 {
+            return Ok(vec![]);
+        }
+        count("dynamodb:Query");
+        let page = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(ASSIGN_INDEX)
+            .consistent_read(true)
+            .key_condition_expression("PK = :pk AND #assign BETWEEN :low AND :high")
+            .expression_attribute_names("#assign", ASSIGN_INDEX)
+            .expression_attribute_values(":pk", s(pk(pool)))
+            .expression_attribute_values(":low", s(low))
+            .expression_attribute_values(":high", s(high))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| crate::error::aws("dynamodb:Query", e))?;
+        let mut entries = vec![];
+        for attrs in page.items.unwrap_or_default() {
+            let (Some(AttributeValue::S(key)), Some(AttributeValue::S(sk))) =
+                (attrs.get(ASSIGN_INDEX), attrs.get("SK"))
+            else {
+                continue;
+            };
+            let id = sk.split_once('#').map_or(sk.as_str(), |(_, id)| id);
+            entries.push((key.clone(), id.to_owned()));
+        }
+        Ok(entries)
+    }
+
+    /// The ids of up to `limit` spares between `low` and `high`.
+    async fn assign_page(&self, pool: &str, low: &str, high: &str, limit: usize) -> Result<Vec<String>> {
+        Ok(self.assign_entries(pool, low, high, limit).await?.into_iter().map(|(_, id)| id).collect())
+    }
+
     async fn transact(&self, pool: &str, writes: Vec<Write>) -> Result<()> {
         let mut items = Vec::with_capacity(writes.len());
         for w in &writes {
@@ -223,7 +282,14 @@ impl DynamoStore {
             Err(SdkError::ServiceError(se)) if lost_condition(se.err()) => {
                 Err(Error::Conflict(format!("{pool}: transaction of {} writes cancelled", writes.len())))
             }
-            Err(e) => Err(crate::error::aws("dynamodb:TransactWriteItems", e)),
+            Err(e) => {
+                let throttled = matches!(&e, SdkError::ServiceError(se) if throttled(se.err()));
+                let mut err = crate::error::aws("dynamodb:TransactWriteItems", e);
+                if let Error::Service { retryable, .. } = &mut err {
+                    *retryable |= throttled;
+                }
+                Err(err)
+            }
         }
     }
 }
@@ -251,6 +317,20 @@ fn lost_condition(err: &TransactWriteItemsError) -> bool {
                 .any(|r| matches!(r.code(), Some("ConditionalCheckFailed") | Some("TransactionConflict")))
                 || e.cancellation_reasons().is_empty()
         }
+        _ => false,
+    }
+}
+
+/// A transaction cancelled because an item's partition was past its throughput (a burst of claims on one pool):
+/// nothing was written, and the same transaction may be tried again.
+fn throttled(err: &TransactWriteItemsError) -> bool {
+    match err {
+        TransactWriteItemsError::TransactionCanceledException(e) => e.cancellation_reasons().iter().any(|r| {
+            matches!(
+                r.code(),
+                Some("ThrottlingError") | Some("ProvisionedThroughputExceeded") | Some("RequestLimitExceeded")
+            )
+        }),
         _ => false,
     }
 }
@@ -316,6 +396,21 @@ impl Store for DynamoStore {
         }
     }
 
+    async fn spares(&self, pool: &str, from: u16, limit: usize) -> Result<Vec<String>> {
+        let start = spare_place(from);
+        // From the place to the end of the spares ("S#" then '~', past every hex digit), then from the first place.
+        let mut ids = self.assign_page(pool, &start, "S#~", limit).await?;
+        if ids.len() < limit && start != spare_place(0) {
+            let before = self.assign_page(pool, "S#", &start, limit - ids.len()).await?;
+            ids.extend(before);
+        }
+        Ok(ids)
+    }
+
+    async fn oldest_pending(&self, pool: &str) -> Result<Option<String>> {
+        Ok(self.assign_entries(pool, "P#", "P#~", 1).await?.into_iter().next().map(|(_, name)| name))
+    }
+
     async fn list_pools(&self) -> Result<Vec<Pool>> {
         let query = self
             .client
@@ -375,5 +470,31 @@ impl Store for DynamoStore {
             .await
             .map(drop)
             .map_err(|e| write_error("dynamodb:PutItem", || format!("sweep: last full {previous:?}"), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_dynamodb::types::error::TransactionCanceledException;
+    use aws_sdk_dynamodb::types::CancellationReason;
+
+    use super::*;
+
+    fn cancelled(codes: &[&str]) -> TransactWriteItemsError {
+        let reasons = codes.iter().map(|c| CancellationReason::builder().code(*c).build()).collect();
+        TransactWriteItemsError::TransactionCanceledException(
+            TransactionCanceledException::builder().set_cancellation_reasons(Some(reasons)).build(),
+        )
+    }
+
+    /// DynamoDB names each item's reason, `None` for the items that were fine.
+    #[test]
+    fn a_cancelled_transaction_is_a_lost_race_or_a_throttle_by_its_reasons() {
+        let race = cancelled(&["None", "ConditionalCheckFailed"]);
+        assert!(lost_condition(&race) && !throttled(&race));
+        let busy = cancelled(&["ThrottlingError", "None"]);
+        assert!(throttled(&busy) && !lost_condition(&busy));
+        let invalid = cancelled(&["ValidationError"]);
+        assert!(!throttled(&invalid) && !lost_condition(&invalid));
     }
 }

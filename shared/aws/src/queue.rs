@@ -2,7 +2,9 @@
 //!
 //! The reconcile queue is FIFO with `MessageGroupId = pool`, so one pool is reconciled by one invocation at a
 //! time while pools proceed in parallel. Each send has its own deduplication id: SQS drops the SDK's retries of
-//! one send, never a later request that may carry news. The power queue is a standard queue; re-checks are sent
+//! one send, never a later request that may carry news; except a coalesced request
+//! ([`ReconcileMessage::coalesced`]), whose id names its pool and window, so that SQS keeps one message of a
+//! burst (and the reconcile waits for the window's end before reading). The power queue is a standard queue; re-checks are sent
 //! with a per-message delay (at most 900 s, SQS's limit).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,7 +54,7 @@ impl Queue for SqsQueue {
             .send_message()
             .queue_url(&self.reconcile_url)
             .message_group_id(&message.pool)
-            .message_deduplication_id(format!("{:016x}-{n}", self.process))
+            .message_deduplication_id(message.dedup_id().unwrap_or_else(|| format!("{:016x}-{n}", self.process)))
             .message_body(serde_json::to_string(message)?)
             .send()
             .await

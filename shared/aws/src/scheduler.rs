@@ -111,7 +111,7 @@ impl Schedules for EventBridgeSchedules {
     async fn sync(&self, pool: &str, schedules: &[Schedule]) -> Result<()> {
         let stem = self.stem(pool);
         let existing = self.existing(&stem).await?;
-        let input = serde_json::to_string(&ReconcileMessage { pool: pool.to_owned(), reason: "schedule".into() })?;
+        let input = serde_json::to_string(&ReconcileMessage::new(pool, "schedule"))?;
         for (i, s) in schedules.iter().enumerate() {
             let name = format!("{stem}{i}");
             let target = Target::builder()
