@@ -1,14 +1,18 @@
 //! Claims: make one (assigned at once when a Running spare is free), read it (optionally waiting until it is
 //! Ready), release it, hibernate or resume its cluster, list them.
+//!
+//! Making a claim reads what it needs and nothing more: the pool item, the pool's oldest pending claim and one
+//! page of its spares from the partition's sparse index, and the spare it picks; never the whole partition. So
+//! its cost follows the claims, not the pool's size, and concurrent claims pick different spares.
 
 use std::time::Duration;
 
 use apiary_planner::duration::parse as parse_duration;
 use apiary_planner::validate::limits::MAX_DURATION_LEN;
 use apiary_planner::validate::validate_lifetime;
-use apiary_planner::{plan, Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration};
+use apiary_planner::{Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration, Pool, Snapshot};
 use apiary_ports::messages::PowerMessage;
-use apiary_ports::store::{writes_for, Cond, Item, Key, Write};
+use apiary_ports::store::{draw, writes_for, Cond, Item, Key, Write, SPREAD};
 use apiary_ports::{Deps, Error as StoreError};
 use lambda_http::Body;
 use serde::Deserialize;
@@ -16,14 +20,24 @@ use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::input::{name, parse_body};
-use crate::pools::{get_pool_item, read_pool, reconcile_soon};
+use crate::pools::{get_pool_item, read_pool, reconcile_coalesced};
 use crate::view::claim_view;
 use crate::{Caller, MAX_ATTEMPTS, MAX_WAIT};
 
-/// Lost races a claim re-plans after (each one means another claim was served) before answering 503.
-const CLAIM_ATTEMPTS: usize = 32;
-/// How often a waiting `GET` looks at its claim.
+/// Spares a claim reads from the pool's index at once: enough to spread concurrent claims over, and one small
+/// page whatever the pool's size.
+const SPARES_PAGE: usize = 16;
+/// Spares a claim may lose to other claims (each loss means another claim was served) before it waits in line.
+const CLAIM_TRIES: u32 = 64;
+/// How long a claim may race for a spare before it waits in line (202) instead: never a 503 under contention.
+const CLAIM_BUDGET: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+/// A claim that lost a spare waits up to this many milliseconds per loss (at most four) before its next try.
+const JITTER_MS: u64 = 20;
+/// How often a waiting `GET` first looks at its claim; the gap doubles up to [`WAIT_POLL_MAX`], so that hundreds
+/// of jobs waiting on one pool read it a few hundred times a second, not thousands.
 const WAIT_POLL: Duration = Duration::from_millis(250);
+/// The longest gap between two looks of a waiting `GET`.
+const WAIT_POLL_MAX: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -65,55 +79,144 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
         }
         None => None,
     };
-    // Each lost race means another claim won a spare: re-read and try for the next, until none is left.
-    for _ in 0..CLAIM_ATTEMPTS {
-        let mut snap = read_pool(deps, pool).await?;
-        if snap.pool.deletion_requested_at.is_some() {
-            return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
-        }
-        if let Some(existing) = snap.claims.iter().find(|c| c.name == claim) {
-            if existing.owner != caller.arn {
-                return Err(ApiError::conflict(format!("claim {claim} exists and belongs to another principal")));
-            }
-            let cluster = existing.cluster.as_ref().and_then(|id| snap.clusters.iter().find(|k| &k.id == id));
-            return Ok((if cluster.is_some() { 201 } else { 202 }, claim_view(&snap.pool, existing, cluster)));
-        }
+    let p = get_pool_item(deps, pool).await?;
+    if p.deletion_requested_at.is_some() {
+        return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
+    }
+    let started = deps.clock.now();
+    let mut tries: u32 = 0;
+    loop {
         let now = deps.clock.now();
-        let mut new = Claim::new(claim, caller.arn.clone(), now);
+        // Made when it arrived, whatever its tries cost: claims wait in line by arrival.
+        let mut new = Claim::new(claim, caller.arn.clone(), started);
         new.lifetime = lifetime.clone();
-        snap.claims.push(new.clone());
-        let planned = plan(&snap, now, deps.clock.seed());
-        let assign =
-            planned.actions.into_iter().find(|a| matches!(a, Action::AssignClaim { claim: c, .. } if c == claim));
-        let writes = match &assign {
-            Some(action) => {
-                let mut writes = writes_for(&mut snap, action)?;
-                // The claim item is new: its condition is absence, not a revision.
-                for w in &mut writes {
-                    if let Write::Put(Item::Claim(_), cond) = w {
-                        *cond = Cond::Absent;
-                    }
-                }
-                writes
+        // Past its budget a claim stops racing and waits in line: the reconcile serves it in order.
+        let racing = tries < CLAIM_TRIES && now - started < CLAIM_BUDGET;
+        let spare = if racing { pick_spare(deps, &p, claim, tries).await? } else { None };
+        let (writes, assigned) = match spare {
+            Some(cluster) => {
+                let (writes, assigned) = assignment(&p, cluster, new.clone(), now)?;
+                (writes, Some(assigned))
             }
-            None => vec![Write::Put(Item::Claim(Box::new(new.clone())), Cond::Absent)],
+            None => (vec![Write::Put(Item::Claim(Box::new(new.clone())), Cond::Absent)], None),
         };
         match deps.store.write(pool, writes).await {
             Ok(()) => {}
-            Err(StoreError::Conflict(_)) => continue,
+            Err(StoreError::Conflict(_)) => {
+                // The claim exists already (a PUT again), or another claim took the spare first: try the next.
+                if let Some(Item::Claim(existing)) = deps.store.get(pool, &Key::Claim(claim.to_owned())).await? {
+                    return existing_claim(deps, caller, &p, *existing).await;
+                }
+                tries += 1;
+                backoff(deps, tries).await;
+                continue;
+            }
+            // A throttled partition (a burst past its write units) or a lost answer, past the SDK's own retries:
+            // nothing or the whole transaction landed, so trying again is safe while the claim has time.
+            Err(e) if e.is_retryable() && deps.clock.now() - started < CLAIM_BUDGET => {
+                tracing::warn!(pool, claim, error = %e, "claim write failed; trying again");
+                tries += 1;
+                backoff(deps, tries).await;
+                continue;
+            }
             Err(e) => return Err(e.into()),
         }
-        if let Some(Action::AssignClaim { at, .. }) = &assign {
-            deps.metrics.emit(apiary_ports::metrics::claim_assigned(&deps.config.stack, pool, &new, *at));
-        }
-        // Either way the pool has work: resume the next spare, or find this claim a cluster.
-        reconcile_soon(deps, pool, "claim").await?;
-        let stored = snap.claims.iter().find(|c| c.name == claim).cloned().unwrap_or(new);
-        let cluster = stored.cluster.as_ref().and_then(|id| snap.clusters.iter().find(|k| &k.id == id));
-        tracing::info!(pool, claim, owner = %caller.arn, cluster = cluster.map(|c| c.id.as_str()), "claim stored");
-        return Ok((if cluster.is_some() { 201 } else { 202 }, claim_view(&snap.pool, &stored, cluster)));
+        let (stored, cluster) = match assigned {
+            Some((claim, cluster)) => {
+                deps.metrics.emit(apiary_ports::metrics::claim_assigned(&deps.config.stack, pool, &claim, now));
+                (claim, Some(cluster))
+            }
+            None => (new, None),
+        };
+        // Either way the pool has work (resume the next spare, or find this claim a cluster): once per window.
+        reconcile_coalesced(deps, pool, "claim").await?;
+        tracing::info!(
+            pool,
+            claim,
+            owner = %caller.arn,
+            cluster = cluster.as_ref().map(|c| c.id.as_str()),
+            tries,
+            "claim stored"
+        );
+        return Ok((if cluster.is_some() { 201 } else { 202 }, claim_view(&p, &stored, cluster.as_ref())));
     }
-    Err(ApiError::busy("too many concurrent claims on this pool; try again"))
+}
+
+/// A jittered pause after a claim's `tries`-th lost try: up to [`JITTER_MS`] per loss, at most four.
+async fn backoff(deps: &Deps, tries: u32) {
+    let jitter = deps.clock.seed() % (JITTER_MS * u64::from(tries.min(4)));
+    deps.clock.sleep(Duration::from_millis(jitter)).await;
+}
+
+/// A spare for `claim` on its `tries`-th try, or `None` when it must wait: no spare, or older claims waiting
+/// (they come first, FIFO, and the reconcile serves them in order).
+///
+/// Concurrent claims spread over the spares rather than race for the oldest: each reads one page of the pool's
+/// index from a place drawn from its name and try, and takes one of that page drawn the same way, so a burst of
+/// N claims on N spares costs about N transactions, not N². Seed 000's oldest-first stands for which clusters
+/// are kept Running and for the claims the reconcile serves; among Running spares a claim gets any one.
+async fn pick_spare(deps: &Deps, pool: &Pool, claim: &str, tries: u32) -> Result<Option<Cluster>, ApiError> {
+    if deps.store.oldest_pending(&pool.name).await?.is_some() {
+        return Ok(None);
+    }
+    let drawn = draw(&format!("{claim}/{tries}"));
+    let place = (drawn % u64::from(SPREAD)) as u16;
+    let ids = deps.store.spares(&pool.name, place, SPARES_PAGE).await?;
+    if ids.is_empty() {
+        return Ok(None);
+    }
+    let first = ((drawn >> 16) % ids.len() as u64) as usize;
+    for k in 0..ids.len() {
+        let id = &ids[(first + k) % ids.len()];
+        // The index says spare; the item, read strongly, and the pool's rules decide.
+        if let Some(cluster) = get_cluster_item(deps, &pool.name, id).await? {
+            if pool.spec.may_assign(&cluster) {
+                return Ok(Some(cluster));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The writes assigning `cluster` to the new `claim` at `at`, computed by the planner's own meaning of an
+/// assignment ([`writes_for`]): the cluster on condition that it is still at its revision, unclaimed and Running,
+/// the claim on condition that it does not exist yet. Also the claim and cluster as written.
+fn assignment(
+    pool: &Pool,
+    cluster: Cluster,
+    claim: Claim,
+    at: apiary_planner::Timestamp,
+) -> Result<(Vec<Write>, (Claim, Cluster)), ApiError> {
+    let action = Action::AssignClaim {
+        claim: claim.name.clone(),
+        claim_rev: claim.rev,
+        cluster: cluster.id.clone(),
+        cluster_rev: cluster.rev,
+        at,
+    };
+    let mut snap = Snapshot { pool: pool.clone(), clusters: vec![cluster], claims: vec![claim], leases: vec![] };
+    let mut writes = writes_for(&mut snap, &action)?;
+    for w in &mut writes {
+        if let Write::Put(Item::Claim(_), cond) = w {
+            *cond = Cond::Absent;
+        }
+    }
+    let (Some(claim), Some(cluster)) = (snap.claims.pop(), snap.clusters.pop()) else {
+        return Err(StoreError::Conflict("assignment lost its items".into()).into());
+    };
+    Ok((writes, (claim, cluster)))
+}
+
+/// The answer to a PUT of a claim that exists: the same as when it was made, if the caller made it.
+async fn existing_claim(deps: &Deps, caller: &Caller, pool: &Pool, existing: Claim) -> ApiResult {
+    if existing.owner != caller.arn {
+        return Err(ApiError::conflict(format!("claim {} exists and belongs to another principal", existing.name)));
+    }
+    let cluster = match &existing.cluster {
+        Some(id) => get_cluster_item(deps, &pool.name, id).await?,
+        None => None,
+    };
+    Ok((if cluster.is_some() { 201 } else { 202 }, claim_view(pool, &existing, cluster.as_ref())))
 }
 
 async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, ApiError> {
@@ -145,6 +248,7 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
     };
     let p = get_pool_item(deps, pool).await?;
     let deadline = deps.clock.now() + chrono::TimeDelta::from_std(wait).unwrap_or_default();
+    let mut poll = WAIT_POLL;
     loop {
         let c = get_claim_item(deps, pool, claim).await?;
         authorize(caller, &c)?;
@@ -156,7 +260,8 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
         if c.phase(cluster.as_ref()) == ClaimPhase::Ready || now >= deadline {
             return Ok((200, claim_view(&p, &c, cluster.as_ref())));
         }
-        deps.clock.sleep(WAIT_POLL.min((deadline - now).to_std().unwrap_or_default())).await;
+        deps.clock.sleep(poll.min((deadline - now).to_std().unwrap_or_default())).await;
+        poll = (poll * 2).min(WAIT_POLL_MAX);
     }
 }
 
@@ -172,7 +277,7 @@ pub(crate) async fn release_claim(deps: &Deps, caller: &Caller, pool: &str, clai
         let next = Claim { release_requested_at: Some(deps.clock.now()), rev: rev + 1, ..c };
         match deps.store.write(pool, vec![Write::Put(Item::Claim(Box::new(next.clone())), Cond::Rev(rev))]).await {
             Ok(()) => {
-                reconcile_soon(deps, pool, "release").await?;
+                reconcile_coalesced(deps, pool, "release").await?;
                 tracing::info!(pool, claim, "claim release requested");
                 return Ok((202, claim_view(&p, &next, None)));
             }

@@ -6,9 +6,11 @@
 //! request contradicts stored state, 503 when AWS is briefly unavailable. The OpenAPI document is
 //! [`OPENAPI`] (`GET /openapi.json`).
 //!
-//! A claim is answered at once when a Running spare is free: the planner picks the cluster (oldest first, after
-//! older pending claims) and one transaction writes the claim and takes the cluster, on condition that it is
-//! still unclaimed and Running. Otherwise the claim is stored Pending and the pool's reconcile assigns it.
+//! A claim is answered at once when a Running spare is free and no older claim is waiting: it picks a spare from
+//! the pool's sparse index (spread by its name, so concurrent claims pick different ones), and one transaction
+//! writes the claim and takes the cluster, on condition that it is still unclaimed and Running. Otherwise the
+//! claim is stored Pending and the pool's reconcile assigns it, oldest claim to oldest cluster. Claims and
+//! releases ask for one coalesced reconcile per pool and second.
 
 use std::time::Duration;
 

@@ -33,7 +33,14 @@ pub(crate) async fn get_pool_item(deps: &Deps, pool: &str) -> Result<Pool, ApiEr
 
 /// Asks for a reconcile of `pool`.
 pub(crate) async fn reconcile_soon(deps: &Deps, pool: &str, reason: &str) -> Result<(), ApiError> {
-    deps.queue.reconcile(&ReconcileMessage { pool: pool.to_owned(), reason: reason.to_owned() }).await?;
+    deps.queue.reconcile(&ReconcileMessage::new(pool, reason)).await?;
+    Ok(())
+}
+
+/// Asks for a reconcile of `pool` that stands for every such request in the same second (claims and releases
+/// come in bursts: one reconcile per pool and window, not one per request).
+pub(crate) async fn reconcile_coalesced(deps: &Deps, pool: &str, reason: &str) -> Result<(), ApiError> {
+    deps.queue.reconcile(&ReconcileMessage::coalesced(pool, reason, deps.clock.now())).await?;
     Ok(())
 }
 

@@ -1,10 +1,17 @@
-//! The claim API on in-memory ports: routes, authorization, validation, and claims served at once or later.
+//! The claim API on in-memory ports: routes, authorization, validation, claims served at once or later, and what
+//! a claim costs the table (flat as the pool grows, and under a burst of concurrent claims).
 
-use apiary_planner::{DesiredPower, Timestamp};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use apiary_planner::{Claim, DesiredPower, Timestamp};
+use apiary_ports::store::Item;
 use apiary_ports::Deps;
 use apiary_testkit::fixtures::{aws_spec, installed, pool};
+use apiary_testkit::hook::{Gate, Hook, Op};
+use apiary_testkit::store::StoreStats;
 use apiary_testkit::{World, ADMIN};
-use chrono::{TimeZone, Utc};
+use chrono::{TimeDelta, TimeZone, Utc};
 use serde_json::{json, Value};
 
 const ALICE: &str = "arn:aws:iam::123456789012:user/alice";
@@ -301,4 +308,151 @@ async fn the_documents_example_claim_has_the_fields_of_a_real_answer() {
     };
     assert_eq!(keys(example), keys(&real));
     assert_eq!(keys(&example["cluster"]), keys(&real["cluster"]));
+}
+
+/// A pool of `size` installed clusters, a second apart, the oldest `running` of them Running spares.
+fn stocked(w: &World, name: &str, size: usize, running: usize) {
+    w.put_pool(pool(name, aws_spec(size as i64, running as i64), t0()));
+    for i in 0..size {
+        let power = if i < running { DesiredPower::Running } else { DesiredPower::Hibernating };
+        w.put_cluster(name, installed(&format!("{name}-{i:05}"), power, t0() + TimeDelta::seconds(i as i64)));
+    }
+}
+
+/// What one request cost the table.
+async fn cost(w: &World, deps: &Deps, method: &str, uri: &str, expect: u16) -> StoreStats {
+    let before = w.store.stats();
+    let (status, body) = call(deps, method, uri, Some(ALICE), None).await;
+    assert_eq!(status, expect, "{method} {uri}: {body}");
+    w.store.stats() - before
+}
+
+#[tokio::test]
+async fn a_claim_costs_the_table_the_same_in_a_pool_of_ten_clusters_and_in_one_of_ten_thousand() {
+    let mut costs = vec![];
+    for size in [10, 10_000] {
+        let w = World::new(t0());
+        stocked(&w, "hot", size, 5);
+        stocked(&w, "cold", size, 0);
+        let deps = w.default_deps(900);
+        let served = cost(&w, &deps, "PUT", "/pools/hot/claims/job", 201).await;
+        let waiting = cost(&w, &deps, "PUT", "/pools/cold/claims/job", 202).await;
+        let again = cost(&w, &deps, "PUT", "/pools/hot/claims/job", 201).await;
+        let read = cost(&w, &deps, "GET", "/pools/hot/claims/job", 200).await;
+        let released = cost(&w, &deps, "DELETE", "/pools/hot/claims/job", 202).await;
+        costs.push([served, waiting, again, read, released]);
+    }
+    assert_eq!(costs[0], costs[1], "a request's cost must not grow with the pool");
+    let [served, waiting, ..] = costs[0];
+    // The pool item, the oldest pending claim, one page of the index (the five spares, in at most two queries),
+    // the spare picked; one transaction.
+    assert!(served.reads <= 5 && served.items_read <= 7, "{served:?}");
+    assert_eq!((served.write_attempts, served.conflicts), (1, 0), "{served:?}");
+    assert!(waiting.reads <= 4 && waiting.items_read <= 1, "{waiting:?}");
+    assert_eq!((waiting.write_attempts, waiting.conflicts), (1, 0), "{waiting:?}");
+}
+
+/// Every port call first lets the other invocations run: concurrent requests interleave call by call.
+struct Interleave;
+
+impl Hook for Interleave {
+    fn before(&self, _: Op) -> Gate {
+        Gate::Yield
+    }
+}
+
+#[tokio::test]
+async fn two_hundred_concurrent_claims_on_two_hundred_spares_each_get_their_own_at_under_two_writes_a_claim() {
+    let w = World::with_hook(t0(), Arc::new(Interleave), 7);
+    stocked(&w, "ci", 200, 200);
+    let deps = w.default_deps(900);
+    let before = w.store.stats();
+    let claims = (0..200).map(|i| format!("/pools/ci/claims/job-{i}"));
+    let answers = futures::future::join_all(claims.map(|uri| {
+        let deps = deps.clone();
+        async move { call(&deps, "PUT", &uri, Some(ALICE), None).await }
+    }))
+    .await;
+    let cost = w.store.stats() - before;
+    let mut given = BTreeSet::new();
+    for (status, body) in &answers {
+        assert_eq!(status, &201, "{body}");
+        let id = body["cluster"]["id"].as_str().expect("a cluster");
+        assert!(given.insert(id.to_owned()), "{id} given twice");
+        let stored = w.cluster("ci", id).expect("cluster");
+        assert_eq!(stored.claim.as_deref(), body["name"].as_str(), "the cluster names the claim it was given to");
+    }
+    assert_eq!(given.len(), 200);
+    let per_claim = cost.write_attempts as f64 / 200.0;
+    assert!(per_claim < 2.0, "{per_claim:.2} write attempts a claim: {cost:?}");
+    // The burst asked for one reconcile per second it lasted (its retries' jitter moves virtual time), not 200.
+    let seconds = (w.now() - t0()).num_seconds() as usize + 1;
+    let asked = w.queue.take_reconcile().len();
+    assert!(asked <= seconds && seconds <= 3, "{asked} reconciles over {seconds} s");
+    eprintln!("200 concurrent claims: {cost:?}, {per_claim:.2} write attempts a claim, {asked} reconciles");
+}
+
+#[tokio::test]
+async fn an_older_waiting_claim_keeps_its_turn_when_a_spare_comes() {
+    let w = World::new(t0());
+    stocked(&w, "ci", 2, 1);
+    let waiting = Claim::new("first", BOB, t0());
+    w.store.put("ci", Item::Claim(Box::new(waiting)));
+    let deps = w.default_deps(900);
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/second", Some(ALICE), None).await;
+    assert_eq!((status, body["phase"].as_str()), (202, Some("Pending")), "FIFO: the reconcile serves `first` first");
+    assert!(w.snapshot("ci").expect("pool").clusters.iter().all(|c| c.claim.is_none()));
+}
+
+#[tokio::test]
+async fn claims_in_the_same_second_ask_for_one_reconcile_and_the_next_second_for_another() {
+    let w = World::new(t0());
+    stocked(&w, "ci", 6, 6);
+    let deps = w.default_deps(900);
+    for i in 0..3 {
+        call(&deps, "PUT", &format!("/pools/ci/claims/a{i}"), Some(ALICE), None).await;
+    }
+    w.time.advance(TimeDelta::seconds(1));
+    for i in 0..3 {
+        call(&deps, "PUT", &format!("/pools/ci/claims/b{i}"), Some(ALICE), None).await;
+    }
+    let asked = w.queue.take_reconcile();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(w.queue.deduplicated(), 4);
+    // Each reads the pool only once its window has ended (and a little after, for the clocks).
+    let windows: Vec<_> = asked.iter().filter_map(|m| m.not_before).collect();
+    assert_eq!(windows, [t0() + TimeDelta::milliseconds(1_100), t0() + TimeDelta::milliseconds(2_100)]);
+}
+
+/// The table refuses the first `left` writes as DynamoDB does when a partition is past its write units.
+struct Throttle {
+    left: std::sync::atomic::AtomicU32,
+}
+
+impl Hook for Throttle {
+    fn before(&self, op: Op) -> Gate {
+        use std::sync::atomic::Ordering::SeqCst;
+        if op == Op::Write && self.left.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Gate::Fail(apiary_ports::Error::service(
+                "TransactWriteItems",
+                "ThrottlingException: Throughput exceeds the current capacity for one or more partitions",
+                true,
+            ));
+        }
+        Gate::Proceed
+    }
+}
+
+/// A burst past the partition's write units is throttled beyond the SDK's own retries: the claim backs off and
+/// tries again within its budget instead of answering 503 while the pool has spares.
+#[tokio::test]
+async fn a_claim_throttled_by_the_table_tries_again_and_gets_its_spare() {
+    let w = World::with_hook(t0(), Arc::new(Throttle { left: 5.into() }), 7);
+    stocked(&w, "ci", 3, 3);
+    let deps = w.default_deps(900);
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["cluster"]["id"].as_str().expect("a cluster");
+    assert_eq!(w.cluster("ci", id).expect("cluster").claim.as_deref(), Some("job"));
+    assert_eq!(w.snapshot("ci").expect("pool").claims.len(), 1);
 }

@@ -247,7 +247,7 @@ impl Run<'_> {
     }
 
     async fn wake_pool(&mut self, reason: &str) -> Result<()> {
-        let message = ReconcileMessage { pool: self.pool.name.clone(), reason: reason.into() };
+        let message = ReconcileMessage::new(self.pool.name.clone(), reason);
         self.deps.queue.reconcile(&message).await?;
         self.outcome.woke_pool = true;
         Ok(())

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use apiary_planner::power::needs_nudge;
 use apiary_planner::{plan, Action};
-use apiary_ports::messages::{PowerMessage, ReconcileMessage};
+use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
 use apiary_ports::store::writes_for;
 use apiary_ports::{Deps, Error, Result};
@@ -120,15 +120,18 @@ fn log_action(pool: &str, action: &Action) {
     }
 }
 
-/// Handles one batch from the reconcile queue: each pool once, however many messages name it; the messages of a
-/// pool whose reconcile failed are reported as batch item failures, the others are done.
+/// Handles one batch from the reconcile queue: each pool once, however many messages name it, and not before the
+/// end of the latest coalescing window among them; the messages of a pool whose reconcile failed are reported as
+/// batch item failures, the others are done.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     let mut by_pool: BTreeMap<String, (Vec<String>, bool)> = BTreeMap::new();
     let mut failures = vec![];
+    let mut not_before = None;
     for record in event.records {
         let id = record.message_id.clone().unwrap_or_default();
         match serde_json::from_str::<ReconcileMessage>(record.body.as_deref().unwrap_or_default()) {
             Ok(m) => {
+                not_before = not_before.max(m.not_before);
                 let entry = by_pool.entry(m.pool).or_default();
                 entry.0.push(id);
                 entry.1 |= m.reason == FULL_SWEEP;
@@ -136,6 +139,12 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
             // A body that is not a reconcile message never will be: drop it (logged) rather than loop on it.
             Err(e) => tracing::error!(message_id = id, error = %e, "unreadable reconcile message dropped"),
         }
+    }
+    // A coalesced request stands for every request of its window: read only once the window has ended.
+    // (Never longer than a window: a message naming a far future must not hold the pool's reconciles back.)
+    let longest = COALESCE_WINDOW + CLOCK_SKEW;
+    if let Some(wait) = not_before.and_then(|t| (t - deps.clock.now()).min(longest).to_std().ok()) {
+        deps.clock.sleep(wait).await;
     }
     for (pool, (ids, nudge)) in by_pool {
         let span = tracing::info_span!("reconcile", pool = %pool);

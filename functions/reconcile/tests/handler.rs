@@ -92,8 +92,8 @@ async fn losing_every_race_gives_the_message_back_and_other_pools_proceed() {
     w.put_pool(pool("a", aws_spec(1, 0), t0()));
     w.put_pool(pool("b", aws_spec(1, 0), t0()));
     let deps = w.default_deps(900);
-    let a = serde_json::to_string(&ReconcileMessage { pool: "a".into(), reason: "claim".into() }).expect("json");
-    let b = serde_json::to_string(&ReconcileMessage { pool: "b".into(), reason: "sweep".into() }).expect("json");
+    let a = serde_json::to_string(&ReconcileMessage::new("a", "claim")).expect("json");
+    let b = serde_json::to_string(&ReconcileMessage::new("b", "sweep")).expect("json");
     let response = reconcile::handle(&deps, event(&[&a, &a, &b, "not json"])).await;
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     // Pool a lost all its attempts: both of its messages go back. Pool b (after a's losses ran out) is done; the
@@ -119,7 +119,7 @@ impl Hook for Throttled {
 async fn a_throttled_read_is_a_retryable_failure_of_that_pools_messages() {
     let w = World::with_hook(t0(), Arc::new(Throttled), 1);
     let deps = w.default_deps(900);
-    let m = serde_json::to_string(&ReconcileMessage { pool: "a".into(), reason: "claim".into() }).expect("json");
+    let m = serde_json::to_string(&ReconcileMessage::new("a", "claim")).expect("json");
     let err = reconcile::reconcile(&deps, "a", false).await.expect_err("throttled");
     assert!(err.is_retryable(), "{err}");
     let response = reconcile::handle(&deps, event(&[&m])).await;

@@ -45,7 +45,7 @@ pub async fn sweep(deps: &Deps, full: bool) -> Result<Outcome> {
     let mut outcome = Outcome { pools: pools.len(), enqueued: 0, full };
     let reason = if full { reconcile::FULL_SWEEP } else { "sweep" };
     for pool in pools.iter().filter(|p| full || sweep::due(p, now)) {
-        deps.queue.reconcile(&ReconcileMessage { pool: pool.name.clone(), reason: reason.into() }).await?;
+        deps.queue.reconcile(&ReconcileMessage::new(pool.name.clone(), reason)).await?;
         outcome.enqueued += 1;
     }
     tracing::info!(pools = outcome.pools, enqueued = outcome.enqueued, full, "sweep");
