@@ -1,7 +1,8 @@
 //! A seeded workload: a few pools with varied specs, each on one of four clouds (EC2 in memory, or GCP, Azure
 //! or vSphere through their real adapters and fakes), then claims (some with lifetimes), releases, hibernate and
 //! resume requests, and pool edits (size, runningCount, maxConcurrent, inventory, platform, schedules) spread
-//! over the chaos phase, now and then a pool deleted. Every pool bounds its power transitions and installs, so a
+//! over the chaos phase, now and then a pool deleted, and now and then a burst of claims on one pool at once (a
+//! CI fan-out, racing for the spares). Every pool bounds its power transitions and installs, so a
 //! stuck machine is caught and replaced (with no timeout set it would rightly wait forever).
 
 use apiary_planner::Timestamp;
@@ -71,8 +72,11 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
     let clouds: Vec<&str> = pools.iter().map(|_| CLOUDS[rng.below(CLOUDS.len() as u64) as usize]).collect();
     let mut out: Vec<(Timestamp, Request)> = vec![];
     let mut versions = vec![0u64; pools.len()];
-    for (p, cloud) in pools.iter().zip(&clouds) {
-        out.push((start, Request::PutPool { pool: p.clone(), spec: spec(&mut rng, 0, cloud) }));
+    let mut sizes = vec![0u64; pools.len()];
+    for ((p, cloud), size) in pools.iter().zip(&clouds).zip(&mut sizes) {
+        let spec = spec(&mut rng, 0, cloud);
+        *size = spec["size"].as_u64().unwrap_or_default();
+        out.push((start, Request::PutPool { pool: p.clone(), spec }));
     }
     let mut claims: Vec<(String, String, String)> = vec![];
     let mut t = start + TimeDelta::minutes(5);
@@ -83,6 +87,19 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
         let p = pools[rng.below(pools.len() as u64) as usize].clone();
         let owner = OWNERS[rng.below(OWNERS.len() as u64) as usize].to_owned();
         let r = rng.unit();
+        if rng.chance(0.04) {
+            // A CI fan-out: as many claims as the pool has clusters and a few more, at the same instant, racing for
+            // its spares (a fan-out much larger than the pool would only queue installs past the quiet bound).
+            let i = pools.iter().position(|x| *x == p).unwrap_or_default();
+            for k in 0..sizes[i] + 1 + rng.below(3) {
+                let claim = format!("c{n}-{k}");
+                let owner = OWNERS[rng.below(OWNERS.len() as u64) as usize].to_owned();
+                claims.push((p.clone(), claim.clone(), owner.clone()));
+                out.push((t, Request::Claim { pool: p.clone(), claim, owner, lifetime: None }));
+            }
+            t += TimeDelta::seconds(30 + rng.below(270) as i64);
+            continue;
+        }
         let request = if r < 0.45 {
             let claim = format!("c{n}");
             claims.push((p.clone(), claim.clone(), owner.clone()));
@@ -97,7 +114,9 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
         } else if r < 0.985 {
             let i = pools.iter().position(|x| *x == p).unwrap_or_default();
             versions[i] += u64::from(rng.chance(0.3));
-            Request::PutPool { pool: p, spec: spec(&mut rng, versions[i], clouds[i]) }
+            let spec = spec(&mut rng, versions[i], clouds[i]);
+            sizes[i] = spec["size"].as_u64().unwrap_or_default();
+            Request::PutPool { pool: p, spec }
         } else {
             Request::DeletePool { pool: p }
         };

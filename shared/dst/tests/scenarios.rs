@@ -167,3 +167,43 @@ fn refused_terminations_back_off_and_say_so() {
     let docs = sim.world.metrics.documents();
     assert!(docs.iter().any(|d| d["ClustersDeprovisionFailing"].as_f64() == Some(1.0)), "a metric says so");
 }
+
+/// A CI fan-out: forty claims at once on a pool with thirty Running spares, interleaved call by call. Thirty get
+/// a cluster each at once, none twice; ten find none left, wait (202), and are served oldest first as clusters
+/// resume; the burst costs a reconcile per second, not one per claim.
+#[test]
+fn a_fan_out_of_forty_claims_gets_thirty_spares_at_once_and_the_rest_in_order() {
+    let mut sim = Sim::new(t0(), Options { interleave: true, ..Options::deployed(3) });
+    sim.request(t0(), Request::PutPool { pool: "ci".into(), spec: spec(40, 30) });
+    sim.run_for(minutes(30));
+    let snap = sim.world.snapshot("ci").expect("pool");
+    assert_eq!(snap.clusters.iter().filter(|c| c.is_assignable()).count(), 30, "thirty Running spares");
+    let reconciles = sim.stats.started[0];
+    let at = sim.now();
+    for i in 0..40 {
+        let (pool, claim, owner) = ("ci".into(), format!("job-{i:02}"), ALICE.into());
+        sim.request(at + TimeDelta::milliseconds(10 * i), Request::Claim { pool, claim, owner, lifetime: None });
+    }
+    let mut checker = apiary_dst::invariants::Checker::default();
+    sim.run_until(at + TimeDelta::seconds(5), |s| checker.step(s)).expect("invariants");
+    let answers: Vec<_> = sim.answers.iter().filter(|a| a.at >= at).collect();
+    assert_eq!(answers.len(), 40);
+    let at_once: BTreeSet<&str> =
+        answers.iter().filter(|a| a.status == 201).filter_map(|a| a.body["cluster"]["id"].as_str()).collect();
+    assert_eq!(at_once.len(), 30, "thirty claims, thirty different spares");
+    assert_eq!(answers.iter().filter(|a| a.status == 202).count(), 10);
+    assert!(sim.stats.started[0] - reconciles <= 3, "one reconcile per second of the burst");
+    // The ten waiting are served as clusters resume, oldest claim first.
+    let waiting: BTreeSet<String> =
+        answers.iter().filter(|a| a.status == 202).filter_map(|a| a.body["name"].as_str().map(String::from)).collect();
+    sim.run_until(at + minutes(20), |s| checker.step(s)).expect("invariants");
+    let snap = sim.world.snapshot("ci").expect("pool");
+    let mut waited: Vec<_> = snap.claims.iter().filter(|c| waiting.contains(&c.name)).collect();
+    assert_eq!(waited.len(), 10);
+    assert!(waited.iter().all(|c| c.cluster.is_some()), "every waiting claim served");
+    waited.sort_by_key(|c| (c.assigned_at, c.created_at, c.name.clone()));
+    let served: Vec<_> = waited.iter().map(|c| (c.created_at, c.name.as_str())).collect();
+    let mut fifo = served.clone();
+    fifo.sort();
+    assert_eq!(served, fifo, "served oldest first");
+}
