@@ -9,6 +9,7 @@
 #   make package the four functions as arm64 Lambda zips in target/lambda/<function>/bootstrap.zip
 #   make deploy STACK=... REGION=... BUCKET=... [PARAMS="Name=Value ..."]  upload the zips, create or update the stack
 #   make cli     the `apiary` command line, optimized, copied to target/bin/apiary
+#   make burst N=200  N claims at once through the local API, with N Running spares and then with none
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -18,8 +19,8 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity tests unit system bench bench-api sim dst run emulator venv package deploy \
-	lint-infra deploy-test cold-start cli
+.PHONY: test fmt-check clippy purity tests unit system bench bench-api burst sim dst run emulator venv package deploy \
+	lint-infra emulator-test deploy-test cold-start cli
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
 # another, the Lambda packager (cargo-lambda, zig) in a third (below); all pinned in infra/requirements*.txt.
@@ -41,7 +42,7 @@ $(LINT_VENV)/.installed: infra/requirements-lint.txt
 	$(LINT_VENV)/bin/pip install --quiet -r infra/requirements-lint.txt
 	touch $@
 
-test: fmt-check clippy purity lint-infra tests deploy-test
+test: fmt-check clippy purity lint-infra emulator-test tests deploy-test
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -78,6 +79,12 @@ system: venv
 bench-api: venv
 	@$(WITH_EMULATOR) $(CARGO) test --workspace --bench api
 
+# A CI fan-out through the local API: N claims at once on a pool of N Running spares, then N on a pool with none
+# (BENCHMARKS.md, "Claims at CI scale"). A debug build, as bench-api.
+N ?= 60
+burst: venv
+	@$(WITH_EMULATOR) N=$(N) $(CARGO) test --workspace --bench burst
+
 WITH_EMULATOR = port=$$($(PYTHON) -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); \
 	$(PYTHON) infra/emulator.py --port $$port > $${TMPDIR:-/tmp}/apiary-emulator-$$port.log 2>&1 & emu=$$!; \
 	trap "kill $$emu 2>/dev/null" EXIT; \
@@ -112,6 +119,10 @@ deploy: venv
 	@test -n "$(STACK)" -a -n "$(REGION)" -a -n "$(BUCKET)" || \
 	  { echo "usage: make deploy STACK=name REGION=region BUCKET=bucket [PARAMS=\"Name=Value ...\"]" >&2; exit 2; }
 	$(PYTHON) infra/deploy.py --stack $(STACK) --region $(REGION) --bucket $(BUCKET) $(PARAMS)
+
+# The emulator's own promises (its lighter transaction backup undoes what moto's did), through boto3.
+emulator-test: venv
+	$(PYTHON) tests/emulator_test.py
 
 # make package + make deploy against the emulator's S3, CloudFormation and Lambda: create, then update in place.
 deploy-test: venv

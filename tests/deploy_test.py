@@ -8,18 +8,16 @@ updated in place: same resources, the new value in effect, the other parameters 
 import base64
 import hashlib
 import os
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 import unittest
 
 import boto3
 from cfnlint.decode import decode_str
 
+import local_emulator
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
 STACK = "apiary-deploy-test"
 BUCKET = "apiary-deploy-test-code"
 REGION = "us-east-1"
@@ -46,12 +44,6 @@ def template():
     return parsed
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 # What Lambda needs to manage a function's network interfaces in a VPC.
 VPC_ACTIONS = {
     "ec2:CreateNetworkInterface",
@@ -67,20 +59,7 @@ class DeployTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         subprocess.run(["make", "--no-print-directory", "package"], cwd=ROOT, check=True)
-        port = free_port()
-        cls.log = tempfile.NamedTemporaryFile(prefix="apiary-deploy-emulator-", suffix=".log", delete=False)
-        cls.emulator = subprocess.Popen(
-            [PYTHON, os.path.join(ROOT, "infra", "emulator.py"), "--port", str(port)], stdout=cls.log, stderr=cls.log
-        )
-        endpoint = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError(f"the emulator did not start; see {cls.log.name}")
+        cls.emulator, endpoint, cls.log = local_emulator.start("deploy")
         cls.env = dict(os.environ, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test")
         session = boto3.session.Session(region_name=REGION, aws_access_key_id="test", aws_secret_access_key="test")
         cls.cfn = session.client("cloudformation", endpoint_url=endpoint)
