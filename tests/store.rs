@@ -146,3 +146,77 @@ async fn dynamodb_refuses_oversized_items_checks_conditions_in_transactions_and_
     assert!(store.list_pools().await.expect("pools").is_empty(), "the sweep's item is not a pool");
     s.stop().await;
 }
+
+/// The items of a partition whose index entries vary: spares, clusters that are not (installing, hibernated,
+/// claimed, paused, deleting), claims pending, assigned and released, in no particular order.
+fn indexed() -> Vec<Item> {
+    let running = Some(PowerState::Running);
+    let mut items: Vec<Item> = (0..24).map(|i| cluster(&format!("spare-{i}"), 0, true, running, None)).collect();
+    items.push(cluster("installing", 0, false, running, None));
+    items.push(cluster("hibernated", 0, true, Some(PowerState::Hibernating), None));
+    items.push(cluster("claimed", 0, true, running, Some("k0")));
+    let mut paused = Cluster::new("paused", "paused", "paused-infra", t0());
+    (paused.installed_at, paused.power_state, paused.power_paused) = (Some(t0()), running, true);
+    items.push(Item::Cluster(Box::new(paused)));
+    let mut deleting = Cluster::new("deleting", "deleting", "deleting-infra", t0());
+    (deleting.installed_at, deleting.power_state, deleting.deleting) = (Some(t0()), running, true);
+    items.push(Item::Cluster(Box::new(deleting)));
+    for (i, minutes) in [(3, 7), (1, 2), (2, 5)] {
+        let Item::Claim(mut k) = claim(&format!("k{i}"), 0, None) else { unreachable!() };
+        k.created_at = t0() + chrono::TimeDelta::minutes(minutes);
+        items.push(Item::Claim(k));
+    }
+    items.push(claim("k0", 0, Some("claimed")));
+    let Item::Claim(mut released) = claim("released", 0, None) else { unreachable!() };
+    released.release_requested_at = Some(t0());
+    items.push(Item::Claim(released));
+    items
+}
+
+/// What the index answers for `pool` in `store`: pages of spares from several places, and the oldest pending.
+async fn index_answers(store: &dyn Store, pool: &str) -> Vec<String> {
+    let mut out = vec![];
+    for (from, limit) in [(0, 100), (0, 3), (97, 5), (200, 30), (255, 2), (511, 4)] {
+        let mut page = store.spares(pool, from, limit).await.expect("spares");
+        out.push(format!("{from}/{limit}: {}", page.len()));
+        page.sort();
+        out.push(page.join(","));
+    }
+    out.push(format!("oldest pending: {:?}", store.oldest_pending(pool).await.expect("pending")));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_indexes_spares_and_pending_claims_exactly_as_the_reference_does() {
+    let mut s = support::stack().await;
+    s.halt().await;
+    let reference = World::new(t0());
+    for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
+        for item in indexed() {
+            store.write("idx", vec![Write::Put(item, Cond::Absent)]).await.expect("setup");
+        }
+    }
+    let want = index_answers(reference.store.as_ref(), "idx").await;
+    assert_eq!(want[0], "0/100: 24", "every spare and nothing else: {want:?}");
+    assert_eq!(want.last().map(String::as_str), Some("oldest pending: Some(\"k1\")"));
+    assert_eq!(index_answers(s.deps.store.as_ref(), "idx").await, want);
+    // Written again, items leave and join the index: a spare claimed, the oldest claim assigned, a claim back.
+    for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
+        let writes = vec![
+            Write::Put(cluster("spare-3", 1, true, Some(PowerState::Running), Some("k1")), Cond::Rev(0)),
+            Write::Put(claim("k1", 1, Some("spare-3")), Cond::Rev(0)),
+        ];
+        store.write("idx", writes).await.expect("assign");
+        store
+            .write(
+                "idx",
+                vec![Write::Put(cluster("hibernated", 1, true, Some(PowerState::Running), None), Cond::Rev(0))],
+            )
+            .await
+            .expect("resumed");
+    }
+    let want = index_answers(reference.store.as_ref(), "idx").await;
+    assert_eq!(want.last().map(String::as_str), Some("oldest pending: Some(\"k2\")"));
+    assert_eq!(index_answers(s.deps.store.as_ref(), "idx").await, want);
+    s.stop().await;
+}

@@ -283,7 +283,7 @@ async fn every_message_kind_delivered_twice_leaves_the_same_state() {
     let q = &s.deps.queue;
     for _ in 0..2 {
         for reason in ["claim", "sweep", "schedule"] {
-            q.reconcile(&ReconcileMessage { pool: "dup".into(), reason: reason.into() }).await.expect("send");
+            q.reconcile(&ReconcileMessage::new("dup", reason)).await.expect("send");
         }
         for c in &before {
             let msg =

@@ -4,8 +4,9 @@
 //! The operations come from the simulation (reconciles, power-function runs, wake-ups, claims and their waits,
 //! table writes). The AWS requests per operation are the ones the adapters count against the emulator
 //! (BENCHMARKS.md, "AWS calls per operation"): a reconcile is one strongly consistent Query of the pool's
-//! partition plus its writes; a claim is one Query, one write and one SQS message; each message to a function is
-//! a send and a delete. What no emulator can measure (how long a function runs on Lambda) is an assumption, named
+//! partition plus its writes; a claim reads the pool item, small pages of the partition's `assign` index (the
+//! oldest pending claim, then spares) and the spare it takes, then writes one transaction and sends one SQS message; each message to a function is a
+//! send and a delete. What no emulator can measure (how long a function runs on Lambda) is an assumption, named
 //! in [`Assumptions`]; the Lambda lines are small beside the requests either way.
 
 use std::fmt::Write as _;
@@ -80,6 +81,9 @@ pub struct Assumptions {
     pub log_bytes: f64,
     /// A waiting claimant polls the claim every this long (the CLI's long poll).
     pub poll: TimeDelta,
+    /// Looks at the claim in one 20 s long poll: at once, then after gaps of 0.25, 0.5 and 1 s, then every 2 s,
+    /// and at the deadline.
+    pub looks_per_poll: f64,
     /// SQS requests of each event source mapping polling an empty queue, per hour (five pollers, 20 s long
     /// polls), for the two queues.
     pub idle_sqs_per_hour: f64,
@@ -98,6 +102,7 @@ impl Default for Assumptions {
             item_bytes: 1200.0,
             log_bytes: 1024.0,
             poll: TimeDelta::seconds(20),
+            looks_per_poll: 14.0,
             idle_sqs_per_hour: 2.0 * 5.0 * 180.0,
             hive_nodes: 2.0,
         }
@@ -125,15 +130,30 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // A claim: create, a poll per long-poll interval of its wait, release.
     let polls: f64 = o.waits.iter().map(|(_, w)| (w.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil()).sum();
     let api_requests = 2.0 * claims + polls;
-    // Every request to the claim API reads the partition (a get reads the claim's item only).
+    // A reconcile reads the partition; a claim request reads single items and index pages, never the partition.
     let reconciles = o.reconciles as f64;
     let power = u.power_runs as f64;
     let partition = u.pool_item_bytes as f64 + a.item_bytes * u.clusters as f64;
     let query_units = (partition / 4096.0).ceil().max(1.0);
-    let read_units = (reconciles + 2.0 * claims) * query_units + power + polls;
-    // Writes: each 1 KB unit, doubled in a transaction (creates, deletes, claims); the pool item in full.
+    // Strongly consistent reads: a unit per 4 KB of an item, one per index page (keys only, 16 to a page).
+    let pool_read = (u.pool_item_bytes as f64 / 4096.0).ceil().max(1.0);
+    let item_read = (a.item_bytes / 4096.0).ceil().max(1.0);
+    // Create: the pool item, the oldest pending claim's page, a page of spares (two queries when it wraps around
+    // the index), the spare. Release: the pool item and the claim. A long poll: the pool item, then the claim and
+    // its cluster at each look.
+    let create_reads = pool_read + 3.0 + item_read;
+    let release_reads = pool_read + item_read;
+    let poll_reads = pool_read + 2.0 * item_read * a.looks_per_poll;
+    let read_units = reconciles * query_units + claims * (create_reads + release_reads) + power + polls * poll_reads;
+    // Writes: a unit per KB, doubled in a transaction (creates, deletes, assignments); the pool item in full. A
+    // write that puts a cluster in or out of the spares index writes the index too (one unit, counted for every
+    // planner write, an upper bound). An assignment is a transaction of the claim and the cluster plus the
+    // index entry it removes; a release one write of the claim.
     let pool_units = (u.pool_item_bytes as f64 / 1024.0).ceil().max(1.0);
-    let write_units = 2.0 * o.store_writes as f64 + u.pool_writes as f64 * (pool_units - 1.0) + 2.0 * claims;
+    let item_units = (a.item_bytes / 1024.0).ceil().max(1.0);
+    let assignment_units = 2.0 * (1.0 + item_units) + 1.0;
+    let write_units =
+        3.0 * o.store_writes as f64 + u.pool_writes as f64 * (pool_units - 1.0) + claims * (assignment_units + 1.0);
     // Messages: claims and releases to reconcile, each power run; a send and a delete each.
     let messages = 2.0 * claims + power + u.wakes as f64;
     let invocations = reconciles + power + api_requests;
