@@ -29,6 +29,8 @@ use crate::{Caller, MAX_ATTEMPTS, MAX_WAIT};
 const SPARES_PAGE: usize = 16;
 /// Spares a claim may lose to other claims (each loss means another claim was served) before it waits in line.
 const CLAIM_TRIES: u32 = 64;
+/// Pages of spares, each refused whole, a claim may read (up to 17 reads each) before it waits in line.
+const LOST_PAGES: u32 = 8;
 /// How long a claim may race for a spare before it waits in line (202) instead: never a 503 under contention.
 const CLAIM_BUDGET: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 /// A claim that lost a spare waits up to this many milliseconds per loss (at most four) before its next try.
@@ -84,21 +86,28 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
         return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
     }
     let started = deps.clock.now();
-    let mut tries: u32 = 0;
+    let (mut tries, mut lost_pages) = (0u32, 0u32);
     loop {
         let now = deps.clock.now();
         // Made when it arrived, whatever its tries cost: claims wait in line by arrival.
         let mut new = Claim::new(claim, caller.arn.clone(), started);
         new.lifetime = lifetime.clone();
         // Past its budget a claim stops racing and waits in line: the reconcile serves it in order.
-        let racing = tries < CLAIM_TRIES && now - started < CLAIM_BUDGET;
-        let spare = if racing { pick_spare(deps, &p, claim, tries).await? } else { None };
+        let racing = tries < CLAIM_TRIES && lost_pages < LOST_PAGES && now - started < CLAIM_BUDGET;
+        let spare = if racing { pick_spare(deps, &p, claim, tries).await? } else { Pick::Wait };
         let (writes, assigned) = match spare {
-            Some(cluster) => {
-                let (writes, assigned) = assignment(&p, cluster, new.clone(), now)?;
+            // Every spare of its page went to other claims: a lost try, like a lost transaction.
+            Pick::Lost => {
+                tries += 1;
+                lost_pages += 1;
+                backoff(deps, tries).await;
+                continue;
+            }
+            Pick::Spare(cluster) => {
+                let (writes, assigned) = assignment(&p, *cluster, new.clone(), now)?;
                 (writes, Some(assigned))
             }
-            None => (vec![Write::Put(Item::Claim(Box::new(new.clone())), Cond::Absent)], None),
+            Pick::Wait => (vec![Write::Put(Item::Claim(Box::new(new.clone())), Cond::Absent)], None),
         };
         match deps.store.write(pool, writes).await {
             Ok(()) => {}
@@ -148,22 +157,31 @@ async fn backoff(deps: &Deps, tries: u32) {
     deps.clock.sleep(Duration::from_millis(jitter)).await;
 }
 
-/// A spare for `claim` on its `tries`-th try, or `None` when it must wait: no spare, or older claims waiting
-/// (they come first, FIFO, and the reconcile serves them in order).
+/// What a claim's try found.
+enum Pick {
+    /// A spare to take.
+    Spare(Box<Cluster>),
+    /// No spare, or older claims waiting (they come first, FIFO, and the reconcile serves them in order).
+    Wait,
+    /// Spares, but every one of its page refused (taken by another claim since the index was read): try again.
+    Lost,
+}
+
+/// A spare for `claim` on its `tries`-th try, or why there is none.
 ///
 /// Concurrent claims spread over the spares rather than race for the oldest: each reads one page of the pool's
 /// index from a place drawn from its name and try, and takes one of that page drawn the same way, so a burst of
 /// N claims on N spares costs about N transactions, not N². Seed 000's oldest-first stands for which clusters
 /// are kept Running and for the claims the reconcile serves; among Running spares a claim gets any one.
-async fn pick_spare(deps: &Deps, pool: &Pool, claim: &str, tries: u32) -> Result<Option<Cluster>, ApiError> {
+async fn pick_spare(deps: &Deps, pool: &Pool, claim: &str, tries: u32) -> Result<Pick, ApiError> {
     if deps.store.oldest_pending(&pool.name).await?.is_some() {
-        return Ok(None);
+        return Ok(Pick::Wait);
     }
     let drawn = draw(&format!("{claim}/{tries}"));
     let place = (drawn % u64::from(SPREAD)) as u16;
     let ids = deps.store.spares(&pool.name, place, SPARES_PAGE).await?;
     if ids.is_empty() {
-        return Ok(None);
+        return Ok(Pick::Wait);
     }
     let first = ((drawn >> 16) % ids.len() as u64) as usize;
     for k in 0..ids.len() {
@@ -171,11 +189,11 @@ async fn pick_spare(deps: &Deps, pool: &Pool, claim: &str, tries: u32) -> Result
         // The index says spare; the item, read strongly, and the pool's rules decide.
         if let Some(cluster) = get_cluster_item(deps, &pool.name, id).await? {
             if pool.spec.may_assign(&cluster) {
-                return Ok(Some(cluster));
+                return Ok(Pick::Spare(Box::new(cluster)));
             }
         }
     }
-    Ok(None)
+    Ok(Pick::Lost)
 }
 
 /// The writes assigning `cluster` to the new `claim` at `at`, computed by the planner's own meaning of an

@@ -456,3 +456,25 @@ async fn a_claim_throttled_by_the_table_tries_again_and_gets_its_spare() {
     assert_eq!(w.cluster("ci", id).expect("cluster").claim.as_deref(), Some("job"));
     assert_eq!(w.snapshot("ci").expect("pool").claims.len(), 1);
 }
+
+/// A page of the index whose spares are all refused (taken by other claims a moment ago, or, here, holding
+/// inventory names just removed) is a lost try, not an empty pool: the claim draws another page and finds the
+/// one spare left, instead of waiting in line (and making every later claim wait behind it).
+#[tokio::test]
+async fn a_claim_whose_page_of_spares_is_all_refused_tries_another_page() {
+    let w = World::new(t0());
+    let mut spec = aws_spec(41, 41);
+    spec.inventory = Some(apiary_planner::Inventory::of(["kept"]));
+    w.put_pool(pool("ci", spec, t0()));
+    for i in 0..40 {
+        let mut c = installed(&format!("ci-{i:02}"), DesiredPower::Running, t0());
+        c.cluster_name = format!("removed-{i:02}");
+        w.put_cluster("ci", c);
+    }
+    let mut kept = installed("ci-kept", DesiredPower::Running, t0());
+    kept.cluster_name = "kept".into();
+    w.put_cluster("ci", kept);
+    let deps = w.default_deps(900);
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!((status, body["cluster"]["id"].as_str()), (201, Some("ci-kept")), "{body}");
+}
