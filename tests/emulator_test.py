@@ -1,9 +1,14 @@
 """The local emulator's own promises (infra/emulator.py), through boto3 as any client sees them: a cancelled
-DynamoDB transaction leaves every item as it was, with the emulator's lighter transaction backup in place.
+DynamoDB transaction leaves every item as it was, with the emulator's lighter transaction backup in place, and
+a Query of a local index, which the emulator hands only the queried partition, answers as DynamoDB does; and
+every DynamoDB answer the emulator writes itself is the document moto as released writes.
 
 Run by `make test` (`make emulator-test`); needs only the project virtualenv.
 """
+import json
 import unittest
+import urllib.error
+import urllib.request
 
 import boto3
 
@@ -75,6 +80,167 @@ class TransactionTest(unittest.TestCase):
         self.assertIsNotNone(self.get("kept"))
         self.assertIsNone(self.get("c02"))
         self.assertIsNotNone(self.get("c04"))
+
+
+class LocalIndexTest(unittest.TestCase):
+    """Three partitions; in each, every other item carries the index's sort key `assign`."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.emulator, endpoint, cls.log = local_emulator.start("index")
+        cls.db = boto3.client(
+            "dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+            aws_access_key_id="test", aws_secret_access_key="test",
+        )
+        cls.db.create_table(
+            TableName="t", BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
+                                  {"AttributeName": "SK", "AttributeType": "S"},
+                                  {"AttributeName": "assign", "AttributeType": "S"}],
+            LocalSecondaryIndexes=[{
+                "IndexName": "assign",
+                "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"},
+                              {"AttributeName": "assign", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }],
+        )
+        cls.assigned = {}
+        for p in ("a", "b", "c"):
+            for i in range(40):
+                item = {"PK": {"S": p}, "SK": {"S": f"k{i:02}"}, "n": {"N": str(i)}}
+                if i % 2 == 0:
+                    # Sort keys in another order than the items': the index orders by them.
+                    item["assign"] = {"S": f"{'P' if i % 8 == 0 else 'S'}#{(i * 7) % 40:02}#{i}"}
+                    cls.assigned.setdefault(p, []).append((item["assign"]["S"], item["SK"]["S"]))
+                cls.db.put_item(TableName="t", Item=item)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.emulator.terminate()
+        cls.emulator.wait()
+
+    def query(self, partition, low=None, high=None, forward=True, limit=None):
+        """Every page of one query, as (assign, SK) pairs, and how many pages it took."""
+        condition, values = "PK = :p", {":p": {"S": partition}}
+        if low is not None:
+            condition += " AND assign BETWEEN :low AND :high"
+            values.update({":low": {"S": low}, ":high": {"S": high}})
+        args = dict(TableName="t", IndexName="assign", ConsistentRead=True, KeyConditionExpression=condition,
+                    ExpressionAttributeValues=values, ScanIndexForward=forward)
+        if limit:
+            args["Limit"] = limit
+        found, pages, start = [], 0, None
+        while True:
+            page = self.db.query(**args, **({"ExclusiveStartKey": start} if start else {}))
+            pages += 1
+            self.assertEqual(page["Count"], len(page["Items"]))
+            for item in page["Items"]:
+                self.assertEqual(set(item), {"PK", "SK", "assign"}, "keys only")
+                self.assertEqual(item["PK"]["S"], partition)
+                found.append((item["assign"]["S"], item["SK"]["S"]))
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return found, pages
+
+    def test_a_query_of_the_index_answers_from_its_partition_in_the_index_order(self):
+        for p in ("a", "b", "c"):
+            every = sorted(self.assigned[p])
+            self.assertEqual(self.query(p)[0], every)
+            self.assertEqual(self.query(p, forward=False)[0], every[::-1])
+            spares = [e for e in every if "S#10" <= e[0] <= "S#~"]
+            self.assertEqual(self.query(p, "S#10", "S#~")[0], spares)
+            pending = [e for e in every if "P#" <= e[0] <= "P#~"]
+            self.assertEqual(self.query(p, "P#", "P#~")[0], pending)
+            paged, pages = self.query(p, "S#10", "S#~", limit=3)
+            self.assertEqual(paged, spares)
+            self.assertGreaterEqual(pages, -(-len(spares) // 3), "three to a page")
+        self.assertEqual(self.query("none")[0], [])
+
+
+def call(endpoint, action, body):
+    """One DynamoDB request as the SDKs send it: the status, the content type and the parsed answer."""
+    request = urllib.request.Request(endpoint, data=json.dumps(body).encode(), headers={
+        "X-Amz-Target": f"DynamoDB_20120810.{action}", "Content-Type": "application/x-amz-json-1.0",
+        "Authorization": "AWS4-HMAC-SHA256 Credential=test/20261125/us-east-1/dynamodb/aws4_request, "
+                         "SignedHeaders=host, Signature=0",
+    })
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return answer.status, answer.headers["Content-Type"], json.loads(answer.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["Content-Type"], json.loads(e.read())
+
+
+class AnswersTest(unittest.TestCase):
+    """The same requests to this emulator and to moto as released get the same answers."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ours, ours, cls.log = local_emulator.start("answers")
+        cls.released, released, cls.released_log = local_emulator.start("released", "--as-released")
+        cls.endpoints = (ours, released)
+
+    @classmethod
+    def tearDownClass(cls):
+        for process in (cls.ours, cls.released):
+            process.terminate()
+            process.wait()
+
+    def both(self, action, body):
+        ours, released = (call(endpoint, action, body) for endpoint in self.endpoints)
+        self.assertEqual(ours, released, f"{action} {body}")
+        return ours
+
+    def test_every_answer_is_the_document_moto_writes(self):
+        t = {"TableName": "t"}
+        for endpoint in self.endpoints:
+            call(endpoint, "CreateTable", {
+                **t, "BillingMode": "PAY_PER_REQUEST",
+                "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+                "AttributeDefinitions": [{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "assign")],
+                "LocalSecondaryIndexes": [{
+                    "IndexName": "assign", "Projection": {"ProjectionType": "KEYS_ONLY"},
+                    "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"},
+                                  {"AttributeName": "assign", "KeyType": "RANGE"}],
+                }],
+            })
+        for i in range(12):
+            item = {"PK": {"S": "p"}, "SK": {"S": f"k{i:02}"}, "n": {"N": str(i * 1.5)}, "ok": {"BOOL": i % 2 == 0},
+                    "none": {"NULL": True}, "tags": {"SS": ["a", f"b{i}"]}, "nums": {"NS": ["1", str(i + 2)]},
+                    "m": {"M": {"deep": {"M": {"x": {"L": [{"S": "y"}, {"N": "3"}, {"M": {}}]}}}, "e": {"S": ""}}}}
+            if i % 3:
+                item["assign"] = {"S": f"S#{(i * 5) % 12:02}"}
+            self.both("PutItem", {**t, "Item": item, "ReturnValues": "ALL_OLD"})
+        self.both("PutItem", {**t, "Item": {"PK": {"S": "p"}, "SK": {"S": "k00"}}, "ReturnValues": "ALL_OLD"})
+        self.both("PutItem", {**t, "Item": {"PK": {"S": "p"}, "SK": {"S": "k01"}},
+                              "ConditionExpression": "attribute_not_exists(PK)"})
+        self.both("GetItem", {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "k05"}}, "ConsistentRead": True})
+        self.both("GetItem", {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "none"}}})
+        self.both("GetItem", {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "k05"}}, "ProjectionExpression": "m.deep, n"})
+        everything = {**t, "KeyConditionExpression": "PK = :p", "ExpressionAttributeValues": {":p": {"S": "p"}}}
+        self.both("Query", everything)
+        self.both("Query", {**everything, "Limit": 5, "ScanIndexForward": False, "ReturnConsumedCapacity": "TOTAL"})
+        page = self.both("Query", {**everything, "IndexName": "assign", "Limit": 3})[2]
+        self.both("Query", {**everything, "IndexName": "assign", "ExclusiveStartKey": page["LastEvaluatedKey"]})
+        page = self.both("Query", {**everything, "IndexName": "assign", "Limit": 2, "ScanIndexForward": False})[2]
+        self.both("Query", {**everything, "IndexName": "assign", "Limit": 2, "ScanIndexForward": False,
+                            "ExclusiveStartKey": page["LastEvaluatedKey"]})
+        self.both("Query", {**everything, "IndexName": "assign", "Limit": 1, "ConsistentRead": True,
+                            "KeyConditionExpression": "PK = :p AND begins_with(assign, :s)",
+                            "ExpressionAttributeValues": {":p": {"S": "p"}, ":s": {"S": "S#0"}}})
+        self.both("Query", {**t, "IndexName": "assign", "ConsistentRead": True,
+                            "KeyConditionExpression": "PK = :p AND assign BETWEEN :a AND :b",
+                            "ExpressionAttributeValues": {":p": {"S": "p"}, ":a": {"S": "S#04"}, ":b": {"S": "S#~"}}})
+        self.both("Scan", {**t, "Limit": 4})
+        self.both("BatchGetItem", {"RequestItems": {"t": {"Keys": [{"PK": {"S": "p"}, "SK": {"S": "k03"}}]}}})
+        self.both("TransactWriteItems", {"TransactItems": [
+            {"Delete": {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "k02"}}}},
+            {"ConditionCheck": {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "k03"}},
+                                "ConditionExpression": "ok = :no", "ExpressionAttributeValues": {":no": {"BOOL": True}}}},
+        ]})
+        self.both("DeleteItem", {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "k04"}}, "ReturnValues": "ALL_OLD"})
+        self.both("Query", everything)
 
 
 if __name__ == "__main__":
