@@ -4,8 +4,8 @@
 //! time while pools proceed in parallel. Each send has its own deduplication id: SQS drops the SDK's retries of
 //! one send, never a later request that may carry news; except a coalesced request
 //! ([`ReconcileMessage::coalesced`]), whose id names its pool and window, so that SQS keeps one message of a
-//! burst (and the reconcile waits for the window's end before reading). The power queue is a standard queue; re-checks are sent
-//! with a per-message delay (at most 900 s, SQS's limit).
+//! burst (and the reconcile waits for the window's end before reading). The power queue is a standard queue;
+//! re-checks are sent with a per-message delay (at most 900 s, SQS's limit).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -5,8 +5,8 @@
 //! table writes). The AWS requests per operation are the ones the adapters count against the emulator
 //! (BENCHMARKS.md, "AWS calls per operation"): a reconcile is one strongly consistent Query of the pool's
 //! partition plus its writes; a claim reads the pool item, small pages of the partition's `assign` index (the
-//! oldest pending claim, then spares) and the spare it takes, then writes one transaction and sends one SQS message; each message to a function is a
-//! send and a delete. What no emulator can measure (how long a function runs on Lambda) is an assumption, named
+//! oldest pending claim, then spares) and the spare it takes, then writes one transaction and sends one SQS
+//! message; each message to a function is a send and a delete. What no emulator can measure (how long a function runs on Lambda) is an assumption, named
 //! in [`Assumptions`]; the Lambda lines are small beside the requests either way.
 
 use std::fmt::Write as _;
