@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::input::{name, parse_body};
-use crate::pools::{get_pool_item, read_pool, reconcile_coalesced};
+use crate::pools::{get_cluster_item, get_pool_item, read_pool, reconcile_coalesced};
 use crate::view::claim_view;
 use crate::{Caller, MAX_ATTEMPTS, MAX_WAIT};
 
@@ -243,13 +243,6 @@ async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, A
         Some(Item::Claim(c)) => Ok(*c),
         _ => Err(ApiError::not_found(format!("claim {claim} does not exist in pool {pool}"))),
     }
-}
-
-pub(crate) async fn get_cluster_item(deps: &Deps, pool: &str, id: &str) -> Result<Option<Cluster>, ApiError> {
-    Ok(match deps.store.get(pool, &Key::Cluster(id.to_owned())).await? {
-        Some(Item::Cluster(c)) => Some(*c),
-        _ => None,
-    })
 }
 
 pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, wait: Option<&str>) -> ApiResult {

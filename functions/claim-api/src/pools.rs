@@ -3,14 +3,13 @@
 
 use std::time::Duration;
 
-use apiary_planner::{power, validate_spec, validate_update, Pool, PoolSpec, Snapshot};
+use apiary_planner::{power, validate_spec, validate_update, Cluster, Pool, PoolSpec, Snapshot};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::store::{Cond, Item, Key, Write};
 use apiary_ports::{Deps, Error as StoreError};
 use lambda_http::Body;
 use serde_json::json;
 
-use crate::claims::get_cluster_item;
 use crate::error::{ApiError, ApiResult};
 use crate::input::{name, parse_body};
 use crate::view::to_json;
@@ -29,6 +28,14 @@ pub(crate) async fn get_pool_item(deps: &Deps, pool: &str) -> Result<Pool, ApiEr
         Some(Item::Pool(p)) => Ok(*p),
         _ => Err(ApiError::not_found(format!("pool {pool} does not exist"))),
     }
+}
+
+/// One cluster item of `pool`, if it exists.
+pub(crate) async fn get_cluster_item(deps: &Deps, pool: &str, id: &str) -> Result<Option<Cluster>, ApiError> {
+    Ok(match deps.store.get(pool, &Key::Cluster(id.to_owned())).await? {
+        Some(Item::Cluster(c)) => Some(*c),
+        _ => None,
+    })
 }
 
 /// Asks for a reconcile of `pool`.
