@@ -19,27 +19,42 @@ def key(sk):
     return {"PK": {"S": "p"}, "SK": {"S": sk}}
 
 
-class TransactionTest(unittest.TestCase):
+class EmulatorCase(unittest.TestCase):
+    """An emulator of the class's own, with a table `t` keyed by PK and SK (and `indexes`)."""
+
+    name = "emulator"
+    indexes = []
+
     @classmethod
     def setUpClass(cls):
-        cls.emulator, endpoint, cls.log = local_emulator.start("transactions")
+        cls.emulator, endpoint, cls.log = local_emulator.start(cls.name)
         cls.db = boto3.client(
             "dynamodb", endpoint_url=endpoint, region_name="us-east-1",
             aws_access_key_id="test", aws_secret_access_key="test",
         )
+        index_keys = {k["AttributeName"] for i in cls.indexes for k in i["KeySchema"] if k["KeyType"] == "RANGE"}
+        sort_keys = {"SK"} | index_keys
         cls.db.create_table(
             TableName="t", BillingMode="PAY_PER_REQUEST",
             KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
-                                  {"AttributeName": "SK", "AttributeType": "S"}],
+            AttributeDefinitions=[{"AttributeName": n, "AttributeType": "S"} for n in ["PK", *sorted(sort_keys)]],
+            **({"LocalSecondaryIndexes": cls.indexes} if cls.indexes else {}),
         )
-        for i in range(50):
-            cls.db.put_item(TableName="t", Item={**key(f"c{i:02}"), "n": {"N": str(i)}, "m": {"M": {"k": {"S": "v"}}}})
 
     @classmethod
     def tearDownClass(cls):
         cls.emulator.terminate()
         cls.emulator.wait()
+
+
+class TransactionTest(EmulatorCase):
+    name = "transactions"
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        for i in range(50):
+            cls.db.put_item(TableName="t", Item={**key(f"c{i:02}"), "n": {"N": str(i)}, "m": {"M": {"k": {"S": "v"}}}})
 
     def get(self, sk):
         return self.db.get_item(TableName="t", Key=key(sk), ConsistentRead=True).get("Item")
@@ -82,29 +97,19 @@ class TransactionTest(unittest.TestCase):
         self.assertIsNotNone(self.get("c04"))
 
 
-class LocalIndexTest(unittest.TestCase):
+class LocalIndexTest(EmulatorCase):
     """Three partitions; in each, every other item carries the index's sort key `assign`."""
+
+    name = "index"
+    indexes = [{
+        "IndexName": "assign",
+        "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "assign", "KeyType": "RANGE"}],
+        "Projection": {"ProjectionType": "KEYS_ONLY"},
+    }]
 
     @classmethod
     def setUpClass(cls):
-        cls.emulator, endpoint, cls.log = local_emulator.start("index")
-        cls.db = boto3.client(
-            "dynamodb", endpoint_url=endpoint, region_name="us-east-1",
-            aws_access_key_id="test", aws_secret_access_key="test",
-        )
-        cls.db.create_table(
-            TableName="t", BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
-                                  {"AttributeName": "SK", "AttributeType": "S"},
-                                  {"AttributeName": "assign", "AttributeType": "S"}],
-            LocalSecondaryIndexes=[{
-                "IndexName": "assign",
-                "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"},
-                              {"AttributeName": "assign", "KeyType": "RANGE"}],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }],
-        )
+        super().setUpClass()
         cls.assigned = {}
         for p in ("a", "b", "c"):
             for i in range(40):
@@ -114,11 +119,6 @@ class LocalIndexTest(unittest.TestCase):
                     item["assign"] = {"S": f"{'P' if i % 8 == 0 else 'S'}#{(i * 7) % 40:02}#{i}"}
                     cls.assigned.setdefault(p, []).append((item["assign"]["S"], item["SK"]["S"]))
                 cls.db.put_item(TableName="t", Item=item)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.emulator.terminate()
-        cls.emulator.wait()
 
     def query(self, partition, low=None, high=None, forward=True, limit=None):
         """Every page of one query, as (assign, SK) pairs, and how many pages it took."""
@@ -237,7 +237,8 @@ class AnswersTest(unittest.TestCase):
         self.both("TransactWriteItems", {"TransactItems": [
             {"Delete": {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "k02"}}}},
             {"ConditionCheck": {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "k03"}},
-                                "ConditionExpression": "ok = :no", "ExpressionAttributeValues": {":no": {"BOOL": True}}}},
+                                "ConditionExpression": "ok = :no",
+                                "ExpressionAttributeValues": {":no": {"BOOL": True}}}},
         ]})
         self.both("DeleteItem", {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "k04"}}, "ReturnValues": "ALL_OLD"})
         self.both("Query", everything)
