@@ -20,24 +20,38 @@ moto writes each DynamoDB answer through botocore's shapes, value by value: a fe
 a reconcile's Query of a pool's partition held the emulator for half a second at 200 clusters. An answer that is
 plain JSON already (no binary values) is written here as it is, which is the same document.
 
+moto also deep-copies a Query's items before it projects them (projecting makes new items anyway), hands a Query of
+the table every item of every partition to sort, converts every answer into plain documents value by value before
+writing it, and finds which service a request is for by listing its own package's folders from disk, for every
+request. Here a Query of the table is handed its partition only, its items are not copied (the answer is written
+while the request holds the lock, before anything can change them), an answer's values are written straight from
+moto's own, and the service found for a host is remembered.
+
 `--as-released` leaves moto as it is released, for comparing answers (`tests/emulator_test.py`).
 
 Usage: emulator.py [--port 5055] [--as-released]
 """
 import argparse
 import copy
+import io
 import json
 import signal
 import sys
 import threading
+import collections
 from collections import defaultdict
 
 import moto.dynamodb.models as dynamodb_models
+import moto.dynamodb.models.table as table_module
 from moto.core.responses import ActionResult
+from moto.dynamodb.comparisons import OpDefault
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.models.utilities import dynamo_to_dict
 from moto.dynamodb.responses import DynamoResult
+from moto.sqs.models import Queue, SQSBackend
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-from werkzeug.serving import run_simple
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, run_simple
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--host", default="127.0.0.1")
@@ -84,11 +98,38 @@ def transact_write_items(self, transact_items):
 _query = Table.query
 
 
+class ItemsAsTheyAre:
+    """moto's `copy` inside a Query: the items found are handed on as they are, not deep-copied."""
+
+    @staticmethod
+    def deepcopy(value, memo=None):
+        return list(value) if isinstance(value, list) else copy.deepcopy(value, memo)
+
+
 def query(self, *args, **kwargs):
+    table_module.copy = ItemsAsTheyAre
+    try:
+        return _partition_query(self, *args, **kwargs)
+    finally:
+        table_module.copy = copy
+
+
+def _partition_query(self, *args, **kwargs):
     index_name = args[7] if len(args) > 7 else kwargs.get("index_name")
     partition_key = dict(kwargs.get("hash_key_conditions") or []).get(self.hash_key_attr)
+    if partition_key is None or self.range_key_attr is None or len(args) < 3:
+        return _query(self, *args, **kwargs)
+    items = self.items[partition_key].values() if partition_key in self.items else []
+    if index_name is None:
+        # A Query of the table: its partition's items (moto selects them again, and sorts them).
+        partition = list(items)
+        self.all_items = lambda: partition
+        try:
+            return _query(self, *args, **kwargs)
+        finally:
+            del self.all_items
     local = next((index for index in self.indexes if index.name == index_name), None)
-    if local is None or partition_key is None or self.range_key_attr is None or len(args) < 3:
+    if local is None:
         return _query(self, *args, **kwargs)
     # Only the items the index holds (those with its sort key) and its key condition selects; moto checks both
     # again, and sizes every item it is handed before it looks at the condition.
@@ -99,22 +140,29 @@ def query(self, *args, **kwargs):
         value = item.attrs.get(range_attr)
         return value is not None and (not comparison or value.compare(comparison, bounds))
 
-    items = self.items[partition_key].values() if partition_key in self.items else []
     partition = [item for item in items if selected(item)]
     partition = _first_page(self, partition, range_attr, args)
     # A keys-only index answers with the keys: handed those, moto copies small items instead of whole ones.
     # (Not when a projection or a filter may name other attributes; the old-style filters come as extra keywords.)
     keys_only = (local.projection or {}).get("ProjectionType") == "KEYS_ONLY"
     projection = args[6] if len(args) > 6 else None
-    filtered = (args[9] if len(args) > 9 else None) is not None
+    filtered = not isinstance(args[9] if len(args) > 9 else None, (type(None), OpDefault))
     extra = set(kwargs) - {"hash_key_conditions", "range_key_conditions"}
     if keys_only and not projection and not filtered and not extra:
-        partition = [local.project(item) for item in partition]
+        keys = local.table_key_attrs + [key["AttributeName"] for key in local.schema]
+        partition = [_keys(item, keys) for item in partition]
     self.all_items = lambda: partition
     try:
         return _query(self, *args, **kwargs)
     finally:
         del self.all_items
+
+
+def _keys(item, keys):
+    """`item` with only its attributes named in `keys`, as a keys-only index holds it (moto's own projection turns
+    the whole item into plain values once per key)."""
+    return Item(item.hash_key, item.range_key, {k: {item.attrs[k].type: item.attrs[k].value} for k in keys
+                                                if k in item.attrs})
 
 
 def _first_page(table, items, range_attr, args):
@@ -148,38 +196,138 @@ def _present(value):
     return value
 
 
+def _value(value):
+    """One of moto's values as its JSON document (`{"S": "x"}`), for the encoder; what is not plain JSON (bytes,
+    times) is refused, and the answer is written by the shapes instead."""
+    if isinstance(value, DynamoType) and value.type not in ("B", "BS"):
+        return {value.type: value.value}
+    if hasattr(value, "to_json") and not isinstance(value, DynamoType):
+        return _present(value.to_json())
+    raise TypeError(type(value).__name__)
+
+
+def dynamo_result(self, result):
+    # Kept as moto's values until it is written (execute_result), in the same request.
+    ActionResult.__init__(self, result)
+
+
 def execute_result(self, context):
     shape = context.operation_model.output_shape
-    if not isinstance(self.result, dict) or shape is None:
-        return ActionResult.execute_result(self, context)
-    # Only the members the operation's answer has (moto adds a few of its own, which the shapes leave out).
-    result = {k: v for k, v in self.result.items() if k in shape.members}
+    if isinstance(self.result, dict) and shape is not None:
+        # Only the members the operation's answer has (moto adds a few of its own, which the shapes leave out).
+        result = {k: v for k, v in self.result.items() if k in shape.members}
+        try:
+            body = json.dumps(_present(result), separators=(",", ":"), default=_value)
+        except TypeError:
+            pass
+        else:
+            status = context.operation_model.http.get("responseCode", 200)
+            return status, {"Content-Type": "application/x-amz-json-1.0"}, body
+    # Binary values or times: the shapes write them (in base64, as dates).
+    self._result = dynamo_to_dict(self.result)
+    return ActionResult.execute_result(self, context)
+
+
+_queue_attributes = Queue.attributes
+sending = threading.local()
+
+
+def send_message(self, *args, **kwargs):
+    sending.now = True
     try:
-        body = json.dumps(_present(result), separators=(",", ":"))
-    except TypeError:
-        # Bytes (a binary attribute): the shapes write them in base64.
-        return ActionResult.execute_result(self, context)
-    status = context.operation_model.http.get("responseCode", 200)
-    return status, {"Content-Type": "application/x-amz-json-1.0"}, body
+        return _send_message(self, *args, **kwargs)
+    finally:
+        sending.now = False
+
+
+def queue_attributes(self):
+    """A queue's attributes; while a message is sent, only the one sending reads (moto reads them up to four times
+    a send, and counting the queue's messages for them made a send's cost grow with the queue)."""
+    if getattr(sending, "now", False):
+        value = self.content_based_deduplication
+        return {"ContentBasedDeduplication": str(value).lower() if isinstance(value, bool) else value}
+    return _queue_attributes.fget(self)
+
+
+_send_message = SQSBackend.send_message
+_backend_for_host = DomainDispatcherApplication.get_backend_for_host
+
+
+def backend_for_host(self, host):
+    """The service a host name is for, looked up once per name (moto lists its own folders every time)."""
+    known = self.__dict__.setdefault("known_hosts", {})
+    if host not in known:
+        known[host] = _backend_for_host(self, host)
+    return known[host]
 
 
 if not args.as_released:
     dynamodb_models.DynamoDBBackend.transact_write_items = transact_write_items
     Table.query = query
+    DynamoResult.__init__ = dynamo_result
     DynamoResult.execute_result = execute_result
+    DomainDispatcherApplication.get_backend_for_host = backend_for_host
+    SQSBackend.send_message = send_message
+    Queue.attributes = property(queue_attributes)
 
 app = DomainDispatcherApplication(create_backend_app)
-lock = threading.Lock()
+
+
+class FairLock:
+    """A lock taken in the order it was asked for. `threading.Lock` favours whichever thread runs next: under a
+    burst of hundreds of requests some waited more than the SDKs' ten seconds while later ones went ahead."""
+
+    def __init__(self):
+        self.guard = threading.Lock()
+        self.waiting = collections.deque()
+        self.held = False
+
+    def __enter__(self):
+        with self.guard:
+            if not self.held:
+                self.held = True
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self.waiting.append(turn)
+        turn.acquire()  # released by the holder before, handing the lock over
+
+    def __exit__(self, *_):
+        with self.guard:
+            if self.waiting:
+                self.waiting.popleft().release()
+            else:
+                self.held = False
+
+
+lock = FairLock()
 
 
 def serialized(environ, start_response):
     target = environ.get("HTTP_X_AMZ_TARGET", "")
     if target.endswith("ReceiveMessage"):
         return app(environ, start_response)
+    # The request's body read before the lock is taken: a slow client holds up no one else.
+    if environ.get("CONTENT_LENGTH"):
+        environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))
     with lock:
-        # Materialize the body inside the lock: the backend runs while it is produced.
+        # Materialize the answer inside the lock: the backend runs while it is produced.
         return list(app(environ, start_response))
 
 
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-run_simple(args.host, args.port, serialized, threaded=True, use_reloader=False)
+
+
+# A burst of hundreds of claims opens hundreds of connections at once (the emulator answers each request on a
+# connection of its own): past werkzeug's listen queue of 128 the kernel drops them, and their clients try again
+# one, three, seven seconds later. The kernel caps this at net.core.somaxconn.
+BaseWSGIServer.request_queue_size = 4096
+
+
+class RequestHandler(WSGIRequestHandler):
+    # An answer's head and body go out in two writes: with Nagle's algorithm the body waits for the client's
+    # delayed acknowledgement of the head, milliseconds on every request.
+    disable_nagle_algorithm = True
+
+
+run_simple(args.host, args.port, serialized, threaded=True, use_reloader=False, request_handler=RequestHandler)

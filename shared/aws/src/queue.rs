@@ -4,10 +4,15 @@
 //! time while pools proceed in parallel. Each send has its own deduplication id: SQS drops the SDK's retries of
 //! one send, never a later request that may carry news; except a coalesced request
 //! ([`ReconcileMessage::coalesced`]), whose id names its pool and window, so that SQS keeps one message of a
-//! burst (and the reconcile waits for the window's end before reading). The power queue is a standard queue;
+//! burst (and the reconcile waits for the window's end before reading). A process sends such a request once: SQS
+//! would drop a second send with the same id (its deduplication interval is five minutes; a window lasts a
+//! second), so the adapter does not make it, and a burst of claims on one instance costs one send per window,
+//! not one per claim. The power queue is a standard queue;
 //! re-checks are sent with a per-message delay (at most 900 s, SQS's limit).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -27,6 +32,8 @@ pub struct SqsQueue {
     power_url: String,
     sends: AtomicU64,
     process: u64,
+    /// Per pool, the deduplication id of the last coalesced request this process sent.
+    coalesced: Mutex<HashMap<String, String>>,
 }
 
 impl SqsQueue {
@@ -41,24 +48,37 @@ impl SqsQueue {
             power_url: config.power_queue_url.clone(),
             sends: AtomicU64::new(0),
             process,
+            coalesced: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The deduplication id of the last coalesced request this process sent for `pool`.
+    fn sent_coalesced(&self, pool: &str) -> Option<String> {
+        self.coalesced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(pool).cloned()
     }
 }
 
 #[async_trait]
 impl Queue for SqsQueue {
     async fn reconcile(&self, message: &ReconcileMessage) -> Result<()> {
+        let coalesced = message.dedup_id();
+        if coalesced.is_some() && self.sent_coalesced(&message.pool).as_ref() == coalesced.as_ref() {
+            return Ok(());
+        }
         let n = self.sends.fetch_add(1, Ordering::Relaxed);
         count("sqs:SendMessage");
         self.client
             .send_message()
             .queue_url(&self.reconcile_url)
             .message_group_id(&message.pool)
-            .message_deduplication_id(message.dedup_id().unwrap_or_else(|| format!("{:016x}-{n}", self.process)))
+            .message_deduplication_id(coalesced.clone().unwrap_or_else(|| format!("{:016x}-{n}", self.process)))
             .message_body(serde_json::to_string(message)?)
             .send()
             .await
             .map_err(|e| crate::error::aws("sqs:SendMessage", e))?;
+        if let Some(id) = coalesced {
+            self.coalesced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(message.pool.clone(), id);
+        }
         Ok(())
     }
 
@@ -157,5 +177,97 @@ impl Poller {
             .await
             .map_err(|e| crate::error::aws("sqs:DeleteMessageBatch", e))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chrono::{TimeDelta, TimeZone, Utc};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// An SQS endpoint that answers every request as a sent message; the bodies it was sent.
+    async fn sqs_endpoint() -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let bodies = Arc::new(Mutex::new(vec![]));
+        let seen = bodies.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut buffer = vec![];
+                    let mut chunk = [0u8; 4096];
+                    while let Ok(n @ 1..) = stream.read(&mut chunk).await {
+                        buffer.extend_from_slice(&chunk[..n]);
+                        let text = String::from_utf8_lossy(&buffer).to_string();
+                        let Some(end) = text.find("\r\n\r\n") else { continue };
+                        let length = text[..end]
+                            .lines()
+                            .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(str::to_owned))
+                            .and_then(|n| n.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if buffer.len() < end + 4 + length {
+                            continue;
+                        }
+                        seen.lock().expect("bodies").push(text[end + 4..end + 4 + length].to_owned());
+                        buffer.drain(..end + 4 + length);
+                        let answer = r#"{"MessageId":"m","SequenceNumber":"1"}"#;
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\n\r\n",
+                            answer.len()
+                        );
+                        if stream.write_all(format!("{head}{answer}").as_bytes()).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}"), bodies)
+    }
+
+    /// SQS keeps one message per deduplication id for five minutes: a coalesced request sent again in its window
+    /// would be dropped there, so the adapter does not send it; any other request is sent every time.
+    #[tokio::test]
+    async fn a_coalesced_request_is_sent_once_per_pool_and_window() {
+        let (endpoint, bodies) = sqs_endpoint().await;
+        let sdk = aws_sdk_sqs::Config::builder()
+            .behavior_version_latest()
+            .region(aws_sdk_sqs::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new("k", "s", None, None, "test"))
+            .endpoint_url(endpoint)
+            .build();
+        let queue = SqsQueue::new(Client::from_conf(sdk), &Config::named("apiary", &[]));
+        let t = Utc.with_ymd_and_hms(2026, 11, 25, 9, 0, 0).single().expect("time");
+        let ms = TimeDelta::milliseconds;
+        let sends = [
+            ReconcileMessage::coalesced("a", "claim", t + ms(100)),
+            ReconcileMessage::coalesced("a", "release", t + ms(900)),
+            ReconcileMessage::coalesced("b", "claim", t + ms(900)),
+            ReconcileMessage::coalesced("a", "claim", t + ms(1_000)),
+            ReconcileMessage::coalesced("a", "claim", t + ms(1_999)),
+            ReconcileMessage::new("a", "spec"),
+            ReconcileMessage::new("a", "spec"),
+        ];
+        for message in &sends {
+            queue.reconcile(message).await.expect("sent");
+        }
+        let sent: Vec<(String, String)> = bodies
+            .lock()
+            .expect("bodies")
+            .iter()
+            .map(|body| {
+                let body: serde_json::Value = serde_json::from_str(body).expect("JSON");
+                let message: ReconcileMessage =
+                    serde_json::from_str(body["MessageBody"].as_str().expect("body")).expect("message");
+                (message.pool, message.reason)
+            })
+            .collect();
+        let expected = [("a", "claim"), ("b", "claim"), ("a", "claim"), ("a", "spec"), ("a", "spec")];
+        assert_eq!(sent, expected.map(|(p, r)| (p.to_owned(), r.to_owned())));
     }
 }
