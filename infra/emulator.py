@@ -1,4 +1,5 @@
-"""The local AWS emulator: moto's server, with every request but SQS receives handled one at a time.
+"""The local AWS emulator: moto's server, with every request but SQS receives handled one at a time, in the order
+they arrive.
 
 moto's backends are not thread-safe: two DynamoDB transactions arriving together can both pass their conditions
 before either writes, which real DynamoDB never allows. Serializing requests gives the emulator DynamoDB's
@@ -38,8 +39,7 @@ import json
 import signal
 import sys
 import threading
-import collections
-from collections import defaultdict
+from collections import defaultdict, deque
 
 import moto.dynamodb.models as dynamodb_models
 import moto.dynamodb.models.table as table_module
@@ -279,7 +279,7 @@ class FairLock:
 
     def __init__(self):
         self.guard = threading.Lock()
-        self.waiting = collections.deque()
+        self.waiting = deque()
         self.held = False
 
     def __enter__(self):
