@@ -15,7 +15,7 @@ use apiary_planner::duration::hours;
 use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
 use apiary_planner::{apply_mut, plan, Action, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
 
-use crate::report::{Calls, Outcome, Sample, Usage};
+use crate::report::{Calls, Costs, Outcome, Sample, Usage};
 use crate::rng::Rng;
 use crate::trace::Trace;
 
@@ -80,21 +80,6 @@ impl Default for Platform {
             resume_failure: 0.01,
             resume_failure_per_day_asleep: 0.0,
         }
-    }
-}
-
-/// What a cluster-hour costs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Costs {
-    /// $ per hour with machines running (installing, resuming, Running, stopping).
-    pub running_per_hour: f64,
-    /// $ per hour hibernated (disks only).
-    pub hibernated_per_hour: f64,
-}
-
-impl Default for Costs {
-    fn default() -> Self {
-        Self { running_per_hour: 1.5, hibernated_per_hour: 0.1 }
     }
 }
 

@@ -35,9 +35,9 @@ use apiary_planner::{
     AdaptiveRunningCount, FakePlatform, Forecast, GoDuration, Platform as PoolPlatform, PoolSpec, ResumeCanaries,
 };
 
-pub use engine::{Costs, Platform, Setup, Simulation, Spread};
+pub use engine::{Platform, Setup, Simulation, Spread};
 pub use policy::Policy;
-pub use report::Outcome;
+pub use report::{Costs, Outcome};
 pub use trace::{Pattern, Trace};
 
 /// A pool of `size` on the simulated platform, with resume and hibernate timeouts so stuck clusters are replaced.

@@ -7,7 +7,20 @@ use serde::Serialize;
 
 use apiary_planner::Timestamp;
 
-use crate::engine::Costs;
+/// What a cluster-hour costs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Costs {
+    /// $ per hour with machines running (installing, resuming, Running, stopping).
+    pub running_per_hour: f64,
+    /// $ per hour hibernated (disks only).
+    pub hibernated_per_hour: f64,
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Self { running_per_hour: 1.5, hibernated_per_hour: 0.1 }
+    }
+}
 
 /// Actuator calls made.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
