@@ -28,6 +28,9 @@ request. Here a Query of the table is handed its partition only, its items are n
 while the request holds the lock, before anything can change them), an answer's values are written straight from
 moto's own, and the service found for a host is remembered.
 
+werkzeug, moto's HTTP server, ends every connection after one answer, so each request paid for a connection and a
+thread of its own; here a connection is kept for the client's next request (`RequestHandler`).
+
 `--as-released` leaves moto as it is released, for comparing answers (`tests/emulator_test.py`).
 
 Usage: emulator.py [--port 5055] [--as-released]
@@ -304,12 +307,12 @@ lock = FairLock()
 
 
 def serialized(environ, start_response):
-    target = environ.get("HTTP_X_AMZ_TARGET", "")
-    if target.endswith("ReceiveMessage"):
-        return app(environ, start_response)
-    # The request's body read before the lock is taken: a slow client holds up no one else.
+    # The request's body read whole before anything else: a slow client holds up no one else while it sends, and the
+    # connection is left at the start of its next request.
     if environ.get("CONTENT_LENGTH"):
         environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))
+    if environ.get("HTTP_X_AMZ_TARGET", "").endswith("ReceiveMessage"):
+        return app(environ, start_response)
     with lock:
         # Materialize the answer inside the lock: the backend runs while it is produced.
         return list(app(environ, start_response))
@@ -324,10 +327,52 @@ signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 BaseWSGIServer.request_queue_size = 4096
 
 
+class Body(io.RawIOBase):
+    """A connection's input as werkzeug's request handler sees it: request lines and headers pass through, and
+    `read` stops at the end of the request's stated body. werkzeug reads whatever a client sent after its answer and
+    throws it away, which is safe only because it ends every connection; here the next request is left alone."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.left = 0
+
+    def readline(self, limit=-1):
+        return self.stream.readline(limit)
+
+    def read(self, size=-1):
+        size = self.left if size is None or size < 0 else min(size, self.left)
+        data = self.stream.read(size) if size else b""
+        self.left -= len(data)
+        return data
+
+
 class RequestHandler(WSGIRequestHandler):
     # An answer's head and body go out in two writes: with Nagle's algorithm the body waits for the client's
     # delayed acknowledgement of the head, milliseconds on every request.
     disable_nagle_algorithm = True
+
+    def setup(self):
+        super().setup()
+        if keep_alive:
+            self.rfile = Body(self.rfile)
+
+    def make_environ(self):
+        environ = super().make_environ()
+        # A body of a stated length can be read to its end and no further; one sent in chunks ends the connection.
+        self.keeps = keep_alive and "HTTP_TRANSFER_ENCODING" not in environ
+        if keep_alive:
+            self.rfile.left = int(environ.get("CONTENT_LENGTH") or 0) if self.keeps else sys.maxsize
+        return environ
+
+    def send_header(self, keyword, value):
+        # werkzeug ends every connection after one answer; here a connection carries the client's next request.
+        # Without this each of a burst's requests paid for a new connection and a new thread.
+        if keyword.lower() == "connection" and value == "close" and getattr(self, "keeps", False):
+            return
+        super().send_header(keyword, value)
+
+
+keep_alive = not args.as_released
 
 
 run_simple(args.host, args.port, serialized, threaded=True, use_reloader=False, request_handler=RequestHandler)

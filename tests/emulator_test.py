@@ -3,11 +3,14 @@ DynamoDB transaction leaves every item as it was, with the emulator's lighter tr
 a Query of a local index, which the emulator hands only the queried partition, answers as DynamoDB does; and
 every DynamoDB answer the emulator writes itself is the document moto as released writes.
 
+A connection carries one request after another (werkzeug would end it after one answer).
+
 The SQS sends, which read only the attribute they need here, are refused, deduplicated and received as moto as
 released does.
 
 Run by `make test` (`make emulator-test`); needs only the project virtualenv.
 """
+import http.client
 import json
 import unittest
 import urllib.error
@@ -278,6 +281,41 @@ class AnswersTest(unittest.TestCase):
         ]})
         self.both("DeleteItem", {**t, "Key": {"PK": {"S": "p"}, "SK": {"S": "k04"}}, "ReturnValues": "ALL_OLD"})
         self.both("Query", everything)
+
+
+class ConnectionTest(EmulatorCase):
+    """A connection carries one request after another, as the SDKs send them; a body sent in chunks, which the
+    emulator cannot know the end of beforehand, ends its connection."""
+
+    name = "connections"
+
+    def request(self, connection, body, chunked=False):
+        headers = {
+            "X-Amz-Target": "DynamoDB_20120810.GetItem", "Content-Type": "application/x-amz-json-1.0",
+            "Authorization": "AWS4-HMAC-SHA256 Credential=test/20261125/us-east-1/dynamodb/aws4_request, "
+                             "SignedHeaders=host, Signature=0",
+        }
+        data = json.dumps(body).encode()
+        connection.request("POST", "/", body=iter([data]) if chunked else data, headers=headers,
+                           encode_chunked=chunked)
+        answer = connection.getresponse()
+        return answer.status, answer.getheader("Connection"), json.loads(answer.read())
+
+    def test_one_connection_carries_the_next_request(self):
+        self.db.put_item(TableName="t", Item={**key("a"), "n": {"N": "1"}})
+        port = int(self.db.meta.endpoint_url.rsplit(":", 1)[1])
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        body = {"TableName": "t", "Key": key("a")}
+        for _ in range(20):
+            # The next request goes out the moment an answer is read: werkzeug, reading past an answered request,
+            # would take it as leftovers of the last one and never answer it.
+            self.assertEqual(self.request(connection, body), (200, None, {"Item": {**key("a"), "n": {"N": "1"}}}))
+        first = connection.sock
+        self.request(connection, body)
+        self.assertIs(connection.sock, first, "the same connection")
+        status, header, answer = self.request(connection, body, chunked=True)
+        self.assertEqual((status, header, answer["Item"]["n"]), (200, "close", {"N": "1"}))
+        connection.close()
 
 
 class QueueTest(unittest.TestCase):

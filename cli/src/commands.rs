@@ -56,6 +56,41 @@ fn show_as(format: Format, value: &Value, table: impl FnOnce() -> Result<String>
     Ok(())
 }
 
+/// `apiary pool import FILE` without `--apply`: converting a manifest needs neither an API nor credentials.
+pub fn import_offline(format: Format, file: &Path, into: Option<&Path>, name: Option<&str>) -> Result<()> {
+    print_import(format, &translate(file, into, name)?)
+}
+
+/// The Hive manifest in `file` as an Apiary pool; what did not carry over and what is still needed go to standard
+/// error.
+fn translate(file: &Path, into: Option<&Path>, name: Option<&str>) -> Result<hive::Import> {
+    let manifest = Document::read(file)?;
+    let base = into.map(Document::read).transpose()?;
+    let import = hive::translate(&manifest.value, base.as_ref().map(|b| &b.value), name)?;
+    let mut report = String::new();
+    if !import.dropped.is_empty() {
+        report.push_str("not carried over from the ClusterPool:\n");
+        for (field, why) in &import.dropped {
+            report.push_str(&format!("  {field}: {why}\n"));
+        }
+    }
+    if !import.needed.is_empty() {
+        report.push_str("still needed before the API takes it (give them in --into BASE):\n");
+        for (field, why) in &import.needed {
+            report.push_str(&format!("  {field}: {why}\n"));
+        }
+    }
+    eprint!("{report}");
+    Ok(import)
+}
+
+/// The imported pool as a document: YAML unless JSON is asked for.
+fn print_import(format: Format, import: &hive::Import) -> Result<()> {
+    let document = json!({"name": import.name, "spec": import.spec});
+    let format = if format == Format::Json { Format::Json } else { Format::Yaml };
+    show_as(format, &document, || Ok(String::new()))
+}
+
 impl Ctx {
     fn show(&self, value: &Value, table: impl FnOnce() -> Result<String>) -> Result<()> {
         show_as(self.format, value, table)
@@ -165,28 +200,9 @@ impl Ctx {
     }
 
     async fn import(&self, file: &Path, into: Option<&Path>, name: Option<&str>, apply: bool) -> Result<()> {
-        let manifest = Document::read(file)?;
-        let base = into.map(Document::read).transpose()?;
-        let import = hive::translate(&manifest.value, base.as_ref().map(|b| &b.value), name)?;
-        let mut report = String::new();
-        if !import.dropped.is_empty() {
-            report.push_str("not carried over from the ClusterPool:\n");
-            for (field, why) in &import.dropped {
-                report.push_str(&format!("  {field}: {why}\n"));
-            }
-        }
-        if !import.needed.is_empty() {
-            report.push_str("still needed before the API takes it (give them in --into BASE):\n");
-            for (field, why) in &import.needed {
-                report.push_str(&format!("  {field}: {why}\n"));
-            }
-        }
-        eprint!("{report}");
-        let document = json!({"name": import.name, "spec": import.spec});
+        let import = translate(file, into, name)?;
         if !apply {
-            // A spec is a document: YAML unless JSON is asked for.
-            let format = if self.format == Format::Json { Format::Json } else { Format::Yaml };
-            return show_as(format, &document, || Ok(String::new()));
+            return print_import(self.format, &import);
         }
         if !import.needed.is_empty() {
             return Err(Failure::usage(format!(
@@ -195,6 +211,7 @@ impl Ctx {
                 import.needed.len()
             )));
         }
+        let document = json!({"name": import.name, "spec": import.spec});
         let text = serde_json::to_string(&document).unwrap_or_default();
         let doc = Document::parse(Path::new(&format!("{} (imported)", file.display())), &text)?;
         self.apply(None, &doc).await

@@ -1,10 +1,11 @@
 //! `apiary`: see `apiary --help`, and the README's quick start.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use apiary_cli::api::{Api, Target};
-use apiary_cli::args::{ClaimAction, Cli, Command};
-use apiary_cli::commands::{out, Ctx};
+use apiary_cli::args::{ClaimAction, Cli, Command, PoolCommand};
+use apiary_cli::commands::{self, out, Ctx};
 use apiary_cli::error::{Exit, Failure, Result};
 use clap::{CommandFactory, Parser};
 
@@ -32,10 +33,14 @@ async fn run(cli: Cli) -> Result<()> {
         out(&String::from_utf8_lossy(&text));
         return Ok(());
     }
+    if let Command::Pool(PoolCommand::Import { file, into, name, apply: false }) = &cli.command {
+        return commands::import_offline(cli.output, file, into.as_deref(), name.as_deref());
+    }
     let target =
         Target { api: cli.api, stack: cli.stack, principal: cli.principal, region: cli.region, auth: cli.auth };
     let api = Api::connect(&target).await?;
-    if let Some(note) = api.local_note() {
+    // Which local API and principal are used, for a person at a terminal; a script's standard error stays quiet.
+    if let Some(note) = api.local_note().filter(|_| std::io::stderr().is_terminal()) {
         eprintln!("{note}");
     }
     let ctx = Ctx { api, format: cli.output };

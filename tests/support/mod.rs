@@ -86,7 +86,10 @@ async fn stack_on(options: Options, with_clouds: bool) -> Stack {
         panic!("nothing listens at {endpoint}: {NO_EMULATOR}");
     }
     apiary_aws::logging::init();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // Where cargo runs the test from, not where it was built: a shared build cache may hold another checkout's path.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")), std::path::PathBuf::from);
+    let root = dir.join("..");
     let python = std::env::var("APIARY_PYTHON").unwrap_or_else(|_| root.join(".venv/bin/python").display().to_string());
     let name = format!("sys{}-{}", std::process::id(), STACKS.fetch_add(1, Ordering::Relaxed));
     let env_file = std::env::temp_dir().join(format!("{name}.env"));
