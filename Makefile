@@ -1,6 +1,6 @@
 # Apiary — one entry point for building, testing and measuring.
 #
-#   make test    formatting, lints, the planner's purity check and every test (what CI runs)
+#   make test    formatting, lints, the planner's purity check, the import-circle check and every test (what CI runs)
 #   make dst     the whole-system simulation: SEEDS=N seeds (default 200), or SEED=S replayed with its trace
 #   make bench   the planner benchmark (figures go to BENCHMARKS.md)
 #   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
@@ -20,7 +20,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity tests unit system bench bench-api burst bench-emulator sim dst run emulator venv package deploy \
+.PHONY: test fmt-check clippy purity cycles tests unit system bench bench-api burst bench-emulator sim dst run emulator venv package deploy \
 	lint-infra emulator-test deploy-test cold-start cli
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
@@ -43,7 +43,7 @@ $(LINT_VENV)/.installed: infra/requirements-lint.txt
 	$(LINT_VENV)/bin/pip install --quiet -r infra/requirements-lint.txt
 	touch $@
 
-test: fmt-check clippy purity lint-infra emulator-test tests deploy-test
+test: fmt-check clippy purity cycles lint-infra emulator-test tests deploy-test
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -59,6 +59,10 @@ purity:
 	if $(CARGO) tree -p $(PLANNER) -e features -i chrono | grep -q 'chrono feature "clock"'; then \
 	  echo "purity: chrono's clock feature is enabled for $(PLANNER); time must be an argument" >&2; exit 1; fi; \
 	echo "purity: $(PLANNER) has no async, AWS, randomness or clock dependency"
+
+# No module of a crate imports, through others, one that imports it (tests/module_cycles.py).
+cycles:
+	@python3 tests/module_cycles.py
 
 # Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the
 # whole workspace, so `make test`, `make run` and `make system` share every compiled crate.

@@ -389,6 +389,28 @@ impl Bundles {
     }
 }
 
+/// Longest one look's request may take, and again its answer.
+pub(crate) const LOOK: Duration = Duration::from_secs(10);
+
+/// Sends `request` for `url` once, bounded by [`LOOK`]: its status and body, or why nothing answered (the
+/// cluster is unreachable). The readiness checks look this way: one attempt per look, never retried within it.
+pub(crate) async fn look_once(
+    url: &str,
+    request: reqwest::RequestBuilder,
+) -> std::result::Result<(u16, bytes::Bytes), String> {
+    let response = match tokio::time::timeout(LOOK, request.send()).await {
+        Err(_) => return Err(format!("{url}: no answer within {LOOK:?}")),
+        Ok(Err(e)) => return Err(format!("{url}: {}", error_chain(&e))),
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status().as_u16();
+    match tokio::time::timeout(LOOK, response.bytes()).await {
+        Ok(Ok(body)) => Ok((status, body)),
+        Err(_) => Err(format!("{url}: the answer did not end within {LOOK:?}")),
+        Ok(Err(e)) => Err(format!("{url}: {}", error_chain(&e))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,8 +24,7 @@ use async_trait::async_trait;
 use base64::Engine;
 use serde::Deserialize;
 
-use crate::http::{Bundles, Http, Identity};
-use crate::readiness::look_once;
+use crate::http::{look_once, Bundles, Http, Identity};
 use crate::secrets::SecretCache;
 
 /// Items asked for per page of a list.

@@ -7,8 +7,6 @@
 //! unreachable. One attempt per look, bounded like every call: the power function looks again every 15 seconds
 //! until the pool's resume timeout.
 
-use std::time::Duration;
-
 use apiary_planner::power::Readiness;
 use apiary_planner::HttpsProbe;
 use apiary_ports::platform::{ReadinessCheck, Target};
@@ -16,30 +14,8 @@ use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
 
-use crate::http::{error_chain, Bundles, Http};
+use crate::http::{look_once, Bundles, Http};
 use crate::kubernetes::KubernetesReadiness;
-
-/// Longest one look's request may take, and again its answer.
-pub(crate) const LOOK: Duration = Duration::from_secs(10);
-
-/// Sends `request` for `url` once, bounded by [`LOOK`]: its status and body, or why nothing answered (the
-/// cluster is unreachable). Both checks look this way: one attempt per look, never retried within it.
-pub(crate) async fn look_once(
-    url: &str,
-    request: reqwest::RequestBuilder,
-) -> std::result::Result<(u16, bytes::Bytes), String> {
-    let response = match tokio::time::timeout(LOOK, request.send()).await {
-        Err(_) => return Err(format!("{url}: no answer within {LOOK:?}")),
-        Ok(Err(e)) => return Err(format!("{url}: {}", error_chain(&e))),
-        Ok(Ok(response)) => response,
-    };
-    let status = response.status().as_u16();
-    match tokio::time::timeout(LOOK, response.bytes()).await {
-        Ok(Ok(body)) => Ok((status, body)),
-        Err(_) => Err(format!("{url}: the answer did not end within {LOOK:?}")),
-        Ok(Err(e)) => Err(format!("{url}: {}", error_chain(&e))),
-    }
-}
 
 /// The HTTPS readiness check.
 pub struct HttpsReadiness {

@@ -16,11 +16,11 @@
 //! lowers `R` is solved exactly and becomes a wake-up.
 
 use chrono::TimeDelta;
-use serde::{Deserialize, Serialize};
 
 use crate::duration::{hours, GoDuration};
-use crate::forecast::{Forecast, Profile, BURST_MARGIN};
-use crate::model::{Claim, Cluster, Timestamp};
+use crate::forecast::BURST_MARGIN;
+pub use crate::model::{AdaptiveRunningCount, Demand};
+use crate::model::{Claim, Cluster, Forecast, Profile, Timestamp};
 
 /// Default time constant of the arrival-rate estimate.
 pub const DEFAULT_WINDOW: TimeDelta = TimeDelta::minutes(30);
@@ -37,45 +37,6 @@ const SPORADIC_CLAIMS_PER_WINDOW: f64 = 0.25;
 const RATE_HEADROOM_SD: f64 = 1.0;
 /// Which measured resume time to plan with: the model cares about the slow ones, so a high quantile.
 const RESUME_QUANTILE: f64 = 0.9;
-
-/// The pool spec option (`adaptiveRunningCount`). Exactly one target is set.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AdaptiveRunningCount {
-    /// Share of claims to serve with a Running cluster at once, in (0, 1), e.g. 0.95.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instant_share: Option<f64>,
-    /// Claim wait p95 to stay under, e.g. `1m`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_p95: Option<GoDuration>,
-    /// Time constant of the arrival-rate estimate: how far back "recent" reaches. Default 30m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window: Option<GoDuration>,
-    /// Resume time to assume until the pool has measured one. Default 5m.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume_estimate: Option<GoDuration>,
-    /// Learn the week's pattern of claims and have spares Running before the demand it has seen before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forecast: Option<Forecast>,
-}
-
-/// The arrival-rate estimate kept in the pool's status.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Demand {
-    /// Estimated claims per hour at `at`.
-    pub claims_per_hour: f64,
-    /// When the estimate was last updated.
-    pub at: Timestamp,
-    /// Claims created up to here are counted in the estimate.
-    pub counted_until: Timestamp,
-    /// The claims created exactly at `counted_until` that are counted (a parallel burst shares one instant).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub counted_at_edge: Vec<String>,
-    /// The forecast's time-of-week profile, when the option is on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<Profile>,
-}
 
 /// What the adaptive option decides at one instant.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,28 +7,9 @@
 //! recently again, is no longer a canary, and the running count sends it back to sleep.
 
 use chrono::{NaiveTime, TimeDelta, TimeZone, Timelike};
-use serde::{Deserialize, Serialize};
 
-use crate::duration::GoDuration;
+pub use crate::model::ResumeCanaries;
 use crate::model::{Cluster, Timestamp};
-
-/// The pool option (`resumeCanaries`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ResumeCanaries {
-    /// A standby that has not run for this long is resumed to check that it still can, e.g. `72h`.
-    pub after: GoDuration,
-    /// How many canaries may be resuming at once. Default 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub at_a_time: Option<i64>,
-    /// The local hours canaries start in, `HH:MM-HH:MM` (past midnight allowed, e.g. `22:00-06:00`). Default:
-    /// any time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hours: Option<String>,
-    /// IANA time zone of `hours`. Default UTC.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time_zone: Option<String>,
-}
 
 /// Most canaries resuming at once.
 pub const MAX_AT_A_TIME: i64 = 100;

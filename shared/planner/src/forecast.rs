@@ -29,18 +29,15 @@ use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
-use base64::Engine as _;
 use chrono::{Datelike, TimeDelta, Timelike};
 use chrono_tz::Tz;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::duration::hours;
 use crate::model::Timestamp;
+pub use crate::model::{Buckets, Forecast, Profile, BUCKETS};
 
 /// A bucket's length.
 pub const BUCKET: TimeDelta = TimeDelta::minutes(10);
-/// Buckets in a week.
-pub const BUCKETS: usize = 7 * 24 * 6;
 /// A week.
 pub const WEEK: TimeDelta = TimeDelta::weeks(1);
 /// Default half-life of a week's weight, in weeks.
@@ -62,18 +59,6 @@ const HOT_DEVIATIONS: f64 = 3.0;
 /// Largest storable bucket value, claims.
 const MAX_VALUE: f64 = u16::MAX as f64 / 100.0;
 
-/// The forecast option (`adaptiveRunningCount.forecast`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Forecast {
-    /// IANA time zone the week is counted in (its days and hours, daylight saving included). Default UTC.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time_zone: Option<String>,
-    /// After how many weeks a week's weight in the profile halves. Default 1; at most 8.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub half_life_weeks: Option<f64>,
-}
-
 impl Forecast {
     /// The time zone (UTC when unset or unknown; validation refuses unknown ones).
     pub fn zone(&self) -> Tz {
@@ -89,15 +74,6 @@ impl Forecast {
         1.0 - 0.5_f64.powf(1.0 / h)
     }
 }
-
-/// The IANA zone named, UTC when none or unknown (validation refuses unknown ones).
-pub fn zone_or_utc(name: Option<&str>) -> Tz {
-    name.and_then(|z| Tz::from_str(z).ok()).unwrap_or(Tz::UTC)
-}
-
-/// One value per bucket of the week, in hundredths of a claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Buckets(pub Vec<u16>);
 
 impl Buckets {
     fn zero() -> Self {
@@ -115,50 +91,9 @@ impl Buckets {
     }
 }
 
-impl Serialize for Buckets {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let bytes: Vec<u8> = self.0.iter().flat_map(|v| v.to_le_bytes()).collect();
-        s.serialize_str(&base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes))
-    }
-}
-
-impl<'de> Deserialize<'de> for Buckets {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
-            .decode(text.as_bytes())
-            .map_err(|e| serde::de::Error::custom(format!("forecast buckets: {e}")))?;
-        if bytes.len() != BUCKETS * 2 {
-            return Err(serde::de::Error::custom(format!(
-                "forecast buckets: {} bytes, expected {}",
-                bytes.len(),
-                BUCKETS * 2
-            )));
-        }
-        Ok(Self(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()))
-    }
-}
-
-/// The learned profile, kept in the pool's status with the rate estimate.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Profile {
-    /// The time zone the buckets are counted in; a different one starts the profile afresh.
-    pub time_zone: String,
-    /// The start of the first bucket learned.
-    pub since: Timestamp,
-    /// The start of the bucket being counted.
-    pub open: Timestamp,
-    /// Claims counted in it.
-    pub open_count: u32,
-    /// Per bucket, the weighted mean of its claims per week (not yet corrected for the weeks learned).
-    pub mean: Buckets,
-    /// Per bucket, the weighted mean absolute deviation of its claims from the mean.
-    pub spread: Buckets,
-    /// Claims per hour a spare must serve at once to be kept, calibrated on the profile when a bucket closes;
-    /// none before the first close, or when the profile holds no flow.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worth: Option<f64>,
+/// The IANA zone named, UTC when none or unknown (validation refuses unknown ones).
+pub fn zone_or_utc(name: Option<&str>) -> Tz {
+    name.and_then(|z| Tz::from_str(z).ok()).unwrap_or(Tz::UTC)
 }
 
 /// The start of the bucket holding `t`, in `zone`.

@@ -13,24 +13,10 @@ use std::str::FromStr;
 use chrono_tz::Tz;
 use croner::Cron;
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use crate::model::ScheduleState;
 use crate::model::{PoolSpec, Timestamp};
-
-/// The schedules' answer as of one evaluation, kept in the pool's status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ScheduleState {
-    /// Digest of the schedules it was computed from.
-    pub digest: String,
-    /// Index of the open window, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub active: Option<usize>,
-    /// The answer holds until here (a window opens or closes); `None`: forever.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub until: Option<Timestamp>,
-}
 
 fn digest(spec: &PoolSpec) -> String {
     let json = serde_json::to_vec(&spec.schedules).unwrap_or_default();

@@ -8,7 +8,7 @@ use crate::ids::Suffixes;
 use crate::model::{Claim, ProvisionFailure, Snapshot, Timestamp};
 use crate::{schedule, version};
 
-use super::slots::{Item, Slot, Version};
+use super::slots::{self, Buckets, Item, Slot, Version};
 use super::{by_age, earliest, fifo, to_count, Action, Plan, LEASE_GRACE};
 
 /// The counts the pool is held to in this plan, after schedules, the adaptive count and the inventory cap.
@@ -72,6 +72,16 @@ pub(super) struct Planner<'a> {
 }
 
 impl<'a> Planner<'a> {
+    /// The slots by what they are now ([`slots::classify`]).
+    pub(super) fn classify(&self) -> Buckets {
+        slots::classify(&self.slots)
+    }
+
+    /// Stored clusters' ids → slot index.
+    pub(super) fn stored_index(&self) -> FastMap<&'a str, usize> {
+        slots::stored_index(&self.slots)
+    }
+
     pub(super) fn new(snap: &'a Snapshot, now: Timestamp, seed: u64) -> Self {
         let spec = &snap.pool.spec;
         let eff = schedule::effective(spec, now, snap.pool.status.schedule.as_ref());

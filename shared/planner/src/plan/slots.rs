@@ -4,8 +4,6 @@
 use crate::hash::FastMap;
 use crate::model::{Cluster, DesiredPower};
 
-use super::planner::Planner;
-
 /// The cluster behind a slot: borrowed from the snapshot, or made by this plan. Kept small so that sorting and
 /// scanning ten thousand slots stays in cache.
 pub(super) enum Item<'a> {
@@ -92,49 +90,48 @@ impl Buckets {
     }
 }
 
-impl<'a> Planner<'a> {
-    pub(super) fn classify(&self) -> Buckets {
-        let mut b = Buckets::default();
-        for (i, s) in self.slots.iter().enumerate() {
-            if s.deleting {
-                b.deleting += 1;
-                continue;
-            }
-            if s.marked || s.name_removed {
-                b.marked.push(i);
-                continue;
-            }
-            if s.claimed {
-                b.claimed += 1;
-                continue;
-            }
-            if s.stale() {
-                b.stale.push(i);
-                b.mismatched |= s.version == Version::Mismatched;
-            }
-            if s.c.is_broken() {
-                b.broken.push(i);
-            } else if s.c.installed_at.is_none() {
-                b.installing.push(i);
-            } else if s.c.can_serve() {
-                b.assignable.push(i);
-            } else {
-                b.standby.push(i);
-            }
+/// The slots by what they are now: the buckets every step of the plan picks from.
+pub(super) fn classify(slots: &[Slot<'_>]) -> Buckets {
+    let mut b = Buckets::default();
+    for (i, s) in slots.iter().enumerate() {
+        if s.deleting {
+            b.deleting += 1;
+            continue;
         }
-        // Unknown versions first, each kind oldest first (the slots are in age order; the sort is stable).
-        b.stale.sort_by_key(|&i| self.slots[i].version);
-        b
+        if s.marked || s.name_removed {
+            b.marked.push(i);
+            continue;
+        }
+        if s.claimed {
+            b.claimed += 1;
+            continue;
+        }
+        if s.stale() {
+            b.stale.push(i);
+            b.mismatched |= s.version == Version::Mismatched;
+        }
+        if s.c.is_broken() {
+            b.broken.push(i);
+        } else if s.c.installed_at.is_none() {
+            b.installing.push(i);
+        } else if s.c.can_serve() {
+            b.assignable.push(i);
+        } else {
+            b.standby.push(i);
+        }
     }
+    // Unknown versions first, each kind oldest first (the slots are in age order; the sort is stable).
+    b.stale.sort_by_key(|&i| slots[i].version);
+    b
+}
 
-    /// Stored clusters' ids → slot index (keys borrowed from the snapshot, so slots stay mutable).
-    pub(super) fn stored_index(&self) -> FastMap<&'a str, usize> {
-        let mut index = FastMap::with_capacity_and_hasher(self.slots.len(), Default::default());
-        for (i, slot) in self.slots.iter().enumerate() {
-            if let Item::Stored(c) = slot.c {
-                index.insert(c.id.as_str(), i);
-            }
+/// Stored clusters' ids → slot index (keys borrowed from the snapshot, so slots stay mutable).
+pub(super) fn stored_index<'a>(slots: &[Slot<'a>]) -> FastMap<&'a str, usize> {
+    let mut index = FastMap::with_capacity_and_hasher(slots.len(), Default::default());
+    for (i, slot) in slots.iter().enumerate() {
+        if let Item::Stored(c) = slot.c {
+            index.insert(c.id.as_str(), i);
         }
-        index
     }
+    index
 }

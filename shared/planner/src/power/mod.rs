@@ -30,6 +30,7 @@ use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
 use crate::duration;
+pub use crate::model::ActuatorCall;
 use crate::model::{
     condition, reason, set_condition, Cluster, ConditionStatus, DesiredPower, PendingCall, PowerLimits, PowerState,
     Timestamp,
@@ -157,17 +158,6 @@ pub enum Report {
         /// The cloud's error.
         message: String,
     },
-}
-
-/// A call the shell must make through the platform.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ActuatorCall {
-    /// Create the cluster's machines (idempotent: keyed by the cluster).
-    Provision,
-    /// Start the machines.
-    Start,
-    /// Stop the machines.
-    Stop,
 }
 
 /// The result of one step.

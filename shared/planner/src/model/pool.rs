@@ -1,0 +1,46 @@
+//! A pool item, and the snapshot of a pool's partition the planner plans from.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Claim, Cluster, NameLease, PoolSpec, PoolStatus, Timestamp};
+
+/// A pool (`POOL` item).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Pool {
+    /// Name, unique in the table.
+    pub name: String,
+    /// What the operator asked for.
+    pub spec: PoolSpec,
+    /// What the last reconcile saw.
+    #[serde(default)]
+    pub status: PoolStatus,
+    /// When the pool next needs a reconcile even if nothing happens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_wake_at: Option<Timestamp>,
+    /// Deletion was asked for: clusters are drained, then the item goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_requested_at: Option<Timestamp>,
+    /// When the pool was created.
+    pub created_at: Timestamp,
+    /// Revision for conditional writes.
+    #[serde(default)]
+    pub rev: u64,
+}
+
+/// Everything a reconcile reads: one pool's whole partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// The pool item.
+    pub pool: Pool,
+    /// Its clusters.
+    #[serde(default)]
+    pub clusters: Vec<Cluster>,
+    /// Its claims.
+    #[serde(default)]
+    pub claims: Vec<Claim>,
+    /// Its name leases.
+    #[serde(default)]
+    pub leases: Vec<NameLease>,
+}

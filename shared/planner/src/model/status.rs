@@ -1,0 +1,185 @@
+//! What a pool has observed: its counts and conditions, the rate estimate and learned profile, the schedules'
+//! last answer.
+
+use base64::Engine as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::cluster::is_zero_u32;
+use super::conditions::Condition;
+use super::Timestamp;
+
+/// The pool's observed state (`POOL` item status).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolStatus {
+    /// The poolVersion of the current spec.
+    #[serde(default)]
+    pub pool_version: String,
+    /// The effective size in force (after schedules and the inventory cap).
+    #[serde(default)]
+    pub size: u32,
+    /// The effective running count in force.
+    #[serde(default)]
+    pub running_count: u32,
+    /// Unclaimed, installed, Running: assignable at once.
+    #[serde(default)]
+    pub ready: u32,
+    /// Unclaimed, installed, not Running.
+    #[serde(default)]
+    pub standby: u32,
+    /// Unclaimed, not yet installed.
+    #[serde(default)]
+    pub installing: u32,
+    /// Unclaimed and broken.
+    #[serde(default)]
+    pub broken: u32,
+    /// Unclaimed and made from an older poolVersion.
+    #[serde(default)]
+    pub stale: u32,
+    /// Held by a claim.
+    #[serde(default)]
+    pub claimed: u32,
+    /// Being deprovisioned, or released and waiting to be.
+    #[serde(default)]
+    pub deleting: u32,
+    /// Claims waiting for a cluster.
+    #[serde(default)]
+    pub pending_claims: u32,
+    /// Deleting clusters whose machines the cloud refuses to terminate.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub deprovision_failing: u32,
+    /// Clusters lost to provisioning in a row (reset when one installs): new clusters wait a growing backoff.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub provision_failures: u32,
+    /// The last of those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_provision_failure: Option<ProvisionFailure>,
+    /// The claim arrival-rate estimate of the adaptive running count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Demand>,
+    /// The open schedule window, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_schedule: Option<String>,
+    /// The schedules' answer and until when it holds (saves re-reading the cron expressions every plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleState>,
+    /// AllClustersCurrent and CapacityAvailable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+impl PoolStatus {
+    /// The counts in one line, as the status views show them (`make run`, `apiary pool watch`).
+    pub fn counts(&self) -> String {
+        format!(
+            "size {} running {} | ready {} standby {} installing {} claimed {} broken {} stale {} deleting {} pending claims {}",
+            self.size,
+            self.running_count,
+            self.ready,
+            self.standby,
+            self.installing,
+            self.claimed,
+            self.broken,
+            self.stale,
+            self.deleting,
+            self.pending_claims
+        )
+    }
+}
+
+/// A cluster lost to provisioning, as the pool remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProvisionFailure {
+    /// When its provisioning stopped.
+    pub at: Timestamp,
+    /// The cluster.
+    pub cluster: String,
+    /// Why (its ProvisionStopped condition's message).
+    pub message: String,
+}
+
+/// The arrival-rate estimate kept in the pool's status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Demand {
+    /// Estimated claims per hour at `at`.
+    pub claims_per_hour: f64,
+    /// When the estimate was last updated.
+    pub at: Timestamp,
+    /// Claims created up to here are counted in the estimate.
+    pub counted_until: Timestamp,
+    /// The claims created exactly at `counted_until` that are counted (a parallel burst shares one instant).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counted_at_edge: Vec<String>,
+    /// The forecast's time-of-week profile, when the option is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+}
+
+/// Buckets in a week.
+pub const BUCKETS: usize = 7 * 24 * 6;
+
+/// One value per bucket of the week, in hundredths of a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buckets(pub Vec<u16>);
+
+impl Serialize for Buckets {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let bytes: Vec<u8> = self.0.iter().flat_map(|v| v.to_le_bytes()).collect();
+        s.serialize_str(&base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes))
+    }
+}
+
+impl<'de> Deserialize<'de> for Buckets {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(text.as_bytes())
+            .map_err(|e| serde::de::Error::custom(format!("forecast buckets: {e}")))?;
+        if bytes.len() != BUCKETS * 2 {
+            return Err(serde::de::Error::custom(format!(
+                "forecast buckets: {} bytes, expected {}",
+                bytes.len(),
+                BUCKETS * 2
+            )));
+        }
+        Ok(Self(bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()))
+    }
+}
+
+/// The learned profile, kept in the pool's status with the rate estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Profile {
+    /// The time zone the buckets are counted in; a different one starts the profile afresh.
+    pub time_zone: String,
+    /// The start of the first bucket learned.
+    pub since: Timestamp,
+    /// The start of the bucket being counted.
+    pub open: Timestamp,
+    /// Claims counted in it.
+    pub open_count: u32,
+    /// Per bucket, the weighted mean of its claims per week (not yet corrected for the weeks learned).
+    pub mean: Buckets,
+    /// Per bucket, the weighted mean absolute deviation of its claims from the mean.
+    pub spread: Buckets,
+    /// Claims per hour a spare must serve at once to be kept, calibrated on the profile when a bucket closes;
+    /// none before the first close, or when the profile holds no flow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worth: Option<f64>,
+}
+
+/// The schedules' answer as of one evaluation, kept in the pool's status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleState {
+    /// Digest of the schedules it was computed from.
+    pub digest: String,
+    /// Index of the open window, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<usize>,
+    /// The answer holds until here (a window opens or closes); `None`: forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Timestamp>,
+}
