@@ -20,7 +20,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity cycles tests unit system bench bench-api burst bench-emulator sim dst run emulator venv package deploy \
+.PHONY: test fmt-check clippy purity cycles docs-check tests unit system bench bench-api burst bench-emulator sim dst run emulator venv package deploy \
 	lint-infra emulator-test deploy-test cold-start cli
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
@@ -43,7 +43,7 @@ $(LINT_VENV)/.installed: infra/requirements-lint.txt
 	$(LINT_VENV)/bin/pip install --quiet -r infra/requirements-lint.txt
 	touch $@
 
-test: fmt-check clippy purity cycles lint-infra emulator-test tests deploy-test
+test: fmt-check clippy purity cycles docs-check lint-infra emulator-test tests deploy-test
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -63,6 +63,10 @@ purity:
 # No module of a crate imports, through others, one that imports it (tests/module_cycles.py).
 cycles:
 	@python3 tests/module_cycles.py
+
+# Every link of the README, BENCHMARKS.md and docs/ leads to a file and heading that exist (tests/doc_links.py).
+docs-check:
+	@python3 tests/doc_links.py
 
 # Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the
 # whole workspace, so `make test`, `make run` and `make system` share every compiled crate.
@@ -123,7 +127,7 @@ package: $(LAMBDA_VENV)/.installed
 	$(LAMBDA_BUILD) --arm64 --lambda-dir target/lambda
 	@for f in $(FUNCTIONS); do printf '%-10s %s bytes\n' $$f $$(stat -c %s target/lambda/$$f/bootstrap.zip); done
 
-# Uploads the zips and creates or updates the stack (see the README's "Deploy to AWS").
+# Uploads the zips and creates or updates the stack (see docs/operations.md).
 PARAMS ?=
 deploy: venv
 	@test -n "$(STACK)" -a -n "$(REGION)" -a -n "$(BUCKET)" || \

@@ -5,7 +5,7 @@ Usage: deploy.py --stack NAME --region REGION --bucket BUCKET [--lambda-dir targ
 - The zips (`make package`) go to s3://BUCKET/apiary/<digest>/<function>.zip, where <digest> is taken over all
   four: a changed function gets new keys, so CloudFormation updates its code; an unchanged one redeploys nothing.
 - BUCKET must be in REGION. It is created (private, encrypted) if it does not exist.
-- NAME=VALUE pairs are template parameters (see the README). On an update, parameters not given keep the values
+- NAME=VALUE pairs are template parameters (see docs/operations.md). On an update, parameters not given keep the values
   the stack has.
 - Credentials and the endpoint come from the usual AWS environment (profile, AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL).
 """

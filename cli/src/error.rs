@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// The exit codes (`apiary --help` and the README list them).
+/// The exit codes (`apiary --help` and docs/cli.md list them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
     /// Anything not below: the network, the service unavailable, an answer the command did not expect.

@@ -1,0 +1,77 @@
+"""Every link in the README, BENCHMARKS.md and docs/ leads somewhere: a relative link names a file of the
+repository, and a link to a heading (`#anchor`, `page.md#anchor`) names a heading that page has, as GitHub makes
+its anchors. Links to the web are not followed (CI has no internet).
+
+Run by `make test` (`make docs-check`); needs only Python.
+"""
+import glob
+import os
+import re
+import sys
+import unicodedata
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def pages():
+    return ["README.md", "BENCHMARKS.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(f"{ROOT}/docs/*.md"))]
+
+
+def prose(text):
+    """`text` without fenced code blocks and inline code, where brackets are not links."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "``", text)
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    heading = re.sub(r"`", "", heading.strip().lower())
+    heading = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)
+    kept = "".join(c for c in heading if c in " -_" or unicodedata.category(c)[0] in "LN")
+    return kept.replace(" ", "-")
+
+
+def anchors(path):
+    seen, out = {}, set()
+    text = re.sub(r"^```.*?^```", "", open(path, encoding="utf-8").read(), flags=re.S | re.M)
+    for line in text.split("\n"):
+        m = re.match(r"^#{1,6}\s+(.*)$", line)
+        if m:
+            base = slug(m.group(1))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+def broken():
+    """(page, link, why) for every link that leads nowhere."""
+    out = []
+    for page in pages():
+        path = os.path.join(ROOT, page)
+        for m in LINK.finditer(prose(open(path, encoding="utf-8").read())):
+            target = m.group(1)
+            if re.match(r"^[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+            if not os.path.exists(dest):
+                out.append((page, target, f"no file {os.path.relpath(dest, ROOT)}"))
+            elif anchor and dest.endswith(".md") and anchor not in anchors(dest):
+                out.append((page, target, f"no heading #{anchor} in {os.path.relpath(dest, ROOT)}"))
+    return out
+
+
+def main():
+    found = broken()
+    for page, target, why in found:
+        print(f"{page}: ({target}): {why}")
+    if found:
+        sys.exit(1)
+    print(f"every link of {len(pages())} pages leads somewhere")
+
+
+if __name__ == "__main__":
+    main()
