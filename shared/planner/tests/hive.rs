@@ -22,6 +22,21 @@ fn delete_oldest_stale_cluster_first() {
 }
 
 #[test]
+fn a_replacement_is_created_after_the_delete_it_replaces() {
+    // Two reconciles that plan from the same partition both replace the same cluster, each with a new cluster of
+    // its own id. The delete is conditional on the cluster's revision and only one wins: written first, it stops
+    // the loser before its create, so the pool never installs two replacements for one cluster.
+    for (stale, broken) in [(true, false), (false, true)] {
+        let old = if broken { cluster("c2").broken() } else { cluster("c2").version(Some("def345")) };
+        let plan = given(pool().size(2)).with(cluster("c1").created(at(60))).with(old.created(at(0))).plan_at(at(100));
+        let position = |want: fn(&Action) -> bool| plan.actions.iter().position(want);
+        let delete = position(|a| matches!(a, Action::DeleteCluster { .. })).expect("a delete");
+        let create = position(|a| matches!(a, Action::CreateCluster { .. })).expect("a replacement");
+        assert!(delete < create, "stale {stale}, broken {broken}: {:?}", plan.actions);
+    }
+}
+
+#[test]
 fn delete_stale_unknown_version_cluster_first() {
     // An unknown poolVersion (none recorded) goes before an older, mismatched one.
     let plan = given(pool().size(2))

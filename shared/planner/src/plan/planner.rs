@@ -238,6 +238,9 @@ impl<'a> Planner<'a> {
         for (name, holder) in leftover {
             actions.push(Action::ReleaseName { name: name.to_string(), holder: holder.to_string() });
         }
+        // Deletes before creates: a delete is conditional on its cluster's revision, so a reconcile that planned
+        // from the same partition as another and lost the delete stops before installing a second replacement.
+        actions.append(&mut self.out.deletes);
         let reserved: HashMap<&str, (&str, &Option<String>)> = self
             .names
             .reserved
@@ -259,7 +262,6 @@ impl<'a> Planner<'a> {
                 actions.push(Action::CreateCluster { cluster });
             }
         }
-        actions.append(&mut self.out.deletes);
         actions.extend(power_actions);
         for slot in self.slots.iter().filter(|s| s.deleting) {
             actions.push(Action::Deprovision { cluster: slot.c.id.clone() });
