@@ -55,14 +55,29 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
             power.extend(snapshot.clusters.iter().filter(|c| needs_nudge(c, now)).map(|c| c.id.clone()));
         }
         let mut lost = None;
-        for action in &plan.actions {
-            let writes = match writes_for(&mut snapshot, action) {
-                Ok(w) => w,
-                Err(e) => {
-                    lost = Some(e);
-                    break;
+        let mut actions = plan.actions.iter().peekable();
+        'actions: while let Some(action) = actions.next() {
+            // A name's lease and the cluster that takes it are one write: a lease written alone, whose cluster then
+            // lost its condition, would hold the name for a cluster that never came until the lease's grace ran out.
+            let mut group = vec![action];
+            if let Action::ReserveName { holder, .. } = action {
+                if let Some(next @ Action::CreateCluster { cluster }) = actions.peek() {
+                    if &cluster.id == holder {
+                        group.push(next);
+                        actions.next();
+                    }
                 }
-            };
+            }
+            let mut writes = Vec::new();
+            for a in &group {
+                match writes_for(&mut snapshot, a) {
+                    Ok(w) => writes.extend(w),
+                    Err(e) => {
+                        lost = Some(e);
+                        break 'actions;
+                    }
+                }
+            }
             if !writes.is_empty() {
                 match deps.store.write(pool, writes).await {
                     Ok(()) => outcome.writes += 1,
@@ -73,21 +88,23 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
                     Err(e) => return Err(e),
                 }
             }
-            log_action(pool, action);
-            if let Action::AssignClaim { claim, at, .. } = action {
-                if let Some(c) = snapshot.claims.iter().find(|c| &c.name == claim) {
-                    deps.metrics.emit(metrics::claim_assigned(&deps.config.stack, pool, c, *at));
+            for action in group {
+                log_action(pool, action);
+                if let Action::AssignClaim { claim, at, .. } = action {
+                    if let Some(c) = snapshot.claims.iter().find(|c| &c.name == claim) {
+                        deps.metrics.emit(metrics::claim_assigned(&deps.config.stack, pool, c, *at));
+                    }
                 }
+                match action {
+                    Action::CreateCluster { cluster } => power.insert(cluster.id.clone()),
+                    Action::SetPowerState { cluster, .. }
+                    | Action::AssignClaim { cluster, .. }
+                    | Action::DeleteCluster { cluster, .. }
+                    | Action::Deprovision { cluster }
+                    | Action::CheckPower { cluster } => power.insert(cluster.clone()),
+                    _ => false,
+                };
             }
-            match action {
-                Action::CreateCluster { cluster } => power.insert(cluster.id.clone()),
-                Action::SetPowerState { cluster, .. }
-                | Action::AssignClaim { cluster, .. }
-                | Action::DeleteCluster { cluster, .. }
-                | Action::Deprovision { cluster }
-                | Action::CheckPower { cluster } => power.insert(cluster.clone()),
-                _ => false,
-            };
         }
         // What was written stands even if a later write lost: its machines must be driven either way.
         for cluster in power {

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use apiary_planner::{DesiredPower, Timestamp};
+use apiary_planner::{DesiredPower, Inventory, InventoryEntry, Timestamp};
 use apiary_ports::messages::ReconcileMessage;
 use apiary_ports::Error;
 use apiary_testkit::fixtures::{aws_spec, pool};
@@ -84,6 +84,36 @@ async fn a_lost_condition_is_re_read_and_re_planned() {
     let out = reconcile::reconcile(&w.default_deps(900), "ci", false).await.expect("reconcile");
     assert_eq!(out.attempts, 2);
     assert_eq!(w.snapshot("ci").expect("pool").clusters.len(), 2);
+}
+
+/// Lets the first write through and loses the second's condition.
+struct LoseSecondWrite(AtomicU32);
+
+impl Hook for LoseSecondWrite {
+    fn before(&self, op: Op) -> Gate {
+        if op == Op::Write && self.0.fetch_add(1, Ordering::SeqCst) == 1 {
+            return Gate::Fail(Error::Conflict("the pool changed meanwhile".into()));
+        }
+        Gate::Proceed
+    }
+}
+
+#[tokio::test]
+async fn a_name_is_reserved_with_its_cluster_or_not_at_all() {
+    // One name, one cluster. Had the name's lease been written alone and the cluster's create lost its condition
+    // (another reconcile wrote the pool meanwhile), the lease would hold the name for a cluster that does not
+    // exist, and the pool would stay without it for the lease's grace period.
+    let w = World::with_hook(t0(), Arc::new(LoseSecondWrite(AtomicU32::new(0))), 1);
+    let mut spec = aws_spec(1, 0);
+    spec.inventory = Some(Inventory { cluster_deployments: vec![InventoryEntry { name: Some("foo".into()) }] });
+    w.put_pool(pool("inv", spec, t0()));
+    let out = reconcile::reconcile(&w.default_deps(900), "inv", false).await.expect("reconcile");
+    assert_eq!(out.attempts, 2, "the lost write was re-planned");
+    let snap = w.snapshot("inv").expect("pool");
+    let names: Vec<&str> = snap.clusters.iter().map(|c| c.cluster_name.as_str()).collect();
+    assert_eq!(names, ["foo"], "the name is used at once, not held for a cluster that never came");
+    assert_eq!(snap.leases.len(), 1);
+    assert_eq!(snap.leases[0].holder, snap.clusters[0].id);
 }
 
 #[tokio::test]
