@@ -1,6 +1,7 @@
 # Apiary — one entry point for building, testing and measuring.
 #
-#   make test    formatting, lints, the planner's purity check, the import-circle check and every test (what CI runs)
+#   make test    formatting, lints, the planner's purity check, the import-circle check, every test and every
+#                example of the docs (what CI runs)
 #   make dst     the whole-system simulation: SEEDS=N seeds (default 200), or SEED=S replayed with its trace
 #   make bench   the planner benchmark (figures go to BENCHMARKS.md)
 #   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
@@ -20,7 +21,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity cycles docs-check tests unit system bench bench-api burst bench-emulator sim dst run emulator venv package deploy \
+.PHONY: test fmt-check clippy purity cycles docs-check docs-examples tests unit system bench bench-api burst bench-emulator sim dst run emulator venv package deploy \
 	lint-infra emulator-test deploy-test cold-start cli
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
@@ -43,7 +44,7 @@ $(LINT_VENV)/.installed: infra/requirements-lint.txt
 	$(LINT_VENV)/bin/pip install --quiet -r infra/requirements-lint.txt
 	touch $@
 
-test: fmt-check clippy purity cycles docs-check lint-infra emulator-test tests deploy-test
+test: fmt-check clippy purity cycles docs-check lint-infra emulator-test tests docs-examples deploy-test
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -67,6 +68,12 @@ cycles:
 # Every link of the README, BENCHMARKS.md and docs/ leads to a file and heading that exist (tests/doc_links.py).
 docs-check:
 	@python3 tests/doc_links.py
+
+# Every example of the README and docs/ runs against make run's stack, or is checked where it cannot run here
+# (tests/doc_examples.py); built as `make test` builds, so after `tests` nothing is compiled anew.
+docs-examples: venv
+	@$(CARGO) test --quiet --workspace --no-run
+	@$(PYTHON) tests/doc_examples.py
 
 # Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the
 # whole workspace, so `make test`, `make run` and `make system` share every compiled crate.

@@ -5,17 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${APIARY_EMULATOR_PORT:-5055}"
 listen="${APIARY_LISTEN:-127.0.0.1:8080}"
-mkdir -p .run
-.venv/bin/python infra/emulator.py --port "$port" > .run/emulator.log 2>&1 &
+run="${APIARY_RUN_DIR:-.run}"   # the logs, the metrics and the stack's settings
+mkdir -p "$run"
+.venv/bin/python infra/emulator.py --port "$port" > "$run/emulator.log" 2>&1 &
 emulator=$!
 trap 'kill $emulator 2>/dev/null; wait $emulator 2>/dev/null || true' EXIT
 for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.2; done
 export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
-.venv/bin/python infra/deploy_local.py apiary .run/stack.env \
-  --admins arn:aws:iam::123456789012:user/admin --max-recheck-seconds 5 --full-sweep-seconds 100 --metrics "file:$PWD/.run/metrics.log" >&2
-set -a; source .run/stack.env; set +a
-echo "logs: .run/apiary.log; metrics (EMF): .run/metrics.log; emulator: $AWS_ENDPOINT_URL" >&2
+.venv/bin/python infra/deploy_local.py apiary "$run/stack.env" \
+  --admins arn:aws:iam::123456789012:user/admin --max-recheck-seconds 5 --full-sweep-seconds 100 \
+  --metrics "file:$(realpath "$run")/metrics.log" >&2
+set -a; source "$run/stack.env"; set +a
+echo "logs: $run/apiary.log; metrics (EMF): $run/metrics.log; emulator: $AWS_ENDPOINT_URL" >&2
 "$CARGO_TARGET_DIR/debug/apiary-local" --listen "$listen" --sweep-every 10s \
   --fake-clouds --pool demo=infra/demo-pool.json --pool demo-gcp=infra/demo-pool-gcp.json \
   --pool demo-azure=infra/demo-pool-azure.json --pool demo-vsphere=infra/demo-pool-vsphere.json \
-  --pool demo-installer=infra/demo-pool-installer.json --status 2> .run/apiary.log
+  --pool demo-installer=infra/demo-pool-installer.json --status 2> "$run/apiary.log"

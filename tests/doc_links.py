@@ -1,6 +1,8 @@
 """Every link in the README, BENCHMARKS.md and docs/ leads somewhere: a relative link names a file of the
 repository, and a link to a heading (`#anchor`, `page.md#anchor`) names a heading that page has, as GitHub makes
-its anchors. Links to the web are not followed (CI has no internet).
+its anchors. Links to the web are not followed (CI has no internet). A name in code followed by a link to a source
+file ("`a_free_name_is_taken_never_a_held_one` in [rules.rs](…)") names something that file holds, so a renamed
+test or function shows here.
 
 Run by `make test` (`make docs-check`); needs only Python.
 """
@@ -64,13 +66,32 @@ def broken():
     return out
 
 
+NAMED = re.compile(r"`([A-Za-z_][A-Za-z0-9_:]*)` in \[[^\]]*\]\(([^)\s#]+)\)")
+
+
+def misnamed():
+    """(page, name, file) for every name said to be in a source file that does not hold it."""
+    out = []
+    for page in pages():
+        path = os.path.join(ROOT, page)
+        for m in NAMED.finditer(open(path, encoding="utf-8").read()):
+            name, file = m.groups()
+            dest = os.path.normpath(os.path.join(os.path.dirname(path), file))
+            if os.path.isfile(dest) and not re.search(rf"\b{re.escape(name)}\b", open(dest, encoding="utf-8").read()):
+                out.append((page, name, os.path.relpath(dest, ROOT)))
+    return out
+
+
 def main():
     found = broken()
     for page, target, why in found:
         print(f"{page}: ({target}): {why}")
-    if found:
+    names = misnamed()
+    for page, name, file in names:
+        print(f"{page}: {file} holds no {name}")
+    if found or names:
         sys.exit(1)
-    print(f"every link of {len(pages())} pages leads somewhere")
+    print(f"every link of {len(pages())} pages leads somewhere, and every name said to be in a file is there")
 
 
 if __name__ == "__main__":
