@@ -15,8 +15,9 @@ of `make test`), so the pages cannot drift from the product.
   - `apiary pool watch` redraws until Ctrl-C: it runs for a few seconds and must have drawn its pool.
 - `python` blocks run: the webhook receiver's `verify` must accept Standard Webhooks' own example and refuse it
   altered.
-- `json` blocks are pool specs: functions/claim-api/tests/docs.rs puts each through the API's handler.
-- `mermaid` blocks and blocks without a language are pictures and listings.
+- `json` blocks are pool specs: functions/claim-api/tests/docs.rs puts each through the API's handler, and holds
+  the error answer docs/api.md shows (a `text` block) to the API's.
+- `mermaid`, `text` and blocks without a language are pictures, listings and answers.
 - An inline `make …` or `aws …` in the prose of these pages and BENCHMARKS.md is checked as such a line is, and an
   inline `apiary …` names a command the command line has (its words up to the first option, with `--help`).
 
@@ -41,7 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "doc_examples")
 ADMIN = "arn:aws:iam::123456789012:user/admin"
 LOCAL_API = "http://127.0.0.1:8080"
-LANGUAGES = {"sh", "json", "python", "mermaid", ""}
+LANGUAGES = {"sh", "json", "python", "mermaid", "text", ""}
 BLOCK = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 
@@ -53,19 +54,6 @@ def blocks(page):
     """(line, language, text) of every fenced block of `page`."""
     text = open(os.path.join(ROOT, page), encoding="utf-8").read()
     return [(text[: m.start()].count("\n") + 1, m.group(1), m.group(2)) for m in BLOCK.finditer(text)]
-
-
-def commands(text):
-    """The shell words of each command line of `text`, continuation lines joined and comments dropped."""
-    out = []
-    for line in text.replace("\\\n", " ").split("\n"):
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError:
-            continue  # a line of a multi-line construct; bash -n checks the block's syntax
-        for part in split_words(words):
-            out.append(part)
-    return out
 
 
 def split_words(words):

@@ -106,6 +106,23 @@ async fn every_pool_spec_the_docs_show_is_one_the_api_takes() {
     assert!(wrong.is_empty(), "pool specs the docs show that the API refuses:\n{}", wrong.join("\n"));
 }
 
+#[tokio::test]
+async fn the_error_docs_api_shows_is_the_apis_answer() {
+    // docs/api.md: "`PUT /pools/ci` with `BODY` is answered 400:" and the answer in the ```text block after it.
+    let text = std::fs::read_to_string(root().join("docs/api.md")).expect("docs/api.md");
+    let (_, rest) = text.split_once("`PUT /pools/ci` with `").expect("the example request");
+    let (body, rest) = rest.split_once('`').expect("its body");
+    let shown = rest.split("```text\n").nth(1).and_then(|r| r.split("```").next()).expect("the example answer");
+    let shown: Value = serde_json::from_str(shown).expect("the answer shown is JSON");
+    let w = World::new(Utc.with_ymd_and_hms(2026, 11, 25, 9, 0, 0).single().expect("time"));
+    let res =
+        claim_api::handle(&w.default_deps(900), claim_api::api_request("PUT", "/pools/ci", Some(ADMIN), body.into()))
+            .await;
+    assert_eq!(res.status().as_u16(), 400);
+    let lambda_http::Body::Text(answer) = res.into_body() else { panic!("a JSON answer") };
+    assert_eq!(serde_json::from_str::<Value>(&answer).expect("JSON"), shown);
+}
+
 #[test]
 fn a_fragment_is_laid_over_the_base_and_a_misspelt_field_shows() {
     let spec = spec_of(r#""runningCount": 1, "size": 3"#).expect("fragment");

@@ -1,22 +1,29 @@
 //! `apiary-dst`: runs seeds of the whole-system simulation.
 //!
 //! ```text
-//! apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--trace]
+//! apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--jobs J] [--trace]
 //! ```
-//! `--seed S` replays one seed; otherwise seeds `from .. from + N` run. `--trace` prints every invocation of a
-//! failing seed. Each failure prints the command that
-//! replays it; the exit code is 1 when any seed failed.
+//! `--seed S` replays one seed; otherwise seeds `from .. from + N` run, on `--jobs` threads (default: every
+//! core), their lines printed in seed order. `--trace` prints every invocation of a failing seed. Each failure
+//! prints the command that replays it; the exit code is 1 when any seed failed.
 
 #![allow(clippy::print_stdout)]
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
 use apiary_dst::{run, RunConfig};
 use chrono::TimeDelta;
 
+/// A seed's result and the seconds it took.
+type Outcome = (Result<apiary_dst::Report, Box<apiary_dst::Failure>>, f64);
+
 fn main() -> anyhow::Result<()> {
     let (mut from, mut count, mut hours, mut trace) = (1u64, 20u64, 2i64, false);
+    let mut jobs = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| -> anyhow::Result<u64> {
@@ -28,9 +35,10 @@ fn main() -> anyhow::Result<()> {
             "--from" => from = value("--from")?,
             "--seed" => (from, count) = (value("--seed")?, 1),
             "--hours" => hours = i64::try_from(value("--hours")?)?,
+            "--jobs" => jobs = value("--jobs")?.max(1),
             "--trace" => trace = true,
             "-h" | "--help" => {
-                println!("usage: apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--trace]");
+                println!("usage: apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--jobs J] [--trace]");
                 return Ok(());
             }
             other => bail!("unknown argument {other:?} (try --help)"),
@@ -38,36 +46,62 @@ fn main() -> anyhow::Result<()> {
     }
     let started = Instant::now();
     let (mut simulated, mut failed) = (TimeDelta::zero(), 0);
-    for seed in from..from + count {
-        let t = Instant::now();
-        match run(&RunConfig { chaos: TimeDelta::hours(hours), trace, ..RunConfig::new(seed) }) {
-            Ok(r) => {
-                simulated += r.simulated;
-                println!(
-                    "seed {seed}: ok, {:.1} simulated hours in {:.2} s, {} steps, {} invocations ({} killed), faults {:?}, converged within {} min",
-                    r.simulated.num_seconds() as f64 / 3600.0,
-                    t.elapsed().as_secs_f64(),
-                    r.stats.polls,
-                    r.stats.started.iter().sum::<u64>(),
-                    r.stats.killed,
-                    r.faults,
-                    r.slowest_convergence.num_minutes(),
-                );
-            }
-            Err(f) => {
-                failed += 1;
-                for line in &f.trace {
-                    println!("  {line}");
+    // Workers take the next seed as they finish one; lines wait here until every earlier seed's are printed.
+    let next = AtomicU64::new(from);
+    let (tx, rx) = mpsc::channel::<(u64, Outcome)>();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(count) {
+            let (tx, next) = (tx.clone(), &next);
+            scope.spawn(move || loop {
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= from + count {
+                    break;
                 }
-                println!("FAILED {f}");
+                let t = Instant::now();
+                let result = run(&RunConfig { chaos: TimeDelta::hours(hours), trace, ..RunConfig::new(seed) });
+                if tx.send((seed, (result, t.elapsed().as_secs_f64()))).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        let mut waiting = BTreeMap::new();
+        let mut due = from;
+        for (seed, outcome) in rx {
+            waiting.insert(seed, outcome);
+            while let Some((result, secs)) = waiting.remove(&due) {
+                match result {
+                    Ok(r) => {
+                        simulated += r.simulated;
+                        println!(
+                            "seed {due}: ok, {:.1} simulated hours in {secs:.2} s, {} steps, {} invocations ({} killed), faults {:?}, converged within {} min",
+                            r.simulated.num_seconds() as f64 / 3600.0,
+                            r.stats.polls,
+                            r.stats.started.iter().sum::<u64>(),
+                            r.stats.killed,
+                            r.faults,
+                            r.slowest_convergence.num_minutes(),
+                        );
+                    }
+                    Err(f) => {
+                        failed += 1;
+                        for line in &f.trace {
+                            println!("  {line}");
+                        }
+                        // The replay command names the chaos phase when it is not the default.
+                        let longer = if hours == 2 { String::new() } else { format!(" HOURS={hours}") };
+                        println!("FAILED {f}{longer}");
+                    }
+                }
+                due += 1;
             }
         }
-    }
+    });
     let wall = started.elapsed().as_secs_f64();
     let hours = simulated.num_seconds() as f64 / 3600.0;
     println!(
-        "{} seeds, {failed} failed; {hours:.1} simulated hours in {wall:.1} s ({:.0} simulated hours per second)",
-        count,
+        "{count} seeds, {failed} failed; {hours:.1} simulated hours in {wall:.1} s on {} threads ({:.0} simulated hours per second)",
+        jobs.min(count),
         hours / wall
     );
     if failed > 0 {
