@@ -17,5 +17,5 @@ pub mod sim;
 pub mod workload;
 
 pub use faults::Faults;
-pub use run::{run, start, Failure, Report, RunConfig};
+pub use run::{run, settle, start, Failure, Report, RunConfig, BACKLOG_LIMIT};
 pub use sim::{Options, Request, Sim};

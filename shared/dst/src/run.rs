@@ -80,6 +80,120 @@ pub fn start() -> Timestamp {
     Utc.with_ymd_and_hms(2026, 11, 23, 8, 0, 0).single().unwrap_or_default()
 }
 
+/// The longest a pool may go on serving a queue of claims once the faults stop. A pool still waiting on claims
+/// then fails: a claimed cluster that never comes free, say.
+pub const BACKLOG_LIMIT: TimeDelta = TimeDelta::hours(8);
+
+/// The quiet phase, from `quiet_at`: no faults and no new requests. Each claim with room is served within
+/// [`CLAIM_BOUND`]; each pool converges within [`POOL_BOUND`] of the faults stopping or, while it works through a
+/// queue of claims, of the last of them getting its cluster (a claim holds its cluster for its lifetime, so a
+/// queue at maxSize drains no faster than the lifetimes before it run out: that is the pool working, not stuck),
+/// within [`BACKLOG_LIMIT`]; and no machine is left without its cluster. Returns the longest any pool took to
+/// converge.
+pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Result<TimeDelta, Violation> {
+    sim.quiet();
+    let pools = sim.world.store.tables().snapshots();
+    let settled: BTreeMap<String, Option<TimeDelta>> = pools.into_iter().map(|s| (s.pool.name, None)).collect();
+    let due = settled.keys().map(|p| (p.clone(), quiet_at + POOL_BOUND)).collect();
+    let mut q = Quiet { quiet_at, settled, due, waiting: BTreeMap::new(), last_look: quiet_at };
+    // Until every pool that has not converged is past its bound, or the backlog limit.
+    let limit = quiet_at + BACKLOG_LIMIT;
+    let mut horizon = quiet_at + POOL_BOUND;
+    loop {
+        sim.run_until(horizon, |s| q.look(s, checker))?;
+        let open = q.due.iter().filter(|(p, _)| q.settled.get(*p).is_some_and(Option::is_none));
+        match open.map(|(_, t)| *t).max() {
+            Some(t) if t > horizon && horizon < limit => horizon = t.min(limit),
+            _ => break,
+        }
+    }
+    let Quiet { settled, due, .. } = q;
+    let now = sim.now();
+    let tables = sim.world.store.tables();
+    for (pool, when) in &settled {
+        // The pools are looked at every ten seconds: one that converged since the last look has converged.
+        let unsettled = tables.snapshot(pool).and_then(|s| converged(&s, now).err());
+        if let (None, Some(why)) = (when, unsettled) {
+            let since = due.get(pool).map_or(quiet_at, |t| *t - POOL_BOUND);
+            let detail = format!(
+                "{pool} did not converge within {POOL_BOUND} of {since} (the faults stopping, or its last claim waiting): {why}"
+            );
+            return Err(Violation { at: now, invariant: "pools converge", detail });
+        }
+    }
+    // No leaked machines: every machine still up belongs to a cluster that exists.
+    for m in sim.world.cloud.machines().iter().filter(|m| !m.state.is_gone()) {
+        let exists = tables.snapshot(&m.pool).is_some_and(|s| s.clusters.iter().any(|c| c.id == m.cluster));
+        if !exists {
+            let detail =
+                format!("{} ({:?}) belongs to {}/{}, which no longer exists", m.id, m.state, m.pool, m.cluster);
+            return Err(Violation { at: now, invariant: "no leaked machines", detail });
+        }
+    }
+    for m in sim.clouds.machines().iter().filter(|m| !m.state.is_gone()) {
+        let exists = tables.snapshots().iter().any(|s| s.clusters.iter().any(|c| c.infra_id == m.infra_id));
+        if !exists {
+            let detail = format!(
+                "{} {} ({:?}) belongs to infraId {}, which no cluster has",
+                m.cloud, m.name, m.state, m.infra_id
+            );
+            return Err(Violation { at: now, invariant: "no leaked machines", detail });
+        }
+    }
+    Ok(settled.values().map(|w| w.unwrap_or(POOL_BOUND)).max().unwrap_or_default())
+}
+
+/// What the quiet phase keeps between its looks at the pools.
+struct Quiet {
+    quiet_at: Timestamp,
+    /// Each pool: how long after the faults stopped it was first seen converged.
+    settled: BTreeMap<String, Option<TimeDelta>>,
+    /// Each pool's bound: POOL_BOUND after the faults stopped or after the last look at which a claim of it waited.
+    due: BTreeMap<String, Timestamp>,
+    /// Each pending claim: since when it has had room, without a break.
+    waiting: BTreeMap<(String, String), Timestamp>,
+    last_look: Timestamp,
+}
+
+impl Quiet {
+    /// After every step: the invariants; every ten seconds, the pools.
+    fn look(&mut self, s: &Sim, checker: &mut Checker) -> Result<(), Violation> {
+        checker.step(s)?;
+        let now = s.now();
+        if now - self.last_look < TimeDelta::seconds(10) {
+            return Ok(());
+        }
+        self.last_look = now;
+        let tables = s.world.store.tables();
+        for (pool, when) in self.settled.iter_mut().filter(|(_, w)| w.is_none()) {
+            let done = match tables.snapshot(pool) {
+                None => true,
+                Some(snap) => converged(&snap, now).is_ok(),
+            };
+            if done {
+                *when = Some(now - self.quiet_at);
+            }
+        }
+        let mut still = BTreeMap::new();
+        for snap in tables.snapshots() {
+            if snap.claims.iter().any(|k| k.is_pending()) {
+                self.due.insert(snap.pool.name.clone(), now + POOL_BOUND);
+            }
+            if let Err((claim, why)) = pending_with_capacity(&snap, now) {
+                let key = (snap.pool.name.clone(), claim);
+                let since = self.waiting.get(&key).copied().unwrap_or(now);
+                if now - since > CLAIM_BOUND {
+                    let detail = format!("{}: {why}, with room for {}", snap.pool.name, CLAIM_BOUND);
+                    return Err(Violation { at: now, invariant: "claims served", detail });
+                }
+                still.insert(key, since);
+            }
+        }
+        self.waiting = still;
+        Ok(())
+    }
+}
+
 /// Runs one seed.
 pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
     let t0 = start();
@@ -111,78 +225,11 @@ pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
     if let Err(v) = sim.run_until(quiet_at, |s| checker.step(s)) {
         return Err(fail(&sim, v));
     }
-    sim.quiet();
-    // Quiet: each pool must converge within the bound; each claim with capacity must be served within its own.
-    let mut settled: BTreeMap<String, Option<TimeDelta>> =
-        sim.world.store.tables().snapshots().into_iter().map(|s| (s.pool.name, None)).collect();
-    // Each pending claim: since when it has had room, without a break.
-    let mut waiting: BTreeMap<(String, String), Timestamp> = BTreeMap::new();
-    let deadline = quiet_at + POOL_BOUND;
-    let mut last_look = quiet_at;
-    let result = sim.run_until(deadline, |s| {
-        checker.step(s)?;
-        let now = s.now();
-        if now - last_look < TimeDelta::seconds(10) {
-            return Ok(());
-        }
-        last_look = now;
-        let tables = s.world.store.tables();
-        for (pool, when) in settled.iter_mut().filter(|(_, w)| w.is_none()) {
-            let done = match tables.snapshot(pool) {
-                None => true,
-                Some(snap) => converged(&snap, now).is_ok(),
-            };
-            if done {
-                *when = Some(now - quiet_at);
-            }
-        }
-        let mut still = BTreeMap::new();
-        for snap in tables.snapshots() {
-            if let Err((claim, why)) = pending_with_capacity(&snap, now) {
-                let key = (snap.pool.name.clone(), claim);
-                let since = waiting.get(&key).copied().unwrap_or(now);
-                if now - since > CLAIM_BOUND {
-                    let detail = format!("{}: {why}, with room for {}", snap.pool.name, CLAIM_BOUND);
-                    return Err(Violation { at: now, invariant: "claims served", detail });
-                }
-                still.insert(key, since);
-            }
-        }
-        waiting = still;
-        Ok(())
-    });
-    if let Err(v) = result {
-        return Err(fail(&sim, v));
-    }
+    let slowest = match settle(&mut sim, &mut checker, quiet_at) {
+        Ok(slowest) => slowest,
+        Err(v) => return Err(fail(&sim, v)),
+    };
     let now = sim.now();
-    let tables = sim.world.store.tables();
-    for (pool, when) in &settled {
-        // The pools are looked at every ten seconds: one that converged since the last look has converged.
-        let unsettled = tables.snapshot(pool).and_then(|s| converged(&s, now).err());
-        if let (None, Some(why)) = (when, unsettled) {
-            let detail = format!("{pool} did not converge within {POOL_BOUND} of the faults stopping: {why}");
-            return Err(fail(&sim, Violation { at: now, invariant: "pools converge", detail }));
-        }
-    }
-    // No leaked machines: every machine still up belongs to a cluster that exists.
-    for m in sim.world.cloud.machines().iter().filter(|m| !m.state.is_gone()) {
-        let exists = tables.snapshot(&m.pool).is_some_and(|s| s.clusters.iter().any(|c| c.id == m.cluster));
-        if !exists {
-            let detail =
-                format!("{} ({:?}) belongs to {}/{}, which no longer exists", m.id, m.state, m.pool, m.cluster);
-            return Err(fail(&sim, Violation { at: now, invariant: "no leaked machines", detail }));
-        }
-    }
-    for m in sim.clouds.machines().iter().filter(|m| !m.state.is_gone()) {
-        let exists = tables.snapshots().iter().any(|s| s.clusters.iter().any(|c| c.infra_id == m.infra_id));
-        if !exists {
-            let detail = format!(
-                "{} {} ({:?}) belongs to infraId {}, which no cluster has",
-                m.cloud, m.name, m.state, m.infra_id
-            );
-            return Err(fail(&sim, Violation { at: now, invariant: "no leaked machines", detail }));
-        }
-    }
     let mut answers = BTreeMap::new();
     for a in &sim.answers {
         *answers.entry(a.status).or_default() += 1;
@@ -193,7 +240,7 @@ pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
         stats: sim.stats.clone(),
         faults: sim.hook.counts(),
         answers,
-        slowest_convergence: settled.values().map(|w| w.unwrap_or(POOL_BOUND)).max().unwrap_or_default(),
+        slowest_convergence: slowest,
         dead_letters: sim.world.queue.dead_letters().len(),
     })
 }

@@ -207,3 +207,33 @@ fn a_fan_out_of_forty_claims_gets_thirty_spares_at_once_and_the_rest_in_order() 
     fifo.sort();
     assert_eq!(served, fifo, "served oldest first");
 }
+
+#[test]
+fn a_pool_working_through_a_queue_of_claims_is_not_taken_for_stuck() {
+    // Seed 202311 (eight hours of faults): a pool at its maxSize had 26 claims queued when the faults stopped. Each
+    // claim's cluster came when an earlier claim's lifetime ran out and its cluster was replaced, some cluster
+    // always being released, deleted or installed, past the fixed 50 minutes, and the quiet phase took that work
+    // for a pool that never converged. A queue drains no faster than the lifetimes before it run out.
+    let mut s = spec(10, 10);
+    s["maxSize"] = json!(10);
+    s["claimLifetime"] = json!({"default": "20m"});
+    let mut sim = sim_with("ci", s);
+    sim.world.cloud.set_timings(Timings { launch: minutes(5), ..Timings::default() });
+    sim.run_for(minutes(30));
+    // Ten claims three minutes apart take the ten clusters, which come free three minutes apart; then a queue.
+    for i in 0..10 {
+        claim(&mut sim, "ci", &format!("early{i}"));
+        sim.run_for(minutes(3));
+    }
+    for i in 0..30 {
+        claim(&mut sim, "ci", &format!("queued{i:02}"));
+        sim.run_for(TimeDelta::seconds(1));
+    }
+    let quiet_at = sim.now();
+    let mut checker = apiary_dst::invariants::Checker::default();
+    let slowest =
+        apiary_dst::settle(&mut sim, &mut checker, quiet_at).expect("the queue drains, then the pool converges");
+    assert!(slowest > apiary_dst::invariants::POOL_BOUND, "busy for longer than the fixed bound: {slowest}");
+    let snap = sim.world.snapshot("ci").expect("pool");
+    assert!(snap.claims.iter().all(|k| !k.is_pending()), "every claim was served");
+}
