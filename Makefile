@@ -2,7 +2,8 @@
 #
 #   make test    formatting, lints, the planner's purity check, the import-circle check, every test and every
 #                example of the docs (what CI runs)
-#   make dst     the whole-system simulation: SEEDS=N seeds (default 200), or SEED=S replayed with its trace
+#   make dst     the whole-system simulation: SEEDS=N seeds from FROM (default 200 from 1) on every core, or SEED=S
+#                replayed with its trace
 #   make bench   the planner benchmark (figures go to BENCHMARKS.md)
 #   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
 #   make run     Apiary locally: the AWS emulator, the stack deployed into it, the four functions, a demo pool
@@ -182,6 +183,7 @@ sim:
 # The whole-system simulation (shared/dst): each failing seed prints the command that replays it.
 SEEDS ?= 200
 SEED ?=
+FROM ?= 1
 HOURS ?= 2
 dst:
-	$(CARGO) run --quiet --profile tool -p apiary-dst -- --hours $(HOURS) $(if $(SEED),--seed $(SEED) --trace,--seeds $(SEEDS))
+	$(CARGO) run --quiet --profile tool -p apiary-dst -- --hours $(HOURS) $(if $(SEED),--seed $(SEED) --trace,--from $(FROM) --seeds $(SEEDS))
