@@ -279,7 +279,12 @@ pub fn converged(snap: &Snapshot, now: Timestamp) -> Result<(), String> {
 /// `Err` naming a claim still pending although its pool has room (a free cluster, or room for another, and no
 /// provisioning backoff holding new clusters back), with what the pool holds.
 pub fn pending_with_capacity(snap: &Snapshot, now: Timestamp) -> Result<(), (String, String)> {
-    let pending = snap.claims.iter().find(|k| k.is_pending());
+    // The head of the line, as the pool serves it: oldest first, then by name.
+    let pending = snap
+        .claims
+        .iter()
+        .filter(|k| k.is_pending())
+        .min_by(|a, b| (a.created_at, &a.name).cmp(&(b.created_at, &b.name)));
     let Some(k) = pending else { return Ok(()) };
     let spec = &snap.pool.spec;
     let names = spec.inventory_names().map(|n| n.len());

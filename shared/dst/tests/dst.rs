@@ -114,3 +114,23 @@ fn an_unsettled_pool_has_not_converged() {
     snap.clusters.push(c);
     assert!(converged(&snap, t).is_err(), "a cluster is still stopping");
 }
+
+#[test]
+fn the_claim_checked_for_waiting_with_room_is_the_oldest_as_the_pool_serves_them() {
+    // Claims are served oldest first (then by name); "c10" sorts before "c9" by name alone. The check must time the
+    // claim at the head of the line, not one that waits behind it by design.
+    let t = start();
+    let mut spec = aws_spec(1, 0);
+    spec.max_size = Some(3);
+    let mut snap = apiary_planner::Snapshot {
+        pool: pool("p", spec, t),
+        clusters: vec![installed("c1", DesiredPower::Hibernating, t)],
+        claims: vec![],
+        leases: vec![],
+    };
+    snap.claims.push(Claim::new("c10", "me", t + chrono::TimeDelta::minutes(1)));
+    snap.claims.push(Claim::new("c9", "me", t));
+    let (claim, _) = apiary_dst::invariants::pending_with_capacity(&snap, t + chrono::TimeDelta::minutes(2))
+        .expect_err("the pool has room");
+    assert_eq!(claim, "c9");
+}
