@@ -23,7 +23,6 @@ of `make test`), so the pages cannot drift from the product.
 
 Needs the project virtualenv (the emulator, botocore) and the debug binaries `cargo test --workspace` builds.
 """
-import base64
 import glob
 import json
 import os
