@@ -66,6 +66,17 @@ fn spec_of(text: &str) -> Result<Value, String> {
     Ok(Value::Object(spec))
 }
 
+/// An admin's `PUT uri` with `body`: the status and the JSON answer.
+async fn put(deps: &apiary_ports::Deps, uri: &str, body: &str) -> (u16, Value) {
+    let res = claim_api::handle(deps, claim_api::api_request("PUT", uri, Some(ADMIN), body.as_bytes().to_vec())).await;
+    let status = res.status().as_u16();
+    let answer = match res.into_body() {
+        lambda_http::Body::Text(t) => serde_json::from_str(&t).unwrap_or(Value::String(t)),
+        other => Value::String(format!("{other:?}")),
+    };
+    (status, answer)
+}
+
 /// Whether every value `shown` holds is in `stored` as written (objects may hold more).
 fn holds(stored: &Value, shown: &Value) -> bool {
     match (stored, shown) {
@@ -89,14 +100,7 @@ async fn every_pool_spec_the_docs_show_is_one_the_api_takes() {
                 continue;
             }
         };
-        let uri = format!("/pools/docs-{n}");
-        let req = claim_api::api_request("PUT", &uri, Some(ADMIN), spec.to_string().into_bytes());
-        let res = claim_api::handle(&deps, req).await;
-        let status = res.status().as_u16();
-        let body: Value = match res.into_body() {
-            lambda_http::Body::Text(t) => serde_json::from_str(&t).unwrap_or(Value::String(t)),
-            other => Value::String(format!("{other:?}")),
-        };
+        let (status, body) = put(&deps, &format!("/pools/docs-{n}"), &spec.to_string()).await;
         if status != 201 {
             wrong.push(format!("{page}:{line}: {status} {body}"));
         } else if !holds(&body["spec"], &spec) {
@@ -115,12 +119,7 @@ async fn the_error_docs_api_shows_is_the_apis_answer() {
     let shown = rest.split("```text\n").nth(1).and_then(|r| r.split("```").next()).expect("the example answer");
     let shown: Value = serde_json::from_str(shown).expect("the answer shown is JSON");
     let w = World::new(Utc.with_ymd_and_hms(2026, 11, 25, 9, 0, 0).single().expect("time"));
-    let res =
-        claim_api::handle(&w.default_deps(900), claim_api::api_request("PUT", "/pools/ci", Some(ADMIN), body.into()))
-            .await;
-    assert_eq!(res.status().as_u16(), 400);
-    let lambda_http::Body::Text(answer) = res.into_body() else { panic!("a JSON answer") };
-    assert_eq!(serde_json::from_str::<Value>(&answer).expect("JSON"), shown);
+    assert_eq!(put(&w.default_deps(900), "/pools/ci", body).await, (400, shown));
 }
 
 #[test]

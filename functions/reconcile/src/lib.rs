@@ -13,7 +13,7 @@ use apiary_planner::power::needs_nudge;
 use apiary_planner::{plan, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
-use apiary_ports::store::writes_for;
+use apiary_ports::store::{transactions, writes_for};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tracing::Instrument;
@@ -55,21 +55,9 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
             power.extend(snapshot.clusters.iter().filter(|c| needs_nudge(c, now)).map(|c| c.id.clone()));
         }
         let mut lost = None;
-        let mut actions = plan.actions.iter().peekable();
-        'actions: while let Some(action) = actions.next() {
-            // A name's lease and the cluster that takes it are one write: a lease written alone, whose cluster then
-            // lost its condition, would hold the name for a cluster that never came until the lease's grace ran out.
-            let mut group = vec![action];
-            if let Action::ReserveName { holder, .. } = action {
-                if let Some(next @ Action::CreateCluster { cluster }) = actions.peek() {
-                    if &cluster.id == holder {
-                        group.push(next);
-                        actions.next();
-                    }
-                }
-            }
+        'actions: for group in transactions(&plan.actions) {
             let mut writes = Vec::new();
-            for a in &group {
+            for a in group {
                 match writes_for(&mut snapshot, a) {
                     Ok(w) => writes.extend(w),
                     Err(e) => {

@@ -253,6 +253,25 @@ pub trait Store: Send + Sync {
     async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> Result<()>;
 }
 
+/// `actions` cut into the groups written as one transaction each, in order: a [`Action::ReserveName`] with the
+/// [`Action::CreateCluster`] of its holder that the planner puts right after it (a lease written alone, whose
+/// cluster then lost its condition, would hold the name for a cluster that never came until the lease's grace
+/// ran out); every other action alone.
+pub fn transactions(actions: &[Action]) -> Vec<&[Action]> {
+    let mut out = Vec::new();
+    let mut rest = actions;
+    while !rest.is_empty() {
+        let paired = match rest {
+            [Action::ReserveName { holder, .. }, Action::CreateCluster { cluster }, ..] => &cluster.id == holder,
+            _ => false,
+        };
+        let (group, tail) = rest.split_at(if paired { 2 } else { 1 });
+        out.push(group);
+        rest = tail;
+    }
+    out
+}
+
 /// The writes that carry out `action` on `snapshot`, which is updated to the state after
 /// it (as the reference [`apply_mut`] defines it). Non-write actions give no writes.
 pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>> {
@@ -309,4 +328,24 @@ pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>
         }
         Action::Deprovision { .. } | Action::CheckPower { .. } => vec![],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::DateTime;
+
+    #[test]
+    fn a_name_is_written_with_the_cluster_that_takes_it_and_nothing_else_is_grouped() {
+        let at = DateTime::UNIX_EPOCH;
+        let reserve =
+            |holder: &str| Action::ReserveName { name: "foo".into(), holder: holder.into(), at, replacing: None };
+        let create =
+            |id: &str| Action::CreateCluster { cluster: Box::new(Cluster::new(id, "foo", format!("{id}-x"), at)) };
+        let check = |id: &str| Action::CheckPower { cluster: id.into() };
+        let actions = [check("a"), reserve("b"), create("b"), create("c"), reserve("d"), create("e")];
+        let sizes: Vec<usize> = transactions(&actions).iter().map(|g| g.len()).collect();
+        assert_eq!(sizes, [1, 2, 1, 1, 1], "b's lease with b; d's lease is not e's");
+        assert!(transactions(&[]).is_empty());
+    }
 }

@@ -91,7 +91,8 @@ pub enum Action {
     },
     /// Write the `NAME#` lease, on condition that it does not exist; or, `replacing` an orphaned lease's holder
     /// (a lease whose cluster never came, or whose item is gone), on condition that the old holder still holds it.
-    /// A new cluster never takes an old id: a reused id would reuse its provisioning token.
+    /// A new cluster never takes an old id: a reused id would reuse its provisioning token. Always right before
+    /// the `createCluster` of its holder, with which it is written in one transaction.
     ReserveName {
         /// Inventory name.
         name: String,
