@@ -699,6 +699,12 @@ impl Provisioner for Vsphere {
 
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
         let vc = self.vc(Self::platform(&t)?)?;
+        // Clones still running become VMs later: wait for them rather than call the cluster gone; and for those
+        // a provisioning call whose outcome was never recorded may have started. Asked before the VMs are listed:
+        // a clone that finishes between the two looks is then listed, never missed by both.
+        let unknown =
+            t.cluster.pending_call.is_some_and(|p| p.call == ActuatorCall::Provision && t.now < p.at + CLONE_GRACE);
+        let running = self.clones_running(&vc, t.cluster.provision_ref.as_deref()).await? + u32::from(unknown);
         let mut vms = self.members(&vc, &t).await?;
         // Its own clones in the pool's folder, tagged or not yet (the tag comes with a later provisioning call),
         // however many the pool asked for when they were made.
@@ -715,12 +721,6 @@ impl Provisioner for Vsphere {
                 }
             }
         }
-        // Clones still running become VMs later: wait for them rather than call the cluster gone; and for those
-        // a provisioning call whose outcome was never recorded may have started.
-        let unknown =
-            t.cluster.pending_call.is_some_and(|p| p.call == ActuatorCall::Provision && t.now < p.at + CLONE_GRACE);
-        let running = self.clones_running(&vc, t.cluster.provision_ref.as_deref()).await? + u32::from(unknown);
-        let listed = vms.len() as u32 + running;
         let on: Vec<(Vm, &str, &str)> = vms
             .iter()
             .filter(|vm| vm.state() == MachineState::Running)
@@ -745,10 +745,10 @@ impl Provisioner for Vsphere {
         refused.machines.extend(deleted.machines);
         refused.machines.sort();
         let remaining = refused.machines.len() as u32 + running;
-        if listed > 0 || remaining > 0 {
+        if remaining > 0 {
             return Ok(Termination { remaining, refused: refused.machines });
         }
-        // No VM left: the tag and its category go too.
+        // No VM left (a VM's deletion is done when vCenter answers it): the tag and its category go too.
         if let Some((category, _)) = self.tag(&vc, &t, false).await? {
             let url = format!("{}/api/cis/tagging/category/{}", vc.root, escape(&category));
             let answer = self.call("vsphere:category.delete", &vc, |c| c.delete(&url)).await?;

@@ -104,6 +104,8 @@ struct State {
     deaf_guests: BTreeSet<String>,
     hung: BTreeSet<String>,
     failing_clones: Option<String>,
+    /// Time moves on by this much just before the next request whose path starts with this is answered.
+    lag: Option<(String, Duration)>,
     log: Log,
 }
 
@@ -142,6 +144,7 @@ impl FakeVsphere {
             deaf_guests: BTreeSet::new(),
             hung: BTreeSet::new(),
             failing_clones: None,
+            lag: None,
             log: Log::default(),
         };
         state.datacenters.insert("datacenter-1".into(), "DC1".into());
@@ -328,6 +331,12 @@ impl FakeVsphere {
         self.lock().failing_clones = message.map(str::to_owned);
     }
 
+    /// Just before the next request whose path starts with `path` is answered, time moves on by `by`: what a
+    /// caller's earlier request saw has changed by the time its next one lands (a slow network, a busy vCenter).
+    pub fn lag_before(&self, path: &str, by: Duration) {
+        self.lock().lag = Some((path.to_owned(), by));
+    }
+
     /// Requests so far, as `METHOD path` (and the `action`), and clears the log.
     pub fn take_log(&self) -> Vec<String> {
         self.lock().log.take()
@@ -430,6 +439,11 @@ fn named(all: &BTreeMap<String, String>, req: &Request, kind_id: &str, kind: &st
 fn handle(state: &Mutex<State>, req: Request) -> Response {
     let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
     s.log.push(&req, req.param("action").map(|a| format!("action={a}")));
+    if s.lag.as_ref().is_some_and(|(path, _)| req.path.starts_with(path.as_str())) {
+        if let Some((_, by)) = s.lag.take() {
+            s.clock.advance(by);
+        }
+    }
     let now = s.now();
     if req.path == "/api/session" && req.method == "POST" {
         return login(&mut s, &req);

@@ -300,6 +300,30 @@ async fn a_cluster_deleted_while_cloning_loses_its_clones_too() {
     assert_eq!(w.vsphere.deprovision(w.aim.target()).await.expect("done").remaining, 0);
 }
 
+/// Found by the whole-system simulation (seed 106608): the deprovision listed the folder, then asked after the
+/// clone tasks; clones that landed in between were neither listed nor running, so the cluster was called gone,
+/// its tag category deleted, and its VMs leaked. The tasks are asked first: a task done by then has its VM listed.
+#[tokio::test]
+async fn clones_landing_while_the_deprovision_looks_are_not_missed() {
+    let mut w = World::new(2).await;
+    let Provision::Accepted { handle } = w.vsphere.provision(w.aim.target()).await.expect("call") else {
+        panic!("refused")
+    };
+    w.aim.cluster.provision_ref = handle;
+    w.aim.cluster.deleting = true;
+    w.fake.advance(Duration::from_secs(59));
+    w.fake.lag_before("/api/cis/tasks/", Duration::from_secs(2));
+    loop {
+        let t = w.vsphere.deprovision(w.aim.target()).await.expect("delete");
+        assert_eq!(t.refused.len(), 0);
+        if t.remaining == 0 {
+            break;
+        }
+        w.fake.advance(Duration::from_secs(5));
+    }
+    assert!(w.powers().is_empty(), "the clones that landed meanwhile are deleted: {:?}", w.fake.vms());
+}
+
 /// Found by the whole-system simulation: the cluster's own clones were looked for by the pool's current
 /// machineCount, so after an edit that lowered it, a deleted cluster's last untagged clones were left behind.
 #[tokio::test]
