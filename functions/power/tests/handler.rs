@@ -2,8 +2,10 @@
 //! deprovisioning, step by step as the power queue delivers its messages.
 
 use apiary_planner::machines::MachineState;
-use apiary_planner::{Cluster, DesiredPower, PowerState, Timestamp};
+use apiary_planner::power::ActuatorCall;
+use apiary_planner::{Cluster, DesiredPower, PendingCall, PowerState, Timestamp};
 use apiary_ports::messages::PowerMessage;
+use apiary_ports::platform::{Provisioner, Target};
 use apiary_ports::Deps;
 use apiary_testkit::fixtures::{aws_spec, installed, pool};
 use apiary_testkit::queue::QueueName;
@@ -137,6 +139,33 @@ async fn a_deleting_cluster_loses_its_machines_then_its_item_and_the_pool_is_tol
     w.time.advance(TimeDelta::minutes(1));
     assert!(machines(&w).iter().all(|m| *m == MachineState::Terminated));
     assert!(w.queue.take_reconcile().iter().any(|m| m.reason == "deprovisioned"));
+}
+
+/// The deprovision used to run while another invocation's provisioning call was still under way (its intent
+/// recorded, then the reconcile marked the cluster deleting): it found no machine, deleted the item, and what the
+/// call then made belonged to no cluster. On any cloud: the item stays, and the machines are looked for again,
+/// until the call's fence has passed; then what it made is terminated.
+#[tokio::test]
+async fn a_cluster_deleted_while_its_provisioning_call_is_under_way_outlives_the_call() {
+    let w = World::new(t0());
+    let ci = pool("ci", aws_spec(1, 0), t0());
+    w.put_pool(ci.clone());
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    c.pending_call = Some(PendingCall { call: ActuatorCall::Provision, at: t0() });
+    c.deleting = true;
+    w.put_cluster("ci", c.clone());
+    let deps = w.default_deps(900);
+    let out = power::power(&deps, &nudge("ci-1"), None).await.expect("deprovision");
+    assert!(!out.removed && out.recheck.is_some(), "the call may still land: {out:?}");
+    // It lands, a moment later.
+    w.time.advance(TimeDelta::seconds(5));
+    let target = Target { pool: "ci", spec: &ci.spec, cluster: &c, now: w.now() };
+    w.cloud.provision(target).await.expect("the call");
+    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    assert!(w.cluster("ci", "ci-1").is_none(), "deprovisioned once the call is over");
+    w.time.advance(TimeDelta::minutes(1));
+    assert!(machines(&w).iter().all(|m| *m == MachineState::Terminated), "{:?}", machines(&w));
 }
 
 #[tokio::test]

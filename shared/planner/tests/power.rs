@@ -415,6 +415,20 @@ fn refused_terminations_back_off_and_are_surfaced() {
 }
 
 #[test]
+fn nothing_left_is_not_done_while_a_provisioning_call_may_still_land() {
+    let mut c = cluster("c").deleting().c;
+    c.pending_call = Some(PendingCall { call: ActuatorCall::Provision, at: at(0) });
+    let none = Termination { remaining: 0, refused: vec![] };
+    let soon = at(0) + TimeDelta::seconds(30);
+    let s = deprovision_step(&c, &none, soon);
+    assert!(!s.done);
+    assert_eq!(s.recheck_after, Some(CALL_FENCE - TimeDelta::seconds(30)), "looked at again when the fence passes");
+    assert!(deprovision_step(&c, &none, at(0) + CALL_FENCE).done);
+    c.pending_call = Some(PendingCall { call: ActuatorCall::Stop, at: at(0) });
+    assert!(deprovision_step(&c, &none, soon).done, "a stop makes no machine");
+}
+
+#[test]
 fn machines_started_behind_a_hibernating_clusters_back_are_stopped_again() {
     let c = cluster("c").hibernating().c;
     let s = step(&c, &machines(2), at(0), PowerLimits::default());

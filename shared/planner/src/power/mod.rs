@@ -774,9 +774,17 @@ pub struct DeprovisionStep {
 /// The step after a termination attempt of a deleting cluster: done once no machine remains; refusals are
 /// retried after [`DEPROVISION_BACKOFF`] doubling with each (at most [`MAX_DEPROVISION_BACKOFF`]) and surfaced as
 /// the DeprovisionFailed condition; machines still going are looked at again after [`POLL`].
+///
+/// Nothing left is not done while a provisioning call recorded on the cluster may still be under way (its
+/// invocation is inside the call's fence): what that call makes could land after this look, with no cluster left
+/// to own it. The machines are looked for again once the fence has passed.
 pub fn deprovision_step(cluster: &Cluster, outcome: &Termination, now: Timestamp) -> DeprovisionStep {
     let mut c = cluster.clone();
     if outcome.remaining == 0 && outcome.refused.is_empty() {
+        let provisioning = cluster.pending_call.is_some_and(|p| p.call == ActuatorCall::Provision);
+        if let Some(until) = fenced_until(cluster, now).filter(|_| provisioning) {
+            return DeprovisionStep { cluster: c, done: false, recheck_after: Some(until - now) };
+        }
         return DeprovisionStep { cluster: c, done: true, recheck_after: None };
     }
     if outcome.refused.is_empty() {
