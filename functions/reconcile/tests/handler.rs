@@ -4,8 +4,12 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use apiary_planner::{DesiredPower, Inventory, InventoryEntry, Timestamp};
+use apiary_planner::machines::MachineState;
+use apiary_planner::reaper::{REAP_EVERY, REAP_GRACE};
+use apiary_planner::{Cluster, DesiredPower, Inventory, InventoryEntry, Timestamp};
 use apiary_ports::messages::ReconcileMessage;
+use apiary_ports::platform::{Provisioner, Target};
+use apiary_ports::store::{Cond, Key, Write};
 use apiary_ports::Error;
 use apiary_testkit::fixtures::{aws_spec, pool};
 use apiary_testkit::hook::{Gate, Hook, Op};
@@ -155,4 +159,43 @@ async fn a_throttled_read_is_a_retryable_failure_of_that_pools_messages() {
     let response = reconcile::handle(&deps, event(&[&m])).await;
     assert_eq!(response.batch_item_failures.len(), 1);
     assert!(w.queue.messages(QueueName::Power).is_empty());
+}
+
+/// A cluster item removed behind Apiary's back (by hand, by a bug) leaves machines that no cluster owns. The
+/// reaper finds them by the pool's mark, leaves them alone for the grace period, then terminates them, and says
+/// so in a metric; the machines of another pool are never touched.
+#[tokio::test]
+async fn the_reaper_finds_the_machines_of_a_cluster_removed_behind_apiarys_back() {
+    let w = World::new(t0());
+    let ci = pool("ci", aws_spec(1, 0), t0());
+    w.put_pool(ci.clone());
+    let deps = w.default_deps(900);
+    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    let lost = w.snapshot("ci").expect("pool").clusters.remove(0);
+    let stranger = Cluster::new("x", "x", "x-infra", t0());
+    for (pool, cluster) in [("ci", &lost), ("other", &stranger)] {
+        let target = Target { pool, spec: &ci.spec, cluster, now: w.now() };
+        w.cloud.provision(target).await.expect("machines");
+    }
+    let gone = Write::Delete(Key::Cluster(lost.id.clone()), Cond::Rev(lost.rev));
+    deps.store.write("ci", vec![gone]).await.expect("removed behind Apiary's back");
+
+    w.time.advance(REAP_EVERY);
+    let out = reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert!(out.reaped.is_empty(), "a new orphan is left alone");
+    let seen = w.snapshot("ci").expect("pool").pool.status.orphans.expect("looked").seen;
+    assert_eq!(seen.keys().collect::<Vec<_>>(), [&lost.infra_id]);
+    let docs = w.metrics.documents();
+    assert!(docs.iter().any(|d| d["OrphansFound"] == 1.0 && d["OrphansReaped"] == 0.0), "{docs:?}");
+
+    w.time.advance(REAP_GRACE);
+    let out = reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert_eq!(out.reaped, [lost.infra_id.clone()]);
+    w.time.advance(chrono::TimeDelta::minutes(5));
+    let states = |infra: &str| -> Vec<MachineState> {
+        w.cloud.machines().into_iter().filter(|m| m.infra_id == infra).map(|m| m.state).collect()
+    };
+    assert!(states(&lost.infra_id).iter().all(|s| *s == MachineState::Terminated), "{:?}", states(&lost.infra_id));
+    assert!(states("x-infra").iter().all(|s| *s == MachineState::Running), "another pool's machines stay");
+    assert!(w.metrics.documents().iter().any(|d| d["OrphansReaped"] == 1.0));
 }

@@ -52,6 +52,7 @@ pub mod machines;
 pub mod model;
 pub mod plan;
 pub mod power;
+pub mod reaper;
 pub mod schedule;
 pub mod sweep;
 pub mod validate;

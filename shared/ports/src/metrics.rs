@@ -97,6 +97,17 @@ pub fn pool_status(stack: &str, snapshot: &Snapshot, status: &PoolStatus, now: T
     )
 }
 
+/// The reaper's pass over a pool: how many infraIds carry the pool's mark with no cluster of it (orphans, young
+/// ones included), and how many were reaped.
+pub fn orphans(stack: &str, pool: &str, found: usize, reaped: usize, at: Timestamp) -> Value {
+    document(
+        stack,
+        &[("Pool", pool)],
+        &[("OrphansFound", found as f64, Unit::Count), ("OrphansReaped", reaped as f64, Unit::Count)],
+        at,
+    )
+}
+
 /// A claim was assigned a Running cluster at `at`: how long it waited since it was made.
 pub fn claim_assigned(stack: &str, pool: &str, claim: &Claim, at: Timestamp) -> Value {
     document(stack, &[("Pool", pool)], &[("ClaimAssignmentSeconds", seconds(claim.created_at, at), Unit::Seconds)], at)

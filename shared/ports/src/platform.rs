@@ -180,6 +180,30 @@ pub trait Provisioner: Send + Sync {
     async fn provision(&self, t: Target<'_>) -> Result<Provision>;
     /// Terminates the machines: how many are left, and which the cloud refused to terminate.
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination>;
+    /// Every machine on the pool's platform that carries the mark Apiary gives what it makes for pool `pool`,
+    /// whatever cluster it was made for: one filtered list (the reaper's look for orphans). `None`: this
+    /// provisioner cannot list what it made, and the reaper has nothing to look at.
+    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+        let _ = (pool, spec);
+        Ok(None)
+    }
+}
+
+/// A machine carrying Apiary's mark for a pool, as [`Provisioner::marked`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Marked {
+    /// The infraId of the cluster it was made for.
+    pub infra_id: String,
+    /// The machine (an instance id, a VM's name, a resource group).
+    pub machine: String,
+}
+
+/// A cluster of infraId `infra_id` being deleted, as the reaper deprovisions an orphan's machines with the
+/// platform's own [`Provisioner::deprovision`]: no provisioning of it is under way or recorded.
+pub fn orphan(infra_id: &str, first_seen: Timestamp) -> Cluster {
+    let mut c = Cluster::new(infra_id, infra_id, infra_id, first_seen);
+    c.deleting = true;
+    c
 }
 
 /// The idempotency token of a cluster's provisioning request (EC2's RunInstances `ClientToken`, GCP's
@@ -286,6 +310,9 @@ impl Provisioner for Composed {
     }
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
         self.provisioner().deprovision(t).await
+    }
+    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+        self.provisioner().marked(pool, spec).await
     }
 }
 

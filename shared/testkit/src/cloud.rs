@@ -20,8 +20,10 @@ use std::sync::{Arc, Mutex};
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
 use apiary_planner::Machine as Addressed;
-use apiary_planner::{Platform, Timestamp};
-use apiary_ports::platform::{client_token, Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
+use apiary_planner::{Platform, PoolSpec, Timestamp};
+use apiary_ports::platform::{
+    client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target,
+};
 use apiary_ports::Result;
 use async_trait::async_trait;
 use chrono::TimeDelta;
@@ -384,5 +386,22 @@ impl Provisioner for Cloud {
         let refused = self.change(&t.cluster.infra_id, MachineState::terminate_acts, Change::Terminate);
         let remaining = self.cluster(&t.cluster.infra_id).len() as u32;
         leave(self.hook.as_ref(), Op::Terminate, Ok(Termination { remaining, refused: refused.machines }))
+    }
+
+    /// The machines tagged `apiary:pool = pool` that are not gone: one DescribeInstances with a tag filter.
+    async fn marked(&self, pool: &str, _spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+        enter(self.hook.as_ref(), Op::Describe).await?;
+        self.count("describe");
+        let now = self.time.now();
+        let marked = {
+            let mut s = self.lock();
+            settle(&mut s, now);
+            s.machines
+                .values()
+                .filter(|m| m.pool == pool && !m.state.is_gone())
+                .map(|m| Marked { infra_id: m.infra_id.clone(), machine: m.id.clone() })
+                .collect()
+        };
+        leave(self.hook.as_ref(), Op::Describe, Ok(Some(marked)))
     }
 }

@@ -75,6 +75,22 @@ pub struct PoolSpec {
     /// before a claim needs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_canaries: Option<ResumeCanaries>,
+    /// How often the pool's machines are listed for orphans (machines Apiary made whose cluster is gone), and how
+    /// long an orphan is left alone before it is deleted ([`crate::reaper`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reaper: Option<ReaperSpec>,
+}
+
+/// The pool option (`reaper`): both fields optional.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReaperSpec {
+    /// How often the pool's machines are listed (default 30m, at least 5m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every: Option<GoDuration>,
+    /// How long a machine whose cluster is gone is left alone before it is deleted (default 1h, at least 30m).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace: Option<GoDuration>,
 }
 
 impl PoolSpec {
@@ -100,6 +116,7 @@ impl PoolSpec {
             schedules: Vec::new(),
             adaptive_running_count: None,
             resume_canaries: None,
+            reaper: None,
         }
     }
 

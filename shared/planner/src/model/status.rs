@@ -63,6 +63,9 @@ pub struct PoolStatus {
     /// The schedules' answer and until when it holds (saves re-reading the cron expressions every plan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduleState>,
+    /// Machines of the pool that no cluster owns, as the reaper last listed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orphans: Option<crate::reaper::Orphans>,
     /// AllClustersCurrent and CapacityAvailable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

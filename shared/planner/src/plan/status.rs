@@ -97,6 +97,7 @@ impl Planner<'_> {
             active_schedule: self.targets.active_schedule.clone(),
             schedule: self.targets.schedule_state.clone(),
             demand: self.targets.demand.clone(),
+            orphans: self.snap.pool.status.orphans.clone(),
             conditions,
         }
     }

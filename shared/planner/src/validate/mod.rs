@@ -243,6 +243,17 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         }
     }
 
+    if let Some(r) = &spec.reaper {
+        use crate::reaper::{MIN_EVERY, MIN_GRACE};
+        for (field, d, least) in [("reaper.every", &r.every, MIN_EVERY), ("reaper.grace", &r.grace, MIN_GRACE)] {
+            positive_duration(&mut e, field, d.as_ref());
+            if let Some(v) = d.as_ref().and_then(|d| d.get()).filter(|v| *v < least) {
+                let least = crate::duration::format(least);
+                e(field, format!("must be at least {least}, got {}", crate::duration::format(v)));
+            }
+        }
+    }
+
     if let Some(c) = &spec.resume_canaries {
         positive_duration(&mut e, "resumeCanaries.after", Some(&c.after));
         if let Some(n) = c.at_a_time {

@@ -1,0 +1,89 @@
+//! The reaper's rules: which of the machines Apiary made for a pool belong to no cluster of it, and when they go.
+//!
+//! A periodic pass per pool lists, in one filtered call, the machines that carry Apiary's mark for the pool (see
+//! each platform's `marked`), and takes their infraIds. An infraId that no cluster of the pool has (deleting ones
+//! included) is an orphan: a machine that outlived its cluster (a provisioning that landed after its cluster was
+//! deprovisioned, a cluster item removed behind Apiary's back). Orphans are remembered in the pool's status with
+//! when each was first seen; one still orphaned a grace period later is reaped (its machines deprovisioned as a
+//! cluster of that infraId would be), at most `maxConcurrent` per pass. The grace is longer than any install or
+//! deprovision in flight, and a cluster made after the pool was read is never taken for an orphan for longer than
+//! one pass: by the next, its item is read.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::TimeDelta;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{PoolSpec, Snapshot, Timestamp};
+
+/// How often a pool's machines are looked at by default.
+pub const REAP_EVERY: TimeDelta = TimeDelta::minutes(30);
+/// How long an orphan is left alone by default before it is reaped.
+pub const REAP_GRACE: TimeDelta = TimeDelta::hours(1);
+/// The least a pool may set for `reaper.every` (one filtered list per pool and cloud per pass).
+pub const MIN_EVERY: TimeDelta = TimeDelta::minutes(5);
+/// The least a pool may set for `reaper.grace`: longer than any provisioning call, clone or deprovision in flight.
+pub const MIN_GRACE: TimeDelta = TimeDelta::minutes(30);
+/// Orphans reaped at most per pass when the pool sets no `maxConcurrent`.
+pub const DEFAULT_AT_A_TIME: usize = 10;
+
+/// What the reaper remembers of a pool, kept in its status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Orphans {
+    /// When the pool's machines were last listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<Timestamp>,
+    /// Each orphaned infraId, with when it was first seen orphaned.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub seen: BTreeMap<String, Timestamp>,
+}
+
+/// What a pass decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Review {
+    /// What to remember: the orphans seen now, each with when it was first seen.
+    pub orphans: Orphans,
+    /// The infraIds to reap now, oldest orphan first.
+    pub reap: Vec<String>,
+}
+
+/// How often the pool's machines are looked at, and how long an orphan is left alone.
+pub fn settings(spec: &PoolSpec) -> (TimeDelta, TimeDelta) {
+    let r = spec.reaper.as_ref();
+    let every = r.and_then(|r| r.every.as_ref()).and_then(|d| d.get()).unwrap_or(REAP_EVERY);
+    let grace = r.and_then(|r| r.grace.as_ref()).and_then(|d| d.get()).unwrap_or(REAP_GRACE);
+    (every, grace)
+}
+
+/// Whether a pass is due at `now` (nine tenths of the interval, so a reconcile a little early does not slip a
+/// whole period).
+pub fn due(snapshot: &Snapshot, now: Timestamp) -> bool {
+    let (every, _) = settings(&snapshot.pool.spec);
+    let last = snapshot.pool.status.orphans.as_ref().and_then(|o| o.checked_at);
+    last.is_none_or(|t| now - t >= every * 9 / 10)
+}
+
+/// The pass at `now` over `listed`, the infraIds of the machines that carry the pool's mark.
+pub fn review<'a>(snapshot: &Snapshot, listed: impl IntoIterator<Item = &'a str>, now: Timestamp) -> Review {
+    let (_, grace) = settings(&snapshot.pool.spec);
+    let known: BTreeSet<&str> = snapshot.clusters.iter().map(|c| c.infra_id.as_str()).collect();
+    let before = snapshot.pool.status.orphans.as_ref().map(|o| &o.seen);
+    let seen: BTreeMap<String, Timestamp> = listed
+        .into_iter()
+        .filter(|id| !id.is_empty() && !known.contains(id))
+        .map(|id| (id.to_owned(), before.and_then(|b| b.get(id)).copied().unwrap_or(now)))
+        .collect();
+    let at_a_time = snapshot
+        .pool
+        .spec
+        .max_concurrent
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(DEFAULT_AT_A_TIME);
+    let mut ripe: Vec<(&Timestamp, &String)> =
+        seen.iter().filter(|(_, first)| now - **first >= grace).map(|(id, first)| (first, id)).collect();
+    ripe.sort();
+    let reap = ripe.into_iter().take(at_a_time).map(|(_, id)| id.clone()).collect();
+    Review { orphans: Orphans { checked_at: Some(now), seen }, reap }
+}

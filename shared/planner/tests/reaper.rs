@@ -1,0 +1,81 @@
+//! The reaper's rules: an infraId that no cluster of the pool has is an orphan, remembered from when it was first
+//! seen, reaped once it has stayed one for the grace period, at most maxConcurrent a pass.
+
+mod support;
+
+use apiary_planner::reaper::{due, review, Orphans, REAP_EVERY, REAP_GRACE};
+use apiary_planner::*;
+use support::*;
+
+fn remembered(mut s: Snapshot, orphans: Orphans) -> Snapshot {
+    s.pool.status.orphans = Some(orphans);
+    s
+}
+
+#[test]
+fn machines_of_known_clusters_are_never_orphans_deleting_ones_included() {
+    let s = given(pool().size(2)).with(cluster("a").running()).with(cluster("b").deleting()).snapshot();
+    let r = review(&s, ["a-infra", "b-infra", "a-infra"], at(0));
+    assert!(r.orphans.seen.is_empty() && r.reap.is_empty(), "{r:?}");
+    assert_eq!(r.orphans.checked_at, Some(at(0)));
+}
+
+#[test]
+fn an_orphan_is_remembered_then_reaped_once_the_grace_has_passed() {
+    let s = given(pool().size(1)).with(cluster("a").running()).snapshot();
+    let first = review(&s, ["a-infra", "gone-infra"], at(0));
+    assert_eq!(first.orphans.seen.get("gone-infra"), Some(&at(0)));
+    assert!(first.reap.is_empty(), "a new orphan is left alone");
+    let s = remembered(s, first.orphans);
+    let before = review(&s, ["gone-infra"], at(0) + REAP_GRACE - mins(1));
+    assert!(before.reap.is_empty());
+    assert_eq!(before.orphans.seen.get("gone-infra"), Some(&at(0)), "first seen is kept");
+    let after = review(&s, ["gone-infra"], at(0) + REAP_GRACE);
+    assert_eq!(after.reap, ["gone-infra"]);
+}
+
+#[test]
+fn an_orphan_whose_cluster_appears_or_whose_machines_go_is_forgotten() {
+    // A cluster made after the pool was read looks orphaned for one pass, and no longer once its item is read.
+    let s = given(pool().size(1)).with(cluster("new").installing()).snapshot();
+    let old = Orphans { checked_at: Some(at(0)), seen: [("new-infra".to_owned(), at(0))].into() };
+    let s = remembered(s, old);
+    let r = review(&s, ["new-infra"], at(0) + REAP_GRACE * 2);
+    assert!(r.orphans.seen.is_empty() && r.reap.is_empty(), "{r:?}");
+    let r = review(&given(pool().size(0)).snapshot(), Vec::<&str>::new(), at(90));
+    assert!(r.orphans.seen.is_empty());
+}
+
+#[test]
+fn at_most_max_concurrent_orphans_are_reaped_a_pass_oldest_first() {
+    let s = given(pool().size(0).max_concurrent(2)).snapshot();
+    let seen = [("x", 3), ("y", 1), ("z", 2)].map(|(id, m)| (id.to_owned(), at(m)));
+    let s = remembered(s, Orphans { checked_at: Some(at(3)), seen: seen.into() });
+    let r = review(&s, ["x", "y", "z"], at(3) + REAP_GRACE);
+    assert_eq!(r.reap, ["y", "z"]);
+}
+
+#[test]
+fn a_pass_is_due_every_interval_and_the_pool_can_set_it() {
+    let s = given(pool().size(0)).snapshot();
+    assert!(due(&s, at(0)), "never looked");
+    let s = remembered(s, Orphans { checked_at: Some(at(0)), seen: Default::default() });
+    assert!(!due(&s, at(0) + REAP_EVERY / 2));
+    assert!(due(&s, at(0) + REAP_EVERY));
+    let mut s = s;
+    s.pool.spec.reaper = Some(ReaperSpec { every: Some(GoDuration::new("5m")), grace: Some(GoDuration::new("2h")) });
+    assert!(due(&s, at(5)));
+    s.pool.status.orphans = Some(Orphans { checked_at: Some(at(0)), seen: [("o".to_owned(), at(0))].into() });
+    assert!(review(&s, ["o"], at(90)).reap.is_empty(), "the pool's own grace: two hours");
+    assert_eq!(review(&s, ["o"], at(120)).reap, ["o"]);
+}
+
+#[test]
+fn the_pools_reaper_settings_are_validated_naming_the_field() {
+    let mut spec = pool().size(1).spec;
+    spec.reaper = Some(ReaperSpec { every: Some(GoDuration::new("1m")), grace: Some(GoDuration::new("soon")) });
+    let errors = validate_spec(&spec).expect_err("refused");
+    let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields, ["reaper.every", "reaper.grace"], "{errors:?}");
+    assert!(errors[0].message.contains("at least 5m"), "{errors:?}");
+}
