@@ -119,6 +119,25 @@ async fn release_terminates_the_instances_and_the_pool_refills() {
     s.stop().await;
 }
 
+/// The reaper's look on EC2: one DescribeInstances filtered by the `apiary:pool` tag lists the pool's instances
+/// by the infraId of their cluster tag, and never another pool's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reaper_lists_a_pools_instances_by_its_tag_and_no_other_pools() {
+    let s = stack().await;
+    s.put_pool("mark", &aws_pool(2, 0)).await;
+    s.put_pool("else", &aws_pool(1, 0)).await;
+    let clusters = s.converged("mark", 2, 0).await;
+    s.converged("else", 1, 0).await;
+    let spec: apiary_planner::PoolSpec = serde_json::from_value(aws_pool(2, 0)).expect("spec");
+    let ec2 = s.deps.platforms.of(&spec).expect("EC2");
+    let marked = ec2.marked("mark", &spec).await.expect("listed").expect("EC2 lists what it made");
+    assert_eq!(marked.len(), 4, "two clusters of two machines: {marked:?}");
+    let listed: BTreeSet<&str> = marked.iter().map(|m| m.infra_id.as_str()).collect();
+    let known: BTreeSet<&str> = clusters.iter().filter_map(|c| c["infraId"].as_str()).collect();
+    assert_eq!(listed, known);
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_parallel_claims_on_five_running_spares_get_five_at_once_and_the_rest_later_each_once() {
     let s = stack().await;

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{AwsPlatform, Machine, Platform};
+use apiary_planner::{AwsPlatform, Machine, Platform, PoolSpec};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
     DeviceType, Filter, InstanceStateName, LaunchTemplateSpecification, ResourceType, SummaryStatus, Tag,
@@ -24,7 +24,9 @@ use aws_sdk_ec2::types::{
 };
 use aws_sdk_ec2::Client;
 
-use apiary_ports::platform::{client_token, Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
+use apiary_ports::platform::{
+    client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target,
+};
 use apiary_ports::{Error, Result};
 
 use crate::calls::count;
@@ -51,6 +53,8 @@ pub struct Ec2Platform {
 #[derive(Debug, Clone)]
 struct Instance {
     id: String,
+    /// The infraId of its `kubernetes.io/cluster/<infraId> = owned` tag.
+    infra_id: Option<String>,
     state: MachineState,
     /// Its root volume is an instance store: EC2 cannot stop it.
     instance_store: bool,
@@ -64,8 +68,8 @@ impl Ec2Platform {
         Self { sdk, clients: Mutex::new(HashMap::new()) }
     }
 
-    fn client(&self, t: &Target<'_>) -> Result<Client> {
-        let region = match &t.spec.platform {
+    fn client(&self, spec: &PoolSpec) -> Result<Client> {
+        let region = match &spec.platform {
             Platform::Aws(AwsPlatform { region, .. }) => region.clone(),
             other => return Err(Error::Config(format!("the EC2 platform was given a {} pool", other.kind()))),
         };
@@ -82,13 +86,18 @@ impl Ec2Platform {
 
     /// The cluster's instances, all pages, terminated ones left out.
     async fn instances(&self, client: &Client, infra_id: &str) -> Result<Vec<Instance>> {
+        self.tagged(client, &cluster_tag(infra_id), "owned").await
+    }
+
+    /// The instances tagged `key = value`, all pages, terminated ones left out, with the infraId each belongs to.
+    async fn tagged(&self, client: &Client, key: &str, value: &str) -> Result<Vec<Instance>> {
         let mut out = vec![];
         let mut token = None;
         loop {
             count("ec2:DescribeInstances");
             let page = client
                 .describe_instances()
-                .filters(Filter::builder().name(format!("tag:{}", cluster_tag(infra_id))).values("owned").build())
+                .filters(Filter::builder().name(format!("tag:{key}")).values(value).build())
                 .filters(
                     Filter::builder()
                         .name("instance-state-name")
@@ -108,8 +117,13 @@ impl Ec2Platform {
                     }
                     if let Some(id) = i.instance_id() {
                         let instance_store = i.root_device_type() == Some(&DeviceType::InstanceStore);
+                        let infra_id = i.tags().iter().find_map(|t| {
+                            let key = t.key()?.strip_prefix("kubernetes.io/cluster/")?;
+                            (t.value() == Some("owned")).then(|| key.to_owned())
+                        });
                         out.push(Instance {
                             id: id.to_owned(),
+                            infra_id,
                             state,
                             instance_store,
                             private_ip: i.private_ip_address().map(String::from),
@@ -227,7 +241,7 @@ fn machines(instances: &[Instance], want: MachineState, acts: fn(MachineState) -
 #[async_trait]
 impl Actuator for Ec2Platform {
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
-        let client = self.client(&t)?;
+        let client = self.client(t.spec)?;
         Ok(machines(
             &self.instances(&client, &t.cluster.infra_id).await?,
             MachineState::Running,
@@ -236,7 +250,7 @@ impl Actuator for Ec2Platform {
     }
 
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
-        let client = self.client(&t)?;
+        let client = self.client(t.spec)?;
         let instances = self.instances(&client, &t.cluster.infra_id).await?;
         let mut m = machines(&instances, MachineState::Stopped, MachineState::stop_acts);
         m.unsupported = instances
@@ -248,7 +262,7 @@ impl Actuator for Ec2Platform {
     }
 
     async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
-        let client = self.client(&t)?;
+        let client = self.client(t.spec)?;
         let instances = self.instances(&client, &t.cluster.infra_id).await?;
         let m = machines(&instances, MachineState::Running, MachineState::start_acts);
         if m.total == 0 || !m.not_ready.is_empty() {
@@ -286,7 +300,7 @@ impl Actuator for Ec2Platform {
     }
 
     async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
-        let client = self.client(&t)?;
+        let client = self.client(t.spec)?;
         let instances = self.instances(&client, &t.cluster.infra_id).await?;
         Ok(instances
             .into_iter()
@@ -295,12 +309,12 @@ impl Actuator for Ec2Platform {
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
-        let client = self.client(&t)?;
+        let client = self.client(t.spec)?;
         self.change(&client, &t, MachineState::start_acts, Change::Start).await
     }
 
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
-        let client = self.client(&t)?;
+        let client = self.client(t.spec)?;
         self.change(&client, &t, MachineState::stop_acts, Change::Stop).await
     }
 }
@@ -315,7 +329,7 @@ impl Provisioner for Ec2Platform {
         let Platform::Aws(aws) = &t.spec.platform else {
             return Err(Error::Config(format!("the EC2 platform was given a {} pool", t.spec.platform.kind())));
         };
-        let client = self.client(&t)?;
+        let client = self.client(t.spec)?;
         let c = t.cluster;
         let mut tags = vec![
             Tag::builder().key(cluster_tag(&c.infra_id)).value("owned").build(),
@@ -361,7 +375,7 @@ impl Provisioner for Ec2Platform {
     }
 
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
-        let client = self.client(&t)?;
+        let client = self.client(t.spec)?;
         let refused = self.change(&client, &t, MachineState::terminate_acts, Change::Terminate).await?;
         if !refused.machines.is_empty() {
             tracing::warn!(cluster = %t.cluster.id, refused = ?refused.machines, "some machines refused to terminate");
@@ -369,5 +383,13 @@ impl Provisioner for Ec2Platform {
         // Terminated instances are gone from the cluster's machines at once (shutting-down counts as gone): what
         // remains is what refused.
         Ok(Termination { remaining: refused.machines.len() as u32, refused: refused.machines })
+    }
+
+    /// The instances tagged `apiary:pool = <pool>` (one filtered DescribeInstances, all pages), by the infraId of
+    /// their cluster tag.
+    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+        let client = self.client(spec)?;
+        let instances = self.tagged(&client, POOL_TAG, pool).await?;
+        Ok(Some(instances.into_iter().filter_map(|i| Some(Marked { infra_id: i.infra_id?, machine: i.id })).collect()))
     }
 }
