@@ -24,8 +24,10 @@ use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{GcpPlatform, Machine, Platform};
-use apiary_ports::platform::{client_token, Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
+use apiary_planner::{GcpPlatform, Machine, Platform, PoolSpec};
+use apiary_ports::platform::{
+    client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target,
+};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -64,6 +66,8 @@ struct Instance {
     name: String,
     zone: String,
     status: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
     #[serde(default, rename = "networkInterfaces")]
     nics: Vec<Nic>,
 }
@@ -204,8 +208,13 @@ impl Gcp {
     }
 
     async fn instances(&self, gcp: &GcpPlatform, infra_id: &str) -> Result<Vec<Instance>> {
+        self.labelled(gcp, &cluster_label(infra_id), "owned").await
+    }
+
+    /// The instances labelled `key = value`, in every zone (one aggregated list, all pages), with their labels.
+    async fn labelled(&self, gcp: &GcpPlatform, key: &str, value: &str) -> Result<Vec<Instance>> {
         let url = format!("{}/projects/{}/aggregated/instances", self.endpoint, escape(&gcp.project));
-        let filter = format!("labels.{} = \"owned\"", cluster_label(infra_id));
+        let filter = format!("labels.{key} = \"{value}\"");
         let mut found = Vec::new();
         let mut page: Option<String> = None;
         loop {
@@ -215,7 +224,7 @@ impl Gcp {
                         ("filter", filter.clone()),
                         ("maxResults", PAGE.to_string()),
                         ("returnPartialSuccess", "true".to_owned()),
-                        ("fields", "items/*/instances(name,zone,status),nextPageToken,unreachables".to_owned()),
+                        ("fields", "items/*/instances(name,zone,status,labels),nextPageToken,unreachables".to_owned()),
                     ];
                     q.extend(page.clone().map(|p| ("pageToken", p)));
                     c.get(&url).query(&q)
@@ -451,6 +460,27 @@ impl Provisioner for Gcp {
             .await?;
         // An instance being deleted stays listed until it is gone: done only when the list comes back empty.
         Ok(Termination { remaining: listed, refused: refused.machines })
+    }
+
+    /// The instances labelled `apiary-pool = <pool>` in every zone, by the infraId of their cluster label.
+    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+        let Platform::Gcp(gcp) = &spec.platform else {
+            return Err(Error::Config(format!("the GCP platform was given a {} pool", spec.platform.kind())));
+        };
+        let prefix = cluster_label("");
+        let instances = self.labelled(gcp, "apiary-pool", pool).await?;
+        Ok(Some(
+            instances
+                .into_iter()
+                .filter(|i| !state(&i.status).is_gone())
+                .filter_map(|i| {
+                    let infra_id = i.labels.iter().find_map(|(k, v)| {
+                        (v == "owned").then(|| k.strip_prefix(&prefix)).flatten().map(str::to_owned)
+                    })?;
+                    Some(Marked { infra_id, machine: i.name })
+                })
+                .collect(),
+        ))
     }
 }
 

@@ -280,3 +280,23 @@ async fn each_machine_has_its_private_address_and_a_public_one_while_it_runs() {
     let stopped = w.gcp.machine_addresses(w.target()).await.expect("addresses");
     assert!(stopped.iter().all(|m| m.private_ip.is_some() && m.public_ip.is_none()), "{stopped:?}");
 }
+
+/// The reaper's look: one aggregated list filtered by the pool's `apiary-pool` label, across zones and pages,
+/// each instance by the infraId of its cluster label; another pool's instances and unmarked ones are not listed.
+#[tokio::test]
+async fn the_reaper_lists_the_pools_instances_by_label_across_zones_and_pages() {
+    let w = World::new(3, &["europe-west1-b", "europe-west1-c"]).await;
+    w.provisioned().await;
+    w.fake.set_page_size(2);
+    let elsewhere = [(cluster_label("other").leak() as &str, "owned"), ("apiary-pool", "else")];
+    w.fake.add_instance(PROJECT, "europe-west1-b", "other-0", "RUNNING", &elsewhere);
+    w.fake.add_instance(PROJECT, "europe-west1-b", "ci-x7k2p-extra", "RUNNING", &[]);
+    w.fake.take_log();
+    let marked = w.gcp.marked("gcp-ci", &w.spec).await.expect("list").expect("GCP lists what it made");
+    let mut found: Vec<(String, String)> = marked.into_iter().map(|m| (m.infra_id, m.machine)).collect();
+    found.sort();
+    let want = ["ci-x7k2p-0", "ci-x7k2p-1", "ci-x7k2p-2"].map(|n| ("ci-x7k2p".to_owned(), n.to_owned()));
+    assert_eq!(found, want);
+    let log = w.fake.take_log();
+    assert!(log.iter().all(|l| l.contains("aggregated/instances")), "{log:?}");
+}
