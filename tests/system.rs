@@ -305,8 +305,7 @@ async fn every_message_kind_delivered_twice_leaves_the_same_state() {
             q.reconcile(&ReconcileMessage::new("dup", reason)).await.expect("send");
         }
         for c in &before {
-            let msg =
-                PowerMessage { pool: "dup".into(), cluster: c["id"].as_str().unwrap_or_default().into(), check: None };
+            let msg = PowerMessage::nudge("dup", c["id"].as_str().unwrap_or_default());
             q.power(&msg, Duration::ZERO).await.expect("send");
         }
         timeouts::sweep(&s.deps, true).await.expect("sweep");

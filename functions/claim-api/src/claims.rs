@@ -320,7 +320,7 @@ pub(crate) async fn power_claim(deps: &Deps, caller: &Caller, pool: &str, claim:
         let next = Cluster { spec_power_state: Some(to), rev: rev + 1, ..cluster };
         match deps.store.write(pool, vec![Write::Put(Item::Cluster(Box::new(next.clone())), Cond::Rev(rev))]).await {
             Ok(()) => {
-                let nudge = PowerMessage { pool: pool.to_owned(), cluster: id.clone(), check: None };
+                let nudge = PowerMessage::nudge(pool, id.clone());
                 deps.queue.power(&nudge, Duration::ZERO).await?;
                 tracing::info!(pool, claim, cluster = %id, power_state = ?to, "claimed cluster power requested");
                 return Ok((202, claim_view(&p, &c, Some(&next))));

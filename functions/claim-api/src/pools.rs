@@ -177,7 +177,7 @@ pub(crate) async fn pause_cluster(deps: &Deps, caller: &Caller, pool: &str, id: 
             Ok(()) => {
                 if !paused {
                     // Power management carries on where it stopped.
-                    let nudge = PowerMessage { pool: pool.to_owned(), cluster: id.to_owned(), check: None };
+                    let nudge = PowerMessage::nudge(pool, id.to_owned());
                     deps.queue.power(&nudge, Duration::ZERO).await?;
                 }
                 // The pool counts its spares again: a paused cluster is neither assignable nor a spare.

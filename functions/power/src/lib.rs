@@ -36,6 +36,8 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use chrono::TimeDelta;
 use tracing::Instrument;
 
+pub mod reap;
+
 /// Lost conditions tolerated before the message goes back to the queue.
 pub const MAX_ATTEMPTS: u32 = 3;
 /// Steps that ask to look again at once, taken in one invocation.
@@ -56,6 +58,8 @@ pub struct Outcome {
     pub removed: bool,
     /// The message was a stale re-check link and ended without a look.
     pub dropped: bool,
+    /// The infraIds whose machines a reap message's pass deprovisioned (their cluster is gone).
+    pub reaped: Vec<String>,
 }
 
 async fn get_pool(deps: &Deps, pool: &str) -> Result<Option<Pool>> {
@@ -348,6 +352,9 @@ impl Run<'_> {
 /// Steps the cluster of `msg` once (or a few times, while each step asks to look again at once). `receipt` is the
 /// message's receipt handle when it came from the queue.
 pub async fn power(deps: &Deps, msg: &PowerMessage, receipt: Option<&str>) -> Result<Outcome> {
+    if msg.reap {
+        return Ok(Outcome { reaped: reap::pass(deps, &msg.pool).await?, ..Outcome::default() });
+    }
     let Some(pool) = get_pool(deps, &msg.pool).await? else { return Ok(Outcome::default()) };
     let machinery = deps.platforms.of(&pool.spec)?;
     let platform = machinery.as_ref();

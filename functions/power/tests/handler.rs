@@ -3,9 +3,11 @@
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::ActuatorCall;
+use apiary_planner::reaper::{REAP_EVERY, REAP_GRACE};
 use apiary_planner::{Cluster, DesiredPower, PendingCall, PowerState, Timestamp};
 use apiary_ports::messages::PowerMessage;
 use apiary_ports::platform::{Provisioner, Target};
+use apiary_ports::store::{Cond, Key, Write};
 use apiary_ports::Deps;
 use apiary_testkit::fixtures::{aws_spec, installed, pool};
 use apiary_testkit::queue::QueueName;
@@ -18,7 +20,7 @@ fn t0() -> Timestamp {
 }
 
 fn nudge(cluster: &str) -> PowerMessage {
-    PowerMessage { pool: "ci".into(), cluster: cluster.into(), check: None }
+    PowerMessage::nudge("ci", cluster)
 }
 
 /// Delivers power messages as Lambda would, moving time to each next one, until none is left or `until` passes.
@@ -315,4 +317,44 @@ async fn a_refused_credential_is_surfaced_on_the_cluster_and_backed_off() {
     let ready = c.conditions.iter().find(|c| c.type_ == "Ready").expect("Ready condition");
     assert_eq!(ready.reason, "FailedToStartMachines");
     assert!(ready.message.contains("invalid_grant"), "{}", ready.message);
+}
+
+/// A cluster item removed behind Apiary's back (by hand, by a bug) leaves machines that no cluster owns. The
+/// reaper finds them by the pool's mark, leaves them alone for the grace period, then terminates them, and says
+/// so in a metric; the machines of another pool are never touched.
+#[tokio::test]
+async fn the_reaper_finds_the_machines_of_a_cluster_removed_behind_apiarys_back() {
+    let w = World::new(t0());
+    let ci = pool("ci", aws_spec(1, 0), t0());
+    w.put_pool(ci.clone());
+    let deps = w.default_deps(900);
+    let lost = installed("ci-1", DesiredPower::Hibernating, t0());
+    w.put_cluster("ci", lost.clone());
+    power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the first pass");
+    let stranger = Cluster::new("x", "x", "x-infra", t0());
+    for (pool, cluster) in [("ci", &lost), ("other", &stranger)] {
+        let target = Target { pool, spec: &ci.spec, cluster, now: w.now() };
+        w.cloud.provision(target).await.expect("machines");
+    }
+    let gone = Write::Delete(Key::Cluster(lost.id.clone()), Cond::Rev(lost.rev));
+    deps.store.write("ci", vec![gone]).await.expect("removed behind Apiary's back");
+
+    w.time.advance(REAP_EVERY);
+    let out = power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("a pass");
+    assert!(out.reaped.is_empty(), "a new orphan is left alone");
+    let seen = w.snapshot("ci").expect("pool").pool.status.orphans.expect("looked").seen;
+    assert_eq!(seen.keys().collect::<Vec<_>>(), [&lost.infra_id]);
+    let docs = w.metrics.documents();
+    assert!(docs.iter().any(|d| d["OrphansFound"] == 1.0 && d["OrphansReaped"] == 0.0), "{docs:?}");
+
+    w.time.advance(REAP_GRACE);
+    let out = power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("a pass");
+    assert_eq!(out.reaped, [lost.infra_id.clone()]);
+    w.time.advance(chrono::TimeDelta::minutes(5));
+    let states = |infra: &str| -> Vec<MachineState> {
+        w.cloud.machines().into_iter().filter(|m| m.infra_id == infra).map(|m| m.state).collect()
+    };
+    assert!(states(&lost.infra_id).iter().all(|s| *s == MachineState::Terminated), "{:?}", states(&lost.infra_id));
+    assert!(states("x-infra").iter().all(|s| *s == MachineState::Running), "another pool's machines stay");
+    assert!(w.metrics.documents().iter().any(|d| d["OrphansReaped"] == 1.0));
 }

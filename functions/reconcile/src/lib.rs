@@ -10,11 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use apiary_planner::power::needs_nudge;
-use apiary_planner::{plan, reaper, Action, Snapshot, Timestamp};
+use apiary_planner::{plan, reaper, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
-use apiary_ports::platform::{orphan, Target};
-use apiary_ports::store::{transactions, writes_for, Cond, Item, Write};
+use apiary_ports::store::{transactions, writes_for};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tracing::Instrument;
@@ -33,8 +32,6 @@ pub struct Outcome {
     pub power_messages: usize,
     /// The pool does not exist (any more).
     pub gone: bool,
-    /// InfraIds whose machines the reaper deprovisioned (their cluster is gone).
-    pub reaped: Vec<String>,
 }
 
 /// The reason of the sweep's periodic full pass: its reconciles also nudge every unsettled cluster.
@@ -99,7 +96,7 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         }
         // What was written stands even if a later write lost: its machines must be driven either way.
         for cluster in power {
-            deps.queue.power(&PowerMessage { pool: pool.to_owned(), cluster, check: None }, Duration::ZERO).await?;
+            deps.queue.power(&PowerMessage::nudge(pool, cluster), Duration::ZERO).await?;
             outcome.power_messages += 1;
         }
         match lost {
@@ -107,11 +104,9 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
                 // The snapshot now holds what the plan wrote: its status is the pool's as of now.
                 deps.metrics.emit(metrics::pool_status(&deps.config.stack, &snapshot, &plan.status, now));
                 if reaper::due(&snapshot, now) && snapshot.pool.deletion_requested_at.is_none() {
-                    match reap(deps, &mut snapshot, now).await {
-                        Ok(reaped) => outcome.reaped = reaped,
-                        // The next pass looks again: a failed look never fails the pool's reconcile.
-                        Err(e) => tracing::warn!(pool, error = %e, "the reaper's look failed"),
-                    }
+                    // The power function makes the pass: it is the one that reaches the pool's cloud.
+                    deps.queue.power(&PowerMessage::reap(pool), Duration::ZERO).await?;
+                    outcome.power_messages += 1;
                 }
                 return Ok(outcome);
             }
@@ -119,44 +114,6 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
             Some(e) => tracing::info!(pool, attempt = outcome.attempts, error = %e, "lost a condition; re-planning"),
         }
     }
-}
-
-/// The reaper's pass over the pool of `snapshot` ([`reaper`]): lists the machines that carry the pool's mark,
-/// remembers in the pool's status which belong to no cluster of it and since when (a write conditional on the
-/// pool's revision: a lost one waits for the next pass), and deprovisions those past their grace, each logged
-/// with its machines. The infraIds reaped.
-async fn reap(deps: &Deps, snapshot: &mut Snapshot, now: Timestamp) -> Result<Vec<String>> {
-    let (pool, spec) = (snapshot.pool.name.clone(), snapshot.pool.spec.clone());
-    let machinery = deps.platforms.of(&spec)?;
-    let Some(marked) = machinery.marked(&pool, &spec).await? else { return Ok(vec![]) };
-    let review = reaper::review(snapshot, marked.iter().map(|m| m.infra_id.as_str()), now);
-    let mut remembered = snapshot.pool.clone();
-    remembered.status.orphans = Some(review.orphans.clone());
-    remembered.rev += 1;
-    let write = Write::Put(Item::Pool(Box::new(remembered.clone())), Cond::Rev(snapshot.pool.rev));
-    deps.store.write(&pool, vec![write]).await?;
-    snapshot.pool = remembered;
-    for (infra_id, first_seen) in &review.orphans.seen {
-        let machines: Vec<&str> =
-            marked.iter().filter(|m| &m.infra_id == infra_id).map(|m| m.machine.as_str()).collect();
-        tracing::warn!(pool, infra_id, ?machines, %first_seen, "orphaned machines: no cluster of the pool has their infraId");
-    }
-    let mut reaped = vec![];
-    for infra_id in review.reap {
-        let first_seen = review.orphans.seen.get(&infra_id).copied().unwrap_or(now);
-        let cluster = orphan(&infra_id, first_seen);
-        let target = Target { pool: &pool, spec: &spec, cluster: &cluster, now };
-        match machinery.deprovision(target).await {
-            Ok(t) => {
-                tracing::warn!(pool, infra_id, %first_seen, remaining = t.remaining, refused = ?t.refused,
-                    "reaped orphaned machines: no cluster of the pool had their infraId for the grace period");
-                reaped.push(infra_id);
-            }
-            Err(e) => tracing::warn!(pool, infra_id, error = %e, "the orphaned machines could not be deprovisioned"),
-        }
-    }
-    deps.metrics.emit(metrics::orphans(&deps.config.stack, &pool, review.orphans.seen.len(), reaped.len(), now));
-    Ok(reaped)
 }
 
 fn log_action(pool: &str, action: &Action) {

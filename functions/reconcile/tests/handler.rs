@@ -4,12 +4,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use apiary_planner::machines::MachineState;
-use apiary_planner::reaper::{REAP_EVERY, REAP_GRACE};
-use apiary_planner::{Cluster, DesiredPower, Inventory, InventoryEntry, Timestamp};
-use apiary_ports::messages::ReconcileMessage;
-use apiary_ports::platform::{Provisioner, Target};
-use apiary_ports::store::{Cond, Key, Write};
+use apiary_planner::reaper::REAP_EVERY;
+use apiary_planner::{DesiredPower, Inventory, InventoryEntry, Timestamp};
+use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::Error;
 use apiary_testkit::fixtures::{aws_spec, pool};
 use apiary_testkit::hook::{Gate, Hook, Op};
@@ -48,14 +45,15 @@ async fn an_empty_pool_gets_its_clusters_the_oldest_running_and_each_a_power_mes
     let running = snap.clusters.iter().filter(|c| c.spec_power_state == Some(DesiredPower::Running)).count();
     assert_eq!(running, 1);
     assert_eq!(snap.pool.status.installing, 3, "the status was written");
-    let mut sent: Vec<String> = w.queue.take_power().into_iter().map(|m| m.cluster).collect();
+    let mut sent: Vec<String> = w.queue.take_power().into_iter().filter(|m| !m.reap).map(|m| m.cluster).collect();
     sent.sort();
     let mut ids: Vec<String> = snap.clusters.iter().map(|c| c.id.clone()).collect();
     ids.sort();
     assert_eq!(sent, ids, "one power message per new cluster");
     let gauges = w.metrics.documents();
     assert!(gauges.iter().any(|d| d["ClustersInstalling"] == 3.0), "{gauges:?}");
-    // Planned again with nothing changed: nothing to write, nothing to send.
+    // The reaper's pass it asked for is made; planned again with nothing changed: nothing to write, nothing to send.
+    power::power(&deps, &apiary_ports::messages::PowerMessage::reap("ci"), None).await.expect("the reaper's pass");
     let again = reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
     assert_eq!((again.writes, again.power_messages), (0, 0));
 }
@@ -161,41 +159,21 @@ async fn a_throttled_read_is_a_retryable_failure_of_that_pools_messages() {
     assert!(w.queue.messages(QueueName::Power).is_empty());
 }
 
-/// A cluster item removed behind Apiary's back (by hand, by a bug) leaves machines that no cluster owns. The
-/// reaper finds them by the pool's mark, leaves them alone for the grace period, then terminates them, and says
-/// so in a metric; the machines of another pool are never touched.
+/// The reaper's pass is made by the power function (it reaches the pool's cloud): a reconcile sends it a reap
+/// message when a pass is due, and none while the last is recent.
 #[tokio::test]
-async fn the_reaper_finds_the_machines_of_a_cluster_removed_behind_apiarys_back() {
+async fn a_reconcile_asks_the_power_function_for_the_reapers_pass_when_one_is_due() {
     let w = World::new(t0());
-    let ci = pool("ci", aws_spec(1, 0), t0());
-    w.put_pool(ci.clone());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
     let deps = w.default_deps(900);
     reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
-    let lost = w.snapshot("ci").expect("pool").clusters.remove(0);
-    let stranger = Cluster::new("x", "x", "x-infra", t0());
-    for (pool, cluster) in [("ci", &lost), ("other", &stranger)] {
-        let target = Target { pool, spec: &ci.spec, cluster, now: w.now() };
-        w.cloud.provision(target).await.expect("machines");
-    }
-    let gone = Write::Delete(Key::Cluster(lost.id.clone()), Cond::Rev(lost.rev));
-    deps.store.write("ci", vec![gone]).await.expect("removed behind Apiary's back");
-
-    w.time.advance(REAP_EVERY);
-    let out = reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
-    assert!(out.reaped.is_empty(), "a new orphan is left alone");
-    let seen = w.snapshot("ci").expect("pool").pool.status.orphans.expect("looked").seen;
-    assert_eq!(seen.keys().collect::<Vec<_>>(), [&lost.infra_id]);
-    let docs = w.metrics.documents();
-    assert!(docs.iter().any(|d| d["OrphansFound"] == 1.0 && d["OrphansReaped"] == 0.0), "{docs:?}");
-
-    w.time.advance(REAP_GRACE);
-    let out = reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
-    assert_eq!(out.reaped, [lost.infra_id.clone()]);
-    w.time.advance(chrono::TimeDelta::minutes(5));
-    let states = |infra: &str| -> Vec<MachineState> {
-        w.cloud.machines().into_iter().filter(|m| m.infra_id == infra).map(|m| m.state).collect()
-    };
-    assert!(states(&lost.infra_id).iter().all(|s| *s == MachineState::Terminated), "{:?}", states(&lost.infra_id));
-    assert!(states("x-infra").iter().all(|s| *s == MachineState::Running), "another pool's machines stay");
-    assert!(w.metrics.documents().iter().any(|d| d["OrphansReaped"] == 1.0));
+    let reaps = |w: &World| w.queue.take_power().into_iter().filter(|m| m.reap).count();
+    assert_eq!(reaps(&w), 1, "never looked: due");
+    power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the pass");
+    w.time.advance(REAP_EVERY / 2);
+    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert_eq!(reaps(&w), 0, "looked a quarter of an hour ago");
+    w.time.advance(REAP_EVERY / 2);
+    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert_eq!(reaps(&w), 1);
 }

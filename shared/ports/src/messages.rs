@@ -63,6 +63,22 @@ pub struct PowerMessage {
     /// (from a reconcile, the claim API or the sweep): see `apiary_planner::power::chain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<u64>,
+    /// Not about one cluster: the reaper's pass over the pool is due (`cluster` is empty). The power function
+    /// makes it, being the one that reaches the pool's cloud.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reap: bool,
+}
+
+impl PowerMessage {
+    /// A nudge of cluster `cluster` of `pool`: step it now.
+    pub fn nudge(pool: impl Into<String>, cluster: impl Into<String>) -> Self {
+        Self { pool: pool.into(), cluster: cluster.into(), check: None, reap: false }
+    }
+
+    /// The reaper's pass over `pool`.
+    pub fn reap(pool: impl Into<String>) -> Self {
+        Self { pool: pool.into(), cluster: String::new(), check: None, reap: true }
+    }
 }
 
 /// The sweep's input from its schedule. EventBridge Scheduler sends whatever the schedule's input says; the sweep

@@ -113,7 +113,7 @@ fn of_two_sweeps_deciding_at_once_one_records_the_full_pass() {
 }
 
 fn power(cluster: &str) -> PowerMessage {
-    PowerMessage { pool: "p".into(), cluster: cluster.into(), check: None }
+    PowerMessage::nudge("p", cluster)
 }
 
 #[test]
