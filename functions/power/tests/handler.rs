@@ -349,7 +349,7 @@ async fn the_reaper_finds_the_machines_of_a_cluster_removed_behind_apiarys_back(
 
     w.time.advance(REAP_GRACE);
     let out = power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("a pass");
-    assert_eq!(out.reaped, [lost.infra_id.clone()]);
+    assert_eq!(out.reaped, std::slice::from_ref(&lost.infra_id));
     w.time.advance(chrono::TimeDelta::minutes(5));
     let states = |infra: &str| -> Vec<MachineState> {
         w.cloud.machines().into_iter().filter(|m| m.infra_id == infra).map(|m| m.state).collect()
