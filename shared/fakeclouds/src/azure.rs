@@ -5,7 +5,8 @@
 //! scope ending in `/.default`), and under `/subscriptions/{s}`, paths case-insensitive as ARM's are, every call
 //! with a live bearer token and an `api-version`:
 //! - resource groups: `PUT`, `GET`, `DELETE` (202 with `Location`; the group and everything in it are gone after
-//!   `delete`), and the `operationresults` the `Location` names;
+//!   `delete`), and the `operationresults` the `Location` names; the subscription's list, filtered by tag
+//!   (`$filter=tagName eq 'K' and tagValue eq 'V'`), in pages with `nextLink`;
 //! - template deployments: `PUT` (201 with `Azure-AsyncOperation`), `GET`, and their `operationStatuses`;
 //! - virtual machines: the list of a resource group (pages of [`FakeAzure::set_page_size`] with an absolute
 //!   `nextLink`), `GET`, `instanceView`, and `POST start`, `deallocate`, `powerOff` (202 with
@@ -567,6 +568,7 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
     let name = |i: usize| original.get(i).copied().unwrap_or_default();
     match (req.method.as_str(), parts.as_slice()) {
         ("PUT", ["subscriptions", sub, "resourcegroups", _]) => put_group(&mut s, sub, name(3), &req),
+        ("GET", ["subscriptions", sub, "resourcegroups"]) => list_groups(&s, sub, &req),
         ("GET", ["subscriptions", sub, "resourcegroups", rg]) => match s.groups.get(&rg_key(sub, rg)) {
             Some(g) => Response::json(200, &s.rg_json(sub, g)),
             None => group_not_found(name(3)),
@@ -863,6 +865,63 @@ fn operation_status(s: &State, op: &str) -> Response {
         body["error"] = e;
     }
     Response::json(200, &body)
+}
+
+/// The subscription's resource groups, in pages, filtered as ARM filters them by tag:
+/// `$filter=tagName eq 'K' and tagValue eq 'V'` (or `tagName eq 'K'` alone); another filter is refused.
+fn list_groups(s: &State, sub: &str, req: &Request) -> Response {
+    let tag = match req.param("$filter") {
+        None => None,
+        Some(f) => match tag_filter(f) {
+            Some(t) => Some(t),
+            None => {
+                return error(
+                    400,
+                    "InvalidFilterInQueryString",
+                    &format!("Invalid $filter '{f}' specified in the query string."),
+                )
+            }
+        },
+    };
+    let all: Vec<&Rg> = s
+        .groups
+        .iter()
+        .filter(|((su, _), _)| su.as_str() == sub)
+        .map(|(_, rg)| rg)
+        .filter(|rg| match &tag {
+            None => true,
+            Some((k, v)) => rg.tags.get(k.as_str()).is_some_and(|t| v.as_ref().is_none_or(|v| t == v.as_str())),
+        })
+        .collect();
+    let from: usize = req.param("$skiptoken").and_then(|t| t.parse().ok()).unwrap_or(0);
+    let page: Vec<Value> = all.iter().skip(from).take(s.page_size).map(|rg| s.rg_json(sub, rg)).collect();
+    let mut body = json!({"value": page});
+    if from + s.page_size < all.len() {
+        let filter = req
+            .param("$filter")
+            .map(|f| format!("&$filter={}", form_urlencoded::byte_serialize(f.as_bytes()).collect::<String>()))
+            .unwrap_or_default();
+        body["nextLink"] = json!(format!(
+            "{}/subscriptions/{sub}/resourcegroups?api-version={}{filter}&$skiptoken={}",
+            s.base,
+            req.param(API_VERSION).unwrap_or_default(),
+            from + s.page_size
+        ));
+    }
+    Response::json(200, &body)
+}
+
+/// `tagName eq 'K'` with an optional ` and tagValue eq 'V'` (quotes doubled inside a literal): the tag and value.
+fn tag_filter(f: &str) -> Option<(String, Option<String>)> {
+    fn literal(text: &str, field: &str) -> Option<String> {
+        let rest = text.trim().strip_prefix(field)?.trim_start().strip_prefix("eq")?.trim();
+        let inner = rest.strip_prefix('\'')?.strip_suffix('\'')?;
+        Some(inner.replace("''", "'"))
+    }
+    match f.split_once(" and ") {
+        None => Some((literal(f, "tagName")?, None)),
+        Some((name, value)) => Some((literal(name, "tagName")?, Some(literal(value, "tagValue")?))),
+    }
 }
 
 fn list_vms(s: &State, sub: &str, rg: &str, req: &Request) -> Response {

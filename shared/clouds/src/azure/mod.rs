@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{AzurePlatform, Machine, Platform};
-use apiary_ports::platform::{Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
+use apiary_planner::{AzurePlatform, Machine, Platform, PoolSpec};
+use apiary_ports::platform::{Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -567,6 +567,36 @@ impl Provisioner for Azure {
             return Ok(Termination { remaining: 1, refused: vec![] });
         }
         Ok(Termination { remaining: 1, refused: vec![(group, message)] })
+    }
+
+    /// The resource groups tagged `apiary-pool = <pool>` (one filtered list of the subscription's groups, every
+    /// page), by the infraId of their cluster tag; groups already being deleted are left out.
+    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+        let Platform::Azure(az) = &spec.platform else {
+            return Err(Error::Config(format!("the Azure platform was given a {} pool", spec.platform.kind())));
+        };
+        let filter = format!("tagName eq 'apiary-pool' and tagValue eq '{}'", pool.replace('\'', "''"));
+        let first = format!(
+            "{}/subscriptions/{}/resourcegroups?api-version={RESOURCES_API}&$filter={}",
+            self.endpoint,
+            escape(&az.subscription_id),
+            escape(&filter)
+        );
+        let groups = self.list("resources:resourceGroups.list", az, first).await?;
+        let prefix = cluster_tag("");
+        Ok(Some(
+            groups
+                .into_iter()
+                .filter(|g| g["properties"]["provisioningState"] != "Deleting")
+                .filter_map(|g| {
+                    let tags = g["tags"].as_object()?;
+                    let infra_id = tags.iter().find_map(|(k, v)| {
+                        (v == "owned").then(|| k.strip_prefix(&prefix)).flatten().map(str::to_owned)
+                    })?;
+                    Some(Marked { infra_id, machine: g["name"].as_str()?.to_owned() })
+                })
+                .collect(),
+        ))
     }
 }
 

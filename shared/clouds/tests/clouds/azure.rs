@@ -11,7 +11,7 @@ use apiary_clouds::http::Http;
 use apiary_fakeclouds::azure::{FakeAzure, Timings};
 use apiary_planner::power::Install;
 use apiary_planner::{AzurePlatform, Platform};
-use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner};
+use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner, Target};
 use serde_json::json;
 
 const SUB: &str = "00000000-0000-0000-0000-0000000000aa";
@@ -366,4 +366,32 @@ async fn each_vm_has_its_nics_private_address_and_its_public_one_while_allocated
     w.fake.advance(Duration::from_secs(31));
     let deallocated = w.azure.machine_addresses(w.aim.target()).await.expect("addresses");
     assert!(deallocated.iter().all(|m| m.private_ip.is_some() && m.public_ip.is_none()), "{deallocated:?}");
+}
+
+/// The reaper's look: one list of the subscription's resource groups filtered by the pool's `apiary-pool` tag,
+/// every page, each group by the infraId of its cluster tag; another pool's groups, unmarked ones and groups
+/// already being deleted are not listed.
+#[tokio::test]
+async fn the_reaper_lists_the_pools_resource_groups_by_tag_across_pages() {
+    let mut w = World::new(1).await;
+    for (cluster, infra) in [("ci-1", "ci-aaaaa"), ("ci-2", "ci-bbbbb"), ("ci-3", "ci-ccccc")] {
+        w.aim.cluster = apiary_planner::Cluster::new(cluster, cluster, infra, w.aim.cluster.created_at);
+        assert!(matches!(w.azure.provision(w.aim.target()).await.expect("call"), Provision::Accepted { .. }));
+    }
+    w.aim.cluster = apiary_planner::Cluster::new("else-1", "else", "else-zzzzz", w.aim.cluster.created_at);
+    let elsewhere = Target { pool: "else-pool", ..w.aim.target() };
+    assert!(matches!(w.azure.provision(elsewhere).await.expect("call"), Provision::Accepted { .. }));
+    w.fake.add_resource_group(SUB, "hand-made-rg", "westeurope");
+    w.aim.cluster = apiary_planner::Cluster::new("ci-3", "ci-3", "ci-ccccc", w.aim.cluster.created_at);
+    w.azure.deprovision(w.aim.target()).await.expect("deleting");
+    w.fake.set_page_size(1);
+    w.fake.take_log();
+    let marked = w.azure.marked("ci-pool", &w.aim.spec).await.expect("list").expect("Azure lists what it made");
+    let found: Vec<(String, String)> = marked.into_iter().map(|m| (m.infra_id, m.machine)).collect();
+    assert_eq!(
+        found,
+        [("ci-aaaaa".to_owned(), "ci-aaaaa-rg".to_owned()), ("ci-bbbbb".to_owned(), "ci-bbbbb-rg".to_owned())]
+    );
+    let log = w.fake.take_log();
+    assert!(log.len() >= 2 && log.iter().all(|l| l.contains("/resourcegroups")), "{log:?}");
 }
