@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{ActuatorCall, Install, Termination};
-use apiary_planner::{Machine, Platform, VspherePlatform};
-use apiary_ports::platform::{Actuator, Machines, Nodes, Provision, Provisioner, Refused, Target};
+use apiary_planner::{Machine, Platform, PoolSpec, VspherePlatform};
+use apiary_ports::platform::{Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -52,6 +52,17 @@ pub const CLONE_GRACE: chrono::TimeDelta = chrono::TimeDelta::minutes(15);
 /// The tag category openshift-install makes for a cluster.
 pub fn category_name(infra_id: &str) -> String {
     format!("openshift-{infra_id}")
+}
+
+/// What a category Apiary makes says of itself: the cluster and the pool it was made for (the reaper finds a
+/// pool's categories by it, [`pool_of`]).
+pub fn category_description(cluster: &str, pool: &str) -> String {
+    format!("Added by Apiary for cluster {cluster} of pool {pool}")
+}
+
+/// The pool a category Apiary made names in its description; `None` for any other category.
+pub fn pool_of(description: &str) -> Option<&str> {
+    description.strip_prefix("Added by Apiary for cluster ")?.rsplit_once(" of pool ").map(|(_, pool)| pool)
 }
 
 /// The name of machine `n` of a cluster.
@@ -136,7 +147,7 @@ pub struct Vsphere {
     /// `root kind scope name` → id, for inventory and tag lookups.
     ids: Mutex<HashMap<String, String>>,
     /// `root category-id` → the category's name.
-    categories: Mutex<HashMap<String, String>>,
+    categories: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl Vsphere {
@@ -289,7 +300,7 @@ impl Vsphere {
             let url = format!("{}/api/cis/tagging/category", vc.root);
             let body = json!({
                 "name": wanted,
-                "description": format!("Added by Apiary for cluster {} of pool {}", t.cluster.id, t.pool),
+                "description": category_description(&t.cluster.id, t.pool),
                 "cardinality": "SINGLE",
                 "associable_types": ["VirtualMachine", "ResourcePool", "Folder", "Datastore", "StoragePod"],
             });
@@ -320,26 +331,37 @@ impl Vsphere {
 
     /// The id of the category named `name`: the list of ids, each new id's name read once per process.
     async fn find_category(&self, vc: &Vc<'_>, name: &str) -> Result<Option<String>> {
-        let ids: Vec<String> =
-            self.get("vsphere:category.list", vc, &format!("{}/api/cis/tagging/category", vc.root)).await?;
-        for id in ids {
-            let key = format!("{} {id}", vc.root);
-            let known = self.categories.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
-            let found = match known {
-                Some(n) => n,
-                None => {
-                    let url = format!("{}/api/cis/tagging/category/{}", vc.root, escape(&id));
-                    let c: Value = self.get("vsphere:category.get", vc, &url).await?;
-                    let n = c["name"].as_str().unwrap_or_default().to_owned();
-                    self.categories.lock().unwrap_or_else(|e| e.into_inner()).insert(key, n.clone());
-                    n
-                }
-            };
-            if found == name {
+        for id in self.category_ids(vc).await? {
+            if self.category(vc, &id).await?.is_some_and(|(found, _)| found == name) {
                 return Ok(Some(id));
             }
         }
         Ok(None)
+    }
+
+    async fn category_ids(&self, vc: &Vc<'_>) -> Result<Vec<String>> {
+        self.get("vsphere:category.list", vc, &format!("{}/api/cis/tagging/category", vc.root)).await
+    }
+
+    /// The name and description of category `id`, read once per process; `None` when it is gone.
+    async fn category(&self, vc: &Vc<'_>, id: &str) -> Result<Option<(String, String)>> {
+        let key = format!("{} {id}", vc.root);
+        if let Some(known) = self.categories.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned() {
+            return Ok(Some(known));
+        }
+        let url = format!("{}/api/cis/tagging/category/{}", vc.root, escape(id));
+        let answer = self.call("vsphere:category.get", vc, |c| c.get(&url)).await?;
+        if answer.status == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !answer.is_success() {
+            return Err(Error::service("vsphere:category.get", api_error(&answer).1, false));
+        }
+        let c: Value = answer.json("vsphere:category.get")?;
+        let field = |f: &str| c[f].as_str().unwrap_or_default().to_owned();
+        let both = (field("name"), field("description"));
+        self.categories.lock().unwrap_or_else(|e| e.into_inner()).insert(key, both.clone());
+        Ok(Some(both))
     }
 
     async fn find_tag(&self, vc: &Vc<'_>, category: &str, name: &str) -> Result<Option<String>> {
@@ -763,6 +785,29 @@ impl Provisioner for Vsphere {
         }
         Ok(Termination { remaining: 0, refused: vec![] })
     }
+
+    /// The tag categories Apiary made for the pool's clusters (`openshift-<infraId>`, its description naming the
+    /// pool): one list of the categories, each new one read once per process. A cluster's VMs are found through
+    /// its category (its tag, and its clones in the pool's folder) when the orphan is deprovisioned; the category
+    /// is deleted only once no clone of it is left or still running, so it outlives every VM it stands for.
+    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+        let Platform::Vsphere(vs) = &spec.platform else {
+            return Err(Error::Config(format!("the vSphere platform was given a {} pool", spec.platform.kind())));
+        };
+        let vc = self.vc(vs)?;
+        let prefix = category_name("");
+        let mut marked = vec![];
+        for id in self.category_ids(&vc).await? {
+            let Some((name, description)) = self.category(&vc, &id).await? else { continue };
+            if pool_of(&description) != Some(pool) {
+                continue;
+            }
+            if let Some(infra_id) = name.strip_prefix(&prefix).filter(|i| !i.is_empty()) {
+                marked.push(Marked { infra_id: infra_id.to_owned(), machine: name.clone() });
+            }
+        }
+        Ok(Some(marked))
+    }
 }
 
 #[cfg(test)]
@@ -783,6 +828,12 @@ mod tests {
         assert_eq!(tasks_of(h.as_deref()), [(0, "task-1".to_owned()), (2, "task-3".to_owned())]);
         assert_eq!(handle_of(&[]), None);
         assert!(tasks_of(Some("garbage")).is_empty());
+    }
+
+    #[test]
+    fn a_category_names_its_pool_and_no_other_category_does() {
+        assert_eq!(pool_of(&category_description("ci-abcde", "ci")), Some("ci"));
+        assert_eq!(pool_of("Added by openshift-install"), None);
     }
 
     #[test]

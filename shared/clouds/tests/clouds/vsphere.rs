@@ -377,3 +377,30 @@ async fn each_vm_has_the_address_its_guest_reports_once_its_tools_run() {
     }
     assert_ne!(machines[0].private_ip, machines[1].private_ip);
 }
+
+/// The reaper's look: the tag categories Apiary made for the pool's clusters (their description names the pool),
+/// one list, each category read once per process; another pool's categories and vCenter's own are not listed.
+/// An orphan found so is deprovisioned through its category: its VMs, tagged or not, then the category.
+#[tokio::test]
+async fn the_reaper_finds_the_pools_clusters_by_their_categories_and_deprovisions_an_orphan() {
+    let mut w = World::new(2).await;
+    w.installed().await;
+    let mine = w.aim.cluster.clone();
+    w.aim.cluster = apiary_planner::Cluster::new("else-1", "else", "else-zzzzz", mine.created_at);
+    let elsewhere = Target { pool: "else-pool", ..w.aim.target() };
+    assert!(matches!(w.vsphere.provision(elsewhere).await.expect("call"), Provision::Accepted { .. }));
+    w.fake.take_log();
+    let marked = w.vsphere.marked("ci-pool", &w.aim.spec).await.expect("list").expect("vSphere lists what it made");
+    let found: Vec<(String, String)> = marked.into_iter().map(|m| (m.infra_id, m.machine)).collect();
+    assert_eq!(found, [(INFRA.to_owned(), category_name(INFRA))]);
+    w.fake.take_log();
+    w.vsphere.marked("ci-pool", &w.aim.spec).await.expect("again");
+    let log = w.fake.take_log();
+    assert_eq!(log.len(), 1, "each category is read once: a second look lists them only: {log:?}");
+
+    let orphan = apiary_ports::platform::orphan(INFRA, mine.created_at);
+    let target = Target { cluster: &orphan, ..w.aim.target() };
+    assert_eq!(w.vsphere.deprovision(target).await.expect("reaped").remaining, 0);
+    assert!(w.powers().is_empty(), "{:?}", w.fake.vms());
+    assert_eq!(w.fake.categories(), [category_name("else-zzzzz")], "the orphan's category went with its VMs");
+}
