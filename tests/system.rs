@@ -130,7 +130,7 @@ async fn the_reaper_lists_a_pools_instances_by_its_tag_and_no_other_pools() {
     s.converged("else", 1, 0).await;
     let spec: apiary_planner::PoolSpec = serde_json::from_value(aws_pool(2, 0)).expect("spec");
     let ec2 = s.deps.platforms.of(&spec).expect("EC2");
-    let marked = ec2.marked("mark", &spec).await.expect("listed").expect("EC2 lists what it made");
+    let marked = ec2.marked("mark", &spec, chrono::Utc::now()).await.expect("listed").expect("EC2 lists what it made");
     assert_eq!(marked.len(), 4, "two clusters of two machines: {marked:?}");
     let listed: BTreeSet<&str> = marked.iter().map(|m| m.infra_id.as_str()).collect();
     let known: BTreeSet<&str> = clusters.iter().filter_map(|c| c["infraId"].as_str()).collect();

@@ -29,7 +29,7 @@ pub async fn pass(deps: &Deps, pool: &str) -> Result<Vec<String>> {
 async fn reap(deps: &Deps, snapshot: &mut Snapshot, now: Timestamp) -> Result<Vec<String>> {
     let (pool, spec) = (snapshot.pool.name.clone(), snapshot.pool.spec.clone());
     let machinery = deps.platforms.of(&spec)?;
-    let Some(marked) = machinery.marked(&pool, &spec).await? else { return Ok(vec![]) };
+    let Some(marked) = machinery.marked(&pool, &spec, now).await? else { return Ok(vec![]) };
     let review = reaper::review(snapshot, marked.iter().map(|m| m.infra_id.as_str()), now);
     let mut remembered = snapshot.pool.clone();
     remembered.status.orphans = Some(review.orphans.clone());

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{AwsPlatform, Machine, Platform, PoolSpec};
+use apiary_planner::{AwsPlatform, Machine, Platform, PoolSpec, Timestamp};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
     DeviceType, Filter, InstanceStateName, LaunchTemplateSpecification, ResourceType, SummaryStatus, Tag,
@@ -387,7 +387,7 @@ impl Provisioner for Ec2Platform {
 
     /// The instances tagged `apiary:pool = <pool>` (one filtered DescribeInstances, all pages), by the infraId of
     /// their cluster tag.
-    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+    async fn marked(&self, pool: &str, spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
         let client = self.client(spec)?;
         let instances = self.tagged(&client, POOL_TAG, pool).await?;
         Ok(Some(instances.into_iter().filter_map(|i| Some(Marked { infra_id: i.infra_id?, machine: i.id })).collect()))

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{ActuatorCall, Install, Termination};
-use apiary_planner::{Machine, Platform, PoolSpec, VspherePlatform};
+use apiary_planner::{Machine, Platform, PoolSpec, Timestamp, VspherePlatform};
 use apiary_ports::platform::{Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
@@ -790,7 +790,7 @@ impl Provisioner for Vsphere {
     /// pool): one list of the categories, each new one read once per process. A cluster's VMs are found through
     /// its category (its tag, and its clones in the pool's folder) when the orphan is deprovisioned; the category
     /// is deleted only once no clone of it is left or still running, so it outlives every VM it stands for.
-    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+    async fn marked(&self, pool: &str, spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
         let Platform::Vsphere(vs) = &spec.platform else {
             return Err(Error::Config(format!("the vSphere platform was given a {} pool", spec.platform.kind())));
         };

@@ -9,6 +9,8 @@
 //!   `Provisioning` is under way; `Failed` fails the attempt with the installer's message; `Ready` is installed,
 //!   with the infraId and the outputs the installer names (which the planner checks before it takes them).
 //! - Deprovision: `DELETE {url}/clusters/{id}` until it answers `404` or `410`.
+//! - List (the reaper's look): `GET {url}/clusters?pool={pool}`, every cluster the installer holds for the pool;
+//!   one that no cluster of the pool has is an orphan, removed after the pool's grace. Optional for an installer.
 //!
 //! 429 and 5xx answers are retried by the shared client (honouring `Retry-After`); a `401`/`403` means the
 //! receiver refused the signature (a wrong or rotated key): the key is read again once, then the step fails with
@@ -17,8 +19,8 @@
 use std::collections::BTreeMap;
 
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::WebhookProvisioner;
-use apiary_ports::platform::{Provision, Provisioner, Target};
+use apiary_planner::{PoolSpec, Timestamp, WebhookProvisioner};
+use apiary_ports::platform::{Marked, Provision, Provisioner, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -89,16 +91,29 @@ impl Webhook {
 
     /// Sends one signed request about the cluster of `t`; a refused signature reads the key again once.
     async fn send(&self, op: &'static str, method: Method, t: Target<'_>, body: Option<Vec<u8>>) -> Result<Answer> {
-        let hook = webhook(t)?;
+        let hook = webhook(t.spec, t.pool)?;
         let url = format!("{}/clusters/{}", hook.url.trim_end_matches('/'), escape(&t.cluster.id));
         // Stable across retries of one request (a receiver may de-duplicate by it), different for each attempt.
         let id = format!("{}.{}.{}", t.cluster.id, op.rsplit('.').next().unwrap_or(op), t.attempt());
-        let timestamp = t.now.timestamp();
-        let body = body.unwrap_or_default();
+        self.signed(op, method, hook, &url, &id, t.now.timestamp(), body.unwrap_or_default()).await
+    }
+
+    /// Sends one request signed as `id` at `timestamp`; a refused signature reads the key again once.
+    #[allow(clippy::too_many_arguments)]
+    async fn signed(
+        &self,
+        op: &'static str,
+        method: Method,
+        hook: &WebhookProvisioner,
+        url: &str,
+        id: &str,
+        timestamp: i64,
+        body: Vec<u8>,
+    ) -> Result<Answer> {
         // A key that cannot sign is named (by its secret's ARN) before anything is sent.
         let key = || async {
             let key = self.secrets.get(&hook.secret).await?.expose().to_owned();
-            match sign(&key, &id, timestamp, &body) {
+            match sign(&key, id, timestamp, &body) {
                 Ok(_) => Ok(key),
                 Err(why) => Err(Error::service(op, format!("the signing key in {} {why}", hook.secret), false)),
             }
@@ -111,11 +126,11 @@ impl Webhook {
                 || self.secrets.forget(&hook.secret),
                 |c, key| {
                     let mut request = c
-                        .request(method.clone(), &url)
+                        .request(method.clone(), url)
                         .header("content-type", "application/json")
-                        .header("webhook-id", &id)
+                        .header("webhook-id", id)
                         .header("webhook-timestamp", timestamp.to_string());
-                    if let Ok(signature) = sign(key, &id, timestamp, &body) {
+                    if let Ok(signature) = sign(key, id, timestamp, &body) {
                         request = request.header("webhook-signature", signature);
                     }
                     request.body(body.clone())
@@ -131,12 +146,31 @@ impl Webhook {
 }
 
 /// The pool's webhook.
-fn webhook<'a>(t: Target<'a>) -> Result<&'a WebhookProvisioner> {
-    t.spec
-        .provisioner
+fn webhook<'a>(spec: &'a PoolSpec, pool: &str) -> Result<&'a WebhookProvisioner> {
+    spec.provisioner
         .as_ref()
         .and_then(|p| p.webhook.as_ref())
-        .ok_or_else(|| Error::Config(format!("pool {} names no webhook provisioner", t.pool)))
+        .ok_or_else(|| Error::Config(format!("pool {pool} names no webhook provisioner")))
+}
+
+/// The installer's answer to `GET {url}/clusters?pool=`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterList {
+    /// Every cluster the installer holds for the pool, being removed ones included.
+    #[serde(default)]
+    pub clusters: Vec<ListedCluster>,
+}
+
+/// One cluster of a [`ClusterList`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedCluster {
+    /// The cluster's id, as Apiary named it in `PUT {url}/clusters/{id}`.
+    pub id: String,
+    /// `Provisioning`, `Ready`, `Failed`, `Deprovisioning`.
+    #[serde(default)]
+    pub state: String,
 }
 
 /// The Standard Webhooks signature of one request: `v1,` and the base64 of HMAC-SHA256 over
@@ -225,6 +259,27 @@ impl Provisioner for Webhook {
                 Termination { remaining: 1, refused: vec![("installer".to_owned(), why)] }
             }
         })
+    }
+    /// The clusters the installer holds for the pool (`GET {url}/clusters?pool=`), each by the cluster id Apiary
+    /// gave it: the reaper takes one that no cluster of the pool has for an orphan, and removes it with
+    /// `DELETE {url}/clusters/{id}`. An installer that does not list (404, 405, 501) has nothing to look at.
+    async fn marked(&self, pool: &str, spec: &PoolSpec, now: Timestamp) -> Result<Option<Vec<Marked>>> {
+        let op = "webhook.ListClusters";
+        let hook = webhook(spec, pool)?;
+        let url = format!("{}/clusters?pool={}", hook.url.trim_end_matches('/'), escape(pool));
+        let answer = self
+            .signed(op, Method::GET, hook, &url, &format!("{pool}.list.{}", now.timestamp()), now.timestamp(), vec![])
+            .await?;
+        if matches!(answer.status, StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_IMPLEMENTED)
+        {
+            tracing::debug!(pool, status = %answer.status, "the installer does not list its clusters");
+            return Ok(None);
+        }
+        if !answer.is_success() {
+            return Err(Error::service(op, format!("unexpected answer {}: {}", answer.status, answer.text()), false));
+        }
+        let list: ClusterList = answer.json(op)?;
+        Ok(Some(list.clusters.into_iter().map(|c| Marked { infra_id: c.id.clone(), machine: c.id }).collect()))
     }
 }
 

@@ -49,6 +49,7 @@ pub struct Settings {
 }
 
 struct Record {
+    pool: String,
     attempt: u32,
     infra_id: String,
     name: String,
@@ -171,6 +172,7 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
     }
     let segments: Vec<&str> = req.path.split('/').filter(|p| !p.is_empty()).collect();
     let id = match segments.as_slice() {
+        ["apiary", "clusters"] if req.method == "GET" => return list(&s, req.param("pool").unwrap_or_default()),
         ["apiary", "clusters", id] => (*id).to_owned(),
         _ => return Response::json(404, &json!({"message": format!("no route {}", req.path)})),
     };
@@ -234,6 +236,7 @@ fn install(s: &mut State, id: &str, body: &Value) -> Response {
     let labels = BTreeMap::from([(label(&infra_id), "owned".to_owned())]);
     s.settings.gcp.launch(&s.settings.project, &s.settings.zone, &names, &labels);
     let record = Record {
+        pool: body["pool"].as_str().unwrap_or_default().to_owned(),
         attempt,
         infra_id,
         name: name.to_owned(),
@@ -244,6 +247,20 @@ fn install(s: &mut State, id: &str, body: &Value) -> Response {
     };
     s.records.insert(id.to_owned(), record);
     answer(s, id)
+}
+
+/// Every cluster held for `pool`, with where it stands.
+fn list(s: &State, pool: &str) -> Response {
+    let clusters: Vec<Value> = s
+        .records
+        .iter()
+        .filter(|(_, r)| r.pool == pool)
+        .map(|(id, r)| {
+            let state = if r.removing { "Deprovisioning" } else { "Provisioning" };
+            json!({"id": id, "state": state, "infraId": r.infra_id})
+        })
+        .collect();
+    Response::json(200, &json!({ "clusters": clusters }))
 }
 
 fn look(s: &mut State, id: &str) -> Response {

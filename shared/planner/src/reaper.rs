@@ -64,10 +64,12 @@ pub fn due(snapshot: &Snapshot, now: Timestamp) -> bool {
     last.is_none_or(|t| now - t >= every * 9 / 10)
 }
 
-/// The pass at `now` over `listed`, the infraIds of the machines that carry the pool's mark.
+/// The pass at `now` over `listed`, the infraIds of the machines that carry the pool's mark (or, from an
+/// installer, the ids of the clusters it holds).
 pub fn review<'a>(snapshot: &Snapshot, listed: impl IntoIterator<Item = &'a str>, now: Timestamp) -> Review {
     let (_, grace) = settings(&snapshot.pool.spec);
-    let known: BTreeSet<&str> = snapshot.clusters.iter().map(|c| c.infra_id.as_str()).collect();
+    // An installer keys what it holds by the cluster's id, the clouds by its infraId: either names a known cluster.
+    let known: BTreeSet<&str> = snapshot.clusters.iter().flat_map(|c| [c.infra_id.as_str(), c.id.as_str()]).collect();
     let before = snapshot.pool.status.orphans.as_ref().map(|o| &o.seen);
     let seen: BTreeMap<String, Timestamp> = listed
         .into_iter()

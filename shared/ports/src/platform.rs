@@ -181,10 +181,10 @@ pub trait Provisioner: Send + Sync {
     /// Terminates the machines: how many are left, and which the cloud refused to terminate.
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination>;
     /// Every machine on the pool's platform that carries the mark Apiary gives what it makes for pool `pool`,
-    /// whatever cluster it was made for: one filtered list (the reaper's look for orphans). `None`: this
+    /// whatever cluster it was made for: one filtered list (the reaper's look for orphans; `now` signs what needs it). `None`: this
     /// provisioner cannot list what it made, and the reaper has nothing to look at.
-    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
-        let _ = (pool, spec);
+    async fn marked(&self, pool: &str, spec: &PoolSpec, now: Timestamp) -> Result<Option<Vec<Marked>>> {
+        let _ = (pool, spec, now);
         Ok(None)
     }
 }
@@ -192,7 +192,8 @@ pub trait Provisioner: Send + Sync {
 /// A machine carrying Apiary's mark for a pool, as [`Provisioner::marked`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Marked {
-    /// The infraId of the cluster it was made for.
+    /// The infraId of the cluster it was made for (for an installer, which keys what it holds by the cluster's
+    /// id, that id).
     pub infra_id: String,
     /// The machine (an instance id, a VM's name, a resource group).
     pub machine: String,
@@ -311,8 +312,8 @@ impl Provisioner for Composed {
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
         self.provisioner().deprovision(t).await
     }
-    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
-        self.provisioner().marked(pool, spec).await
+    async fn marked(&self, pool: &str, spec: &PoolSpec, now: Timestamp) -> Result<Option<Vec<Marked>>> {
+        self.provisioner().marked(pool, spec, now).await
     }
 }
 

@@ -389,7 +389,7 @@ impl Provisioner for Cloud {
     }
 
     /// The machines tagged `apiary:pool = pool` that are not gone: one DescribeInstances with a tag filter.
-    async fn marked(&self, pool: &str, _spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+    async fn marked(&self, pool: &str, _spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
         enter(self.hook.as_ref(), Op::Describe).await?;
         self.count("describe");
         let now = self.time.now();

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{AzurePlatform, Machine, Platform, PoolSpec};
+use apiary_planner::{AzurePlatform, Machine, Platform, PoolSpec, Timestamp};
 use apiary_ports::platform::{Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
@@ -571,7 +571,7 @@ impl Provisioner for Azure {
 
     /// The resource groups tagged `apiary-pool = <pool>` (one filtered list of the subscription's groups, every
     /// page), by the infraId of their cluster tag; groups already being deleted are left out.
-    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+    async fn marked(&self, pool: &str, spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
         let Platform::Azure(az) = &spec.platform else {
             return Err(Error::Config(format!("the Azure platform was given a {} pool", spec.platform.kind())));
         };

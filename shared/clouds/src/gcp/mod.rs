@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{GcpPlatform, Machine, Platform, PoolSpec};
+use apiary_planner::{GcpPlatform, Machine, Platform, PoolSpec, Timestamp};
 use apiary_ports::platform::{
     client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target,
 };
@@ -463,7 +463,7 @@ impl Provisioner for Gcp {
     }
 
     /// The instances labelled `apiary-pool = <pool>` in every zone, by the infraId of their cluster label.
-    async fn marked(&self, pool: &str, spec: &PoolSpec) -> Result<Option<Vec<Marked>>> {
+    async fn marked(&self, pool: &str, spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
         let Platform::Gcp(gcp) = &spec.platform else {
             return Err(Error::Config(format!("the GCP platform was given a {} pool", spec.platform.kind())));
         };

@@ -386,7 +386,12 @@ async fn the_reaper_lists_the_pools_resource_groups_by_tag_across_pages() {
     w.azure.deprovision(w.aim.target()).await.expect("deleting");
     w.fake.set_page_size(1);
     w.fake.take_log();
-    let marked = w.azure.marked("ci-pool", &w.aim.spec).await.expect("list").expect("Azure lists what it made");
+    let marked = w
+        .azure
+        .marked("ci-pool", &w.aim.spec, w.aim.cluster.created_at)
+        .await
+        .expect("list")
+        .expect("Azure lists what it made");
     let found: Vec<(String, String)> = marked.into_iter().map(|m| (m.infra_id, m.machine)).collect();
     assert_eq!(
         found,

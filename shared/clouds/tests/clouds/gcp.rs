@@ -292,7 +292,8 @@ async fn the_reaper_lists_the_pools_instances_by_label_across_zones_and_pages() 
     w.fake.add_instance(PROJECT, "europe-west1-b", "other-0", "RUNNING", &elsewhere);
     w.fake.add_instance(PROJECT, "europe-west1-b", "ci-x7k2p-extra", "RUNNING", &[]);
     w.fake.take_log();
-    let marked = w.gcp.marked("gcp-ci", &w.spec).await.expect("list").expect("GCP lists what it made");
+    let marked =
+        w.gcp.marked("gcp-ci", &w.spec, w.cluster.created_at).await.expect("list").expect("GCP lists what it made");
     let mut found: Vec<(String, String)> = marked.into_iter().map(|m| (m.infra_id, m.machine)).collect();
     found.sort();
     let want = ["ci-x7k2p-0", "ci-x7k2p-1", "ci-x7k2p-2"].map(|n| ("ci-x7k2p".to_owned(), n.to_owned()));

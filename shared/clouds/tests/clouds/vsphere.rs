@@ -390,11 +390,16 @@ async fn the_reaper_finds_the_pools_clusters_by_their_categories_and_deprovision
     let elsewhere = Target { pool: "else-pool", ..w.aim.target() };
     assert!(matches!(w.vsphere.provision(elsewhere).await.expect("call"), Provision::Accepted { .. }));
     w.fake.take_log();
-    let marked = w.vsphere.marked("ci-pool", &w.aim.spec).await.expect("list").expect("vSphere lists what it made");
+    let marked = w
+        .vsphere
+        .marked("ci-pool", &w.aim.spec, w.aim.cluster.created_at)
+        .await
+        .expect("list")
+        .expect("vSphere lists what it made");
     let found: Vec<(String, String)> = marked.into_iter().map(|m| (m.infra_id, m.machine)).collect();
     assert_eq!(found, [(INFRA.to_owned(), category_name(INFRA))]);
     w.fake.take_log();
-    w.vsphere.marked("ci-pool", &w.aim.spec).await.expect("again");
+    w.vsphere.marked("ci-pool", &w.aim.spec, w.aim.cluster.created_at).await.expect("again");
     let log = w.fake.take_log();
     assert_eq!(log.len(), 1, "each category is read once: a second look lists them only: {log:?}");
 

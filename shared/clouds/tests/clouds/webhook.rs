@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::support::installer::{World, INSTALL, KEY, KEY_ARN, PROJECT};
 use apiary_planner::power::Install;
-use apiary_ports::platform::Provision;
+use apiary_ports::platform::{Provision, Target};
 
 #[tokio::test]
 async fn the_installer_installs_and_the_platform_powers_the_machines_it_names() {
@@ -148,4 +148,34 @@ fn the_contract_document_describes_what_apiary_sends_and_reads() {
     let mut documented = keys("ClusterState");
     documented.sort();
     assert_eq!(read, documented, "every field read is documented, and only those");
+    assert!(doc["paths"]["/clusters"]["get"].is_object(), "the reaper's list");
+    let listed = apiary_clouds::webhook::ListedCluster { id: "c".into(), state: "Ready".into() };
+    let read: Vec<String> =
+        serde_json::to_value(&listed).expect("json").as_object().expect("object").keys().cloned().collect();
+    let item = &doc["components"]["schemas"]["ClusterList"]["properties"]["clusters"]["items"]["properties"];
+    let mut documented: Vec<String> = item.as_object().expect("properties").keys().cloned().collect();
+    documented.sort();
+    assert_eq!(read, documented, "every listed field read is documented, and only those");
+}
+
+/// The reaper's look through an installer: `GET /clusters?pool=` lists what it holds for the pool by the ids
+/// Apiary gave them, signed as every request is; an orphan is removed with the contract's DELETE.
+#[tokio::test]
+async fn the_installer_lists_the_pools_clusters_and_an_orphan_is_removed_through_it() {
+    let mut w = World::new(KEY).await;
+    w.machinery.provision(w.target()).await.expect("put");
+    let elsewhere =
+        Target { pool: "other", cluster: &apiary_planner::Cluster::new("x-1", "x", "x", w.now), ..w.target() };
+    w.machinery.provision(elsewhere).await.expect("put");
+    w.later(INSTALL);
+    let listed = w.machinery.marked("gcp-ci", &w.spec, w.now).await.expect("list").expect("the installer lists");
+    let ids: Vec<&str> = listed.iter().map(|m| m.infra_id.as_str()).collect();
+    assert_eq!(ids, ["ci-abcde"], "the pool's clusters only, by id");
+    let orphan = apiary_ports::platform::orphan("ci-abcde", w.now);
+    w.machinery.deprovision(Target { cluster: &orphan, ..w.target() }).await.expect("delete");
+    w.later(Duration::from_secs(30));
+    let gone = w.machinery.deprovision(Target { cluster: &orphan, ..w.target() }).await.expect("delete");
+    assert_eq!(gone.remaining, 0);
+    let left = w.machinery.marked("gcp-ci", &w.spec, w.now).await.expect("list").expect("the installer lists");
+    assert!(left.is_empty(), "{left:?}");
 }
