@@ -2,6 +2,7 @@
 //! (the reconcile sends one when a pass is due): the power function is the one that reaches the pool's cloud.
 
 use apiary_planner::{reaper, Snapshot, Timestamp};
+use apiary_ports::messages::ReconcileMessage;
 use apiary_ports::metrics;
 use apiary_ports::platform::{orphan, Target};
 use apiary_ports::store::{Cond, Item, Write};
@@ -12,24 +13,31 @@ use apiary_ports::{Deps, Error, Result};
 pub async fn pass(deps: &Deps, pool: &str) -> Result<Vec<String>> {
     let Some(mut snapshot) = deps.store.read_pool(pool).await? else { return Ok(vec![]) };
     let now = deps.clock.now();
-    if !reaper::due(&snapshot, now) || snapshot.pool.deletion_requested_at.is_some() {
+    if !reaper::due(&snapshot, now) {
         return Ok(vec![]);
     }
-    match reap(deps, &mut snapshot, now).await {
+    let reaped = match reap(deps, &mut snapshot, now).await {
         // Another pass recorded itself first: that one looked.
-        Err(Error::Conflict(_)) => Ok(vec![]),
-        other => other,
+        Err(Error::Conflict(_)) => return Ok(vec![]),
+        other => other?,
+    };
+    if snapshot.pool.deletion_requested_at.is_some() {
+        // A deleting pool goes once a pass found nothing of it left: let it see this one.
+        deps.queue.reconcile(&ReconcileMessage::new(pool.to_owned(), "reaped")).await?;
     }
+    Ok(reaped)
 }
 
 /// The pass over the pool of `snapshot`: lists the machines that carry the pool's mark,
 /// remembers in the pool's status which belong to no cluster of it and since when (a write conditional on the
-/// pool's revision: a lost one waits for the next pass), and deprovisions those past their grace, each logged
-/// with its machines. The infraIds reaped.
+/// pool's revision: a lost one waits for the next pass), and deprovisions those past their grace (a deleting
+/// pool's at once), each logged with its machines. The infraIds reaped.
 async fn reap(deps: &Deps, snapshot: &mut Snapshot, now: Timestamp) -> Result<Vec<String>> {
     let (pool, spec) = (snapshot.pool.name.clone(), snapshot.pool.spec.clone());
     let machinery = deps.platforms.of(&spec)?;
-    let Some(marked) = machinery.marked(&pool, &spec, now).await? else { return Ok(vec![]) };
+    // A provisioner that cannot list what it made has nothing to look at: the pass is recorded all the same (a
+    // deleting pool waits for one).
+    let marked = machinery.marked(&pool, &spec, now).await?.unwrap_or_default();
     let review = reaper::review(snapshot, marked.iter().map(|m| m.infra_id.as_str()), now);
     let mut remembered = snapshot.pool.clone();
     remembered.status.orphans = Some(review.orphans.clone());

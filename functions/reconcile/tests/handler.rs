@@ -177,3 +177,32 @@ async fn a_reconcile_asks_the_power_function_for_the_reapers_pass_when_one_is_du
     reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
     assert_eq!(reaps(&w), 1);
 }
+
+/// A pool deleted while machines of it no cluster owns are still up: they are reaped at once (a deleting pool
+/// makes no cluster a pass could take for one), and the pool item goes only once a pass finds nothing left.
+#[tokio::test]
+async fn a_deleted_pool_goes_only_once_the_reaper_finds_nothing_of_it_left() {
+    let w = World::new(t0());
+    let mut ci = pool("ci", aws_spec(0, 0), t0());
+    ci.deletion_requested_at = Some(t0());
+    w.put_pool(ci.clone());
+    let forgotten = apiary_planner::Cluster::new("ci-old", "ci-old", "ci-old-infra", t0());
+    let target = apiary_ports::platform::Target { pool: "ci", spec: &ci.spec, cluster: &forgotten, now: t0() };
+    apiary_ports::platform::Provisioner::provision(w.cloud.as_ref(), target).await.expect("machines");
+    let deps = w.default_deps(900);
+    let reap = |w: &World| w.queue.take_power().into_iter().any(|m| m.reap);
+    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert!(w.snapshot("ci").is_some(), "not before the reaper looked");
+    assert!(reap(&w));
+    let out = power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the pass");
+    assert_eq!(out.reaped, ["ci-old-infra"], "at once: no grace for a deleting pool");
+    assert!(w.queue.take_reconcile().iter().any(|m| m.reason == "reaped"), "the pool is told");
+    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert!(w.snapshot("ci").is_some(), "not while an orphan was seen");
+    w.time.advance(apiary_planner::reaper::WHILE_DELETING);
+    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert!(reap(&w), "looked at again");
+    power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the pass");
+    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert!(w.snapshot("ci").is_none(), "nothing left: the pool is gone");
+}

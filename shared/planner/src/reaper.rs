@@ -8,13 +8,16 @@
 //! cluster of that infraId would be), at most `maxConcurrent` per pass. The grace is longer than any install or
 //! deprovision in flight, and a cluster made after the pool was read is never taken for an orphan for longer than
 //! one pass: by the next, its item is read.
+//!
+//! A pool being deleted makes no new cluster, so its orphans are reaped without grace, and the pool item goes only
+//! once a pass made after the deletion was asked found none ([`cleared`]): deleting a pool leaves nothing behind.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{PoolSpec, Snapshot, Timestamp};
+use crate::model::{Pool, PoolSpec, Snapshot, Timestamp};
 
 /// How often a pool's machines are looked at by default.
 pub const REAP_EVERY: TimeDelta = TimeDelta::minutes(30);
@@ -24,6 +27,8 @@ pub const REAP_GRACE: TimeDelta = TimeDelta::hours(1);
 pub const MIN_EVERY: TimeDelta = TimeDelta::minutes(5);
 /// The least a pool may set for `reaper.grace`: longer than any provisioning call, clone or deprovision in flight.
 pub const MIN_GRACE: TimeDelta = TimeDelta::minutes(30);
+/// How often a deleting pool's machines are listed while orphans of it remain.
+pub const WHILE_DELETING: TimeDelta = TimeDelta::minutes(1);
 /// Orphans reaped at most per pass when the pool sets no `maxConcurrent`.
 pub const DEFAULT_AT_A_TIME: usize = 10;
 
@@ -58,16 +63,31 @@ pub fn settings(spec: &PoolSpec) -> (TimeDelta, TimeDelta) {
 
 /// Whether a pass is due at `now` (nine tenths of the interval, so a reconcile a little early does not slip a
 /// whole period).
+/// A deleting pool: once after its deletion was asked, then every [`WHILE_DELETING`] while orphans remain.
 pub fn due(snapshot: &Snapshot, now: Timestamp) -> bool {
-    let (every, _) = settings(&snapshot.pool.spec);
-    let last = snapshot.pool.status.orphans.as_ref().and_then(|o| o.checked_at);
+    let pool = &snapshot.pool;
+    let (every, _) = settings(&pool.spec);
+    let orphans = pool.status.orphans.as_ref();
+    let last = orphans.and_then(|o| o.checked_at);
+    if let Some(asked) = pool.deletion_requested_at {
+        let remain = orphans.is_some_and(|o| !o.seen.is_empty());
+        return last.is_none_or(|t| t < asked || (remain && now - t >= WHILE_DELETING));
+    }
     last.is_none_or(|t| now - t >= every * 9 / 10)
+}
+
+/// Whether a deleting pool's item may go: a pass made since its deletion was asked found no orphan.
+pub fn cleared(pool: &Pool) -> bool {
+    let Some(asked) = pool.deletion_requested_at else { return true };
+    pool.status.orphans.as_ref().is_some_and(|o| o.seen.is_empty() && o.checked_at.is_some_and(|t| t >= asked))
 }
 
 /// The pass at `now` over `listed`, the infraIds of the machines that carry the pool's mark (or, from an
 /// installer, the ids of the clusters it holds).
 pub fn review<'a>(snapshot: &Snapshot, listed: impl IntoIterator<Item = &'a str>, now: Timestamp) -> Review {
     let (_, grace) = settings(&snapshot.pool.spec);
+    // A deleting pool makes no cluster that a pass could take for an orphan: nothing to wait for.
+    let grace = if snapshot.pool.deletion_requested_at.is_some() { TimeDelta::zero() } else { grace };
     // An installer keys what it holds by the cluster's id, the clouds by its infraId: either names a known cluster.
     let known: BTreeSet<&str> = snapshot.clusters.iter().flat_map(|c| [c.infra_id.as_str(), c.id.as_str()]).collect();
     let before = snapshot.pool.status.orphans.as_ref().map(|o| &o.seen);

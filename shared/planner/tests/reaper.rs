@@ -3,7 +3,7 @@
 
 mod support;
 
-use apiary_planner::reaper::{due, review, Orphans, REAP_EVERY, REAP_GRACE};
+use apiary_planner::reaper::{cleared, due, review, Orphans, REAP_EVERY, REAP_GRACE};
 use apiary_planner::*;
 use support::*;
 
@@ -79,4 +79,20 @@ fn the_pools_reaper_settings_are_validated_naming_the_field() {
     let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
     assert_eq!(fields, ["reaper.every", "reaper.grace"], "{errors:?}");
     assert!(errors[0].message.contains("at least 5m"), "{errors:?}");
+}
+
+#[test]
+fn a_deleting_pool_is_looked_at_once_asked_then_while_orphans_remain_which_go_without_grace() {
+    let mut s = given(pool().size(0).deleting()).snapshot();
+    let asked = s.pool.deletion_requested_at.expect("asked");
+    s.pool.status.orphans = Some(Orphans { checked_at: Some(asked - mins(5)), seen: Default::default() });
+    assert!(due(&s, asked), "a pass before the deletion was asked does not count");
+    let r = review(&s, ["left-behind"], asked + mins(1));
+    assert_eq!(r.reap, ["left-behind"], "no grace: a deleting pool makes no cluster");
+    s.pool.status.orphans = Some(r.orphans);
+    assert!(!cleared(&s.pool));
+    assert!(!due(&s, asked + mins(1)) && due(&s, asked + mins(2)), "looked at again a minute later");
+    let r = review(&s, Vec::<&str>::new(), asked + mins(2));
+    s.pool.status.orphans = Some(r.orphans);
+    assert!(cleared(&s.pool) && !due(&s, asked + mins(30)));
 }

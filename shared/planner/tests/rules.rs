@@ -498,8 +498,17 @@ fn deleting_a_pool_leaves_claimed_clusters_and_waits_for_the_rest() {
     let plan = given(pool().size(2).deleting()).with(cluster("a").deleting()).plan_at(at(10));
     assert!(!plan.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "waits for the deletion");
 
-    let plan = given(pool().size(2).deleting()).plan_at(at(10));
-    assert!(plan.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "then goes");
+    let mut drained = given(pool().size(2).deleting()).snapshot();
+    let p = apiary_planner::plan(&drained, at(10), 7);
+    assert!(!p.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "waits for the reaper's look");
+    let asked = drained.pool.deletion_requested_at.expect("asked");
+    let seen = [("left-behind".to_owned(), asked)].into();
+    drained.pool.status.orphans = Some(reaper::Orphans { checked_at: Some(asked), seen });
+    let p = apiary_planner::plan(&drained, at(10), 7);
+    assert!(!p.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "and for its orphans to go");
+    drained.pool.status.orphans = Some(reaper::Orphans { checked_at: Some(asked), seen: Default::default() });
+    let p = apiary_planner::plan(&drained, at(10), 7);
+    assert!(p.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "then goes");
 }
 
 // ── writes, determinism, deadlines ──────────────────────────────────────────────────────────────────────

@@ -273,7 +273,9 @@ impl<'a> Planner<'a> {
         let released = |kind: fn(&Action) -> bool| actions.iter().filter(|a| kind(a)).count();
         let claims_left = self.snap.claims.len() > released(|a| matches!(a, Action::ReleaseClaim { .. }));
         let leases_left = self.snap.leases.len() > released(|a| matches!(a, Action::ReleaseName { .. }));
-        if pool.deletion_requested_at.is_some() && self.slots.is_empty() && !claims_left && !leases_left {
+        // Nor before the reaper has found nothing of it left behind (its machines' marks name it).
+        let drained = self.slots.is_empty() && !claims_left && !leases_left && crate::reaper::cleared(pool);
+        if pool.deletion_requested_at.is_some() && drained {
             actions.push(Action::DeletePool { expected_rev: pool.rev });
         } else if status != pool.status || wake_at != pool.next_wake_at {
             actions.push(Action::UpdatePool {
