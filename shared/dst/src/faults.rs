@@ -35,6 +35,9 @@ pub struct Faults {
     /// At each sweep, a machine of a fake cloud gets stuck (a transition that never ends, a guest that never
     /// boots); and, as often, another starts refusing every call. Both last until the faults stop.
     pub harm: f64,
+    /// At each sweep, a cluster's item is removed behind Apiary's back (an operator's slip, a restore of an old
+    /// backup): its machines are left for the reaper to find.
+    pub forget: f64,
 }
 
 impl Faults {
@@ -51,6 +54,7 @@ impl Faults {
             stuck: 0.0,
             refuse: 0.0,
             harm: 0.0,
+            forget: 0.0,
         }
     }
 
@@ -67,6 +71,7 @@ impl Faults {
             stuck: 0.01,
             refuse: 0.02,
             harm: 0.03,
+            forget: 0.004,
         }
     }
 }
@@ -90,6 +95,8 @@ pub struct FaultCounts {
     pub stuck: u64,
     /// Changes refused.
     pub refusals: u64,
+    /// Cluster items removed behind Apiary's back.
+    pub forgotten: u64,
 }
 
 struct State {
@@ -140,6 +147,22 @@ impl SimHook {
         } else {
             0.0
         }
+    }
+
+    /// The odds of removing a cluster's item behind Apiary's back at a sweep: [`Faults::forget`] while faults are
+    /// on, else none.
+    pub fn forget(&self) -> f64 {
+        let s = self.lock();
+        if s.active {
+            s.faults.forget
+        } else {
+            0.0
+        }
+    }
+
+    /// Counts a cluster item removed behind Apiary's back.
+    pub fn forgot(&self) {
+        self.lock().counts.forgotten += 1;
     }
 
     /// Names the invocation about to be polled: calls made until the next one are its own.

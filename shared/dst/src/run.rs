@@ -84,25 +84,36 @@ pub fn start() -> Timestamp {
 /// then fails: a claimed cluster that never comes free, say.
 pub const BACKLOG_LIMIT: TimeDelta = TimeDelta::hours(8);
 
+/// The longest a machine may stay without a cluster once the faults have stopped (or from when it is first seen
+/// so, if later): the reaper's default interval and grace (the longest a pool here sets), and time for a pass to
+/// be asked for (a full sweep reconciles every pool every ten minutes) twice, and for the deprovisioning.
+pub const ORPHAN_BOUND: TimeDelta = TimeDelta::minutes(
+    apiary_planner::reaper::REAP_GRACE.num_minutes() + apiary_planner::reaper::REAP_EVERY.num_minutes() + 30,
+);
+
 /// The quiet phase, from `quiet_at`: no faults and no new requests. Each claim with room is served within
 /// [`CLAIM_BOUND`]; each pool converges within [`POOL_BOUND`] of the faults stopping or, while it works through a
 /// queue of claims, of the last of them getting its cluster (a claim holds its cluster for its lifetime, so a
 /// queue at maxSize drains no faster than the lifetimes before it run out: that is the pool working, not stuck),
-/// within [`BACKLOG_LIMIT`]; and no machine is left without its cluster. Returns the longest any pool took to
-/// converge.
+/// within [`BACKLOG_LIMIT`]; and no machine stays without its cluster for longer than [`ORPHAN_BOUND`] (the
+/// reaper's to find: a cluster item removed behind Apiary's back leaves its machines so), none is left at the end.
+/// Returns the longest any pool took to converge.
 pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Result<TimeDelta, Violation> {
     sim.quiet();
     let pools = sim.world.store.tables().snapshots();
     let settled: BTreeMap<String, Option<TimeDelta>> = pools.into_iter().map(|s| (s.pool.name, None)).collect();
     let due = settled.keys().map(|p| (p.clone(), quiet_at + POOL_BOUND)).collect();
-    let mut q = Quiet { quiet_at, settled, due, waiting: BTreeMap::new(), last_look: quiet_at };
+    let mut q =
+        Quiet { quiet_at, settled, due, waiting: BTreeMap::new(), orphans: BTreeMap::new(), last_look: quiet_at };
     // Until every pool that has not converged is past its bound, or the backlog limit.
     let limit = quiet_at + BACKLOG_LIMIT;
     let mut horizon = quiet_at + POOL_BOUND;
     loop {
         sim.run_until(horizon, |s| q.look(s, checker))?;
         let open = q.due.iter().filter(|(p, _)| q.settled.get(*p).is_some_and(Option::is_none));
-        match open.map(|(_, t)| *t).max() {
+        // Machines without their cluster keep the quiet phase going until the reaper's bound for each.
+        let orphaned = q.orphans.values().map(|first| (*first).max(quiet_at) + ORPHAN_BOUND);
+        match open.map(|(_, t)| *t).chain(orphaned).max() {
             Some(t) if t > horizon && horizon < limit => horizon = t.min(limit),
             _ => break,
         }
@@ -122,23 +133,8 @@ pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Resu
         }
     }
     // No leaked machines: every machine still up belongs to a cluster that exists.
-    for m in sim.world.cloud.machines().iter().filter(|m| !m.state.is_gone()) {
-        let exists = tables.snapshot(&m.pool).is_some_and(|s| s.clusters.iter().any(|c| c.id == m.cluster));
-        if !exists {
-            let detail =
-                format!("{} ({:?}) belongs to {}/{}, which no longer exists", m.id, m.state, m.pool, m.cluster);
-            return Err(Violation { at: now, invariant: "no leaked machines", detail });
-        }
-    }
-    for m in sim.clouds.machines().iter().filter(|m| !m.state.is_gone()) {
-        let exists = tables.snapshots().iter().any(|s| s.clusters.iter().any(|c| c.infra_id == m.infra_id));
-        if !exists {
-            let detail = format!(
-                "{} {} ({:?}) belongs to infraId {}, which no cluster has",
-                m.cloud, m.name, m.state, m.infra_id
-            );
-            return Err(Violation { at: now, invariant: "no leaked machines", detail });
-        }
+    if let Some((m, _)) = orphans(sim).into_iter().next() {
+        return Err(Violation { at: now, invariant: "no leaked machines", detail: m });
     }
     Ok(settled.values().map(|w| w.unwrap_or(POOL_BOUND)).max().unwrap_or_default())
 }
@@ -152,7 +148,39 @@ struct Quiet {
     due: BTreeMap<String, Timestamp>,
     /// Each pending claim: since when it has had room, without a break.
     waiting: BTreeMap<(String, String), Timestamp>,
+    /// Each machine up that no cluster has (by infraId): since when it has been so.
+    orphans: BTreeMap<String, Timestamp>,
     last_look: Timestamp,
+}
+
+/// Every machine up whose infraId no cluster has (what the reaper is for), described, with its infraId.
+fn orphans(sim: &Sim) -> Vec<(String, String)> {
+    let tables = sim.world.store.tables();
+    let known: std::collections::BTreeSet<String> =
+        tables.snapshots().into_iter().flat_map(|s| s.clusters.into_iter().map(|c| c.infra_id)).collect();
+    let ec2 =
+        sim.world.cloud.machines().into_iter().filter(|m| !m.state.is_gone() && !known.contains(&m.infra_id)).map(
+            |m| {
+                (
+                    format!(
+                        "{} ({:?}) of {}/{} belongs to infraId {}, which no cluster has",
+                        m.id, m.state, m.pool, m.cluster, m.infra_id
+                    ),
+                    m.infra_id,
+                )
+            },
+        );
+    let fakes =
+        sim.clouds.machines().into_iter().filter(|m| !m.state.is_gone() && !known.contains(&m.infra_id)).map(|m| {
+            (
+                format!(
+                    "{} {} ({:?}) belongs to infraId {}, which no cluster has",
+                    m.cloud, m.name, m.state, m.infra_id
+                ),
+                m.infra_id,
+            )
+        });
+    ec2.chain(fakes).collect()
 }
 
 impl Quiet {
@@ -190,6 +218,16 @@ impl Quiet {
             }
         }
         self.waiting = still;
+        let mut orphaned = BTreeMap::new();
+        for (what, infra_id) in orphans(s) {
+            let first = self.orphans.get(&infra_id).copied().unwrap_or(now);
+            if now - first.max(self.quiet_at) > ORPHAN_BOUND {
+                let detail = format!("{what} since {first}, longer than the reaper's bound {ORPHAN_BOUND}");
+                return Err(Violation { at: now, invariant: "orphans reaped", detail });
+            }
+            orphaned.insert(infra_id, first);
+        }
+        self.orphans = orphaned;
         Ok(())
     }
 }

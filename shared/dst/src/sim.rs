@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use apiary_planner::Timestamp;
+use apiary_ports::store::Key;
 use apiary_ports::{Config, Deps};
 use apiary_testkit::queue::QueueName;
 use apiary_testkit::time::SplitMix;
@@ -287,6 +288,26 @@ impl Sim {
         self.in_flight.push(Invocation { id: self.next_id, kind, polls: 0, future });
     }
 
+    /// Removes one unclaimed, live cluster's item behind Apiary's back: its machines stay, with no cluster.
+    fn forget_a_cluster(&mut self) {
+        let tables = self.world.store.tables();
+        let live: Vec<(String, String)> = tables
+            .snapshots()
+            .into_iter()
+            .flat_map(|s| {
+                let pool = s.pool.name.clone();
+                s.clusters.into_iter().filter(|c| !c.deleting && c.claim.is_none()).map(move |c| (pool.clone(), c.id))
+            })
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let (pool, cluster) = live[self.rng.below(live.len() as u64) as usize].clone();
+        self.world.store.remove(&pool, &Key::Cluster(cluster.clone()));
+        self.hook.forgot();
+        self.note(|| format!("forgot {pool}/{cluster} behind Apiary's back"));
+    }
+
     /// Starts every invocation that is due: the sweep, the client requests, and queue batches up to each
     /// function's concurrency.
     fn start_due(&mut self) {
@@ -295,6 +316,9 @@ impl Sim {
             self.next_sweep = now + self.options.sweep_every;
             let odds = self.hook.harm();
             self.clouds.harm(&mut self.rng, odds, odds);
+            if self.hook.forget() > 0.0 && self.rng.chance(self.hook.forget()) {
+                self.forget_a_cluster();
+            }
             let deps = self.deps.clone();
             self.start(
                 Kind::Sweep,

@@ -42,6 +42,10 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
         "installTimeout": "20m",
         "platform": platform,
     });
+    if size % 2 == 1 {
+        // Half the pools reap as often and as soon as a pool may; the others keep the defaults.
+        spec["reaper"] = json!({"every": "5m", "grace": "30m"});
+    }
     if rng.chance(0.5) {
         spec["maxConcurrent"] = json!(1 + rng.below(3));
     }

@@ -10,7 +10,7 @@
 //! one pass: by the next, its item is read.
 //!
 //! A pool being deleted makes no new cluster, so its orphans are reaped without grace, and the pool item goes only
-//! once a pass made after the deletion was asked found none ([`cleared`]): deleting a pool leaves nothing behind.
+//! once a pass made after its last cluster went found none ([`cleared`]): deleting a pool leaves nothing behind.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,6 +42,9 @@ pub struct Orphans {
     /// Each orphaned infraId, with when it was first seen orphaned.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub seen: BTreeMap<String, Timestamp>,
+    /// The pass found the pool with no cluster left (a deleting pool goes only after such a pass found nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drained: bool,
 }
 
 /// What a pass decided.
@@ -61,25 +64,30 @@ pub fn settings(spec: &PoolSpec) -> (TimeDelta, TimeDelta) {
     (every, grace)
 }
 
-/// Whether a pass is due at `now` (nine tenths of the interval, so a reconcile a little early does not slip a
-/// whole period).
-/// A deleting pool: once after its deletion was asked, then every [`WHILE_DELETING`] while orphans remain.
+/// Whether a pass is due at `now`: every interval (nine tenths of it, so a reconcile a little early does not slip
+/// a whole period), and as soon as an orphan's grace has run out. A deleting pool: once after its deletion was
+/// asked, then every [`WHILE_DELETING`] until a pass finds it [`cleared`].
 pub fn due(snapshot: &Snapshot, now: Timestamp) -> bool {
     let pool = &snapshot.pool;
-    let (every, _) = settings(&pool.spec);
+    let (every, grace) = settings(&pool.spec);
     let orphans = pool.status.orphans.as_ref();
     let last = orphans.and_then(|o| o.checked_at);
     if let Some(asked) = pool.deletion_requested_at {
-        let remain = orphans.is_some_and(|o| !o.seen.is_empty());
-        return last.is_none_or(|t| t < asked || (remain && now - t >= WHILE_DELETING));
+        return last.is_none_or(|t| t < asked || (!cleared(pool) && now - t >= WHILE_DELETING));
     }
-    last.is_none_or(|t| now - t >= every * 9 / 10)
+    // An orphan whose grace has run out is not left to wait for the next interval.
+    let ripe = orphans.is_some_and(|o| o.seen.values().any(|first| now - *first >= grace));
+    ripe || last.is_none_or(|t| now - t >= every * 9 / 10)
 }
 
-/// Whether a deleting pool's item may go: a pass made since its deletion was asked found no orphan.
+/// Whether a deleting pool's item may go: a pass made since its deletion was asked, with no cluster of the pool
+/// left, found no orphan (a pass made while clusters were still draining could not see what they might leave).
 pub fn cleared(pool: &Pool) -> bool {
     let Some(asked) = pool.deletion_requested_at else { return true };
-    pool.status.orphans.as_ref().is_some_and(|o| o.seen.is_empty() && o.checked_at.is_some_and(|t| t >= asked))
+    pool.status
+        .orphans
+        .as_ref()
+        .is_some_and(|o| o.drained && o.seen.is_empty() && o.checked_at.is_some_and(|t| t >= asked))
 }
 
 /// The pass at `now` over `listed`, the infraIds of the machines that carry the pool's mark (or, from an
@@ -107,5 +115,5 @@ pub fn review<'a>(snapshot: &Snapshot, listed: impl IntoIterator<Item = &'a str>
         seen.iter().filter(|(_, first)| now - **first >= grace).map(|(id, first)| (first, id)).collect();
     ripe.sort();
     let reap = ripe.into_iter().take(at_a_time).map(|(_, id)| id.clone()).collect();
-    Review { orphans: Orphans { checked_at: Some(now), seen }, reap }
+    Review { orphans: Orphans { checked_at: Some(now), seen, drained: snapshot.clusters.is_empty() }, reap }
 }

@@ -108,6 +108,14 @@ impl MemStore {
         self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Removes the item `key` of `pool`'s partition behind every function's back (an operator's slip; no hook).
+    pub fn remove(&self, pool: &str, key: &Key) {
+        if let Some(items) = self.lock().pools.get_mut(pool) {
+            items.remove(&key.sort_key());
+        }
+        self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// What was asked of the table so far (subtract two to get one request's cost).
     pub fn stats(&self) -> StoreStats {
         *self.stats.lock().unwrap_or_else(|e| e.into_inner())
