@@ -389,6 +389,11 @@ impl Vsphere {
     async fn attached(&self, vc: &Vc<'_>, tag: &str) -> Result<BTreeSet<String>> {
         let url = format!("{}/api/cis/tagging/tag-association/{}?action=list-attached-objects", vc.root, escape(tag));
         let answer = self.call("vsphere:tag.listAttachedObjects", vc, |c| c.post(&url)).await?;
+        if answer.status == StatusCode::NOT_FOUND {
+            // Deleted meanwhile (by another process, which deprovisioned its cluster): nothing is attached to it.
+            self.forget_tag(tag);
+            return Ok(BTreeSet::new());
+        }
         if !answer.is_success() {
             return Err(Error::service("vsphere:tag.listAttachedObjects", api_error(&answer).1, false));
         }
@@ -398,6 +403,12 @@ impl Vsphere {
             .filter(|o| o["type"] == "VirtualMachine")
             .filter_map(|o| o["id"].as_str().map(str::to_owned))
             .collect())
+    }
+
+    /// Forgets the cached ids of the tag `tag` (and its category): it is gone, and is looked up again when needed.
+    fn forget_tag(&self, tag: &str) {
+        let suffix = format!(" {tag}");
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).retain(|_, both| !both.ends_with(&suffix));
     }
 
     /// The cluster's VMs: those in the folder `<infraId>` and those carrying its tag, by name.
@@ -704,6 +715,10 @@ impl Provisioner for Vsphere {
             let objects: Vec<Value> = own.values().map(|vm| json!({"type": "VirtualMachine", "id": vm.vm})).collect();
             let body = json!({ "object_ids": objects });
             let answer = self.call("vsphere:tag.attach", &vc, |c| c.post(&url).json(&body)).await?;
+            if answer.status == StatusCode::NOT_FOUND {
+                // The tag was deleted meanwhile: the next provisioning call makes it again.
+                self.forget_tag(&tag);
+            }
             if !answer.is_success() {
                 return Ok(Provision::Refused(format!("tagging the clones: {}", api_error(&answer).1)));
             }
