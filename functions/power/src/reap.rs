@@ -5,15 +5,19 @@ use apiary_planner::{reaper, Snapshot, Timestamp};
 use apiary_ports::messages::ReconcileMessage;
 use apiary_ports::metrics;
 use apiary_ports::platform::{orphan, Target};
-use apiary_ports::store::{Cond, Item, Write};
+use apiary_ports::store::{Cond, Item, Key, Write};
 use apiary_ports::{Deps, Error, Result};
 
-/// The pass over `pool`, if one is still due when its partition is read (a late or repeated message finds it made
-/// and does nothing). The infraIds reaped.
+/// The pass over `pool`, if one is still due. A late or repeated message finds it made from the pool item alone
+/// (one GetItem), before the partition is read.
 pub async fn pass(deps: &Deps, pool: &str) -> Result<Vec<String>> {
-    let Some(mut snapshot) = deps.store.read_pool(pool).await? else { return Ok(vec![]) };
     let now = deps.clock.now();
-    if !reaper::due(&snapshot, now) {
+    match deps.store.get(pool, &Key::Pool).await? {
+        Some(Item::Pool(p)) if reaper::due(&p, now) => {}
+        _ => return Ok(vec![]),
+    }
+    let Some(mut snapshot) = deps.store.read_pool(pool).await? else { return Ok(vec![]) };
+    if !reaper::due(&snapshot.pool, now) {
         return Ok(vec![]);
     }
     let reaped = match reap(deps, &mut snapshot, now).await {

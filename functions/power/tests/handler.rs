@@ -358,3 +358,20 @@ async fn the_reaper_finds_the_machines_of_a_cluster_removed_behind_apiarys_back(
     assert!(states("x-infra").iter().all(|s| *s == MachineState::Running), "another pool's machines stay");
     assert!(w.metrics.documents().iter().any(|d| d["OrphansReaped"] == 1.0));
 }
+
+/// A reap message repeated (each reconcile while a pass is due sends one) costs one GetItem of the pool item,
+/// never a read of the whole partition, once the pass is made.
+#[tokio::test]
+async fn a_repeated_reap_message_reads_the_pool_item_only() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    for n in 0..50 {
+        w.put_cluster("ci", installed(&format!("ci-{n}"), DesiredPower::Hibernating, t0()));
+    }
+    let deps = w.default_deps(900);
+    power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the pass");
+    let before = w.store.stats();
+    power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("again");
+    let cost = w.store.stats() - before;
+    assert_eq!((cost.reads, cost.items_read, cost.write_attempts), (1, 1, 0), "{cost:?}");
+}

@@ -103,7 +103,7 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
             None => {
                 // The snapshot now holds what the plan wrote: its status is the pool's as of now.
                 deps.metrics.emit(metrics::pool_status(&deps.config.stack, &snapshot, &plan.status, now));
-                if reaper::due(&snapshot, now) {
+                if reaper::due(&snapshot.pool, now) {
                     // The power function makes the pass: it is the one that reaches the pool's cloud.
                     deps.queue.power(&PowerMessage::reap(pool), Duration::ZERO).await?;
                     outcome.power_messages += 1;

@@ -67,8 +67,7 @@ pub fn settings(spec: &PoolSpec) -> (TimeDelta, TimeDelta) {
 /// Whether a pass is due at `now`: every interval (nine tenths of it, so a reconcile a little early does not slip
 /// a whole period), and as soon as an orphan's grace has run out. A deleting pool: once after its deletion was
 /// asked, then every [`WHILE_DELETING`] until a pass finds it [`cleared`].
-pub fn due(snapshot: &Snapshot, now: Timestamp) -> bool {
-    let pool = &snapshot.pool;
+pub fn due(pool: &Pool, now: Timestamp) -> bool {
     let (every, grace) = settings(&pool.spec);
     let orphans = pool.status.orphans.as_ref();
     let last = orphans.and_then(|o| o.checked_at);

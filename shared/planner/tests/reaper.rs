@@ -59,17 +59,17 @@ fn at_most_max_concurrent_orphans_are_reaped_a_pass_oldest_first() {
 #[test]
 fn a_pass_is_due_every_interval_and_the_pool_can_set_it() {
     let s = given(pool().size(0)).snapshot();
-    assert!(due(&s, at(0)), "never looked");
+    assert!(due(&s.pool, at(0)), "never looked");
     let s = remembered(s, Orphans { checked_at: Some(at(0)), seen: Default::default(), drained: true });
-    assert!(!due(&s, at(0) + REAP_EVERY / 2));
-    assert!(due(&s, at(0) + REAP_EVERY));
+    assert!(!due(&s.pool, at(0) + REAP_EVERY / 2));
+    assert!(due(&s.pool, at(0) + REAP_EVERY));
     let mut ripe = s.clone();
     ripe.pool.status.orphans =
         Some(Orphans { checked_at: Some(at(0)), seen: [("o".to_owned(), at(0) - REAP_GRACE)].into(), drained: true });
-    assert!(due(&ripe, at(1)), "an orphan whose grace has run out does not wait for the interval");
+    assert!(due(&ripe.pool, at(1)), "an orphan whose grace has run out does not wait for the interval");
     let mut s = s;
     s.pool.spec.reaper = Some(ReaperSpec { every: Some(GoDuration::new("5m")), grace: Some(GoDuration::new("2h")) });
-    assert!(due(&s, at(5)));
+    assert!(due(&s.pool, at(5)));
     s.pool.status.orphans =
         Some(Orphans { checked_at: Some(at(0)), seen: [("o".to_owned(), at(0))].into(), drained: true });
     assert!(review(&s, ["o"], at(90)).reap.is_empty(), "the pool's own grace: two hours");
@@ -92,15 +92,15 @@ fn a_deleting_pool_is_looked_at_once_asked_then_while_orphans_remain_which_go_wi
     let asked = s.pool.deletion_requested_at.expect("asked");
     s.pool.status.orphans =
         Some(Orphans { checked_at: Some(asked - mins(5)), seen: Default::default(), drained: true });
-    assert!(due(&s, asked), "a pass before the deletion was asked does not count");
+    assert!(due(&s.pool, asked), "a pass before the deletion was asked does not count");
     let r = review(&s, ["left-behind"], asked + mins(1));
     assert_eq!(r.reap, ["left-behind"], "no grace: a deleting pool makes no cluster");
     s.pool.status.orphans = Some(r.orphans);
     assert!(!cleared(&s.pool));
-    assert!(!due(&s, asked + mins(1)) && due(&s, asked + mins(2)), "looked at again a minute later");
+    assert!(!due(&s.pool, asked + mins(1)) && due(&s.pool, asked + mins(2)), "looked at again a minute later");
     let r = review(&s, Vec::<&str>::new(), asked + mins(2));
     s.pool.status.orphans = Some(r.orphans);
-    assert!(cleared(&s.pool) && !due(&s, asked + mins(30)));
+    assert!(cleared(&s.pool) && !due(&s.pool, asked + mins(30)));
 }
 
 /// Found by the whole-system simulation: a pass made while a deleting pool still drained cleared it, and a
@@ -115,7 +115,7 @@ fn a_pass_made_while_a_deleting_pool_still_drains_does_not_clear_it() {
     let mut drained = given(pool().size(1).deleting()).snapshot();
     drained.pool.status.orphans = Some(r.orphans);
     assert!(!cleared(&drained.pool));
-    assert!(due(&drained, asked + mins(2)), "looked at again once drained");
+    assert!(due(&drained.pool, asked + mins(2)), "looked at again once drained");
     let r = review(&drained, Vec::<&str>::new(), asked + mins(2));
     drained.pool.status.orphans = Some(r.orphans);
     assert!(cleared(&drained.pool));
