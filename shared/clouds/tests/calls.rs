@@ -82,6 +82,12 @@ async fn measure(m: &dyn Machinery, aim: &mut Aim, advance: &dyn Fn(Duration)) -
     let (found, n, _) = calls(m.machine_addresses(aim.target())).await;
     assert_eq!(found.expect("addresses").len(), 3);
     rows.push(("addresses (once per resume)", n));
+    // The reaper's look, as a warm process makes it (vSphere reads each new tag category once per process).
+    let now = aim.cluster.created_at;
+    let (listed, _, _) = calls(m.marked("ci-pool", &aim.spec, now)).await;
+    assert_eq!(listed.expect("listed").map(|l| l.is_empty()), Some(false));
+    let (_, n, _) = calls(m.marked("ci-pool", &aim.spec, now)).await;
+    rows.push(("reaper's look (a warm process)", n));
     aim.cluster.deleting = true;
     let (t, n, _) = calls(m.deprovision(aim.target())).await;
     t.expect("deprovision");
@@ -191,7 +197,7 @@ async fn calls_per_operation_on_each_cloud() {
         let got: Vec<u64> = rows.iter().map(|(_, n)| *n).collect();
         assert_eq!(got, want, "{table}");
     };
-    expect(&gcp_rows, &[1, 1, 1, 1, 4, 1, 4, 1, 1, 4, 1]);
-    expect(&azure_rows, &[2, 1, 5, 4, 7, 4, 7, 4, 3, 1, 1]);
-    expect(&vsphere_rows, &[10, 4, 2, 4, 2, 8, 2, 5, 5, 5, 9, 3]);
+    expect(&gcp_rows, &[1, 1, 1, 1, 4, 1, 4, 1, 1, 1, 4, 1]);
+    expect(&azure_rows, &[2, 1, 5, 4, 7, 4, 7, 4, 3, 1, 1, 1]);
+    expect(&vsphere_rows, &[10, 4, 2, 4, 2, 8, 2, 5, 5, 5, 1, 10, 3]);
 }
