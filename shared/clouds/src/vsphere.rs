@@ -785,8 +785,13 @@ impl Provisioner for Vsphere {
         if remaining > 0 {
             return Ok(Termination { remaining, refused: refused.machines });
         }
-        // No VM left (a VM's deletion is done when vCenter answers it): the tag and its category go too.
-        if let Some((category, _)) = self.tag(&vc, &t, false).await? {
+        // No VM left (a VM's deletion is done when vCenter answers it): the tag and its category go too, and a
+        // category left with no tag (a provisioning call that died between making the two) as well.
+        let category = match self.tag(&vc, &t, false).await? {
+            Some((category, _)) => Some(category),
+            None => self.find_category(&vc, &category_name(&t.cluster.infra_id)).await?,
+        };
+        if let Some(category) = category {
             let url = format!("{}/api/cis/tagging/category/{}", vc.root, escape(&category));
             let answer = self.call("vsphere:category.delete", &vc, |c| c.delete(&url)).await?;
             self.ids

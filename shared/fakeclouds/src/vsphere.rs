@@ -278,6 +278,13 @@ impl FakeVsphere {
         s.tags.insert(tag, Tag { name: infra_id.to_owned(), category: cat, attached: [id].into_iter().collect() });
     }
 
+    /// Creates a tag category with no tag in it (what a provisioning call that died between the two leaves).
+    pub fn add_category(&self, name: &str, description: &str) {
+        let mut s = self.lock();
+        let cat = s.id("urn:vmomi:InventoryServiceCategory:");
+        s.categories.insert(cat, Category { name: name.to_owned(), description: description.to_owned() });
+    }
+
     /// Moves the clock on.
     pub fn advance(&self, by: Duration) {
         self.lock().clock.advance(by);

@@ -42,6 +42,10 @@ pub struct Orphans {
     /// Each orphaned infraId, with when it was first seen orphaned.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub seen: BTreeMap<String, Timestamp>,
+    /// Each orphan a pass asked to be deleted, with when it last did: the ripe orphans are taken least recently
+    /// tried first, so one that cannot be deleted (a termination refused) never holds the others back.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tried: BTreeMap<String, Timestamp>,
     /// The pass found the pool with no cluster left (a deleting pool goes only after such a pass found nothing).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drained: bool,
@@ -110,9 +114,21 @@ pub fn review<'a>(snapshot: &Snapshot, listed: impl IntoIterator<Item = &'a str>
         .and_then(|n| usize::try_from(n).ok())
         .filter(|n| *n > 0)
         .unwrap_or(DEFAULT_AT_A_TIME);
-    let mut ripe: Vec<(&Timestamp, &String)> =
-        seen.iter().filter(|(_, first)| now - **first >= grace).map(|(id, first)| (first, id)).collect();
+    let tried_before = snapshot.pool.status.orphans.as_ref().map(|o| &o.tried);
+    let last_tried = |id: &str| tried_before.and_then(|t| t.get(id)).copied();
+    let mut ripe: Vec<(Option<Timestamp>, Timestamp, &String)> = seen
+        .iter()
+        .filter(|(_, first)| now - **first >= grace)
+        .map(|(id, first)| (last_tried(id), *first, id))
+        .collect();
     ripe.sort();
-    let reap = ripe.into_iter().take(at_a_time).map(|(_, id)| id.clone()).collect();
-    Review { orphans: Orphans { checked_at: Some(now), seen, drained: snapshot.clusters.is_empty() }, reap }
+    let reap: Vec<String> = ripe.into_iter().take(at_a_time).map(|(_, _, id)| id.clone()).collect();
+    let tried = seen
+        .keys()
+        .filter_map(
+            |id| if reap.contains(id) { Some((id.clone(), now)) } else { last_tried(id).map(|t| (id.clone(), t)) },
+        )
+        .collect();
+    let drained = snapshot.clusters.is_empty();
+    Review { orphans: Orphans { checked_at: Some(now), seen, tried, drained }, reap }
 }

@@ -39,7 +39,12 @@ fn an_orphan_is_remembered_then_reaped_once_the_grace_has_passed() {
 fn an_orphan_whose_cluster_appears_or_whose_machines_go_is_forgotten() {
     // A cluster made after the pool was read looks orphaned for one pass, and no longer once its item is read.
     let s = given(pool().size(1)).with(cluster("new").installing()).snapshot();
-    let old = Orphans { checked_at: Some(at(0)), seen: [("new-infra".to_owned(), at(0))].into(), drained: true };
+    let old = Orphans {
+        checked_at: Some(at(0)),
+        seen: [("new-infra".to_owned(), at(0))].into(),
+        tried: Default::default(),
+        drained: true,
+    };
     let s = remembered(s, old);
     let r = review(&s, ["new-infra"], at(0) + REAP_GRACE * 2);
     assert!(r.orphans.seen.is_empty() && r.reap.is_empty(), "{r:?}");
@@ -51,7 +56,8 @@ fn an_orphan_whose_cluster_appears_or_whose_machines_go_is_forgotten() {
 fn at_most_max_concurrent_orphans_are_reaped_a_pass_oldest_first() {
     let s = given(pool().size(0).max_concurrent(2)).snapshot();
     let seen = [("x", 3), ("y", 1), ("z", 2)].map(|(id, m)| (id.to_owned(), at(m)));
-    let s = remembered(s, Orphans { checked_at: Some(at(3)), seen: seen.into(), drained: true });
+    let s =
+        remembered(s, Orphans { checked_at: Some(at(3)), seen: seen.into(), tried: Default::default(), drained: true });
     let r = review(&s, ["x", "y", "z"], at(3) + REAP_GRACE);
     assert_eq!(r.reap, ["y", "z"]);
 }
@@ -60,18 +66,29 @@ fn at_most_max_concurrent_orphans_are_reaped_a_pass_oldest_first() {
 fn a_pass_is_due_every_interval_and_the_pool_can_set_it() {
     let s = given(pool().size(0)).snapshot();
     assert!(due(&s.pool, at(0)), "never looked");
-    let s = remembered(s, Orphans { checked_at: Some(at(0)), seen: Default::default(), drained: true });
+    let s = remembered(
+        s,
+        Orphans { checked_at: Some(at(0)), seen: Default::default(), tried: Default::default(), drained: true },
+    );
     assert!(!due(&s.pool, at(0) + REAP_EVERY / 2));
     assert!(due(&s.pool, at(0) + REAP_EVERY));
     let mut ripe = s.clone();
-    ripe.pool.status.orphans =
-        Some(Orphans { checked_at: Some(at(0)), seen: [("o".to_owned(), at(0) - REAP_GRACE)].into(), drained: true });
+    ripe.pool.status.orphans = Some(Orphans {
+        checked_at: Some(at(0)),
+        seen: [("o".to_owned(), at(0) - REAP_GRACE)].into(),
+        tried: Default::default(),
+        drained: true,
+    });
     assert!(due(&ripe.pool, at(1)), "an orphan whose grace has run out does not wait for the interval");
     let mut s = s;
     s.pool.spec.reaper = Some(ReaperSpec { every: Some(GoDuration::new("5m")), grace: Some(GoDuration::new("2h")) });
     assert!(due(&s.pool, at(5)));
-    s.pool.status.orphans =
-        Some(Orphans { checked_at: Some(at(0)), seen: [("o".to_owned(), at(0))].into(), drained: true });
+    s.pool.status.orphans = Some(Orphans {
+        checked_at: Some(at(0)),
+        seen: [("o".to_owned(), at(0))].into(),
+        tried: Default::default(),
+        drained: true,
+    });
     assert!(review(&s, ["o"], at(90)).reap.is_empty(), "the pool's own grace: two hours");
     assert_eq!(review(&s, ["o"], at(120)).reap, ["o"]);
 }
@@ -90,8 +107,12 @@ fn the_pools_reaper_settings_are_validated_naming_the_field() {
 fn a_deleting_pool_is_looked_at_once_asked_then_while_orphans_remain_which_go_without_grace() {
     let mut s = given(pool().size(0).deleting()).snapshot();
     let asked = s.pool.deletion_requested_at.expect("asked");
-    s.pool.status.orphans =
-        Some(Orphans { checked_at: Some(asked - mins(5)), seen: Default::default(), drained: true });
+    s.pool.status.orphans = Some(Orphans {
+        checked_at: Some(asked - mins(5)),
+        seen: Default::default(),
+        tried: Default::default(),
+        drained: true,
+    });
     assert!(due(&s.pool, asked), "a pass before the deletion was asked does not count");
     let r = review(&s, ["left-behind"], asked + mins(1));
     assert_eq!(r.reap, ["left-behind"], "no grace: a deleting pool makes no cluster");
@@ -119,4 +140,20 @@ fn a_pass_made_while_a_deleting_pool_still_drains_does_not_clear_it() {
     let r = review(&drained, Vec::<&str>::new(), asked + mins(2));
     drained.pool.status.orphans = Some(r.orphans);
     assert!(cleared(&drained.pool));
+}
+
+/// Found by the whole-system simulation (seed 308 954): an orphan the platform failed to delete came first at every
+/// pass, and at `maxConcurrent` 1 the others waited behind it for good. The least recently tried goes first.
+#[test]
+fn an_orphan_that_will_not_go_does_not_hold_the_others_back() {
+    let s = given(pool().size(0).max_concurrent(1)).snapshot();
+    let seen = [("stuck", 0), ("next", 1), ("last", 2)].map(|(id, m)| (id.to_owned(), at(m)));
+    let mut s = remembered(s, Orphans { checked_at: Some(at(2)), seen: seen.into(), ..Default::default() });
+    let mut order = vec![];
+    for pass in 0..4 {
+        let r = review(&s, ["stuck", "next", "last"], at(2) + REAP_GRACE + mins(pass));
+        order.extend(r.reap.clone());
+        s.pool.status.orphans = Some(r.orphans);
+    }
+    assert_eq!(order, ["stuck", "next", "last", "stuck"]);
 }

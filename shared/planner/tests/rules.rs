@@ -503,11 +503,16 @@ fn deleting_a_pool_leaves_claimed_clusters_and_waits_for_the_rest() {
     assert!(!p.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "waits for the reaper's look");
     let asked = drained.pool.deletion_requested_at.expect("asked");
     let seen = [("left-behind".to_owned(), asked)].into();
-    drained.pool.status.orphans = Some(reaper::Orphans { checked_at: Some(asked), seen, drained: true });
+    drained.pool.status.orphans =
+        Some(reaper::Orphans { checked_at: Some(asked), seen, tried: Default::default(), drained: true });
     let p = apiary_planner::plan(&drained, at(10), 7);
     assert!(!p.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "and for its orphans to go");
-    drained.pool.status.orphans =
-        Some(reaper::Orphans { checked_at: Some(asked), seen: Default::default(), drained: true });
+    drained.pool.status.orphans = Some(reaper::Orphans {
+        checked_at: Some(asked),
+        seen: Default::default(),
+        tried: Default::default(),
+        drained: true,
+    });
     let p = apiary_planner::plan(&drained, at(10), 7);
     assert!(p.actions.iter().any(|a| matches!(a, Action::DeletePool { .. })), "then goes");
 }
