@@ -294,7 +294,9 @@ pub fn pending_with_capacity(snap: &Snapshot, now: Timestamp) -> Result<(), (Str
         (None, Some(n)) => n,
         (None, None) => usize::MAX,
     };
-    let free = snap.clusters.iter().any(|c| c.claim.is_none() && !c.deleting && !c.marked_for_deletion);
+    // A broken cluster serves no claim: it is not free, it waits its turn to be deleted within maxConcurrent.
+    let free =
+        snap.clusters.iter().any(|c| c.claim.is_none() && !c.deleting && !c.marked_for_deletion && !c.is_broken());
     if snap.clusters.len() >= room && !free {
         // No room for another cluster and none free: it waits for a release.
         return Ok(());

@@ -3,7 +3,7 @@
 
 use apiary_dst::invariants::{converged, Checker};
 use apiary_dst::{run, start, Faults, Options, RunConfig, Sim};
-use apiary_planner::{Claim, DesiredPower};
+use apiary_planner::{Claim, Cluster, DesiredPower};
 use apiary_ports::store::Item;
 use apiary_testkit::fixtures::{aws_spec, installed, pool};
 
@@ -133,4 +133,29 @@ fn the_claim_checked_for_waiting_with_room_is_the_oldest_as_the_pool_serves_them
     let (claim, _) = apiary_dst::invariants::pending_with_capacity(&snap, t + chrono::TimeDelta::minutes(2))
         .expect_err("the pool has room");
     assert_eq!(claim, "c9");
+}
+
+/// Found by the simulation (seed 400 674, eight-hour chaos): the invariant counted a broken cluster as a free one,
+/// so a pool at its limit, deleting its broken and excess clusters one at a time within `maxConcurrent` 1, was taken
+/// for a pool that had room and did not serve a claim. A broken cluster can serve no claim: it is not free.
+#[test]
+fn a_broken_cluster_is_not_room_for_a_claim() {
+    let t = start();
+    let mut spec = aws_spec(1, 0);
+    spec.max_size = Some(2);
+    let mut broken = Cluster::new("b", "b", "b-infra", t);
+    broken.broken_at = Some(t);
+    let mut claimed = installed("c", DesiredPower::Running, t);
+    claimed.claim = Some("k0".into());
+    let mut snap = apiary_planner::Snapshot {
+        pool: pool("p", spec, t),
+        clusters: vec![claimed, broken],
+        claims: vec![Claim::new("k1", "me", t)],
+        leases: vec![],
+    };
+    let later = t + chrono::TimeDelta::hours(1);
+    assert!(apiary_dst::invariants::pending_with_capacity(&snap, later).is_ok(), "no room: it waits for a release");
+    snap.clusters[1].broken_at = None;
+    snap.clusters[1].installed_at = Some(t);
+    assert!(apiary_dst::invariants::pending_with_capacity(&snap, later).is_err(), "a free cluster: it must be served");
 }
