@@ -27,7 +27,8 @@ pub const REAP_GRACE: TimeDelta = TimeDelta::hours(1);
 pub const MIN_EVERY: TimeDelta = TimeDelta::minutes(5);
 /// The least a pool may set for `reaper.grace`: longer than any provisioning call, clone or deprovision in flight.
 pub const MIN_GRACE: TimeDelta = TimeDelta::minutes(30);
-/// How often a deleting pool's machines are listed while orphans of it remain.
+/// How often a deleting pool's machines are listed while orphans of it remain, and a pool's while a ripe orphan
+/// of it remains.
 pub const WHILE_DELETING: TimeDelta = TimeDelta::minutes(1);
 /// Orphans reaped at most per pass when the pool sets no `maxConcurrent`.
 pub const DEFAULT_AT_A_TIME: usize = 10;
@@ -78,9 +79,11 @@ pub fn due(pool: &Pool, now: Timestamp) -> bool {
     if let Some(asked) = pool.deletion_requested_at {
         return last.is_none_or(|t| t < asked || (!cleared(pool) && now - t >= WHILE_DELETING));
     }
-    // An orphan whose grace has run out is not left to wait for the next interval.
+    // An orphan whose grace has run out is not left to wait for the next interval, nor looked at again sooner
+    // than [`WHILE_DELETING`]: one that will not go must not make every reconcile ask for a pass.
     let ripe = orphans.is_some_and(|o| o.seen.values().any(|first| now - *first >= grace));
-    ripe || last.is_none_or(|t| now - t >= every * 9 / 10)
+    let recent = last.is_some_and(|t| now - t < WHILE_DELETING);
+    (ripe && !recent) || last.is_none_or(|t| now - t >= every * 9 / 10)
 }
 
 /// Whether a deleting pool's item may go: a pass made since its deletion was asked, with no cluster of the pool

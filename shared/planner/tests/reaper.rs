@@ -80,6 +80,7 @@ fn a_pass_is_due_every_interval_and_the_pool_can_set_it() {
         drained: true,
     });
     assert!(due(&ripe.pool, at(1)), "an orphan whose grace has run out does not wait for the interval");
+    assert!(!due(&ripe.pool, at(0) + chrono::TimeDelta::seconds(30)), "nor makes every reconcile ask for a pass");
     let mut s = s;
     s.pool.spec.reaper = Some(ReaperSpec { every: Some(GoDuration::new("5m")), grace: Some(GoDuration::new("2h")) });
     assert!(due(&s.pool, at(5)));
