@@ -113,10 +113,11 @@ WITH_EMULATOR = port=$$($(PYTHON) -c 'import socket; s=socket.socket(); s.bind((
 	for i in $$(seq 50); do (echo > /dev/tcp/127.0.0.1/$$port) 2>/dev/null && break; sleep 0.2; done; \
 	$(EMULATOR_CREDENTIALS) AWS_ENDPOINT_URL=http://127.0.0.1:$$port APIARY_PYTHON=$(CURDIR)/$(PYTHON) RUST_LOG=$${RUST_LOG:-warn}
 
-# The template: cfn-lint clean, and checkov clean but for the checks infra/checkov.yaml skips, each with its reason.
+# The templates (the stack's, and the member account's role): cfn-lint clean, and checkov clean but for the checks
+# infra/checkov.yaml skips, each with its reason.
 lint-infra: $(LINT_VENV)/.installed
-	$(LINT_VENV)/bin/cfn-lint infra/template.yaml
-	$(LINT_VENV)/bin/checkov -f infra/template.yaml --config-file infra/checkov.yaml
+	$(LINT_VENV)/bin/cfn-lint infra/template.yaml infra/member-account.yaml
+	$(LINT_VENV)/bin/checkov -f infra/template.yaml -f infra/member-account.yaml --config-file infra/checkov.yaml
 
 # The functions as Lambda zips for arm64 (provided.al2023), built with the release profile (LTO, one codegen unit,
 # stripped). cargo-lambda cross-compiles with zig, both from the virtualenv; rustup adds the arm64 standard library.

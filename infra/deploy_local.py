@@ -1,9 +1,15 @@
 """Deploys infra/template.yaml into the local AWS emulator and writes the stack's outputs as environment settings.
 
 Usage: deploy_local.py STACK ENV_FILE [--admins ARNS] [--max-recheck-seconds N] [--full-sweep-seconds N]
+                       [--member-account ID --member-pools P,Q]
 
 The functions run in the local process (apiary-local), so the stack is deployed with EventSourcesEnabled=false
 and placeholder code zips: the emulator must not try to run Lambda itself.
+
+With --member-account, the stack allows AWS pools in that (second, emulated) account, and infra/member-account.yaml
+is deployed there, as a team would deploy it: entered through OrganizationAccountAccessRole, its role named
+apiary-member-STACK, trusting the stack's power role with the ExternalIds of --member-pools. The role's ARN is
+written as APIARY_MEMBER_ROLE_ARN (for the demo pool and the system tests; the functions do not read it).
 """
 import argparse
 import io
@@ -23,6 +29,8 @@ p.add_argument("--max-recheck-seconds", default="900")
 p.add_argument("--visibility-seconds", default="10")
 p.add_argument("--full-sweep-seconds", default="600")
 p.add_argument("--metrics", default="", help="APIARY_METRICS for the local functions (emf, file:PATH or off)")
+p.add_argument("--member-account", default="", help="a second account whose role AWS pools may name")
+p.add_argument("--member-pools", default="", help="the pools (comma-separated) the member account's role serves")
 args = p.parse_args()
 
 endpoint = os.environ.get("AWS_ENDPOINT_URL")
@@ -48,6 +56,7 @@ params = {
     "MaxRecheckSeconds": args.max_recheck_seconds,
     "QueueVisibilitySeconds": args.visibility_seconds,
     "FullSweepSeconds": args.full_sweep_seconds,
+    "MemberAccountIds": args.member_account,
 }
 stack = stacks.deploy(cfn, args.stack, params, timeout=120)
 status = stack["StackStatus"]
@@ -63,7 +72,29 @@ env = {
     "APIARY_ADMINS": args.admins,
     "APIARY_MAX_RECHECK_SECONDS": args.max_recheck_seconds,
     "APIARY_FULL_SWEEP_SECONDS": args.full_sweep_seconds,
+    "APIARY_STACK_ID": out["StackId"],
+    "APIARY_MEMBER_ACCOUNTS": args.member_account,
+    "APIARY_MEMBER_ROLE_PATTERN": "apiary-member-*",
 }
+if args.member_account:
+    org = session.client("sts", endpoint_url=endpoint).assume_role(
+        RoleArn=f"arn:aws:iam::{args.member_account}:role/OrganizationAccountAccessRole", RoleSessionName="deploy-local"
+    )["Credentials"]
+    member = boto3.session.Session(
+        aws_access_key_id=org["AccessKeyId"],
+        aws_secret_access_key=org["SecretAccessKey"],
+        aws_session_token=org["SessionToken"],
+        region_name=region,
+    )
+    pools = [p.strip() for p in args.member_pools.split(",") if p.strip()] or ["demo-member"]
+    member_params = {
+        "ApiaryPowerRoleArn": out["PowerRoleArn"],
+        "ExternalIds": ",".join(stacks.external_id(out["StackId"], p) for p in pools),
+        "RoleName": f"apiary-member-{args.stack}"[:64],
+    }
+    member_cfn = member.client("cloudformation", endpoint_url=endpoint)
+    member_stack = stacks.deploy(member_cfn, f"{args.stack}-member", member_params, 120, stacks.MEMBER_TEMPLATE)
+    env["APIARY_MEMBER_ROLE_ARN"] = stacks.outputs(member_stack)["RoleArn"]
 if args.metrics:
     env["APIARY_METRICS"] = args.metrics
 with open(args.env_file, "w") as f:

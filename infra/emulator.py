@@ -31,6 +31,15 @@ moto's own, and the service found for a host is remembered.
 werkzeug, moto's HTTP server, ends every connection after one answer, so each request paid for a connection and a
 thread of its own; here a connection is kept for the client's next request (`RequestHandler`).
 
+moto's STS assumes any role, existing or not, with any ExternalId: the role ARN's account becomes the account of
+the credentials it gives, which is how the emulator keeps accounts apart. Here a role is held to what STS checks
+for Apiary's member accounts: it must exist, and a trust policy that requires an ExternalId (`sts:ExternalId` in a
+StringEquals condition) gets one of its values, or the answer is AccessDenied. The one role assumed without
+existing is `OrganizationAccountAccessRole`, which AWS Organizations makes in every member account: the emulator
+has no Organizations to make it, and it is how `deploy_local.py` enters a member account. The caller's identity is
+not checked against the trust policy's principal (the local functions run with the emulator's test credentials,
+not as the power role).
+
 `--as-released` leaves moto as it is released, for comparing answers (`tests/emulator_test.py`).
 
 Usage: emulator.py [--port 5055] [--as-released]
@@ -52,7 +61,11 @@ from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.models.utilities import dynamo_to_dict
 from moto.dynamodb.responses import DynamoResult
+from moto.iam.models import iam_backends
 from moto.sqs.models import Queue, SQSBackend
+from moto.sts.exceptions import STSClientError
+from moto.sts.models import STSBackend
+from moto.utilities.utils import get_partition
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, run_simple
 
@@ -264,6 +277,48 @@ def backend_for_host(self, host):
     return known[host]
 
 
+class AssumeRoleDenied(STSClientError):
+    code = "AccessDenied"
+
+
+#: The role AWS Organizations makes in each member account; the emulator lets it be assumed without existing.
+ORGANIZATION_ROLE = "OrganizationAccountAccessRole"
+
+_assume_role = STSBackend.assume_role
+
+
+def _external_ids_required(trust_policy):
+    """The ExternalIds a trust policy requires (StringEquals sts:ExternalId), or None when it requires none."""
+    try:
+        doc = json.loads(trust_policy) if isinstance(trust_policy, str) else trust_policy
+    except ValueError:
+        return None
+    statements = doc.get("Statement", [])
+    required = None
+    for statement in statements if isinstance(statements, list) else [statements]:
+        condition = statement.get("Condition", {}).get("StringEquals", {})
+        for key, values in condition.items():
+            if key.lower() == "sts:externalid":
+                required = (required or set()) | set(values if isinstance(values, list) else [values])
+    return required
+
+
+def assume_role(self, region_name, role_session_name, role_arn, policy, duration, external_id):
+    """STS's checks of a role: it exists, and gets the ExternalId its trust policy requires."""
+    account = role_arn.split(":")[4] if role_arn.count(":") >= 5 else self.account_id
+    name = role_arn.rsplit("/", 1)[-1]
+    denied = f"User: arn:aws:iam::{self.account_id}:user/moto is not authorized to perform: sts:AssumeRole on resource: {role_arn}"
+    if name != ORGANIZATION_ROLE:
+        try:
+            role = iam_backends[account][get_partition(region_name)].get_role_by_arn(role_arn)
+        except Exception:
+            raise AssumeRoleDenied(denied)
+        required = _external_ids_required(role.assume_role_policy_document)
+        if required is not None and external_id not in required:
+            raise AssumeRoleDenied(denied)
+    return _assume_role(self, region_name, role_session_name, role_arn, policy, duration, external_id)
+
+
 if not args.as_released:
     dynamodb_models.DynamoDBBackend.transact_write_items = transact_write_items
     Table.query = query
@@ -272,6 +327,7 @@ if not args.as_released:
     DomainDispatcherApplication.get_backend_for_host = backend_for_host
     SQSBackend.send_message = send_message
     Queue.attributes = property(queue_attributes)
+    STSBackend.assume_role = assume_role
 
 app = DomainDispatcherApplication(create_backend_app)
 

@@ -6,12 +6,21 @@ import sys
 import time
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "template.yaml")
+#: The template a member account deploys: the role an AWS pool with a roleArn names.
+MEMBER_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "member-account.yaml")
 FUNCTIONS = ["claim-api", "reconcile", "power", "timeouts"]
 
 
-def template_body():
-    with open(TEMPLATE) as f:
+def template_body(path=TEMPLATE):
+    with open(path) as f:
         return f.read()
+
+
+def external_id(stack_id, pool):
+    """The ExternalId Apiary passes when it assumes the role of `pool` (the planner's `external_id`): the last
+    segment of the stack's id, and the pool's name."""
+    stack = re.sub(r"[^A-Za-z0-9+=,.@:_-]", "-", stack_id.rsplit("/", 1)[-1])
+    return f"apiary-{stack}-{pool}"
 
 
 def template_parameters(body):
@@ -44,17 +53,18 @@ def wait(cfn, name, timeout):
         time.sleep(1 if timeout > 300 else 0.5)
 
 
-def deploy(cfn, name, params, timeout=1800):
-    """Creates the stack, or updates it in place. Parameters of an existing stack that `params` leaves out keep
-    their previous values. Exits with the failed resources' reasons if the operation fails; returns the stack."""
-    body = template_body()
+def deploy(cfn, name, params, timeout=1800, template=TEMPLATE):
+    """Creates the stack of `template`, or updates it in place. Parameters of an existing stack that `params` leaves
+    out keep their previous values. Exits with the failed resources' reasons if the operation fails; returns the
+    stack."""
+    body = template_body(template)
     existing = find(cfn, name)
     if existing is None:
         cfn.create_stack(
             StackName=name,
             TemplateBody=body,
             Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in params.items()],
-            Capabilities=["CAPABILITY_IAM"],
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
         )
         want = "CREATE_COMPLETE"
     else:
@@ -65,7 +75,12 @@ def deploy(cfn, name, params, timeout=1800):
         merged.update(params)
         parameters = [{"ParameterKey": k, "ParameterValue": v} for k, v in merged.items()]
         try:
-            cfn.update_stack(StackName=name, TemplateBody=body, Parameters=parameters, Capabilities=["CAPABILITY_IAM"])
+            cfn.update_stack(
+                StackName=name,
+                TemplateBody=body,
+                Parameters=parameters,
+                Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+            )
         except cfn.exceptions.ClientError as e:
             if "No updates are to be performed" in str(e):
                 print(f"stack {name}: already up to date", file=sys.stderr)

@@ -8,6 +8,10 @@ A connection carries one request after another (werkzeug would end it after one 
 The SQS sends, which read only the attribute they need here, are refused, deduplicated and received as moto as
 released does.
 
+STS's checks of a role (which moto as released skips): a role that does not exist, or whose trust policy requires
+another ExternalId, is AccessDenied; the credentials of a role assumed are another account's, whose instances the
+home account does not see.
+
 Run by `make test` (`make emulator-test`); needs only the project virtualenv.
 """
 import http.client
@@ -372,6 +376,49 @@ class QueueTest(unittest.TestCase):
         self.assertIn(("fifo", ["c", "e"]), ours, "the second send with id p@1 was dropped")
         self.assertIn(("content", ["f", "g"]), ours, "the same body twice was dropped")
         self.assertIn(("standard", ["h", "h"]), ours, "a standard queue keeps both")
+
+
+class AssumeRoleTest(EmulatorCase):
+    """A member account's role, as infra/member-account.yaml makes it, and the ExternalId it requires."""
+
+    name = "sts"
+    member = "210987654321"
+
+    def client(self, service, credentials=None):
+        keys = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
+        if credentials:
+            keys = {
+                "aws_access_key_id": credentials["AccessKeyId"],
+                "aws_secret_access_key": credentials["SecretAccessKey"],
+                "aws_session_token": credentials["SessionToken"],
+            }
+        return boto3.client(service, endpoint_url=self.db.meta.endpoint_url, region_name="us-east-1", **keys)
+
+    def assume(self, role, external_id=None):
+        extra = {"ExternalId": external_id} if external_id else {}
+        return self.client("sts").assume_role(RoleArn=role, RoleSessionName="test", **extra)["Credentials"]
+
+    def test_a_role_must_exist_and_get_its_external_id(self):
+        admin = self.assume(f"arn:aws:iam::{self.member}:role/OrganizationAccountAccessRole")
+        self.assertEqual(self.client("sts", admin).get_caller_identity()["Account"], self.member)
+        trust = {"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:role/power"},
+            "Action": "sts:AssumeRole", "Condition": {"StringEquals": {"sts:ExternalId": ["apiary-s-ci"]}}}]}
+        role = self.client("iam", admin).create_role(
+            RoleName="apiary-member-ci", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+        for wrong in [None, "apiary-s-other"]:
+            with self.assertRaises(Exception) as refused:
+                self.assume(role, wrong)
+            self.assertIn("AccessDenied", str(refused.exception))
+        with self.assertRaises(Exception) as missing:
+            self.assume(f"arn:aws:iam::{self.member}:role/apiary-member-none", "apiary-s-ci")
+        self.assertIn("AccessDenied", str(missing.exception))
+
+        ec2 = self.client("ec2", self.assume(role, "apiary-s-ci"))
+        launched = ec2.run_instances(ImageId="ami-0123456789abcdef0", MinCount=1, MaxCount=1)
+        self.assertEqual(launched["OwnerId"], self.member)
+        home = self.client("ec2").describe_instances()["Reservations"]
+        self.assertEqual([r for r in home if r["OwnerId"] == self.member], [], "accounts are kept apart")
 
 
 if __name__ == "__main__":

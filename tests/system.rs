@@ -138,6 +138,71 @@ async fn the_reaper_lists_a_pools_instances_by_its_tag_and_no_other_pools() {
     s.stop().await;
 }
 
+/// A pool naming a role in a member account (issue "AWS pools in any account"): its clusters' instances are made
+/// in that account, never in Apiary's, and a claim gets one; a pool of another admin naming the same role is
+/// refused by STS (its ExternalId is not the one the role trusts), says so on the pool, and makes nothing anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_with_a_member_role_runs_in_that_account_and_no_other_pool_can_use_the_role() {
+    let s = support::member_stack(&["member"]).await;
+    let role = s.member_role.clone().expect("the member account's role");
+    let mut spec = aws_pool(2, 1);
+    spec["platform"]["aws"]["roleArn"] = role.clone().into();
+    s.put_pool("member", &spec).await;
+    let clusters = s.converged("member", 2, 1).await;
+    let (status, claim) = s.call("PUT", "/pools/member/claims/job", ALICE, None).await;
+    assert_eq!((status, &claim["cluster"]["powerState"]), (201, &json!("Running")), "{claim}");
+
+    let member = s.ec2_in(support::MEMBER_ACCOUNT).await;
+    let there = s.pool_instances(&member, "member").await;
+    assert_eq!(there.len(), 4, "two clusters of two machines in the member account: {there:?}");
+    assert!(there.iter().all(|(_, owner)| owner == support::MEMBER_ACCOUNT), "{there:?}");
+    assert!(s.pool_instances(&s.ec2, "member").await.is_empty(), "nothing in Apiary's own account");
+    assert!(clusters.iter().all(|c| c["infraId"].is_string()));
+    let pool = s.pool("member").await;
+    let external_id = pool["status"]["externalId"].as_str().expect("the pool shows its ExternalId").to_owned();
+    assert!(external_id.ends_with("-member"), "{external_id}");
+
+    // The role's credentials are kept for the process: looks made now assume nothing; one made within five minutes
+    // of their expiry (an hour) assumes the role again, once. A refusal is remembered for a minute.
+    let spec_of: apiary_planner::PoolSpec = serde_json::from_value(spec.clone()).expect("spec");
+    let ec2 = s.deps.platforms.of(&spec_of).expect("EC2");
+    let assumed = |before: &BTreeMap<String, u64>| apiary_aws::calls::since(before).get("sts:AssumeRole").copied();
+    let now = chrono::Utc::now();
+    let before = apiary_aws::calls::snapshot();
+    for _ in 0..3 {
+        ec2.marked("member", &spec_of, now).await.expect("listed");
+    }
+    assert_eq!(assumed(&before), None, "the functions' session serves these looks");
+    // (The emulator's sessions expire an hour after the real clock; this look is made at a later time.)
+    let late = now + chrono::TimeDelta::minutes(56);
+    let before = apiary_aws::calls::snapshot();
+    let listed = ec2.marked("member", &spec_of, late).await.expect("listed").expect("EC2 lists");
+    assert_eq!(listed.len(), 4);
+    assert_eq!(assumed(&before), Some(1), "assumed again before the credentials expire");
+    let before = apiary_aws::calls::snapshot();
+    for at in [now, now, now + chrono::TimeDelta::seconds(30), now + chrono::TimeDelta::seconds(61)] {
+        let refused = ec2.marked("stranger", &spec_of, at).await.expect_err("not trusted for this pool");
+        assert!(matches!(refused, apiary_ports::Error::Credentials(_)), "{refused}");
+    }
+    assert_eq!(assumed(&before), Some(2), "a refusal is asked again only after a minute");
+
+    // Another pool naming the same role: refused by the role's trust policy, said on the pool.
+    s.put_pool("intruder", &spec).await;
+    let message = s
+        .until("the intruding pool says its role was refused", MINUTE, || async {
+            let p = s.pool("intruder").await;
+            let c =
+                p["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "AuthenticationFailure")?.clone();
+            (c["status"] == "True").then(|| c["message"].as_str().unwrap_or_default().to_owned())
+        })
+        .await;
+    assert!(message.contains(&role) && message.contains("AccessDenied"), "{message}");
+    assert!(!message.contains(&external_id), "the message names the intruder's own ExternalId: {message}");
+    assert!(s.pool_instances(&member, "intruder").await.is_empty());
+    assert!(s.pool_instances(&s.ec2, "intruder").await.is_empty());
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_parallel_claims_on_five_running_spares_get_five_at_once_and_the_rest_later_each_once() {
     let s = stack().await;

@@ -196,7 +196,11 @@ fn platform(value: &Value, spec: &mut Map<String, Value>, leave: &mut impl FnMut
             }
             None => {
                 let why = match (out_kind, field.as_str()) {
-                    ("aws", "credentialsSecretRef") => "Apiary powers EC2 with its functions' IAM role",
+                    ("aws", "credentialsSecretRef") => {
+                        "Apiary powers EC2 with its power function's IAM role, in its own account; for the \
+                         account these credentials are for, deploy infra/member-account.yaml there (a role \
+                         trusting Apiary's power role with this pool's ExternalId) and set platform.aws.roleArn"
+                    }
                     ("vsphere", "certificatesSecretRef") => {
                         "a Kubernetes secret: put the vCenter's CA certificates in platform.vsphere.caBundle"
                     }
@@ -307,6 +311,8 @@ mod tests {
             ]
         );
         assert!(i.needed.iter().any(|(f, _)| f.starts_with("platform.aws")), "{:?}", i.needed);
+        let (_, why) = i.dropped.iter().find(|(f, _)| f.ends_with("credentialsSecretRef")).expect("the credentials");
+        assert!(why.contains("member-account.yaml") && why.contains("platform.aws.roleArn"), "{why}");
     }
 
     #[test]

@@ -43,8 +43,25 @@ pub struct Stack {
     pub clouds: Option<apiary_local::clouds::DemoClouds>,
     /// Every cluster the functions wrote, in order.
     pub journal: Arc<Journal>,
+    /// On a stack started by [`member_stack`]: the role in [`MEMBER_ACCOUNT`] that its pools may name.
+    pub member_role: Option<String>,
     running: Option<Running>,
     sdk: SdkConfig,
+}
+
+/// The second emulated account of [`member_stack`].
+pub const MEMBER_ACCOUNT: &str = "210987654321";
+
+/// A stack that allows AWS pools in [`MEMBER_ACCOUNT`], where `infra/member-account.yaml` is deployed with a role
+/// ([`Stack::member_role`]) trusting the stack's power role for `pools` (their ExternalIds) and no other.
+pub async fn member_stack(pools: &[&str]) -> Stack {
+    let options = Options {
+        listen: "127.0.0.1:0".parse().expect("address"),
+        sweep_every: Duration::from_secs(1),
+        power_consumers: 1,
+        reconcile_consumers: 1,
+    };
+    stack_deployed(options, false, &["--member-account", MEMBER_ACCOUNT, "--member-pools", &pools.join(",")]).await
 }
 
 /// Deploys `infra/template.yaml` as a new stack and starts the functions on it.
@@ -79,6 +96,10 @@ pub async fn stack_with(options: Options) -> Stack {
 }
 
 async fn stack_on(options: Options, with_clouds: bool) -> Stack {
+    stack_deployed(options, with_clouds, &[]).await
+}
+
+async fn stack_deployed(options: Options, with_clouds: bool, deploy_args: &[&str]) -> Stack {
     let endpoint =
         std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| panic!("AWS_ENDPOINT_URL is not set: {NO_EMULATOR}"));
     let hostport = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
@@ -109,6 +130,7 @@ async fn stack_on(options: Options, with_clouds: bool) -> Stack {
             "--full-sweep-seconds",
             "3",
         ])
+        .args(deploy_args)
         .output()
         .unwrap_or_else(|e| panic!("running {python}: {e}: {NO_EMULATOR}"));
     assert!(out.status.success(), "deploying the stack failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -145,6 +167,7 @@ async fn stack_on(options: Options, with_clouds: bool) -> Stack {
         metrics_file,
         clouds,
         journal,
+        member_role: settings.get("APIARY_MEMBER_ROLE_ARN").cloned(),
         running: Some(running),
         sdk,
     }
@@ -328,6 +351,44 @@ impl Stack {
             .collect();
         v.sort();
         v
+    }
+
+    /// An EC2 client in `account`, entered as its administrators would (OrganizationAccountAccessRole), to look at
+    /// what is there without Apiary's own code.
+    pub async fn ec2_in(&self, account: &str) -> apiary_aws::sdk_ec2::Client {
+        let sts = apiary_aws::sdk_sts::Client::new(&self.sdk);
+        let out = sts
+            .assume_role()
+            .role_arn(format!("arn:aws:iam::{account}:role/OrganizationAccountAccessRole"))
+            .role_session_name("system-test")
+            .send()
+            .await
+            .expect("entering the account");
+        let c = out.credentials().expect("credentials");
+        let credentials = apiary_aws::sdk_sts::config::Credentials::new(
+            c.access_key_id(),
+            c.secret_access_key(),
+            Some(c.session_token().to_owned()),
+            None,
+            "system-test",
+        );
+        let conf = apiary_aws::sdk_ec2::config::Builder::from(&self.sdk).credentials_provider(credentials).build();
+        apiary_aws::sdk_ec2::Client::from_conf(conf)
+    }
+
+    /// The instances tagged `apiary:pool = pool` that `ec2` sees, with their owner account.
+    pub async fn pool_instances(&self, ec2: &apiary_aws::sdk_ec2::Client, pool: &str) -> Vec<(String, String)> {
+        let out = ec2
+            .describe_instances()
+            .filters(Filter::builder().name("tag:apiary:pool").values(pool).build())
+            .send()
+            .await
+            .expect("DescribeInstances");
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances().iter().map(|i| (r.owner_id().unwrap_or_default().to_owned(), i)))
+            .map(|(owner, i)| (i.instance_id().unwrap_or_default().to_owned(), owner))
+            .collect()
     }
 
     /// Whether every instance of the cluster is in `state` (and it has some).

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use apiary_planner::validate::validate_member_role;
 use apiary_planner::{power, validate_spec, validate_update, Cluster, Pool, PoolSpec, Snapshot};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::store::{Cond, Item, Key, Write};
@@ -12,7 +13,7 @@ use serde_json::json;
 
 use crate::error::{ApiError, ApiResult};
 use crate::input::{name, parse_body};
-use crate::view::to_json;
+use crate::view::{pool_view, to_json};
 use crate::{Caller, MAX_ATTEMPTS};
 
 /// The whole partition of `pool`, or 404.
@@ -54,11 +55,12 @@ pub(crate) async fn reconcile_coalesced(deps: &Deps, pool: &str, reason: &str) -
 pub(crate) async fn list_pools(deps: &Deps) -> ApiResult {
     let mut pools = deps.store.list_pools().await?;
     pools.sort_by(|a, b| a.name.cmp(&b.name));
+    let pools: Vec<_> = pools.iter().map(|p| pool_view(p, &deps.config.stack_id)).collect();
     Ok((200, json!({ "pools": pools })))
 }
 
 pub(crate) async fn get_pool(deps: &Deps, pool: &str) -> ApiResult {
-    Ok((200, to_json(&get_pool_item(deps, pool).await?)))
+    Ok((200, pool_view(&get_pool_item(deps, pool).await?, &deps.config.stack_id)))
 }
 
 pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Body) -> ApiResult {
@@ -69,6 +71,9 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
     let spec: PoolSpec = parse_body(body, None)?;
     if let Err(errors) = validate_spec(&spec) {
         return Err(ApiError::fields("InvalidPoolSpec", errors.into_iter().map(|e| (e.field, e.message)).collect()));
+    }
+    if let Err(e) = validate_member_role(&spec, &deps.config.member_roles) {
+        return Err(ApiError::fields("InvalidPoolSpec", vec![(e.field, e.message)]));
     }
     for _ in 0..MAX_ATTEMPTS {
         let existing = match deps.store.get(pool, &Key::Pool).await? {
@@ -82,7 +87,7 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
             Some(p) if p.spec == spec => {
                 // Nothing to write, but the scheduler may have lost what an earlier PUT synced: sync again.
                 deps.schedules.sync(pool, &spec.schedules).await?;
-                return Ok((200, to_json(&p)));
+                return Ok((200, pool_view(&p, &deps.config.stack_id)));
             }
             Some(p) => {
                 if let Err(errors) = validate_update(&p.spec, &spec) {
@@ -110,7 +115,7 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
                 deps.schedules.sync(pool, &spec.schedules).await?;
                 reconcile_soon(deps, pool, "pool-updated").await?;
                 tracing::info!(pool, created = status == 201, "pool written");
-                return Ok((status, to_json(&next)));
+                return Ok((status, pool_view(&next, &deps.config.stack_id)));
             }
             Err(StoreError::Conflict(_)) => continue,
             Err(e) => return Err(e.into()),
@@ -126,7 +131,7 @@ pub(crate) async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> Api
     for _ in 0..MAX_ATTEMPTS {
         let p = get_pool_item(deps, pool).await?;
         if p.deletion_requested_at.is_some() {
-            return Ok((202, to_json(&p)));
+            return Ok((202, pool_view(&p, &deps.config.stack_id)));
         }
         let rev = p.rev;
         let next = Pool { deletion_requested_at: Some(deps.clock.now()), rev: rev + 1, ..p };
@@ -134,7 +139,7 @@ pub(crate) async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> Api
             Ok(()) => {
                 deps.schedules.sync(pool, &[]).await?;
                 reconcile_soon(deps, pool, "pool-deleted").await?;
-                return Ok((202, to_json(&next)));
+                return Ok((202, pool_view(&next, &deps.config.stack_id)));
             }
             Err(StoreError::Conflict(_)) => continue,
             Err(e) => return Err(e.into()),

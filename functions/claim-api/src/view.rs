@@ -9,6 +9,18 @@ pub(crate) fn to_json<T: Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
+/// A pool as the API shows it: the item, and for an AWS pool that names a role the ExternalId Apiary passes
+/// when it assumes it (`status.externalId`: what the member account's role must require).
+pub(crate) fn pool_view(pool: &Pool, stack_id: &str) -> Value {
+    let mut v = to_json(pool);
+    if let apiary_planner::Platform::Aws(apiary_planner::AwsPlatform { role_arn: Some(_), .. }) = &pool.spec.platform {
+        if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut) {
+            status.insert("externalId".into(), apiary_planner::external_id(stack_id, &pool.name).into());
+        }
+    }
+    v
+}
+
 /// A claim as the API shows it, with its `phase` (the planner's [`Claim::phase`]): Pending (no cluster yet),
 /// Assigned (cluster not Running), Ready (cluster Running) or Releasing. The cluster carries what its installer
 /// said of it (`outputs`: URLs, the ARN of the kubeconfig's secret), never a secret itself, and while it runs its

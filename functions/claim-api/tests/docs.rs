@@ -88,7 +88,10 @@ fn holds(stored: &Value, shown: &Value) -> bool {
 #[tokio::test]
 async fn every_pool_spec_the_docs_show_is_one_the_api_takes() {
     let w = World::new(Utc.with_ymd_and_hms(2026, 11, 25, 9, 0, 0).single().expect("time"));
-    let deps = w.default_deps(900);
+    // The stack the docs' examples assume allows pools in their member account (MemberAccountIds).
+    let mut config = apiary_ports::Config::named("apiary", &[ADMIN]);
+    config.member_roles.accounts = vec!["210987654321".into()];
+    let deps = w.deps(config);
     let blocks = json_blocks();
     assert!(blocks.len() >= 8, "the docs show pool specs: found {}", blocks.len());
     let mut wrong = Vec::new();

@@ -243,6 +243,47 @@ async fn a_pools_machines_cannot_be_moved_by_editing_where_they_live() {
     assert_eq!(body["spec"]["platform"]["aws"]["region"], "us-east-1");
 }
 
+/// An AWS pool may name only a role the stack allows (its MemberRoleNamePattern, in its MemberAccountIds), each
+/// refusal a 400 naming `platform.aws.roleArn` and why; an allowed one is stored, and the pool shows the ExternalId
+/// its role must require.
+#[tokio::test]
+async fn a_pool_names_only_a_role_the_stack_allows_and_shows_its_external_id() {
+    let w = World::new(t0());
+    let spec = |role: &str| {
+        json!({"size": 1, "platform": {"aws": {"region": "eu-west-1", "imageId": "ami-1", "instanceType": "m6i.large",
+            "roleArn": role}}})
+        .to_string()
+    };
+    let good = "arn:aws:iam::210987654321:role/apiary-member-ci";
+    let closed = w.default_deps(900);
+    let (status, body) = call(&closed, "PUT", "/pools/ci", Some(ADMIN), Some(&spec(good))).await;
+    assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some("platform.aws.roleArn")), "{body}");
+    assert!(body["fields"][0]["message"].as_str().is_some_and(|m| m.contains("MemberAccountIds")), "{body}");
+
+    let mut config = apiary_ports::Config::named("apiary", &[ADMIN]);
+    config.member_roles.accounts = vec!["210987654321".into()];
+    let deps = w.deps(config.clone());
+    for (role, says) in [
+        ("arn:aws:iam::111111111111:role/apiary-member-ci", "account 111111111111"),
+        ("arn:aws:iam::210987654321:role/OrganizationAccountAccessRole", "MemberRoleNamePattern"),
+        ("arn:aws:iam::210987654321:user/apiary-member-ci", "not an IAM role ARN"),
+    ] {
+        let (status, body) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&spec(role))).await;
+        assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some("platform.aws.roleArn")), "{body}");
+        assert!(body["fields"][0]["message"].as_str().is_some_and(|m| m.contains(says)), "{role}: {body}");
+    }
+    assert!(w.snapshot("ci").is_none(), "nothing stored");
+    let (status, body) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&spec(good))).await;
+    assert_eq!(status, 201, "{body}");
+    let expected = apiary_planner::external_id(&config.stack_id, "ci");
+    assert_eq!(body["status"]["externalId"], expected.as_str());
+    let (_, body) = call(&deps, "GET", "/pools/ci", Some(ALICE), None).await;
+    assert_eq!(body["status"]["externalId"], expected.as_str());
+    assert_eq!(body["spec"]["platform"]["aws"]["roleArn"], good);
+    let (_, body) = call(&deps, "GET", "/pools", Some(ALICE), None).await;
+    assert_eq!(body["pools"][0]["status"]["externalId"], expected.as_str());
+}
+
 /// Seed 004's PowerStatePaused: an admin pauses one cluster's power management; it is not assigned while paused,
 /// and the unpause hands it back to the power function.
 #[tokio::test]

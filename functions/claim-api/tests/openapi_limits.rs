@@ -215,6 +215,15 @@ async fn every_declared_bound_is_the_enforced_one() {
             "platform.aws.instanceType",
         ),
         (
+            "PoolSpec/platform/aws/roleArn/maxLength",
+            MAX_ROLE_ARN_LEN as f64,
+            with(
+                &[aws[0], aws[1], "roleArn"],
+                json!(format!("arn:aws:iam::210987654321:role/{}/r", x(MAX_ROLE_ARN_LEN))),
+            ),
+            "platform.aws.roleArn",
+        ),
+        (
             "PoolSpec/platform/aws/subnetId/maxLength",
             MAX_CLOUD_ID_LEN as f64,
             with(&[aws[0], aws[1], "subnetId"], json!(x(129))),

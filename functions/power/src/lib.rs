@@ -79,7 +79,7 @@ async fn get_cluster(deps: &Deps, pool: &str, id: &str) -> Result<Option<Cluster
 /// What the platform reports for `question`. An error that trying again cannot mend (credentials refused, a
 /// secret that does not exist, a permission missing) is reported as a failure of what the question is for, so the
 /// planner backs off and the cluster's conditions say why, instead of the message failing until it is dropped.
-async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe) -> Result<Report> {
+async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe, creds: &mut Credentials) -> Result<Report> {
     let answer = match question {
         Probe::Install => platform.install_state(t).await.map(Report::Install),
         Probe::MachinesRunning => platform.machines_running(t).await.map(|m| machines(&m)),
@@ -97,6 +97,7 @@ async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe) -> Result
             Nodes::Machines(m) => machines(&m),
         }),
     };
+    creds.saw(&answer);
     match answer {
         Err(e) if !e.is_retryable() => {
             let message = e.to_string();
@@ -114,7 +115,7 @@ fn machines(m: &Machines) -> Report {
 }
 
 /// Makes `call`; the cloud's refusal, and an error that trying again cannot mend, are reports, not errors.
-async fn call(platform: &dyn Machinery, t: Target<'_>, call: ActuatorCall) -> Result<Report> {
+async fn call(platform: &dyn Machinery, t: Target<'_>, call: ActuatorCall, creds: &mut Credentials) -> Result<Report> {
     let outcome = match call {
         ActuatorCall::Provision => platform.provision(t).await.map(|p| match p {
             Provision::Accepted { handle } => Report::Provisioned { handle },
@@ -123,9 +124,71 @@ async fn call(platform: &dyn Machinery, t: Target<'_>, call: ActuatorCall) -> Re
         ActuatorCall::Start => platform.start_machines(t).await.map(refusal),
         ActuatorCall::Stop => platform.stop_machines(t).await.map(refusal),
     };
+    creds.saw(&outcome);
     match outcome {
         Err(e) if !e.is_retryable() => Ok(Report::CallFailed { message: e.to_string() }),
         other => other,
+    }
+}
+
+/// What became of this invocation's calls with the pool's credentials.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Credentials {
+    /// No call was answered.
+    #[default]
+    Untried,
+    /// A call was answered: the credentials were accepted.
+    Accepted,
+    /// The cloud refused them ([`Error::Credentials`]), for this reason.
+    Refused(String),
+}
+
+impl Credentials {
+    /// Notes what a call's `result` says of the credentials: a refusal stays noted for the invocation.
+    fn saw<T>(&mut self, result: &Result<T>) {
+        match result {
+            Err(Error::Credentials(why)) => *self = Credentials::Refused(why.clone()),
+            Ok(_) if *self == Credentials::Untried => *self = Credentials::Accepted,
+            _ => {}
+        }
+    }
+}
+
+/// Puts what `creds` says on the pool's `AuthenticationFailure` condition, when it changes it: a write
+/// conditional on the pool's revision, re-read when lost. A pool whose calls keep being refused, or keep
+/// succeeding, is not written again. A write that fails is logged and left to the next call.
+pub async fn record_credentials(deps: &Deps, pool: &Pool, creds: &Credentials) {
+    let refused = match creds {
+        Credentials::Untried => return,
+        Credentials::Accepted => None,
+        Credentials::Refused(why) => Some(why.as_str()),
+    };
+    let mut current = pool.clone();
+    for _ in 0..MAX_ATTEMPTS {
+        let mut next = current.clone();
+        if !next.status.authenticated(refused, deps.clock.now()) {
+            return;
+        }
+        next.rev = current.rev + 1;
+        let write = Write::Put(Item::Pool(Box::new(next)), Cond::Rev(current.rev));
+        match deps.store.write(&current.name, vec![write]).await {
+            Ok(()) => {
+                tracing::info!(refused, "the pool's authentication condition changed");
+                return;
+            }
+            Err(Error::Conflict(_)) => match get_pool(deps, &current.name).await {
+                Ok(Some(fresh)) => current = fresh,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the pool's authentication condition could not be read again");
+                    return;
+                }
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "the pool's authentication condition could not be written");
+                return;
+            }
+        }
     }
 }
 
@@ -146,6 +209,8 @@ struct Run<'a> {
     /// The message's receipt handle, when it came from the queue.
     receipt: Option<&'a str>,
     outcome: Outcome,
+    /// What the platform's answers said of the pool's credentials.
+    creds: Credentials,
 }
 
 impl Run<'_> {
@@ -180,7 +245,8 @@ impl Run<'_> {
     /// else wrote the cluster meanwhile but the call is still the one recorded, the outcome is applied to what
     /// they wrote; otherwise the conflict is returned (re-read and step again).
     async fn call_and_record(&mut self, intent: Cluster, c: ActuatorCall, now: Timestamp) -> Result<PowerStep> {
-        let result = call(self.platform, self.target(&intent, now), c).await?;
+        let t = Target { pool: &self.pool.name, spec: &self.pool.spec, cluster: &intent, now };
+        let result = call(self.platform, t, c, &mut self.creds).await?;
         tracing::info!(call = ?c, result = ?result, "actuator call");
         let mut done = step(&intent, &result, now, self.limits);
         match self.put(&intent, &done.cluster).await {
@@ -289,7 +355,8 @@ impl Run<'_> {
                 want = None;
                 break;
             };
-            let report = ask(self.platform, self.target(&current, now), question).await?;
+            let t = Target { pool: &self.pool.name, spec: &self.pool.spec, cluster: &current, now };
+            let report = ask(self.platform, t, question, &mut self.creds).await?;
             tracing::debug!(?question, ?report, "looked");
             let mut s = step(&current, &report, now, self.limits);
             if s.cluster.is_running() && !current.is_running() {
@@ -322,7 +389,9 @@ impl Run<'_> {
             // Backing off after refusals: a nudge only makes sure the chain carries on.
             return self.carry_on(&stored.clone(), stored, admission, Some(wait)).await;
         }
-        let termination = match self.platform.deprovision(self.target(&stored, now)).await {
+        let termination = self.platform.deprovision(self.target(&stored, now)).await;
+        self.creds.saw(&termination);
+        let termination = match termination {
             Ok(t) => t,
             // Trying again cannot mend it: back off and say why, as for a refused termination.
             Err(e) if !e.is_retryable() => Termination { remaining: 1, refused: vec![("*".into(), e.to_string())] },
@@ -359,18 +428,21 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, receipt: Option<&str>) -> Re
     let machinery = deps.platforms.of(&pool.spec)?;
     let platform = machinery.as_ref();
     let limits = pool.spec.power_limits();
-    let mut run = Run { deps, pool: &pool, platform, limits, msg, receipt, outcome: Outcome::default() };
+    let creds = Credentials::Untried;
+    let mut run = Run { deps, pool: &pool, platform, limits, msg, receipt, outcome: Outcome::default(), creds };
     let mut attempt = 0;
-    loop {
+    let result = loop {
         attempt += 1;
         match run.attempt().await {
-            Ok(()) => return Ok(run.outcome),
+            Ok(()) => break Ok(()),
             Err(Error::Conflict(why)) if attempt < MAX_ATTEMPTS => {
                 tracing::info!(attempt, why, "lost a condition; re-reading");
             }
-            Err(e) => return Err(e),
+            Err(e) => break Err(e),
         }
-    }
+    };
+    record_credentials(deps, &pool, &run.creds).await;
+    result.map(|()| run.outcome)
 }
 
 /// Handles one batch from the power queue, its messages concurrently; each failed message is reported alone.

@@ -41,7 +41,18 @@ async fn reap(deps: &Deps, snapshot: &mut Snapshot, now: Timestamp) -> Result<Ve
     let machinery = deps.platforms.of(&spec)?;
     // A provisioner that cannot list what it made has nothing to look at: the pass is recorded all the same (a
     // deleting pool waits for one).
-    let marked = machinery.marked(&pool, &spec, now).await?.unwrap_or_default();
+    let marked = match machinery.marked(&pool, &spec, now).await {
+        Ok(marked) => {
+            crate::record_credentials(deps, &snapshot.pool, &crate::Credentials::Accepted).await;
+            marked.unwrap_or_default()
+        }
+        Err(Error::Credentials(why)) => {
+            // Nothing was listed: the pass is not made (a deleting pool is not cleared), and the pool says why.
+            crate::record_credentials(deps, &snapshot.pool, &crate::Credentials::Refused(why)).await;
+            return Ok(vec![]);
+        }
+        Err(e) => return Err(e),
+    };
     let review = reaper::review(snapshot, marked.iter().map(|m| m.infra_id.as_str()), now);
     let mut remembered = snapshot.pool.clone();
     remembered.status.orphans = Some(review.orphans.clone());

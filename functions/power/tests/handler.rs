@@ -375,3 +375,71 @@ async fn a_repeated_reap_message_reads_the_pool_item_only() {
     let cost = w.store.stats() - before;
     assert_eq!((cost.reads, cost.items_read, cost.write_attempts), (1, 1, 0), "{cost:?}");
 }
+
+fn authentication(w: &World, pool: &str) -> Option<(apiary_planner::ConditionStatus, String, String)> {
+    let p = w.snapshot(pool).expect("pool").pool;
+    p.status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "AuthenticationFailure")
+        .map(|c| (c.status, c.reason.clone(), c.message.clone()))
+}
+
+/// A pool whose role cannot be assumed says so on its pool, from the first call refused, naming the role and the
+/// cloud's reason; its clusters back off; the pool item is written once for the refusal, not once per call;
+/// another pool is untouched; once the role can be assumed again the condition turns False.
+#[tokio::test]
+async fn a_role_that_cannot_be_assumed_is_a_condition_on_its_pool_until_it_can() {
+    use apiary_planner::ConditionStatus;
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    w.put_pool(pool("other", aws_spec(1, 0), t0()));
+    for (pool, id) in [("ci", "ci-1"), ("ci", "ci-2"), ("other", "other-1")] {
+        let mut c = Cluster::new(id, id, format!("{id}-infra"), t0());
+        c.spec_power_state = Some(DesiredPower::Running);
+        w.put_cluster(pool, c);
+    }
+    let why =
+        "AccessDenied: not authorized to perform sts:AssumeRole on arn:aws:iam::210987654321:role/apiary-member-ci";
+    w.cloud.refuse_credentials("ci", why);
+    let deps = w.default_deps(900);
+
+    power::power(&deps, &nudge("ci-1"), None).await.expect("the message is handled, not failed");
+    let (status, reason, message) = authentication(&w, "ci").expect("the pool says why");
+    assert_eq!((status, reason.as_str()), (ConditionStatus::True, "AuthenticationFailed"));
+    assert!(message.contains("arn:aws:iam::210987654321:role/apiary-member-ci") && message.contains("AccessDenied"));
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    assert!(c.conditions.iter().any(|c| c.type_ == "ProvisionFailed"), "the cluster backs off: {:?}", c.conditions);
+
+    let rev = w.snapshot("ci").expect("pool").pool.rev;
+    power::power(&deps, &nudge("ci-2"), None).await.expect("handled");
+    assert_eq!(w.snapshot("ci").expect("pool").pool.rev, rev, "the same refusal does not write the pool again");
+
+    power::power(&deps, &PowerMessage::nudge("other", "other-1"), None).await.expect("handled");
+    assert_eq!(authentication(&w, "other"), None, "another pool is untouched");
+    assert_eq!(w.cloud.machines().iter().filter(|m| m.pool == "other").count(), 2, "and provisions");
+    assert!(w.cloud.machines().iter().all(|m| m.pool != "ci"), "nothing was made with refused credentials");
+
+    w.cloud.accept_credentials("ci");
+    drive(&w, &deps, t0() + TimeDelta::minutes(30)).await;
+    let (status, reason, _) = authentication(&w, "ci").expect("still there, now False");
+    assert_eq!((status, reason.as_str()), (ConditionStatus::False, "AuthenticationSucceeded"));
+    assert_eq!(w.cluster("ci", "ci-1").expect("cluster").power_state, Some(PowerState::Running));
+}
+
+/// A reaper pass that cannot list (the role refused) is not a pass: a deleting pool is not found clear, and the
+/// pool says why.
+#[tokio::test]
+async fn a_reaper_pass_with_a_refused_role_lists_nothing_and_clears_nothing() {
+    let w = World::new(t0());
+    let mut ci = pool("ci", aws_spec(1, 0), t0());
+    ci.deletion_requested_at = Some(t0());
+    w.put_pool(ci);
+    w.cloud.refuse_credentials("ci", "AccessDenied");
+    let deps = w.default_deps(900);
+    let out = power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("handled");
+    assert!(out.reaped.is_empty());
+    let p = w.snapshot("ci").expect("pool").pool;
+    assert_eq!(p.status.orphans, None, "no pass recorded");
+    assert!(authentication(&w, "ci").is_some_and(|(s, _, _)| s == apiary_planner::ConditionStatus::True));
+}

@@ -53,7 +53,9 @@ pub fn deps(config: Config, sdk: &aws_config::SdkConfig) -> Deps {
         store: Arc::new(DynamoStore::new(dynamo, config.table.clone())),
         queue: Arc::new(SqsQueue::new(sqs, &config)),
         platforms: Arc::new(
-            Platforms::new().with("aws", Arc::new(Ec2Platform::new(sdk.clone()))).with("fake", Arc::new(FakePlatform)),
+            Platforms::new()
+                .with("aws", Arc::new(Ec2Platform::new(sdk.clone(), config.stack_id.clone())))
+                .with("fake", Arc::new(FakePlatform)),
         ),
         schedules: Arc::new(EventBridgeSchedules::new(scheduler, &config)),
         metrics: Arc::new(Metrics { stack: config.stack.clone(), sink: config.metrics.clone() }),

@@ -9,14 +9,16 @@
 //! - An instance whose root volume is an instance store cannot be stopped (EC2 refuses it): such a cluster's
 //!   hibernation is unsupported (seed 004), reported before any instance is stopped.
 //!
-//! EC2 clients are made per region (a pool's `platform.aws.region`) from one shared SDK configuration.
+//! EC2 clients are made per region (a pool's `platform.aws.region`) from one shared SDK configuration, with the
+//! process's own credentials, or with those of the pool's role in another account (`platform.aws.roleArn`,
+//! assumed with the pool's ExternalId: [`crate::roles`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{AwsPlatform, Machine, Platform, PoolSpec, Timestamp};
+use apiary_planner::{external_id, AwsPlatform, Machine, Platform, PoolSpec, Timestamp};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
     DeviceType, Filter, InstanceStateName, LaunchTemplateSpecification, ResourceType, SummaryStatus, Tag,
@@ -30,6 +32,7 @@ use apiary_ports::platform::{
 use apiary_ports::{Error, Result};
 
 use crate::calls::count;
+use crate::roles::{session_name, Assumption, Roles};
 
 /// Instances per Start/Stop/Terminate call.
 pub const BATCH: usize = 50;
@@ -43,10 +46,15 @@ pub fn cluster_tag(infra_id: &str) -> String {
     format!("kubernetes.io/cluster/{infra_id}")
 }
 
-/// EC2, in any region.
+/// EC2, in any region, and in any account whose role a pool names.
 pub struct Ec2Platform {
     sdk: aws_config::SdkConfig,
+    /// The stack's id, from which each pool's ExternalId is made.
+    stack_id: String,
+    /// The clients of the process's own credentials, by region.
     clients: Mutex<HashMap<String, Client>>,
+    /// The clients of pools' roles.
+    roles: Roles<Client>,
 }
 
 /// One instance of a cluster.
@@ -63,25 +71,40 @@ struct Instance {
 }
 
 impl Ec2Platform {
-    /// EC2 clients made from `sdk`.
-    pub fn new(sdk: aws_config::SdkConfig) -> Self {
-        Self { sdk, clients: Mutex::new(HashMap::new()) }
+    /// EC2 clients made from `sdk`, for the stack `stack_id` (`AWS::StackId`).
+    pub fn new(sdk: aws_config::SdkConfig, stack_id: impl Into<String>) -> Self {
+        let roles = Roles::new(sdk.clone());
+        Self { sdk, stack_id: stack_id.into(), clients: Mutex::new(HashMap::new()), roles }
     }
 
-    fn client(&self, spec: &PoolSpec) -> Result<Client> {
-        let region = match &spec.platform {
-            Platform::Aws(AwsPlatform { region, .. }) => region.clone(),
+    /// The client for `pool`'s calls at `now`: with its role's credentials when it names one (assumed when none
+    /// are held; [`Error::Credentials`] when refused), or the process's own.
+    async fn client(&self, pool: &str, spec: &PoolSpec, now: Timestamp) -> Result<Client> {
+        let (region, role_arn) = match &spec.platform {
+            Platform::Aws(AwsPlatform { region, role_arn, .. }) => (region.clone(), role_arn.clone()),
             other => return Err(Error::Config(format!("the EC2 platform was given a {} pool", other.kind()))),
         };
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(clients
-            .entry(region.clone())
-            .or_insert_with(|| {
-                let conf =
-                    aws_sdk_ec2::config::Builder::from(&self.sdk).region(aws_config::Region::new(region)).build();
-                Client::from_conf(conf)
+        let conf = |region: &str| {
+            aws_sdk_ec2::config::Builder::from(&self.sdk).region(aws_config::Region::new(region.to_owned()))
+        };
+        let Some(role_arn) = role_arn else {
+            let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            return Ok(clients
+                .entry(region.clone())
+                .or_insert_with(|| Client::from_conf(conf(&region).build()))
+                .clone());
+        };
+        let assumption = Assumption {
+            role_arn,
+            external_id: external_id(&self.stack_id, pool),
+            session_name: session_name(pool),
+            region: region.clone(),
+        };
+        self.roles
+            .client(&assumption, now, |granted| {
+                Client::from_conf(conf(&region).credentials_provider(granted.credentials).build())
             })
-            .clone())
+            .await
     }
 
     /// The cluster's instances, all pages, terminated ones left out.
@@ -241,7 +264,7 @@ fn machines(instances: &[Instance], want: MachineState, acts: fn(MachineState) -
 #[async_trait]
 impl Actuator for Ec2Platform {
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
-        let client = self.client(t.spec)?;
+        let client = self.client(t.pool, t.spec, t.now).await?;
         Ok(machines(
             &self.instances(&client, &t.cluster.infra_id).await?,
             MachineState::Running,
@@ -250,7 +273,7 @@ impl Actuator for Ec2Platform {
     }
 
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
-        let client = self.client(t.spec)?;
+        let client = self.client(t.pool, t.spec, t.now).await?;
         let instances = self.instances(&client, &t.cluster.infra_id).await?;
         let mut m = machines(&instances, MachineState::Stopped, MachineState::stop_acts);
         m.unsupported = instances
@@ -262,7 +285,7 @@ impl Actuator for Ec2Platform {
     }
 
     async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
-        let client = self.client(t.spec)?;
+        let client = self.client(t.pool, t.spec, t.now).await?;
         let instances = self.instances(&client, &t.cluster.infra_id).await?;
         let m = machines(&instances, MachineState::Running, MachineState::start_acts);
         if m.total == 0 || !m.not_ready.is_empty() {
@@ -300,7 +323,7 @@ impl Actuator for Ec2Platform {
     }
 
     async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
-        let client = self.client(t.spec)?;
+        let client = self.client(t.pool, t.spec, t.now).await?;
         let instances = self.instances(&client, &t.cluster.infra_id).await?;
         Ok(instances
             .into_iter()
@@ -309,12 +332,12 @@ impl Actuator for Ec2Platform {
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
-        let client = self.client(t.spec)?;
+        let client = self.client(t.pool, t.spec, t.now).await?;
         self.change(&client, &t, MachineState::start_acts, Change::Start).await
     }
 
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
-        let client = self.client(t.spec)?;
+        let client = self.client(t.pool, t.spec, t.now).await?;
         self.change(&client, &t, MachineState::stop_acts, Change::Stop).await
     }
 }
@@ -329,7 +352,7 @@ impl Provisioner for Ec2Platform {
         let Platform::Aws(aws) = &t.spec.platform else {
             return Err(Error::Config(format!("the EC2 platform was given a {} pool", t.spec.platform.kind())));
         };
-        let client = self.client(t.spec)?;
+        let client = self.client(t.pool, t.spec, t.now).await?;
         let c = t.cluster;
         let mut tags = vec![
             Tag::builder().key(cluster_tag(&c.infra_id)).value("owned").build(),
@@ -375,7 +398,7 @@ impl Provisioner for Ec2Platform {
     }
 
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
-        let client = self.client(t.spec)?;
+        let client = self.client(t.pool, t.spec, t.now).await?;
         let refused = self.change(&client, &t, MachineState::terminate_acts, Change::Terminate).await?;
         if !refused.machines.is_empty() {
             tracing::warn!(cluster = %t.cluster.id, refused = ?refused.machines, "some machines refused to terminate");
@@ -387,8 +410,8 @@ impl Provisioner for Ec2Platform {
 
     /// The instances tagged `apiary:pool = <pool>` (one filtered DescribeInstances, all pages), by the infraId of
     /// their cluster tag.
-    async fn marked(&self, pool: &str, spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
-        let client = self.client(spec)?;
+    async fn marked(&self, pool: &str, spec: &PoolSpec, now: Timestamp) -> Result<Option<Vec<Marked>>> {
+        let client = self.client(pool, spec, now).await?;
         let instances = self.tagged(&client, POOL_TAG, pool).await?;
         Ok(Some(instances.into_iter().filter_map(|i| Some(Marked { infra_id: i.infra_id?, machine: i.id })).collect()))
     }

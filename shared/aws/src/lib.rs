@@ -7,6 +7,8 @@
 //!   that feeds handlers batches as Lambda's event source mapping does (for the local runtime).
 //! - [`ec2`]: the [`Actuator`](apiary_ports::platform::Actuator) and
 //!   [`Provisioner`](apiary_ports::platform::Provisioner) of the `aws` platform; [`fake`]: the `fake` platform.
+//! - [`roles`]: a pool's role in another account, assumed with its ExternalId and kept until shortly before it
+//!   expires.
 //! - [`scheduler`]: the [`Schedules`](apiary_ports::schedules::Schedules) as EventBridge Scheduler schedules.
 //! - [`secrets`]: the [`Secrets`](apiary_ports::secrets::Secrets) in Secrets Manager (built by the power function
 //!   only).
@@ -24,6 +26,7 @@ pub mod error;
 pub mod fake;
 pub mod logging;
 pub mod queue;
+pub mod roles;
 pub mod scheduler;
 pub mod secrets;
 
@@ -32,3 +35,5 @@ pub use config::{deps, deps_from_env, load_sdk_config};
 
 /// The SDK's EC2 client, for tools and tests that look at machines the way an operator would.
 pub use aws_sdk_ec2 as sdk_ec2;
+/// The SDK's STS client, for tests that enter another emulated account the way its administrators would.
+pub use aws_sdk_sts as sdk_sts;

@@ -1,5 +1,7 @@
 //! Settings from the environment: the stack's outputs, as the template passes them to each function.
 
+use apiary_planner::validate::MemberRoles;
+
 use crate::error::{Error, Result};
 use crate::metrics::Sink;
 
@@ -28,6 +30,12 @@ pub struct Config {
     pub full_sweep_every: chrono::TimeDelta,
     /// `APIARY_STACK`: the deployment's name, the `Stack` dimension of its metrics (default `apiary`).
     pub stack: String,
+    /// `APIARY_STACK_ID`: the stack's `AWS::StackId` (default the stack's name), from which each AWS pool's
+    /// ExternalId is made ([`apiary_planner::external_id`]).
+    pub stack_id: String,
+    /// `APIARY_MEMBER_ROLE_PATTERN` and `APIARY_MEMBER_ACCOUNTS` (comma-separated account ids): the roles an AWS
+    /// pool may name, as the power role's policy allows them (default: `apiary-member-*`, in no account).
+    pub member_roles: MemberRoles,
     /// `APIARY_METRICS`: `emf` (default) writes CloudWatch metrics to stdout, `file:PATH` appends them to a file
     /// (the local runtime, whose stdout is the status screen), `off` writes none.
     pub metrics: Sink,
@@ -59,6 +67,20 @@ impl Config {
                 .ok_or_else(|| Error::Config(format!("APIARY_FULL_SWEEP_SECONDS={v:?}: want 1 to 86400")))?,
             None => apiary_planner::sweep::FULL_SWEEP_EVERY,
         };
+        let mut member_roles = MemberRoles::default();
+        if let Some(pattern) = lookup("APIARY_MEMBER_ROLE_PATTERN").filter(|p| !p.trim().is_empty()) {
+            member_roles.pattern = pattern.trim().to_owned();
+        }
+        for account in lookup("APIARY_MEMBER_ACCOUNTS").unwrap_or_default().split(',').map(str::trim) {
+            if account.is_empty() {
+                continue;
+            }
+            if account.len() != 12 || !account.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(Error::Config(format!("APIARY_MEMBER_ACCOUNTS: {account:?} is not a 12-digit account id")));
+            }
+            member_roles.accounts.push(account.to_owned());
+        }
+        let stack = lookup("APIARY_STACK").unwrap_or_else(|| "apiary".into());
         Ok(Config {
             table: var("APIARY_TABLE")?,
             reconcile_queue_url: var("APIARY_RECONCILE_QUEUE_URL")?,
@@ -75,7 +97,9 @@ impl Config {
                 .collect(),
             max_recheck_seconds,
             full_sweep_every,
-            stack: lookup("APIARY_STACK").unwrap_or_else(|| "apiary".into()),
+            stack_id: lookup("APIARY_STACK_ID").filter(|s| !s.is_empty()).unwrap_or_else(|| stack.clone()),
+            stack,
+            member_roles,
             metrics: match lookup("APIARY_METRICS").as_deref() {
                 None | Some("emf") => Sink::Stdout,
                 Some("off") => Sink::Off,
@@ -99,6 +123,10 @@ impl Config {
             max_recheck_seconds: 900,
             full_sweep_every: apiary_planner::sweep::FULL_SWEEP_EVERY,
             stack: stack.to_owned(),
+            stack_id: format!(
+                "arn:aws:cloudformation:us-east-1:123456789012:stack/{stack}/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+            ),
+            member_roles: MemberRoles::default(),
             metrics: Sink::Off,
         }
     }
@@ -133,12 +161,28 @@ mod tests {
     }
 
     #[test]
+    fn member_roles_and_the_stack_id() {
+        let c = config(&[]).expect("config");
+        assert_eq!((c.stack_id.as_str(), c.member_roles), ("apiary", MemberRoles::default()));
+        let c = config(&[
+            ("APIARY_STACK_ID", "arn:aws:cloudformation:eu-west-1:123456789012:stack/apiary/0f1e"),
+            ("APIARY_MEMBER_ROLE_PATTERN", "apiary-*"),
+            ("APIARY_MEMBER_ACCOUNTS", " 210987654321, 111111111111 ,"),
+        ])
+        .expect("config");
+        assert_eq!(c.stack_id, "arn:aws:cloudformation:eu-west-1:123456789012:stack/apiary/0f1e");
+        assert_eq!(c.member_roles.pattern, "apiary-*");
+        assert_eq!(c.member_roles.accounts, ["210987654321", "111111111111"]);
+    }
+
+    #[test]
     fn bad_settings_name_the_variable() {
         for (name, value) in [
             ("APIARY_METRICS", "loud"),
             ("APIARY_METRICS", "file:"),
             ("APIARY_MAX_RECHECK_SECONDS", "0"),
             ("APIARY_FULL_SWEEP_SECONDS", "soon"),
+            ("APIARY_MEMBER_ACCOUNTS", "210987654321,12345"),
         ] {
             let e = config(&[(name, value)]).expect_err(value).to_string();
             assert!(e.contains(name), "{e}");

@@ -47,6 +47,11 @@ pub enum Error {
     /// The environment lacks a setting, or a pool names a platform this process cannot drive.
     #[error("configuration: {0}")]
     Config(String),
+    /// The credentials a pool names were refused: a role that cannot be assumed (not trusting Apiary, another
+    /// ExternalId, a region not enabled). Trying again soon cannot mend it; the pool's `AuthenticationFailure`
+    /// condition says why. The message names what was refused and the cloud's reason, never a credential.
+    #[error("{0}")]
+    Credentials(String),
 }
 
 impl Error {
@@ -55,7 +60,11 @@ impl Error {
         match self {
             Error::Service { retryable, .. } => *retryable,
             Error::Conflict(_) => true,
-            Error::TooLarge { .. } | Error::Decode { .. } | Error::Message(_) | Error::Config(_) => false,
+            Error::TooLarge { .. }
+            | Error::Decode { .. }
+            | Error::Message(_)
+            | Error::Config(_)
+            | Error::Credentials(_) => false,
         }
     }
 

@@ -35,6 +35,11 @@ fn largest_spec() -> PoolSpec {
             machine_count: MAX_MACHINES,
             subnet_id: Some(text(MAX_CLOUD_ID_LEN)),
             tags: (0..MAX_TAGS).map(|i| (format!("{i:0>127}"), text(MAX_TAG_VALUE_LEN))).collect(),
+            role_arn: Some(format!(
+                "arn:aws:iam::123456789012:role/{}/{}",
+                "p".repeat(MAX_ROLE_ARN_LEN - 96),
+                "r".repeat(64)
+            )),
         }),
     );
     spec.running_count = MAX_CLUSTERS;

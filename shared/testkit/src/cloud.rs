@@ -24,7 +24,7 @@ use apiary_planner::{Platform, PoolSpec, Timestamp};
 use apiary_ports::platform::{
     client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target,
 };
-use apiary_ports::Result;
+use apiary_ports::{Error, Result};
 use async_trait::async_trait;
 use chrono::TimeDelta;
 
@@ -82,6 +82,8 @@ struct State {
     machines: BTreeMap<String, Machine>,
     tokens: BTreeMap<String, Vec<String>>,
     refused_images: BTreeSet<String>,
+    /// Pools whose credentials are refused, with the cloud's reason.
+    refused_credentials: BTreeMap<String, String>,
     refusing: BTreeSet<(String, Change)>,
     unstoppable: BTreeSet<String>,
     next: u64,
@@ -116,6 +118,29 @@ impl Cloud {
     /// Refuses every provisioning request naming `image` (a launch template or image that does not exist).
     pub fn refuse_image(&self, image: &str) {
         self.lock().refused_images.insert(image.to_owned());
+    }
+
+    /// Refuses every call with `pool`'s credentials, for `why` (a role that cannot be assumed), until
+    /// [`Cloud::accept_credentials`]. Refused calls reach no machine and count as `assume-refused`.
+    pub fn refuse_credentials(&self, pool: &str, why: &str) {
+        self.lock().refused_credentials.insert(pool.to_owned(), why.to_owned());
+    }
+
+    /// Accepts `pool`'s credentials again.
+    pub fn accept_credentials(&self, pool: &str) {
+        self.lock().refused_credentials.remove(pool);
+    }
+
+    /// `Err` when `pool`'s credentials are refused now, by the test or the hook.
+    fn authenticate(&self, pool: &str) -> Result<()> {
+        let why = self.lock().refused_credentials.get(pool).cloned().or_else(|| self.hook.credentials(pool));
+        match why {
+            Some(why) => {
+                self.count("assume-refused");
+                Err(Error::Credentials(format!("cannot assume the role of pool {pool}: {why}")))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Makes `machine` refuse every `change` from now on (a termination-protected instance, a broken host).
@@ -250,6 +275,7 @@ fn machines(list: &[Machine], want: MachineState, acts: fn(MachineState) -> bool
 impl Actuator for Cloud {
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         enter(self.hook.as_ref(), Op::Describe).await?;
+        self.authenticate(t.pool)?;
         self.count("describe");
         let found = machines(&self.cluster(&t.cluster.infra_id), MachineState::Running, MachineState::start_acts);
         leave(self.hook.as_ref(), Op::Describe, Ok(found))
@@ -257,6 +283,7 @@ impl Actuator for Cloud {
 
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
         enter(self.hook.as_ref(), Op::Describe).await?;
+        self.authenticate(t.pool)?;
         self.count("describe");
         let list = self.cluster(&t.cluster.infra_id);
         let mut found = machines(&list, MachineState::Stopped, MachineState::stop_acts);
@@ -272,6 +299,7 @@ impl Actuator for Cloud {
 
     async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
         enter(self.hook.as_ref(), Op::Describe).await?;
+        self.authenticate(t.pool)?;
         self.count("describe");
         let now = self.time.now();
         let checks = self.timings().status_checks;
@@ -290,6 +318,7 @@ impl Actuator for Cloud {
 
     async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Addressed>> {
         enter(self.hook.as_ref(), Op::Describe).await?;
+        self.authenticate(t.pool)?;
         self.count("describe");
         // As EC2 gives them: a private address for every machine, from its launch order; a public address (from
         // the documentation range) while it runs.
@@ -311,6 +340,7 @@ impl Actuator for Cloud {
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
         enter(self.hook.as_ref(), Op::Change).await?;
+        self.authenticate(t.pool)?;
         self.count("start");
         let refused = self.change(&t.cluster.infra_id, MachineState::start_acts, Change::Start);
         leave(self.hook.as_ref(), Op::Change, Ok(refused))
@@ -318,6 +348,7 @@ impl Actuator for Cloud {
 
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
         enter(self.hook.as_ref(), Op::Change).await?;
+        self.authenticate(t.pool)?;
         self.count("stop");
         let refused = self.change(&t.cluster.infra_id, MachineState::stop_acts, Change::Stop);
         leave(self.hook.as_ref(), Op::Change, Ok(refused))
@@ -328,6 +359,7 @@ impl Actuator for Cloud {
 impl Provisioner for Cloud {
     async fn install_state(&self, t: Target<'_>) -> Result<Install> {
         enter(self.hook.as_ref(), Op::Describe).await?;
+        self.authenticate(t.pool)?;
         self.count("describe");
         let found = machines(&self.cluster(&t.cluster.infra_id), MachineState::Running, MachineState::start_acts);
         leave(self.hook.as_ref(), Op::Describe, Ok(found.install()))
@@ -335,6 +367,7 @@ impl Provisioner for Cloud {
 
     async fn provision(&self, t: Target<'_>) -> Result<Provision> {
         enter(self.hook.as_ref(), Op::Provision).await?;
+        self.authenticate(t.pool)?;
         self.count("provision");
         let (count, image) = match &t.spec.platform {
             Platform::Aws(aws) => (
@@ -382,6 +415,7 @@ impl Provisioner for Cloud {
 
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
         enter(self.hook.as_ref(), Op::Terminate).await?;
+        self.authenticate(t.pool)?;
         self.count("terminate");
         let refused = self.change(&t.cluster.infra_id, MachineState::terminate_acts, Change::Terminate);
         let remaining = self.cluster(&t.cluster.infra_id).len() as u32;
@@ -391,6 +425,7 @@ impl Provisioner for Cloud {
     /// The machines tagged `apiary:pool = pool` that are not gone: one DescribeInstances with a tag filter.
     async fn marked(&self, pool: &str, _spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
         enter(self.hook.as_ref(), Op::Describe).await?;
+        self.authenticate(pool)?;
         self.count("describe");
         let now = self.time.now();
         let marked = {

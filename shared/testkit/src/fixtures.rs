@@ -17,6 +17,7 @@ pub fn aws_spec(size: i64, running: i64) -> PoolSpec {
             machine_count: 2,
             subnet_id: None,
             tags: Default::default(),
+            role_arn: None,
         }),
     );
     spec.running_count = running;

@@ -103,6 +103,11 @@ pub trait Hook: Send + Sync {
         let _ = (machine, change);
         None
     }
+    /// Whether the cloud refuses `pool`'s credentials now (its role cannot be assumed); the refusal's message.
+    fn credentials(&self, pool: &str) -> Option<String> {
+        let _ = pool;
+        None
+    }
     /// Whether a standard queue delivers this receive of a message twice.
     fn duplicate(&self) -> bool {
         false

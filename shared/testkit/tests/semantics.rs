@@ -29,6 +29,7 @@ fn aws() -> PoolSpec {
             machine_count: 2,
             subnet_id: None,
             tags: Default::default(),
+            role_arn: None,
         }),
     )
 }

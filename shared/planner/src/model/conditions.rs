@@ -55,6 +55,9 @@ pub mod condition {
     pub const UNREACHABLE: &str = "Unreachable";
     /// Pool: maxSize leaves room for more clusters.
     pub const CAPACITY_AVAILABLE: &str = "CapacityAvailable";
+    /// Pool: the credentials it names (an AWS pool's `roleArn`) were refused; True until a call with them succeeds
+    /// (Hive's ClusterDeployment condition of the same name).
+    pub const AUTHENTICATION_FAILURE: &str = "AuthenticationFailure";
 }
 
 /// Condition reasons, exactly as seed 004 (and seed 002 for the timeouts) name them.
@@ -113,6 +116,10 @@ pub mod reason {
     pub const NO_CLUSTERS: &str = "NoClusters";
     /// Claim Pending=False: a cluster was assigned.
     pub const CLUSTER_ASSIGNED: &str = "ClusterAssigned";
+    /// AuthenticationFailure=True: the cloud refused the pool's credentials.
+    pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
+    /// AuthenticationFailure=False: a call with them succeeded since.
+    pub const AUTHENTICATION_SUCCEEDED: &str = "AuthenticationSucceeded";
 }
 
 /// Longest condition message kept (a cloud's error text can be long; items must stay small).

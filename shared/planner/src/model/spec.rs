@@ -390,6 +390,50 @@ pub struct AwsPlatform {
     /// Extra tags on every instance.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, String>,
+    /// A role in the account where the pool's clusters live, assumed (with the pool's [`external_id`]) for every
+    /// EC2 call of the pool; unset, the power function's own role drives EC2 in the stack's account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
+}
+
+/// The parts of an IAM role ARN, `arn:PARTITION:iam::ACCOUNT:role/[PATH/]NAME`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleArn<'a> {
+    /// `aws`, `aws-cn`, `aws-us-gov`.
+    pub partition: &'a str,
+    /// The 12-digit account id.
+    pub account: &'a str,
+    /// The role's name, without its path.
+    pub name: &'a str,
+}
+
+impl<'a> RoleArn<'a> {
+    /// `arn` as a role ARN, or why it is not one.
+    pub fn parse(arn: &'a str) -> Result<Self, String> {
+        let malformed = || format!("{arn:?} is not an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)");
+        let parts: Vec<&str> = arn.splitn(6, ':').collect();
+        let ["arn", partition, "iam", "", account, resource] = parts.as_slice() else { return Err(malformed()) };
+        let Some(path_and_name) = resource.strip_prefix("role/") else { return Err(malformed()) };
+        let name = path_and_name.rsplit('/').next().unwrap_or_default();
+        let name_ok = (1..=64).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"+=,.@_-".contains(&b));
+        let account_ok = account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit());
+        let partition_ok = partition.starts_with("aws") && !partition.contains(char::is_whitespace);
+        if !(name_ok && account_ok && partition_ok) {
+            return Err(malformed());
+        }
+        Ok(RoleArn { partition, account, name })
+    }
+}
+
+/// The ExternalId Apiary passes when it assumes the role of `pool` in the stack `stack_id` (CloudFormation's
+/// `AWS::StackId`, whose last segment is unique to the stack): a member account's role trusts it for that one
+/// pool, so a pool admin who names another team's role cannot have Apiary assume it for their own pool.
+pub fn external_id(stack_id: &str, pool: &str) -> String {
+    let stack = stack_id.rsplit('/').next().unwrap_or(stack_id);
+    let stack: String =
+        stack.chars().map(|c| if c.is_ascii_alphanumeric() || "+=,.@:_-".contains(c) { c } else { '-' }).collect();
+    format!("apiary-{stack}-{pool}")
 }
 
 fn one() -> i64 {
@@ -651,4 +695,21 @@ pub struct ResumeCanaries {
     /// IANA time zone of `hours`. Default UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_zone: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_external_id_is_the_stacks_and_the_pools() {
+        let stack = "arn:aws:cloudformation:eu-west-1:123456789012:stack/apiary/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+        assert_eq!(external_id(stack, "ci"), "apiary-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-ci");
+        // Another stack of the same name, or another pool, is another ExternalId.
+        let again = "arn:aws:cloudformation:eu-west-1:123456789012:stack/apiary/11111111-2222-3333-4444-555555555555";
+        assert_ne!(external_id(again, "ci"), external_id(stack, "ci"));
+        assert_ne!(external_id(stack, "ci-2"), external_id(stack, "ci"));
+        // Whatever a stack id holds, the ExternalId keeps to STS's characters.
+        assert_eq!(external_id("my stack", "ci"), "apiary-my-stack-ci");
+    }
 }

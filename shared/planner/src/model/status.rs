@@ -88,6 +88,38 @@ impl PoolStatus {
             self.pending_claims
         )
     }
+
+    /// Records what became of a call made with the pool's credentials: `Some(why)` when the cloud refused them
+    /// (AuthenticationFailure=True, with why), `None` when a call with them succeeded (False, once it has been
+    /// True; a pool never refused carries no such condition). Whether anything changed: the caller writes the
+    /// pool only then, so a pool's many clusters do not rewrite it on every call.
+    pub fn authenticated(&mut self, refused: Option<&str>, now: Timestamp) -> bool {
+        use super::conditions::{condition::AUTHENTICATION_FAILURE, find_condition, reason, set_condition};
+        use super::ConditionStatus;
+        match refused {
+            Some(why) => set_condition(
+                &mut self.conditions,
+                AUTHENTICATION_FAILURE,
+                ConditionStatus::True,
+                reason::AUTHENTICATION_FAILED,
+                why,
+                now,
+            ),
+            None if find_condition(&self.conditions, AUTHENTICATION_FAILURE)
+                .is_some_and(|c| c.status == ConditionStatus::True) =>
+            {
+                set_condition(
+                    &mut self.conditions,
+                    AUTHENTICATION_FAILURE,
+                    ConditionStatus::False,
+                    reason::AUTHENTICATION_SUCCEEDED,
+                    "a call with the pool's credentials succeeded",
+                    now,
+                )
+            }
+            None => false,
+        }
+    }
 }
 
 /// A cluster lost to provisioning, as the pool remembers it.
@@ -185,4 +217,35 @@ pub struct ScheduleState {
     /// The answer holds until here (a window opens or closes); `None`: forever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<Timestamp>,
+}
+
+#[cfg(test)]
+mod authentication_tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+    use crate::model::{condition::AUTHENTICATION_FAILURE, find_condition, ConditionStatus};
+
+    #[test]
+    fn a_refusal_is_a_condition_until_a_call_succeeds_and_each_change_is_written_once() {
+        let t = |m| Utc.with_ymd_and_hms(2026, 11, 25, 9, m, 0).single().expect("time");
+        let mut s = PoolStatus::default();
+        assert!(!s.authenticated(None, t(0)), "a pool never refused carries no condition");
+        assert!(s.conditions.is_empty());
+        let why = "cannot assume role arn:aws:iam::210987654321:role/apiary-member-ci: AccessDenied";
+        assert!(s.authenticated(Some(why), t(1)));
+        assert!(!s.authenticated(Some(why), t(2)), "the same refusal again writes nothing");
+        let c = find_condition(&s.conditions, AUTHENTICATION_FAILURE).expect("condition").clone();
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (ConditionStatus::True, "AuthenticationFailed", why)
+        );
+        assert!(s.authenticated(None, t(3)));
+        assert!(!s.authenticated(None, t(4)));
+        let c = find_condition(&s.conditions, AUTHENTICATION_FAILURE).expect("condition");
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.last_transition_time),
+            (ConditionStatus::False, "AuthenticationSucceeded", t(3))
+        );
+    }
 }

@@ -11,8 +11,10 @@ use crate::duration::GoDuration;
 use crate::model::PoolSpec;
 use limits::*;
 
+mod member_roles;
 mod platforms;
 
+pub use member_roles::{validate_member_role, MemberRoles};
 pub use platforms::{check_installed, gcp_template_name};
 
 /// One problem with one field, e.g. `inventory.clusterDeployments[2].name: duplicate name "foo"`.
@@ -77,6 +79,8 @@ pub mod limits {
     pub const MAX_MACHINES: i64 = 100;
     /// Longest Secrets Manager ARN.
     pub const MAX_SECRET_ARN_LEN: usize = 512;
+    /// Longest IAM role ARN (a role's path and name are far shorter in practice than IAM's 512 + 64).
+    pub const MAX_ROLE_ARN_LEN: usize = 512;
     /// Most zones of a GCP pool.
     pub const MAX_ZONES: usize = 16;
     /// Most extra labels on a GCP instance (Compute Engine allows 64; Apiary sets three of its own).
@@ -626,12 +630,65 @@ mod tests {
                 machine_count: 0,
                 subnet_id: None,
                 tags: Default::default(),
+                role_arn: None,
             }),
         );
         assert_eq!(
             fields(&s),
             ["platform.aws.region", "platform.aws.imageId", "platform.aws.instanceType", "platform.aws.machineCount"]
         );
+    }
+
+    fn aws_with_role(role: Option<&str>) -> PoolSpec {
+        PoolSpec::new(
+            1,
+            Platform::Aws(crate::model::AwsPlatform {
+                region: "eu-west-1".into(),
+                launch_template: None,
+                image_id: Some("ami-0123456789abcdef0".into()),
+                instance_type: Some("m6i.xlarge".into()),
+                machine_count: 3,
+                subnet_id: None,
+                tags: Default::default(),
+                role_arn: role.map(String::from),
+            }),
+        )
+    }
+
+    #[test]
+    fn an_aws_role_is_an_iam_role_arn() {
+        for arn in [
+            "arn:aws:iam::210987654321:role/apiary-member-ci",
+            "arn:aws:iam::210987654321:role/teams/a/apiary-member-ci",
+            "arn:aws-us-gov:iam::210987654321:role/apiary-member-ci",
+        ] {
+            assert_eq!(validate_spec(&aws_with_role(Some(arn))), Ok(()), "{arn}");
+        }
+        for arn in [
+            "apiary-member-ci",
+            "arn:aws:iam::210987654321:user/apiary-member-ci",
+            "arn:aws:iam::21098765432:role/apiary-member-ci",
+            "arn:aws:iam:eu-west-1:210987654321:role/apiary-member-ci",
+            "arn:aws:sts::210987654321:assumed-role/apiary-member-ci/s",
+            "arn:aws:iam::210987654321:role/",
+            "arn:aws:iam::210987654321:role/has space",
+        ] {
+            assert_eq!(fields(&aws_with_role(Some(arn))), ["platform.aws.roleArn"], "{arn}");
+        }
+        let long = format!("arn:aws:iam::210987654321:role/{}/r", "p".repeat(limits::MAX_ROLE_ARN_LEN));
+        assert_eq!(fields(&aws_with_role(Some(&long))), ["platform.aws.roleArn"]);
+    }
+
+    #[test]
+    fn an_aws_pool_keeps_its_account_but_may_rename_its_role() {
+        let a = "arn:aws:iam::210987654321:role/apiary-member-ci";
+        let renamed = "arn:aws:iam::210987654321:role/apiary-member-ci-2";
+        let elsewhere = "arn:aws:iam::111111111111:role/apiary-member-ci";
+        assert_eq!(validate_update(&aws_with_role(Some(a)), &aws_with_role(Some(renamed))), Ok(()));
+        for (old, new) in [(Some(a), Some(elsewhere)), (None, Some(a)), (Some(a), None)] {
+            let errors = validate_update(&aws_with_role(old), &aws_with_role(new)).expect_err("moved");
+            assert_eq!(errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["platform.aws.roleArn"]);
+        }
     }
 
     fn gcp() -> crate::model::GcpPlatform {

@@ -5,14 +5,24 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::limits::*;
 use super::{check_dns_label, duration, positive_duration, secret_arn, shorten};
 use crate::model::{
-    AwsPlatform, AzurePlatform, FakePlatform, GcpPlatform, Platform, ProvisionerSpec, ReadinessSpec, VspherePlatform,
+    AwsPlatform, AzurePlatform, FakePlatform, GcpPlatform, Platform, ProvisionerSpec, ReadinessSpec, RoleArn,
+    VspherePlatform,
 };
 
 /// The fields that say where a platform's machines live, with their values: the pool's clusters are found there,
 /// so they never change once the pool exists.
 fn location(platform: &Platform) -> Vec<(&'static str, &str)> {
     match platform {
-        Platform::Aws(a) => vec![("platform.aws.region", a.region.as_str())],
+        Platform::Aws(a) => vec![
+            ("platform.aws.region", a.region.as_str()),
+            // The account: the role's (its name may change, as a team renames or rotates it), or the stack's own.
+            (
+                "platform.aws.roleArn",
+                a.role_arn
+                    .as_deref()
+                    .map_or("the stack's own account", |arn| RoleArn::parse(arn).map_or(arn, |r| r.account)),
+            ),
+        ],
         Platform::Gcp(g) => vec![("platform.gcp.project", g.project.as_str())],
         Platform::Azure(a) => vec![
             ("platform.azure.subscriptionId", a.subscription_id.as_str()),
@@ -72,6 +82,13 @@ fn aws(e: &mut impl FnMut(&str, String), aws: &AwsPlatform) {
     for (field, value) in ids {
         if let Some(v) = value.filter(|v| v.len() > MAX_CLOUD_ID_LEN) {
             e(field, format!("at most {MAX_CLOUD_ID_LEN} characters, got {}", v.len()));
+        }
+    }
+    if let Some(arn) = &aws.role_arn {
+        if arn.len() > MAX_ROLE_ARN_LEN {
+            e("platform.aws.roleArn", format!("at most {MAX_ROLE_ARN_LEN} characters, got {}", arn.len()));
+        } else if let Err(why) = RoleArn::parse(arn) {
+            e("platform.aws.roleArn", why);
         }
     }
     if aws.tags.len() > MAX_TAGS {
