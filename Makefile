@@ -3,7 +3,7 @@
 #   make test    formatting, lints, the planner's purity check, the import-circle check, every test and every
 #                example of the docs (what CI runs)
 #   make dst     the whole-system simulation: SEEDS=N seeds from FROM (default 200 from 1) on every core, or SEED=S
-#                replayed with its trace
+#                replayed with its trace; DST_FLAGS=--deny-roles adds pools' roles denied and given back
 #   make bench   the planner benchmark (figures go to BENCHMARKS.md)
 #   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
 #   make run     Apiary locally: the AWS emulator, the stack deployed into it, the four functions, a demo pool
@@ -186,5 +186,6 @@ SEEDS ?= 200
 SEED ?=
 FROM ?= 1
 HOURS ?= 2
+DST_FLAGS ?=
 dst:
-	$(CARGO) run --quiet --profile tool -p apiary-dst -- --hours $(HOURS) $(if $(SEED),--seed $(SEED) --trace,--from $(FROM) --seeds $(SEEDS))
+	$(CARGO) run --quiet --profile tool -p apiary-dst -- --hours $(HOURS) $(DST_FLAGS) $(if $(SEED),--seed $(SEED) --trace,--from $(FROM) --seeds $(SEEDS))

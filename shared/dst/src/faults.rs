@@ -38,6 +38,11 @@ pub struct Faults {
     /// At each sweep, a cluster's item is removed behind Apiary's back (an operator's slip, a restore of an old
     /// backup): its machines are left for the reaper to find.
     pub forget: f64,
+    /// At each sweep, a pool's role stops being assumable (its trust changed, its account's region disabled), or
+    /// one that was comes back: every cloud call of the pool is refused meanwhile. Off in [`Faults::all`] (it
+    /// changes every seed's course, and the seeds already run keep theirs); [`Faults::with_roles_denied`] and
+    /// `--deny-roles` turn it on.
+    pub deny_role: f64,
 }
 
 impl Faults {
@@ -55,6 +60,7 @@ impl Faults {
             refuse: 0.0,
             harm: 0.0,
             forget: 0.0,
+            deny_role: 0.0,
         }
     }
 
@@ -72,7 +78,13 @@ impl Faults {
             refuse: 0.02,
             harm: 0.03,
             forget: 0.004,
+            deny_role: 0.0,
         }
+    }
+
+    /// [`Faults::all`], and pools' roles denied and given back now and then.
+    pub fn with_roles_denied() -> Self {
+        Self { deny_role: 0.05, ..Self::all() }
     }
 }
 
@@ -97,6 +109,10 @@ pub struct FaultCounts {
     pub refusals: u64,
     /// Cluster items removed behind Apiary's back.
     pub forgotten: u64,
+    /// Pools whose role was denied.
+    pub roles_denied: u64,
+    /// Cloud calls refused for a denied role.
+    pub credentials_refused: u64,
 }
 
 struct State {
@@ -107,6 +123,8 @@ struct State {
     current: u64,
     killed: BTreeSet<u64>,
     counts: FaultCounts,
+    /// Pools whose role is denied (while the faults are on).
+    denied: BTreeSet<String>,
 }
 
 /// The hook of a simulated world.
@@ -126,6 +144,7 @@ impl SimHook {
                 current: 0,
                 killed: BTreeSet::new(),
                 counts: FaultCounts::default(),
+                denied: BTreeSet::new(),
             }),
         }
     }
@@ -163,6 +182,28 @@ impl SimHook {
     /// Counts a cluster item removed behind Apiary's back.
     pub fn forgot(&self) {
         self.lock().counts.forgotten += 1;
+    }
+
+    /// The odds of denying a pool's role, or giving it back, at a sweep: [`Faults::deny_role`] while faults are
+    /// on, else none.
+    pub fn deny_role(&self) -> f64 {
+        let s = self.lock();
+        if s.active {
+            s.faults.deny_role
+        } else {
+            0.0
+        }
+    }
+
+    /// Denies `pool`'s role, or gives it back if it was denied; whether it is denied now.
+    pub fn toggle_role(&self, pool: &str) -> bool {
+        let mut s = self.lock();
+        if s.denied.remove(pool) {
+            return false;
+        }
+        s.denied.insert(pool.to_owned());
+        s.counts.roles_denied += 1;
+        true
     }
 
     /// Names the invocation about to be polled: calls made until the next one are its own.
@@ -273,6 +314,15 @@ impl Hook for SimHook {
             return Some(format!("IncorrectInstanceState: {machine} cannot {change:?} now"));
         }
         None
+    }
+
+    fn credentials(&self, pool: &str) -> Option<String> {
+        let mut s = self.lock();
+        if !(s.active && s.denied.contains(pool)) {
+            return None;
+        }
+        s.counts.credentials_refused += 1;
+        Some(format!("AccessDenied: not authorized to perform sts:AssumeRole on the role of pool {pool}"))
     }
 
     fn duplicate(&self) -> bool {

@@ -238,12 +238,20 @@ fn rechecks(sim: &Sim, now: Timestamp) -> Result<(), Violation> {
 /// Whether `snap`'s pool has converged at `now`: nothing left to plan, every cluster installed, unbroken and
 /// settled in the power state asked for (but a claimed one that broke: seed 002 leaves it to its claimant), none
 /// being deleted, and no claim pending unless the pool is at maxSize.
-/// A pool being deleted has converged when only claimed clusters remain.
+/// A pool being deleted has converged when only claimed clusters remain. A pool that says its credentials are
+/// refused (AuthenticationFailure) has not: none are, once the faults stop.
 pub fn converged(snap: &Snapshot, now: Timestamp) -> Result<(), String> {
     let p = plan(snap, now, 0);
     let work: Vec<&Action> = p.writes().filter(|a| !matches!(a, Action::UpdatePool { .. })).collect();
     if !work.is_empty() {
         return Err(format!("still to do: {}", serde_json::to_string(&work).unwrap_or_default()));
+    }
+    let refused =
+        apiary_planner::find_condition(&snap.pool.status.conditions, apiary_planner::condition::AUTHENTICATION_FAILURE)
+            .filter(|c| c.status == apiary_planner::ConditionStatus::True);
+    if let Some(c) = refused {
+        // The role works again once the faults stop: a call with it must have said so.
+        return Err(format!("still says its credentials are refused: {}", c.message));
     }
     if snap.pool.deletion_requested_at.is_some() {
         return match snap.clusters.iter().find(|c| c.claim.is_none() || c.marked_for_deletion) {

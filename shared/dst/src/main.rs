@@ -1,10 +1,11 @@
 //! `apiary-dst`: runs seeds of the whole-system simulation.
 //!
 //! ```text
-//! apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--jobs J] [--trace]
+//! apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--jobs J] [--trace] [--deny-roles]
 //! ```
 //! `--seed S` replays one seed; otherwise seeds `from .. from + N` run, on `--jobs` threads (default: every
-//! core), their lines printed in seed order. `--trace` prints every invocation of a failing seed. Each failure
+//! core), their lines printed in seed order. `--trace` prints every invocation of a failing seed. `--deny-roles`
+//! adds pools' roles denied and given back ([`apiary_dst::Faults::with_roles_denied`]). Each failure
 //! prints the command that replays it; the exit code is 1 when any seed failed.
 
 #![allow(clippy::print_stdout)]
@@ -22,7 +23,7 @@ use chrono::TimeDelta;
 type Outcome = (Result<apiary_dst::Report, Box<apiary_dst::Failure>>, f64);
 
 fn main() -> anyhow::Result<()> {
-    let (mut from, mut count, mut hours, mut trace) = (1u64, 20u64, 2i64, false);
+    let (mut from, mut count, mut hours, mut trace, mut deny) = (1u64, 20u64, 2i64, false, false);
     let mut jobs = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -37,8 +38,11 @@ fn main() -> anyhow::Result<()> {
             "--hours" => hours = i64::try_from(value("--hours")?)?,
             "--jobs" => jobs = value("--jobs")?.max(1),
             "--trace" => trace = true,
+            "--deny-roles" => deny = true,
             "-h" | "--help" => {
-                println!("usage: apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--jobs J] [--trace]");
+                println!(
+                    "usage: apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--jobs J] [--trace] [--deny-roles]"
+                );
                 return Ok(());
             }
             other => bail!("unknown argument {other:?} (try --help)"),
@@ -58,7 +62,8 @@ fn main() -> anyhow::Result<()> {
                     break;
                 }
                 let t = Instant::now();
-                let result = run(&RunConfig { chaos: TimeDelta::hours(hours), trace, ..RunConfig::new(seed) });
+                let faults = if deny { apiary_dst::Faults::with_roles_denied() } else { apiary_dst::Faults::all() };
+                let result = run(&RunConfig { chaos: TimeDelta::hours(hours), trace, faults, ..RunConfig::new(seed) });
                 if tx.send((seed, (result, t.elapsed().as_secs_f64()))).is_err() {
                     break;
                 }
@@ -88,9 +93,10 @@ fn main() -> anyhow::Result<()> {
                         for line in &f.trace {
                             println!("  {line}");
                         }
-                        // The replay command names the chaos phase when it is not the default.
+                        // The replay command names the chaos phase when it is not the default, and the roles.
                         let longer = if hours == 2 { String::new() } else { format!(" HOURS={hours}") };
-                        println!("FAILED {f}{longer}");
+                        let roles = if deny { " DST_FLAGS=--deny-roles" } else { "" };
+                        println!("FAILED {f}{longer}{roles}");
                     }
                 }
                 due += 1;

@@ -308,6 +308,17 @@ impl Sim {
         self.note(|| format!("forgot {pool}/{cluster} behind Apiary's back"));
     }
 
+    /// Denies a pool's role, or gives it back: its cloud calls are refused meanwhile.
+    fn toggle_a_role(&mut self) {
+        let pools: Vec<String> = self.world.store.tables().snapshots().into_iter().map(|s| s.pool.name).collect();
+        if pools.is_empty() {
+            return;
+        }
+        let pool = pools[self.rng.below(pools.len() as u64) as usize].clone();
+        let denied = self.hook.toggle_role(&pool);
+        self.note(|| format!("the role of {pool} is {}", if denied { "denied" } else { "given back" }));
+    }
+
     /// Starts every invocation that is due: the sweep, the client requests, and queue batches up to each
     /// function's concurrency.
     fn start_due(&mut self) {
@@ -318,6 +329,9 @@ impl Sim {
             self.clouds.harm(&mut self.rng, odds, odds);
             if self.hook.forget() > 0.0 && self.rng.chance(self.hook.forget()) {
                 self.forget_a_cluster();
+            }
+            if self.hook.deny_role() > 0.0 && self.rng.chance(self.hook.deny_role()) {
+                self.toggle_a_role();
             }
             let deps = self.deps.clone();
             self.start(

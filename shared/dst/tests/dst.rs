@@ -28,6 +28,41 @@ fn every_invariant_holds_under_every_fault_seeds_10001_to_10150() {
     run_seeds(10_001);
 }
 
+/// Pools' roles denied and given back, with every other fault: the pool says so while denied, nothing is made
+/// with refused credentials, and once the faults stop every pool converges and says its credentials work.
+#[test]
+fn every_invariant_holds_with_roles_denied_seeds_20001_to_20150() {
+    let (mut failures, mut denied, mut refused) = (Vec::new(), 0, 0);
+    for seed in 20_001..20_001 + seeds() {
+        match run(&RunConfig { faults: Faults::with_roles_denied(), ..RunConfig::new(seed) }) {
+            Ok(report) => {
+                denied += report.faults.roles_denied;
+                refused += report.faults.credentials_refused;
+            }
+            Err(f) => failures.push(f.to_string()),
+        }
+    }
+    assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(denied >= seeds() && refused >= seeds(), "roles denied {denied} times, {refused} calls refused");
+}
+
+#[test]
+fn a_pool_still_saying_its_role_is_refused_has_not_converged() {
+    let t = start();
+    let mut p = pool("p", aws_spec(0, 0), t);
+    let snap = |p: &apiary_planner::Pool| apiary_planner::Snapshot {
+        pool: p.clone(),
+        clusters: vec![],
+        claims: vec![],
+        leases: vec![],
+    };
+    assert_eq!(converged(&snap(&p), t), Ok(()));
+    assert!(p.status.authenticated(Some("AccessDenied"), t));
+    assert!(converged(&snap(&p), t).expect_err("refused").contains("AccessDenied"));
+    assert!(p.status.authenticated(None, t));
+    assert_eq!(converged(&snap(&p), t), Ok(()), "False once a call succeeded");
+}
+
 #[test]
 fn a_seed_replays_exactly() {
     let one = run(&RunConfig::new(7)).expect("seed 7");
