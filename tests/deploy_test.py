@@ -27,7 +27,7 @@ FUNCTIONS = {"claim-api": "ClaimApiFunction", "reconcile": "ReconcileFunction", 
 # Reserved concurrency at the template's defaults: the claim API scales with its callers.
 RESERVED = {"claim-api": None, "reconcile": 10, "power": 10, "timeouts": 1}
 OUTPUTS = {"ApiUrl", "TableName", "ReconcileQueueUrl", "ReconcileQueueArn", "PowerQueueUrl", "SchedulerRoleArn",
-           "SchedulePrefix", "DashboardName"}
+           "SchedulePrefix", "DashboardName", "PowerRoleArn", "StackId"}
 # Resource types the emulator's CloudFormation does not implement: it skips them with a warning and lists each as
 # a resource without a name, so they are counted here, not inspected. cfn-lint and checkov check them
 # (`make lint-infra`).
@@ -37,8 +37,8 @@ NOT_EMULATED = {"AWS::Scheduler::Schedule", "AWS::CloudWatch::Alarm"}
 NOT_UPDATED_BY_EMULATOR = {"AWS::Logs::LogGroup"}
 
 
-def template():
-    with open(os.path.join(ROOT, "infra", "template.yaml")) as f:
+def template(name="template.yaml"):
+    with open(os.path.join(ROOT, "infra", name)) as f:
         parsed, errors = decode_str(f.read())
     assert not errors, errors
     return parsed
@@ -211,9 +211,44 @@ class DeployTest(unittest.TestCase):
             for st in p["PolicyDocument"]["Statement"]
             if "Fn::If" in st
         ]
-        self.assertEqual(set(conditional), {"PowerInVpc"})
+        self.assertEqual(set(conditional), {"PowerInVpc", "HasMemberAccounts"})
         vpc = self.template["Resources"]["PowerFunction"]["Properties"]["VpcConfig"]
         self.assertEqual(vpc["Fn::If"][0], "PowerInVpc")
+
+    def test_only_the_power_role_assumes_roles_and_only_the_stacks_member_roles(self):
+        assuming = [
+            (role, st) for role in ["ClaimApiRole", "ReconcileRole", "PowerRole", "TimeoutsRole"]
+            for st in self.statements(role) if "sts:" in str(st["Action"])
+        ]
+        self.assertEqual([role for role, _ in assuming], ["PowerRole"])
+        st = assuming[0][1]
+        self.assertEqual(st["Action"], "sts:AssumeRole")
+        self.assertIn("${MemberRoleNamePattern}", str(st["Resource"]))
+        self.assertEqual(st["Condition"], {"StringEquals": {"aws:ResourceAccount": {"Ref": "MemberAccountIds"}}})
+        granted = [
+            s["Fn::If"] for p in self.template["Resources"]["PowerRole"]["Properties"]["Policies"]
+            for s in p["PolicyDocument"]["Statement"] if "Fn::If" in s and "sts:" in str(s)
+        ]
+        self.assertEqual(granted[0][0], "HasMemberAccounts", "no member accounts, no AssumeRole at all")
+        self.assertEqual(granted[0][2], {"Ref": "AWS::NoValue"})
+
+    def test_a_member_accounts_role_trusts_only_the_power_role_with_its_pools_external_ids(self):
+        role = template("member-account.yaml")["Resources"]["MemberRole"]["Properties"]
+        trust = role["AssumeRolePolicyDocument"]["Statement"]
+        self.assertEqual(len(trust), 1)
+        self.assertEqual(trust[0]["Principal"], {"AWS": {"Ref": "ApiaryPowerRoleArn"}})
+        self.assertEqual(trust[0]["Condition"], {"StringEquals": {"sts:ExternalId": {"Ref": "ExternalIds"}}})
+        for p in role["Policies"]:
+            for st in p["PolicyDocument"]["Statement"]:
+                acts = [st["Action"]] if isinstance(st["Action"], str) else st["Action"]
+                self.assertTrue(all(a.startswith("ec2:") for a in acts), acts)
+                if all(a.startswith("ec2:Describe") for a in acts):
+                    continue
+                cond = str(st.get("Condition"))
+                if "instance/*" in str(st["Resource"]):
+                    self.assertTrue("apiary:pool" in cond or "ec2:CreateAction" in cond, f"unconditioned: {acts}")
+                else:
+                    self.assertEqual(acts, ["ec2:RunInstances"], acts)
 
 
 if __name__ == "__main__":
