@@ -179,6 +179,11 @@ pub fn pool_table(pool: &Value, now: Timestamp) -> String {
         ("pending claims", s.pending_claims.to_string()),
         ("age", created.map(|c| age(c, now)).unwrap_or_default()),
     ];
+    if let Some(role) = spec["platform"]["aws"]["roleArn"].as_str() {
+        // A pool in another account: the role, and the ExternalId its trust policy must require.
+        rows.insert(2, ("role", role.to_owned()));
+        rows.insert(3, ("external id", pool["status"]["externalId"].as_str().unwrap_or("-").to_owned()));
+    }
     if let Some(at) = pool["deletionRequestedAt"].as_str() {
         rows.push(("deleting since", at.to_owned()));
     }

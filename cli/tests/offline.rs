@@ -95,6 +95,18 @@ fn pool_get_table() {
     golden("pool-get.txt", &render::pool_table(&pool(), now()));
 }
 
+/// A pool in another account shows its role and the ExternalId the role must require, and why it was refused.
+#[test]
+fn pool_get_table_of_a_pool_in_another_account() {
+    let mut p = pool();
+    p["spec"]["platform"]["aws"]["roleArn"] = json!("arn:aws:iam::210987654321:role/apiary-member-ci");
+    p["status"]["externalId"] = json!("apiary-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-ci");
+    p["status"]["conditions"] = json!([{"type": "AuthenticationFailure", "status": "True",
+        "reason": "AuthenticationFailed", "lastTransitionTime": "2026-11-24T11:00:00Z", "message":
+        "cannot assume role arn:aws:iam::210987654321:role/apiary-member-ci with ExternalId apiary-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0-ci in us-east-1: AccessDenied: not authorized"}]);
+    golden("pool-get-member.txt", &render::pool_table(&p, now()));
+}
+
 #[test]
 fn pool_clusters_table() {
     golden("pool-clusters.txt", &render::clusters_table(&clusters(), now()));
