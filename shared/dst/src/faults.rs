@@ -160,20 +160,20 @@ impl SimHook {
 
     /// The odds of harming a fake cloud's machine at a sweep: [`Faults::harm`] while faults are on, else none.
     pub fn harm(&self) -> f64 {
-        let s = self.lock();
-        if s.active {
-            s.faults.harm
-        } else {
-            0.0
-        }
+        self.while_active(|f| f.harm)
     }
 
     /// The odds of removing a cluster's item behind Apiary's back at a sweep: [`Faults::forget`] while faults are
     /// on, else none.
     pub fn forget(&self) -> f64 {
+        self.while_active(|f| f.forget)
+    }
+
+    /// The odds `pick` gives while the faults are on, else none.
+    fn while_active(&self, pick: impl Fn(&Faults) -> f64) -> f64 {
         let s = self.lock();
         if s.active {
-            s.faults.forget
+            pick(&s.faults)
         } else {
             0.0
         }
@@ -187,12 +187,7 @@ impl SimHook {
     /// The odds of denying a pool's role, or giving it back, at a sweep: [`Faults::deny_role`] while faults are
     /// on, else none.
     pub fn deny_role(&self) -> f64 {
-        let s = self.lock();
-        if s.active {
-            s.faults.deny_role
-        } else {
-            0.0
-        }
+        self.while_active(|f| f.deny_role)
     }
 
     /// Denies `pool`'s role, or gives it back if it was denied; whether it is denied now.
