@@ -133,7 +133,7 @@ async fn call(platform: &dyn Machinery, t: Target<'_>, call: ActuatorCall, creds
 
 /// What became of this invocation's calls with the pool's credentials.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Credentials {
+pub(crate) enum Credentials {
     /// No call was answered.
     #[default]
     Untried,
@@ -157,7 +157,7 @@ impl Credentials {
 /// Puts what `creds` says on the pool's `AuthenticationFailure` condition, when it changes it: a write
 /// conditional on the pool's revision, re-read when lost. A pool whose calls keep being refused, or keep
 /// succeeding, is not written again. A write that fails is logged and left to the next call.
-pub async fn record_credentials(deps: &Deps, pool: &Pool, creds: &Credentials) {
+pub(crate) async fn record_credentials(deps: &Deps, pool: &Pool, creds: &Credentials) {
     let refused = match creds {
         Credentials::Untried => return,
         Credentials::Accepted => None,
