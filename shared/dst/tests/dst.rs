@@ -46,6 +46,16 @@ fn every_invariant_holds_with_roles_denied_seeds_20001_to_20150() {
     assert!(denied >= seeds() && refused >= seeds(), "roles denied {denied} times, {refused} calls refused");
 }
 
+/// Seeds that once failed with roles denied: a resume (604984) or a hibernation (604469) whose first look was
+/// refused never started its clock, so a machine stuck after the role came back held its cluster forever.
+#[test]
+fn a_transition_begun_by_a_refused_look_times_out_seeds_604469_and_604984() {
+    for seed in [604_469, 604_984] {
+        let report = run(&RunConfig { faults: Faults::with_roles_denied(), ..RunConfig::new(seed) });
+        assert!(report.is_ok(), "{}", report.err().map(|f| f.to_string()).unwrap_or_default());
+    }
+}
+
 #[test]
 fn a_pool_still_saying_its_role_is_refused_has_not_converged() {
     let t = start();

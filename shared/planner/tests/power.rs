@@ -175,6 +175,58 @@ fn hibernate_timeout_marks_broken_with_failed_to_stop_and_a_timed_out_message() 
     assert_eq!(s.cluster.broken_reason(), Some(reason::FAILED_TO_STOP));
 }
 
+/// Seeds 604469 and 604984 of the roles-denied simulation: a transition whose very first look failed (the pool's
+/// role refused) entered FailedToStartMachines / FailedToStop without starting its clock, so no timeout ever ran
+/// for it, and a machine that got stuck once the role came back held the cluster forever.
+#[test]
+fn a_transition_whose_first_look_fails_times_out_from_that_look() {
+    let refused = || Report::CallFailed { message: "AccessDenied: not authorized to perform sts:AssumeRole".into() };
+    for (start, spec, t, call) in [
+        (cluster("c").hibernating(), DesiredPower::Running, timeouts(Some(10), None), ActuatorCall::Start),
+        (cluster("c").running(), DesiredPower::Hibernating, timeouts(None, Some(10)), ActuatorCall::Stop),
+    ] {
+        let first = step(&start.spec(spec).c, &refused(), at(0), t);
+        assert_eq!(first.cluster.transition_started_at, Some(at(0)), "{spec:?}: the failed look starts the clock");
+        assert_eq!(deadline(&first.cluster, t), Some(at(10)), "{spec:?}");
+        let (c, calls) = drive(first.cluster, &[(at(1), machines(3)), (at(1), Report::CallAccepted)], t);
+        assert_eq!(calls[0], Some(call), "{spec:?}: the call is made once the backoff passed");
+        assert_eq!(c.transition_started_at, Some(at(0)), "{spec:?}: the same transition");
+        assert!(!step(&c, &waiting(1), at(9), t).cluster.is_broken(), "{spec:?}");
+        assert!(step(&c, &waiting(1), at(10), t).cluster.is_broken(), "{spec:?}: a stuck machine times out");
+    }
+
+    // A resume asked for while a stop was failing: its failed first look starts the resume's own clock, not the
+    // stop's.
+    let t = timeouts(Some(10), Some(10));
+    let stopping = step(&cluster("c").running().spec(DesiredPower::Hibernating).c, &refused(), at(0), t).cluster;
+    let mut resumed = stopping.clone();
+    resumed.spec_power_state = Some(DesiredPower::Running);
+    let s = step(&resumed, &refused(), at(8), t);
+    assert_eq!(
+        (s.cluster.power_state, s.cluster.transition_started_at),
+        (Some(PowerState::FailedToStartMachines), Some(at(8)))
+    );
+    assert!(!step(&s.cluster, &waiting(1), at(12), t).cluster.is_broken());
+}
+
+/// A cluster written in a transition without its clock (as the first-look failure above left it) gets one at its
+/// next step: the timeout runs from there, instead of never.
+#[test]
+fn a_transition_found_without_its_clock_times_out_from_the_next_look() {
+    let t = timeouts(Some(10), Some(10));
+    for (state, spec) in [
+        (PowerState::FailedToStartMachines, DesiredPower::Running),
+        (PowerState::FailedToStop, DesiredPower::Hibernating),
+    ] {
+        let mut c = cluster("c").spec(spec).c;
+        (c.power_state, c.transition_started_at, c.retry_at) = (Some(state), None, Some(at(0)));
+        let found = step(&c, &waiting(1), at(1), t);
+        assert_eq!(found.cluster.transition_started_at, Some(at(1)), "{state:?}");
+        assert!(found.changed, "{state:?}: the clock is written");
+        assert!(step(&found.cluster, &waiting(1), at(11), t).cluster.is_broken(), "{state:?}");
+    }
+}
+
 #[test]
 fn no_timeout_when_unset() {
     for spec in [DesiredPower::Running, DesiredPower::Hibernating] {

@@ -277,6 +277,12 @@ pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLim
             Some(DesiredPower::Running) => resume(&mut out, report, now, limits.readiness),
             Some(DesiredPower::Hibernating) => hibernate(&mut out, report, now),
         }
+        let c = &mut out.cluster;
+        if c.transition_started_at.is_none() && c.power_state.is_some_and(|s| s.is_resuming() || s.is_stopping()) {
+            // A transition written without its clock (before a failed first look began one) starts it now, so its
+            // timeout runs.
+            c.transition_started_at = Some(now);
+        }
         enforce_timeout(&mut out, now, limits);
     }
     if let Some(call) = out.call {
@@ -493,6 +499,8 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, readiness: Optio
         }
         Report::Install(_) | Report::Provisioned { .. } | Report::Unsupported { .. } => out.recheck_after = Some(POLL),
         Report::CallFailed { message } => {
+            // The first look may be what failed: the transition starts here all the same, so its timeout runs.
+            begin(c, PowerState::FailedToStartMachines, now);
             enter(c, PowerState::FailedToStartMachines, message, now);
             let wait = backoff(c, now);
             c.retry_at = Some(now + wait);
@@ -555,6 +563,7 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
             out.recheck_after = Some(POLL);
         }
         Report::CallFailed { message } => {
+            begin(c, PowerState::FailedToStop, now);
             enter(c, PowerState::FailedToStop, message, now);
             let wait = backoff(c, now);
             c.retry_at = Some(now + wait);
