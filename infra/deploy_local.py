@@ -1,7 +1,7 @@
 """Deploys infra/template.yaml into the local AWS emulator and writes the stack's outputs as environment settings.
 
-Usage: deploy_local.py STACK ENV_FILE [--admins ARNS] [--max-recheck-seconds N] [--full-sweep-seconds N]
-                       [--member-account ID --member-pools P,Q]
+Usage: deploy_local.py STACK ENV_FILE [--admins ARNS] [--default-pool-access open|admins]
+                       [--max-recheck-seconds N] [--full-sweep-seconds N] [--member-account ID --member-pools P,Q]
 
 The functions run in the local process (apiary-local), so the stack is deployed with EventSourcesEnabled=false
 and placeholder code zips: the emulator must not try to run Lambda itself.
@@ -25,6 +25,7 @@ p = argparse.ArgumentParser()
 p.add_argument("stack")
 p.add_argument("env_file")
 p.add_argument("--admins", default="")
+p.add_argument("--default-pool-access", default="open", choices=["open", "admins"])
 p.add_argument("--max-recheck-seconds", default="900")
 p.add_argument("--visibility-seconds", default="10")
 p.add_argument("--full-sweep-seconds", default="600")
@@ -52,6 +53,7 @@ for fn in stacks.FUNCTIONS:
 params = {
     "CodeBucket": bucket,
     "AdminPrincipals": args.admins,
+    "DefaultPoolAccess": args.default_pool_access,
     "EventSourcesEnabled": "false",
     "MaxRecheckSeconds": args.max_recheck_seconds,
     "QueueVisibilitySeconds": args.visibility_seconds,
@@ -70,6 +72,7 @@ env = {
     "APIARY_SCHEDULER_ROLE_ARN": out["SchedulerRoleArn"],
     "APIARY_SCHEDULE_PREFIX": out["SchedulePrefix"],
     "APIARY_ADMINS": args.admins,
+    "APIARY_DEFAULT_POOL_ACCESS": args.default_pool_access,
     "APIARY_MAX_RECHECK_SECONDS": args.max_recheck_seconds,
     "APIARY_FULL_SWEEP_SECONDS": args.full_sweep_seconds,
     "APIARY_STACK_ID": out["StackId"],

@@ -127,6 +127,9 @@ class DeployTest(unittest.TestCase):
             self.assertEqual(conf["Environment"]["Variables"]["APIARY_STACK"], STACK)
             self.assertEqual(conf["Environment"]["Variables"]["APIARY_ADMINS"], ADMIN)
             self.assertEqual(str(conf["Environment"]["Variables"]["APIARY_MAX_RECHECK_SECONDS"]), "900")
+            if fn == "claim-api":
+                # Pools without an access list stay open to every caller of the API unless the stack says admins.
+                self.assertEqual(conf["Environment"]["Variables"]["APIARY_DEFAULT_POOL_ACCESS"], "open")
             roles.add(conf["Role"])
         self.assertEqual(len(roles), len(FUNCTIONS), "each function has its own role")
 

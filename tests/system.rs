@@ -433,6 +433,20 @@ async fn bad_requests_get_400_naming_the_field_and_other_principals_get_403() {
     assert_eq!(status, 200, "an admin may read any claim");
     let (status, _) = s.call("GET", "/pools/ok/claims/nope", ALICE, None).await;
     assert_eq!(status, 404);
+    // A team's pool, BOB's alone: only a stack admin creates it, ALICE neither sees nor claims from it, BOB
+    // administers it.
+    let team = json!({"size": 1, "platform": {"fake": {}}, "access": {"admins": [BOB]}});
+    let (status, _) = s.call("PUT", "/pools/team-b", BOB, Some(&team.to_string())).await;
+    assert_eq!(status, 403, "only a stack admin creates a pool");
+    s.put_pool("team-b", &team).await;
+    let (status, answer) = s.call("PUT", "/pools/team-b/claims/c1", ALICE, None).await;
+    assert_eq!(status, 403, "{answer}");
+    let (_, listed) = s.call("GET", "/pools", ALICE, None).await;
+    assert!(!listed["pools"].as_array().into_iter().flatten().any(|p| p["name"] == "team-b"), "{listed}");
+    let (status, me) = s.call("GET", "/me", BOB, None).await;
+    assert_eq!((status, &me["administer"]), (200, &json!(["team-b"])), "{me}");
+    let (status, answer) = s.call("DELETE", "/pools/team-b", BOB, None).await;
+    assert_eq!(status, 202, "{answer}");
     // Schedules are kept as EventBridge Scheduler schedules: created, updated, then deleted with the pool spec.
     let mut scheduled = json!({"size": 1, "platform": {"fake": {}},
         "schedules": [{"name": "office", "cron": "0 8 * * 1-5", "timeZone": "Europe/Berlin", "duration": "10h", "runningCount": 1}]});

@@ -40,11 +40,14 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create, change, inspect and remove pools (changes need an admin).
+    /// Create, change, inspect and remove pools (creating needs a stack admin, changing an admin of the pool).
     #[command(subcommand)]
     Pool(PoolCommand),
     /// Claim a cluster (`apiary claim POOL NAME`), or look at and act on claims.
     Claim(ClaimCommand),
+    /// Print who the API takes you for: your principal, whether you are a stack admin, and the pools you may
+    /// claim from and administer.
+    Whoami,
     /// Print where the API is and how requests say who is calling.
     Endpoint,
     /// Print a completion script for a shell (`apiary completions bash > /etc/bash_completion.d/apiary`).

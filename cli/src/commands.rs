@@ -107,6 +107,12 @@ impl Ctx {
         }
     }
 
+    /// `apiary whoami`: `GET /me`.
+    pub async fn whoami(&self) -> Result<()> {
+        let (_, me) = self.api.call("GET", "/me", None).await?;
+        self.show(&me, || Ok(render::me_table(&me)))
+    }
+
     /// `apiary pool …`.
     pub async fn pool(&self, command: PoolCommand) -> Result<()> {
         match command {

@@ -69,7 +69,12 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
         None => return Err(Failure::usage("the manifest has no metadata.name: pass --name")),
     };
     if let Some(ns) = manifest["metadata"]["namespace"].as_str() {
-        leave(format!("metadata.namespace ({ns})"), "Apiary pools have no namespace: the name alone names the pool");
+        leave(
+            format!("metadata.namespace ({ns})"),
+            "Apiary pools have no namespace: the name alone names the pool. Who could claim from it there (RBAC on \
+             ClusterClaims in the namespace) and who could change it are the pool's access.claimants and \
+             access.admins here: list those principals, or the stack's DefaultPoolAccess applies",
+        );
     }
     let empty = Map::new();
     let hive = manifest["spec"].as_object().unwrap_or(&empty);
@@ -313,6 +318,8 @@ mod tests {
         assert!(i.needed.iter().any(|(f, _)| f.starts_with("platform.aws")), "{:?}", i.needed);
         let (_, why) = i.dropped.iter().find(|(f, _)| f.ends_with("credentialsSecretRef")).expect("the credentials");
         assert!(why.contains("member-account.yaml") && why.contains("platform.aws.roleArn"), "{why}");
+        let (_, why) = i.dropped.iter().find(|(f, _)| f.starts_with("metadata.namespace")).expect("the namespace");
+        assert!(why.contains("access.claimants") && why.contains("access.admins"), "{why}");
     }
 
     #[test]

@@ -51,6 +51,7 @@ async fn run(cli: Cli) -> Result<()> {
             (None, Some(create)) => ctx.claim(ClaimAction::Create(create)).await,
             (None, None) => Err(Failure::new(Exit::Usage, "claim: give POOL NAME, or a subcommand (see --help)")),
         },
+        Command::Whoami => ctx.whoami().await,
         Command::Endpoint => {
             out(&format!("{}\n", ctx.api.describe()));
             Ok(())

@@ -159,6 +159,40 @@ pub fn pools_table(pools: &[Value]) -> String {
     text(&t)
 }
 
+/// `whoami`: the caller, and what it may do.
+pub fn me_table(me: &Value) -> String {
+    let names = |key: &str| listed(&me[key]);
+    let mut out = String::new();
+    for (k, v) in [
+        ("principal", me["principal"].as_str().unwrap_or_default().to_owned()),
+        ("stack admin", if me["stackAdmin"].as_bool() == Some(true) { "yes" } else { "no" }.to_owned()),
+        ("claim from", names("claim")),
+        ("administer", names("administer")),
+        ("default access", me["defaultPoolAccess"].as_str().unwrap_or("-").to_owned()),
+    ] {
+        let _ = writeln!(out, "{k:<15} {v}");
+    }
+    out
+}
+
+/// A pool's access list as a line: who may claim, who administers.
+fn access_text(access: &Value) -> Option<(String, String)> {
+    if access.is_null() {
+        return None;
+    }
+    Some((listed(&access["claimants"]), listed(&access["admins"])))
+}
+
+/// A JSON list of names as `a, b`, or `-` when there is none.
+fn listed(names: &Value) -> String {
+    let names: Vec<&str> = names.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if names.is_empty() {
+        "-".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
 /// `pool get`: the pool's settings and counts, then its conditions.
 pub fn pool_table(pool: &Value, now: Timestamp) -> String {
     let s = status_of(pool);
@@ -183,6 +217,10 @@ pub fn pool_table(pool: &Value, now: Timestamp) -> String {
         // A pool in another account: the role, and the ExternalId its trust policy must require.
         rows.insert(2, ("role", role.to_owned()));
         rows.insert(3, ("external id", pool["status"]["externalId"].as_str().unwrap_or("-").to_owned()));
+    }
+    if let Some((claimants, admins)) = access_text(&spec["access"]) {
+        rows.push(("claimants", claimants));
+        rows.push(("admins", admins));
     }
     if let Some(at) = pool["deletionRequestedAt"].as_str() {
         rows.push(("deleting since", at.to_owned()));

@@ -85,6 +85,9 @@ mod against_stack {
         assert_eq!(applied.stdout, "pool ci created (rev 0)\n");
         // Not on a terminal, which local API is used is not said: a script's standard error holds only failures.
         assert_eq!(applied.stderr, "", "no notice");
+        let me = apiary(&s, ADMIN, &["whoami", "-o", "json"]).await.ok("whoami").json();
+        assert_eq!((me["principal"].as_str(), me["stackAdmin"].as_bool()), (Some(ADMIN), Some(true)));
+        assert!(me["administer"].as_array().is_some_and(|p| p.iter().any(|n| n == "ci")), "{me}");
         let got = apiary(&s, ADMIN, &["pool", "get", "ci", "-o", "json"]).await.ok("get").json();
         assert_eq!(
             (got["spec"]["size"].as_i64(), got["spec"]["platform"]["aws"]["machineCount"].as_i64()),

@@ -95,6 +95,23 @@ fn pool_get_table() {
     golden("pool-get.txt", &render::pool_table(&pool(), now()));
 }
 
+/// A team's pool shows who may claim from it and who administers it.
+#[test]
+fn pool_get_table_of_a_pool_with_an_access_list() {
+    let mut p = pool();
+    p["spec"]["access"] = json!({"claimants": ["arn:aws:iam::111111111111:role/team-a-ci", "222222222222"],
+        "admins": ["arn:aws:iam::111111111111:user/ann"]});
+    golden("pool-get-access.txt", &render::pool_table(&p, now()));
+}
+
+/// `whoami`: the caller, whether it is a stack admin, and the pools it may use.
+#[test]
+fn whoami_table() {
+    let me = json!({"principal": "arn:aws:sts::111111111111:assumed-role/team-a-ci/job-17", "stackAdmin": false,
+        "defaultPoolAccess": "open", "claim": ["shared", "team-a"], "administer": []});
+    golden("whoami.txt", &render::me_table(&me));
+}
+
 /// A pool in another account shows its role and the ExternalId the role must require, and why it was refused.
 #[test]
 fn pool_get_table_of_a_pool_in_another_account() {

@@ -49,8 +49,9 @@ struct ClaimRequest {
     lifetime: Option<String>,
 }
 
-fn authorize(caller: &Caller, claim: &Claim) -> Result<(), ApiError> {
-    if caller.admin || caller.arn == claim.owner {
+/// A claim is its owner's, and its pool's admins': the owner keeps it even after leaving the pool's claimants.
+fn authorize(caller: &Caller, pool: &Pool, claim: &Claim) -> Result<(), ApiError> {
+    if caller.arn == claim.owner || caller.rights(pool).administer {
         Ok(())
     } else {
         Err(ApiError::forbidden(format!("claim {} belongs to another principal", claim.name)))
@@ -59,10 +60,11 @@ fn authorize(caller: &Caller, claim: &Claim) -> Result<(), ApiError> {
 
 pub(crate) async fn list_claims(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
     let snap = read_pool(deps, pool).await?;
+    let rights = caller.may_see(&snap.pool)?;
     let claims: Vec<Value> = snap
         .claims
         .iter()
-        .filter(|c| caller.admin || c.owner == caller.arn)
+        .filter(|c| rights.administer || c.owner == caller.arn)
         .map(|c| {
             claim_view(&snap.pool, c, c.cluster.as_ref().and_then(|id| snap.clusters.iter().find(|k| &k.id == id)))
         })
@@ -82,6 +84,7 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
         None => None,
     };
     let p = get_pool_item(deps, pool).await?;
+    caller.may_claim(&p)?;
     if p.deletion_requested_at.is_some() {
         return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
     }
@@ -262,7 +265,7 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
     let mut poll = WAIT_POLL;
     loop {
         let c = get_claim_item(deps, pool, claim).await?;
-        authorize(caller, &c)?;
+        authorize(caller, &p, &c)?;
         let cluster = match &c.cluster {
             Some(id) => get_cluster_item(deps, pool, id).await?,
             None => None,
@@ -280,7 +283,7 @@ pub(crate) async fn release_claim(deps: &Deps, caller: &Caller, pool: &str, clai
     let p = get_pool_item(deps, pool).await?;
     for _ in 0..MAX_ATTEMPTS {
         let c = get_claim_item(deps, pool, claim).await?;
-        authorize(caller, &c)?;
+        authorize(caller, &p, &c)?;
         if c.release_requested_at.is_some() {
             return Ok((202, claim_view(&p, &c, None)));
         }
@@ -303,7 +306,7 @@ pub(crate) async fn power_claim(deps: &Deps, caller: &Caller, pool: &str, claim:
     let p = get_pool_item(deps, pool).await?;
     for _ in 0..MAX_ATTEMPTS {
         let c = get_claim_item(deps, pool, claim).await?;
-        authorize(caller, &c)?;
+        authorize(caller, &p, &c)?;
         if c.release_requested_at.is_some() {
             return Err(ApiError::conflict(format!("claim {claim} is being released")));
         }

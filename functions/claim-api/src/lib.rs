@@ -1,7 +1,9 @@
 //! The claim API: pools, claims and claimed clusters' power over HTTP (API Gateway, IAM authorization).
 //!
-//! The caller is the IAM principal API Gateway puts in the request context. Pools are managed by admins
-//! (`APIARY_ADMINS`); a claim is read, powered and released by its owner or an admin. Errors are JSON
+//! The caller is the IAM principal API Gateway puts in the request context. Pools are created by the stack's
+//! admins (`APIARY_ADMINS`); a pool's `access` says who else may claim from it and who may administer it
+//! ([`apiary_planner::access`]), and a caller sees only the pools it may use (`GET /me` lists them). A claim is
+//! read, powered and released by its owner or an admin of its pool. Errors are JSON
 //! `{error, message, fields?}`: 400 naming each bad field, 403, 404 for an unknown pool or claim, 409 when the
 //! request contradicts stored state, 503 when AWS is briefly unavailable. The OpenAPI document is
 //! [`OPENAPI`] (`GET /openapi.json`).
@@ -14,7 +16,8 @@
 
 use std::time::Duration;
 
-use apiary_planner::DesiredPower;
+use apiary_planner::access::{self, DefaultAccess, Rights};
+use apiary_planner::{DesiredPower, Pool};
 use apiary_ports::Deps;
 use lambda_http::{Request, RequestExt, Response};
 use tracing::Instrument;
@@ -66,7 +69,7 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<lambda_http::Body> {
 /// The path's segments from the API's own root on (API Gateway may pass the stage as the first segment).
 fn api_segments(path: &str) -> Vec<&str> {
     let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let at = segments.iter().position(|s| *s == "pools" || *s == "openapi.json").unwrap_or(segments.len());
+    let at = segments.iter().position(|s| matches!(*s, "pools" | "me" | "openapi.json")).unwrap_or(segments.len());
     segments.drain(..at);
     segments
 }
@@ -77,13 +80,15 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
         return Ok((200, serde_json::from_str(OPENAPI).unwrap_or(serde_json::Value::Null)));
     }
     let caller = principal(req).ok_or_else(|| error::ApiError::forbidden("the request carries no caller identity"))?;
-    let caller = Caller { admin: deps.config.admins.contains(&caller), arn: caller };
+    let caller =
+        Caller { admin: deps.config.admins.contains(&caller), arn: caller, default: deps.config.default_pool_access };
     match (method, segments) {
-        ("GET", ["pools"]) => pools::list_pools(deps).await,
+        ("GET", ["me"]) => pools::me(deps, &caller).await,
+        ("GET", ["pools"]) => pools::list_pools(deps, &caller).await,
         ("PUT", ["pools", pool]) => pools::put_pool(deps, &caller, pool, req.body()).await,
-        ("GET", ["pools", pool]) => pools::get_pool(deps, pool).await,
+        ("GET", ["pools", pool]) => pools::get_pool(deps, &caller, pool).await,
         ("DELETE", ["pools", pool]) => pools::delete_pool(deps, &caller, pool).await,
-        ("GET", ["pools", pool, "clusters"]) => pools::list_clusters(deps, pool).await,
+        ("GET", ["pools", pool, "clusters"]) => pools::list_clusters(deps, &caller, pool).await,
         ("POST", ["pools", pool, "clusters", id, "pause"]) => pools::pause_cluster(deps, &caller, pool, id, true).await,
         ("POST", ["pools", pool, "clusters", id, "unpause"]) => {
             pools::pause_cluster(deps, &caller, pool, id, false).await
@@ -101,7 +106,7 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
         ("POST", ["pools", pool, "claims", claim, "resume"]) => {
             claims::power_claim(deps, &caller, pool, claim, DesiredPower::Running).await
         }
-        (_, ["pools"] | ["pools", _] | ["pools", _, "clusters" | "claims"] | ["pools", _, "claims", _])
+        (_, ["me"] | ["pools"] | ["pools", _] | ["pools", _, "clusters" | "claims"] | ["pools", _, "claims", _])
         | (_, ["pools", _, "claims", _, "hibernate" | "resume"])
         | (_, ["pools", _, "clusters", _, "pause" | "unpause"]) => {
             Err(ApiError::new(405, "MethodNotAllowed", format!("{method} is not allowed on {}", req.uri().path())))
@@ -110,8 +115,56 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
     }
 }
 
-/// The caller: its principal, and whether it is an admin.
+/// The caller: its principal, whether it is one of the stack's admins, and what a pool without `access` allows it.
 pub(crate) struct Caller {
     arn: String,
     admin: bool,
+    default: DefaultAccess,
+}
+
+impl Caller {
+    /// What the caller may do with `pool` ([`apiary_planner::access`]).
+    pub(crate) fn rights(&self, pool: &Pool) -> Rights {
+        access::rights(pool.spec.access.as_ref(), &self.arn, self.admin, self.default)
+    }
+
+    /// The caller's rights over `pool`, or 403 when it may neither claim from nor administer it.
+    pub(crate) fn may_see(&self, pool: &Pool) -> Result<Rights, ApiError> {
+        let rights = self.rights(pool);
+        if rights.any() {
+            Ok(rights)
+        } else {
+            Err(self.refused(pool, "use", "access.claimants or access.admins"))
+        }
+    }
+
+    /// Ok when the caller may claim from `pool`, else 403 saying why.
+    pub(crate) fn may_claim(&self, pool: &Pool) -> Result<(), ApiError> {
+        if self.rights(pool).claim {
+            Ok(())
+        } else {
+            Err(self.refused(pool, "claim from", "access.claimants or access.admins"))
+        }
+    }
+
+    /// Ok when the caller may administer `pool` (to `what` it), else 403 saying why.
+    pub(crate) fn may_administer(&self, pool: &Pool, what: &str) -> Result<(), ApiError> {
+        if self.rights(pool).administer {
+            Ok(())
+        } else {
+            Err(self.refused(pool, what, "access.admins"))
+        }
+    }
+
+    fn refused(&self, pool: &Pool, what: &str, lists: &str) -> ApiError {
+        let why = match (&pool.spec.access, self.default) {
+            (Some(_), _) => format!("{} is not named in the pool's {lists}", self.arn),
+            (None, DefaultAccess::Open) => "a pool without access may be administered by stack admins only".into(),
+            (None, DefaultAccess::Admins) => {
+                "the pool has no access list and the stack's DefaultPoolAccess is admins: only stack admins may use it"
+                    .into()
+            }
+        };
+        ApiError::forbidden(format!("may not {what} pool {}: {why}", pool.name))
+    }
 }

@@ -1,8 +1,9 @@
-//! Pools: create or change (admins), read, list, delete (admins), and their clusters, whose power management an
-//! admin may pause.
+//! Pools: create (stack admins), change and delete (stack admins and the pool's admins), read and list (whoever
+//! may use them), and their clusters, whose power management a pool's admin may pause.
 
 use std::time::Duration;
 
+use apiary_planner::access::Rights;
 use apiary_planner::validate::validate_member_role;
 use apiary_planner::{power, validate_spec, validate_update, Cluster, Pool, PoolSpec, Snapshot};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
@@ -52,34 +53,78 @@ pub(crate) async fn reconcile_coalesced(deps: &Deps, pool: &str, reason: &str) -
     Ok(())
 }
 
-pub(crate) async fn list_pools(deps: &Deps) -> ApiResult {
+/// Every pool, sorted by name, with what `caller` may do with each.
+async fn pools_of(deps: &Deps, caller: &Caller) -> Result<Vec<(Pool, Rights)>, ApiError> {
     let mut pools = deps.store.list_pools().await?;
     pools.sort_by(|a, b| a.name.cmp(&b.name));
-    let pools: Vec<_> = pools.iter().map(|p| pool_view(p, &deps.config.stack_id)).collect();
+    Ok(pools
+        .into_iter()
+        .map(|p| {
+            let rights = caller.rights(&p);
+            (p, rights)
+        })
+        .collect())
+}
+
+/// The pools `caller` may claim from or administer.
+pub(crate) async fn list_pools(deps: &Deps, caller: &Caller) -> ApiResult {
+    let pools: Vec<_> = pools_of(deps, caller)
+        .await?
+        .iter()
+        .filter(|(_, rights)| rights.any())
+        .map(|(p, _)| pool_view(p, &deps.config.stack_id))
+        .collect();
     Ok((200, json!({ "pools": pools })))
 }
 
-pub(crate) async fn get_pool(deps: &Deps, pool: &str) -> ApiResult {
-    Ok((200, pool_view(&get_pool_item(deps, pool).await?, &deps.config.stack_id)))
+/// What the caller may do: its principal, whether it is a stack admin, and the pools it may claim from and
+/// administer.
+pub(crate) async fn me(deps: &Deps, caller: &Caller) -> ApiResult {
+    let pools = pools_of(deps, caller).await?;
+    let named = |right: fn(&Rights) -> bool| -> Vec<&str> {
+        pools.iter().filter(|(_, r)| right(r)).map(|(p, _)| p.name.as_str()).collect()
+    };
+    Ok((
+        200,
+        json!({
+            "principal": caller.arn,
+            "stackAdmin": caller.admin,
+            "defaultPoolAccess": caller.default,
+            "claim": named(|r| r.claim),
+            "administer": named(|r| r.administer),
+        }),
+    ))
 }
 
+pub(crate) async fn get_pool(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
+    let p = get_pool_item(deps, pool).await?;
+    caller.may_see(&p)?;
+    Ok((200, pool_view(&p, &deps.config.stack_id)))
+}
+
+/// Creates a pool (stack admins) or changes one (stack admins and the pool's admins).
 pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Body) -> ApiResult {
     name("pool", pool)?;
-    if !caller.admin {
-        return Err(ApiError::forbidden("only an admin (APIARY_ADMINS) may create or change pools"));
-    }
     let spec: PoolSpec = parse_body(body, None)?;
-    if let Err(errors) = validate_spec(&spec) {
-        return Err(ApiError::fields("InvalidPoolSpec", errors.into_iter().map(|e| (e.field, e.message)).collect()));
-    }
-    if let Err(e) = validate_member_role(&spec, &deps.config.member_roles) {
-        return Err(ApiError::fields("InvalidPoolSpec", vec![(e.field, e.message)]));
-    }
     for _ in 0..MAX_ATTEMPTS {
         let existing = match deps.store.get(pool, &Key::Pool).await? {
             Some(Item::Pool(p)) => Some(*p),
             _ => None,
         };
+        match &existing {
+            Some(p) => caller.may_administer(p, "change")?,
+            None if !caller.admin => {
+                return Err(ApiError::forbidden("only a stack admin (AdminPrincipals) may create pools"));
+            }
+            None => {}
+        }
+        if let Err(errors) = validate_spec(&spec) {
+            let fields = errors.into_iter().map(|e| (e.field, e.message)).collect();
+            return Err(ApiError::fields("InvalidPoolSpec", fields));
+        }
+        if let Err(e) = validate_member_role(&spec, &deps.config.member_roles) {
+            return Err(ApiError::fields("InvalidPoolSpec", vec![(e.field, e.message)]));
+        }
         let (next, cond, status) = match existing {
             Some(p) if p.deletion_requested_at.is_some() => {
                 return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
@@ -125,11 +170,9 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
 }
 
 pub(crate) async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
-    if !caller.admin {
-        return Err(ApiError::forbidden("only an admin (APIARY_ADMINS) may delete pools"));
-    }
     for _ in 0..MAX_ATTEMPTS {
         let p = get_pool_item(deps, pool).await?;
+        caller.may_administer(&p, "delete")?;
         if p.deletion_requested_at.is_some() {
             return Ok((202, pool_view(&p, &deps.config.stack_id)));
         }
@@ -148,8 +191,9 @@ pub(crate) async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> Api
     Err(ApiError::busy("the pool is changing too fast; try again"))
 }
 
-pub(crate) async fn list_clusters(deps: &Deps, pool: &str) -> ApiResult {
+pub(crate) async fn list_clusters(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
     let snap = read_pool(deps, pool).await?;
+    caller.may_see(&snap.pool)?;
     let mut clusters = snap.clusters;
     clusters.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
     Ok((200, json!({ "pool": pool, "clusters": clusters })))
@@ -159,10 +203,8 @@ pub(crate) async fn list_clusters(deps: &Deps, pool: &str) -> ApiResult {
 /// paused Apiary neither starts nor stops it and does not assign it. Idempotent; 200 with the cluster.
 pub(crate) async fn pause_cluster(deps: &Deps, caller: &Caller, pool: &str, id: &str, paused: bool) -> ApiResult {
     name("cluster", id)?;
-    if !caller.admin {
-        return Err(ApiError::forbidden("only an admin (APIARY_ADMINS) may pause or unpause a cluster's power"));
-    }
-    get_pool_item(deps, pool).await?;
+    let p = get_pool_item(deps, pool).await?;
+    caller.may_administer(&p, if paused { "pause clusters of" } else { "unpause clusters of" })?;
     for _ in 0..MAX_ATTEMPTS {
         let Some(stored) = get_cluster_item(deps, pool, id).await? else {
             return Err(ApiError::not_found(format!("cluster {id} does not exist in pool {pool}")));

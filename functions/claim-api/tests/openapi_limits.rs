@@ -224,6 +224,30 @@ async fn every_declared_bound_is_the_enforced_one() {
             "platform.aws.roleArn",
         ),
         (
+            "PoolSpec/access/claimants/maxItems",
+            MAX_PRINCIPALS as f64,
+            with(&["access", "claimants"], (0..=MAX_PRINCIPALS).map(|_| json!("*")).collect()),
+            "access.claimants",
+        ),
+        (
+            "PoolSpec/access/claimants/items/maxLength",
+            MAX_PRINCIPAL_LEN as f64,
+            with(&["access", "claimants"], json!([format!("arn:aws:iam::111111111111:user/{}", x(MAX_PRINCIPAL_LEN))])),
+            "access.claimants[0]",
+        ),
+        (
+            "PoolSpec/access/admins/maxItems",
+            MAX_PRINCIPALS as f64,
+            with(&["access", "admins"], (0..=MAX_PRINCIPALS).map(|_| json!("111111111111")).collect()),
+            "access.admins",
+        ),
+        (
+            "PoolSpec/access/admins/items/maxLength",
+            MAX_PRINCIPAL_LEN as f64,
+            with(&["access", "admins"], json!([format!("arn:aws:iam::111111111111:role/{}", x(MAX_PRINCIPAL_LEN))])),
+            "access.admins[0]",
+        ),
+        (
             "PoolSpec/platform/aws/subnetId/maxLength",
             MAX_CLOUD_ID_LEN as f64,
             with(&[aws[0], aws[1], "subnetId"], json!(x(129))),

@@ -41,6 +41,7 @@
 //! assert_eq!(plan(&applied, now, 8).writes().count(), 0);
 //! ```
 
+pub mod access;
 pub mod adaptive;
 pub mod apply;
 pub mod canary;

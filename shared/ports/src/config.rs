@@ -1,5 +1,6 @@
 //! Settings from the environment: the stack's outputs, as the template passes them to each function.
 
+use apiary_planner::access::DefaultAccess;
 use apiary_planner::validate::MemberRoles;
 
 use crate::error::{Error, Result};
@@ -36,6 +37,9 @@ pub struct Config {
     /// `APIARY_MEMBER_ROLE_PATTERN` and `APIARY_MEMBER_ACCOUNTS` (comma-separated account ids): the roles an AWS
     /// pool may name, as the power role's policy allows them (default: `apiary-member-*`, in no account).
     pub member_roles: MemberRoles,
+    /// `APIARY_DEFAULT_POOL_ACCESS`: what a pool without `access` allows callers who are not stack admins, `open`
+    /// (claim from it; the default) or `admins` (nothing).
+    pub default_pool_access: DefaultAccess,
     /// `APIARY_METRICS`: `emf` (default) writes CloudWatch metrics to stdout, `file:PATH` appends them to a file
     /// (the local runtime, whose stdout is the status screen), `off` writes none.
     pub metrics: Sink,
@@ -80,6 +84,10 @@ impl Config {
             }
             member_roles.accounts.push(account.to_owned());
         }
+        let default_pool_access = match lookup("APIARY_DEFAULT_POOL_ACCESS").filter(|v| !v.is_empty()) {
+            Some(v) => v.parse().map_err(|why| Error::Config(format!("APIARY_DEFAULT_POOL_ACCESS: {why}")))?,
+            None => DefaultAccess::default(),
+        };
         let stack = lookup("APIARY_STACK").unwrap_or_else(|| "apiary".into());
         Ok(Config {
             table: var("APIARY_TABLE")?,
@@ -100,6 +108,7 @@ impl Config {
             stack_id: lookup("APIARY_STACK_ID").filter(|s| !s.is_empty()).unwrap_or_else(|| stack.clone()),
             stack,
             member_roles,
+            default_pool_access,
             metrics: match lookup("APIARY_METRICS").as_deref() {
                 None | Some("emf") => Sink::Stdout,
                 Some("off") => Sink::Off,
@@ -127,6 +136,7 @@ impl Config {
                 "arn:aws:cloudformation:us-east-1:123456789012:stack/{stack}/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
             ),
             member_roles: MemberRoles::default(),
+            default_pool_access: DefaultAccess::default(),
             metrics: Sink::Off,
         }
     }
@@ -176,6 +186,13 @@ mod tests {
     }
 
     #[test]
+    fn the_default_pool_access_is_open_unless_the_stack_says_admins() {
+        assert_eq!(config(&[]).expect("config").default_pool_access, DefaultAccess::Open);
+        let c = config(&[("APIARY_DEFAULT_POOL_ACCESS", "admins")]).expect("config");
+        assert_eq!(c.default_pool_access, DefaultAccess::Admins);
+    }
+
+    #[test]
     fn bad_settings_name_the_variable() {
         for (name, value) in [
             ("APIARY_METRICS", "loud"),
@@ -183,6 +200,7 @@ mod tests {
             ("APIARY_MAX_RECHECK_SECONDS", "0"),
             ("APIARY_FULL_SWEEP_SECONDS", "soon"),
             ("APIARY_MEMBER_ACCOUNTS", "210987654321,12345"),
+            ("APIARY_DEFAULT_POOL_ACCESS", "closed"),
         ] {
             let e = config(&[(name, value)]).expect_err(value).to_string();
             assert!(e.contains(name), "{e}");

@@ -74,6 +74,14 @@ fn largest_spec() -> PoolSpec {
         resume_estimate: Some(duration()),
         forecast: Some(Forecast { time_zone: Some(LONGEST_ZONE.into()), half_life_weeks: Some(8.0) }),
     });
+    let principal = |i: usize| {
+        let arn = format!("arn:aws:iam::111111111111:role/r{i:02}-");
+        format!("{arn}{}", text(MAX_PRINCIPAL_LEN - arn.len()))
+    };
+    spec.access = Some(PoolAccess {
+        claimants: (0..MAX_PRINCIPALS).map(principal).collect(),
+        admins: (0..MAX_PRINCIPALS).map(principal).collect(),
+    });
     spec.resume_canaries = Some(ResumeCanaries {
         after: duration(),
         at_a_time: Some(100),
@@ -182,7 +190,9 @@ fn the_largest_pool_spec_validation_allows_is_far_below_the_item_limit() {
             rev: u64::MAX,
         };
         let bytes = item_bytes(&text(63), &Item::Pool(Box::new(pool))).expect("size");
-        assert!(bytes < MAX_ITEM_BYTES / 2, "{kind}: {bytes} bytes");
+        // At most 55% of the limit (the largest, Azure's, is about 213 KB with every access list full): 180 KB
+        // stay free for the fields to come.
+        assert!(bytes < MAX_ITEM_BYTES * 55 / 100, "{kind}: {bytes} bytes");
     }
 }
 

@@ -79,6 +79,22 @@ pub struct PoolSpec {
     /// long an orphan is left alone before it is deleted ([`crate::reaper`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reaper: Option<ReaperSpec>,
+    /// Who may claim from the pool and who may administer it ([`crate::access`]). Unset: the stack's
+    /// `DefaultPoolAccess`. Never an input of `poolVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<PoolAccess>,
+}
+
+/// The pool option (`access`): principal patterns, as [`crate::access`] reads them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PoolAccess {
+    /// Who may claim from the pool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claimants: Vec<String>,
+    /// Who may change and delete the pool, pause its clusters, and read, power and release every claim of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admins: Vec<String>,
 }
 
 /// The pool option (`reaper`): both fields optional.
@@ -117,6 +133,7 @@ impl PoolSpec {
             adaptive_running_count: None,
             resume_canaries: None,
             reaper: None,
+            access: None,
         }
     }
 

@@ -58,7 +58,7 @@ pub fn validate_member_role(spec: &PoolSpec, rule: &MemberRoles) -> Result<(), F
 }
 
 /// IAM's wildcard match: `*` matches any run of characters (none included), `?` exactly one.
-fn glob(pattern: &[u8], text: &[u8]) -> bool {
+pub(crate) fn glob(pattern: &[u8], text: &[u8]) -> bool {
     let (mut p, mut t) = (0, 0);
     // Where the last `*` was, and the text position it has been tried against.
     let mut star: Option<(usize, usize)> = None;

@@ -14,6 +14,7 @@ use limits::*;
 mod member_roles;
 mod platforms;
 
+pub(crate) use member_roles::glob;
 pub use member_roles::{validate_member_role, MemberRoles};
 pub use platforms::{check_installed, gcp_template_name};
 
@@ -81,6 +82,10 @@ pub mod limits {
     pub const MAX_SECRET_ARN_LEN: usize = 512;
     /// Longest IAM role ARN (a role's path and name are far shorter in practice than IAM's 512 + 64).
     pub const MAX_ROLE_ARN_LEN: usize = 512;
+    /// Most principal patterns in each of a pool's `access.claimants` and `access.admins`.
+    pub const MAX_PRINCIPALS: usize = 20;
+    /// Longest principal pattern (an IAM or STS ARN, an account id, `*`).
+    pub const MAX_PRINCIPAL_LEN: usize = 256;
     /// Most zones of a GCP pool.
     pub const MAX_ZONES: usize = 16;
     /// Most extra labels on a GCP instance (Compute Engine allows 64; Apiary sets three of its own).
@@ -301,6 +306,10 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         if schedule.size.is_none() && schedule.running_count.is_none() {
             e(&at("size"), "a schedule must override size, runningCount or both".into());
         }
+    }
+
+    if let Some(access) = &spec.access {
+        crate::access::validate_access(access, &mut errors);
     }
 
     if errors.is_empty() {
