@@ -78,6 +78,8 @@ env = {
     "APIARY_STACK_ID": out["StackId"],
     "APIARY_MEMBER_ACCOUNTS": args.member_account,
     "APIARY_MEMBER_ROLE_PATTERN": "apiary-member-*",
+    # The fake clouds and the reference installer listen on loopback, over plain http.
+    "APIARY_LOCAL_URLS": "true",
 }
 if args.member_account:
     org = session.client("sts", endpoint_url=endpoint).assume_role(

@@ -130,6 +130,12 @@ class DeployTest(unittest.TestCase):
             if fn == "claim-api":
                 # Pools without an access list stay open to every caller of the API unless the stack says admins.
                 self.assertEqual(conf["Environment"]["Variables"]["APIARY_DEFAULT_POOL_ACCESS"], "open")
+            if fn in ("claim-api", "power"):
+                # What a pool's URLs may reach: no private range by default, and never the stack's own API.
+                env = conf["Environment"]["Variables"]
+                self.assertEqual(env.get("APIARY_ALLOWED_PRIVATE_RANGES", ""), "", fn)
+                api_host = outputs["ApiUrl"].split("/")[2]
+                self.assertEqual(env["APIARY_API_HOST"], api_host, fn)
             roles.add(conf["Role"])
         self.assertEqual(len(roles), len(FUNCTIONS), "each function has its own role")
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use apiary_planner::access::Rights;
-use apiary_planner::validate::validate_member_role;
+use apiary_planner::validate::{validate_member_role, validate_urls};
 use apiary_planner::{power, validate_spec, validate_update, Cluster, Pool, PoolSpec, Snapshot};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::store::{Cond, Item, Key, Write};
@@ -124,6 +124,13 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
         }
         if let Err(e) = validate_member_role(&spec, &deps.config.member_roles) {
             return Err(ApiError::fields("InvalidPoolSpec", vec![(e.field, e.message)]));
+        }
+        let unreachable = validate_urls(&spec, &deps.config.url_policy);
+        if !unreachable.is_empty() {
+            return Err(ApiError::fields(
+                "InvalidPoolSpec",
+                unreachable.into_iter().map(|e| (e.field, e.message)).collect(),
+            ));
         }
         let (next, cond, status) = match existing {
             Some(p) if p.deletion_requested_at.is_some() => {

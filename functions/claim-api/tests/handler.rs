@@ -519,3 +519,39 @@ async fn a_claim_whose_page_of_spares_is_all_refused_tries_another_page() {
     let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
     assert_eq!((status, body["cluster"]["id"].as_str()), (201, Some("ci-kept")), "{body}");
 }
+
+/// A pool cannot make Apiary's functions call their own neighbourhood: the URLs it names are refused by field,
+/// unless the stack is the local one (whose fake clouds listen on loopback).
+#[tokio::test]
+async fn a_pool_naming_the_metadata_service_or_loopback_is_refused_by_field() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    let hook = |url: &str| {
+        json!({"size": 1, "platform": {"fake": {}}, "provisioner": {"webhook": {"url": url,
+            "secret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:installer"}}})
+        .to_string()
+    };
+    for url in [
+        "https://169.254.169.254/latest",
+        "http://127.0.0.1:9000",
+        "https://[::ffff:a9fe:a9fe]/",
+        "https://2130706433/",
+    ] {
+        let (status, body) = call(&deps, "PUT", "/pools/w", Some(ADMIN), Some(&hook(url))).await;
+        assert_eq!(
+            (status, body["fields"][0]["field"].as_str()),
+            (400, Some("provisioner.webhook.url")),
+            "{url}: {body}"
+        );
+    }
+    assert!(w.snapshot("w").is_none(), "nothing stored");
+    let (status, body) =
+        call(&deps, "PUT", "/pools/w", Some(ADMIN), Some(&hook("https://installer.example.com"))).await;
+    assert_eq!(status, 201, "{body}");
+    let local = w.deps(apiary_ports::Config {
+        url_policy: apiary_planner::validate::UrlPolicy { local: true, ..Default::default() },
+        ..apiary_ports::Config::named("apiary", &[ADMIN])
+    });
+    let (status, body) = call(&local, "PUT", "/pools/l", Some(ADMIN), Some(&hook("http://127.0.0.1:9000"))).await;
+    assert_eq!(status, 201, "the local stack: {body}");
+}

@@ -12,10 +12,12 @@ use lambda_runtime::{service_fn, LambdaEvent};
 async fn main() -> Result<(), lambda_runtime::Error> {
     apiary_aws::logging::init();
     let sdk = apiary_aws::load_sdk_config().await;
-    let mut deps = apiary_aws::deps(apiary_ports::Config::from_env()?, &sdk);
+    let config = apiary_ports::Config::from_env()?;
+    let policy = config.url_policy.clone();
+    let mut deps = apiary_aws::deps(config, &sdk);
     let secrets = Arc::new(apiary_aws::secrets::SecretsManager::new(&sdk));
-    deps.platforms =
-        Arc::new(apiary_clouds::with_clouds(&deps.platforms, secrets, apiary_clouds::Endpoints::from_env())?);
+    let endpoints = apiary_clouds::Endpoints::from_env();
+    deps.platforms = Arc::new(apiary_clouds::with_clouds(&deps.platforms, secrets, endpoints, policy)?);
     lambda_runtime::run(service_fn(|e: LambdaEvent<SqsEvent>| {
         let deps = deps.clone();
         async move { Ok::<_, lambda_runtime::Error>(power::handle(&deps, e.payload).await) }

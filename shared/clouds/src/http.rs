@@ -7,12 +7,21 @@
 //! included, is the caller's to read. A call that runs out of budget is a retryable [`Error`]: its message goes
 //! back to the queue and is tried again later.
 //!
+//! A guarded client ([`Http::guarded`], what the functions use) calls only where the stack's
+//! [`UrlPolicy`] lets a pool's URLs reach: every request's URL is checked before it is sent (scheme, credentials, an
+//! address written as the host), every name is resolved by a resolver that drops the addresses the policy refuses
+//! (so a name that points at the metadata service, or is re-pointed there later, connects nowhere), and a redirect
+//! is followed only to a URL the policy allows, at most [`MAX_REDIRECTS`] times.
+//!
 //! A client may instead answer its requests in this process ([`Http::in_process`]): the whole-system simulation
 //! runs the real adapters against the fake clouds that way, on its virtual clock, with no socket and no timer
 //! (a retry follows at once; at most [`IN_PROCESS_ATTEMPTS`] attempts).
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use apiary_planner::validate::UrlPolicy;
 use apiary_ports::{Error, Result};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{Client, RequestBuilder, StatusCode};
@@ -28,6 +37,8 @@ pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(25);
 const FIRST_PAUSE: Duration = Duration::from_millis(200);
 /// Attempts of a call answered in process, where no time passes between them.
 pub const IN_PROCESS_ATTEMPTS: u32 = 5;
+/// Redirects a guarded client follows, each to a URL its policy allows.
+pub const MAX_REDIRECTS: usize = 5;
 
 /// Answers requests in this process, as a simulation's fake clouds do.
 pub trait Exchange: Send + Sync {
@@ -83,11 +94,10 @@ impl Answer {
         })
     }
 
-    /// The body as text for an error message, cut at 512 bytes.
+    /// The body as a short text for an error message: control characters and runs of white space made one space,
+    /// cut at [`EXCERPT`] characters. What a server answered never reaches a condition whole.
     pub fn text(&self) -> String {
-        let text = String::from_utf8_lossy(&self.body);
-        let cut: String = text.chars().take(512).collect();
-        cut
+        excerpt(&String::from_utf8_lossy(&self.body))
     }
 
     /// Whether the status is 2xx.
@@ -96,22 +106,71 @@ impl Answer {
     }
 }
 
+/// Longest excerpt of an answer's body an error message carries.
+pub const EXCERPT: usize = 256;
+
+/// `text` as one short line: control characters and runs of white space become one space, cut at [`EXCERPT`]
+/// characters.
+pub fn excerpt(text: &str) -> String {
+    let mut out = String::new();
+    let mut count = 0;
+    for word in text.split(|c: char| c.is_whitespace() || c.is_control()).filter(|w| !w.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+            count += 1;
+        }
+        for c in word.chars() {
+            if count >= EXCERPT {
+                out.push('…');
+                return out;
+            }
+            out.push(c);
+            count += 1;
+        }
+    }
+    out
+}
+
 /// The shared client.
 #[derive(Debug, Clone)]
 pub struct Http {
     client: Client,
     budget: Duration,
     transport: Transport,
+    /// What a request may reach; `None` for a client that calls anything (tests, the simulation).
+    guard: Option<Arc<UrlPolicy>>,
 }
 
 impl Http {
-    /// A client trusting the system's roots and `extra_roots_pem` (PEM certificates, e.g. a vCenter's CA).
+    /// A client trusting the system's roots and `extra_roots_pem` (PEM certificates, e.g. a vCenter's CA), calling
+    /// anything (tests and tools; the functions use [`Http::guarded`]).
     pub fn new(extra_roots_pem: Option<&str>) -> Result<Self> {
         Self::with_tls(extra_roots_pem, None)
     }
 
+    /// A client that calls only where `policy` lets a pool's URLs reach.
+    pub fn guarded(policy: UrlPolicy) -> Result<Self> {
+        Self::build(None, None, Some(Arc::new(policy)))
+    }
+
     /// [`Http::new`], presenting `identity` (a client certificate with its key, PEM) to servers that ask for one.
     pub fn with_tls(extra_roots_pem: Option<&str>, identity: Option<&Identity>) -> Result<Self> {
+        Self::build(extra_roots_pem, identity, None)
+    }
+
+    /// Whether this client may call `url`, or why not.
+    pub fn check_url(&self, url: &str) -> std::result::Result<(), String> {
+        match &self.guard {
+            Some(policy) => policy.check_url(url),
+            None => Ok(()),
+        }
+    }
+
+    fn build(
+        extra_roots_pem: Option<&str>,
+        identity: Option<&Identity>,
+        guard: Option<Arc<UrlPolicy>>,
+    ) -> Result<Self> {
         let mut roots = rustls::RootCertStore::empty();
         // A system without a readable store still reaches the fakes over plain HTTP, and a pool's CA bundle.
         let native = rustls_native_certs::load_native_certs();
@@ -140,14 +199,30 @@ impl Http {
                 tls.with_client_auth_cert(chain, key).map_err(|e| Error::Config(format!("client certificate: {e}")))?
             }
         };
-        let client = Client::builder()
+        let mut builder = Client::builder()
             .use_preconfigured_tls(tls)
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(ATTEMPT_TIMEOUT)
-            .user_agent(concat!("apiary/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| Error::Config(format!("HTTP client: {e}")))?;
-        Ok(Self { client, budget: OPERATION_TIMEOUT, transport: Transport::Network })
+            .user_agent(concat!("apiary/", env!("CARGO_PKG_VERSION")));
+        if let Some(policy) = &guard {
+            let redirects = policy.clone();
+            builder = builder.dns_resolver(Arc::new(GuardedResolver(policy.clone()))).redirect(
+                reqwest::redirect::Policy::custom(move |attempt| {
+                    if attempt.previous().len() >= MAX_REDIRECTS {
+                        return attempt.error(format!("more than {MAX_REDIRECTS} redirects"));
+                    }
+                    match redirects.check_url(attempt.url().as_str()) {
+                        Ok(()) => attempt.follow(),
+                        Err(why) => {
+                            let to = attempt.url().to_string();
+                            attempt.error(format!("refused to follow the redirect to {to}: {why}"))
+                        }
+                    }
+                }),
+            );
+        }
+        let client = builder.build().map_err(|e| Error::Config(format!("HTTP client: {e}")))?;
+        Ok(Self { client, budget: OPERATION_TIMEOUT, transport: Transport::Network, guard })
     }
 
     /// A client whose requests `exchange` answers in this process.
@@ -216,8 +291,13 @@ impl Http {
                 }
             }
             Transport::Network => {
+                let request = build(&self.client).build().map_err(|e| Error::service(op, error_chain(&e), false))?;
+                if let Err(why) = self.check_url(request.url().as_str()) {
+                    // Trying again cannot make the URL allowed.
+                    return Err(Error::service(op, format!("refused to call {}: {why}", request.url()), false));
+                }
                 let left = deadline.saturating_duration_since(Instant::now());
-                match tokio::time::timeout(left, build(&self.client).send()).await {
+                match tokio::time::timeout(left, self.client.execute(request)).await {
                     Err(_) => return Ok(Attempt::Retry("no answer within the call's budget".to_owned(), None)),
                     Ok(Err(e)) if untrusted(&e) => {
                         // Trying again cannot make a certificate trusted.
@@ -339,6 +419,35 @@ impl std::fmt::Debug for Identity {
     }
 }
 
+/// Resolves names as the system does, keeping only the addresses the policy allows.
+struct GuardedResolver(Arc<UrlPolicy>);
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let policy = self.0.clone();
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let found: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let addrs: reqwest::dns::Addrs = Box::new(reachable(&policy, &host, found)?.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+/// Of the addresses `host` resolved to, those `policy` allows; none is an error naming why.
+fn reachable(
+    policy: &UrlPolicy,
+    host: &str,
+    found: Vec<std::net::SocketAddr>,
+) -> std::result::Result<Vec<std::net::SocketAddr>, String> {
+    let (allowed, refused): (Vec<_>, Vec<_>) = found.into_iter().partition(|a| policy.check_address(a.ip()).is_ok());
+    if allowed.is_empty() {
+        let why: Vec<String> = refused.iter().filter_map(|a| policy.check_address(a.ip()).err()).take(3).collect();
+        return Err(format!("{host} resolves to no address a pool may reach ({})", why.join("; ")));
+    }
+    Ok(allowed)
+}
+
 /// Clients kept at most: a pool of clusters each with its own kubeconfig makes one per cluster.
 const MAX_CLIENTS: usize = 256;
 
@@ -378,9 +487,10 @@ impl Bundles {
         if let Some(http) = clients.get(&digest) {
             return Ok(http.clone());
         }
-        // Answered where the base's requests are: in process, in the simulation.
-        let http = Http { transport: self.base.transport.clone(), ..Http::with_tls(pem, identity)? }
-            .with_budget_of(&self.base);
+        // Answered where the base's requests are (in process, in the simulation), guarded as the base is.
+        let http =
+            Http { transport: self.base.transport.clone(), ..Http::build(pem, identity, self.base.guard.clone())? }
+                .with_budget_of(&self.base);
         if clients.len() >= MAX_CLIENTS {
             clients.clear();
         }
@@ -395,9 +505,13 @@ pub(crate) const LOOK: Duration = Duration::from_secs(10);
 /// Sends `request` for `url` once, bounded by [`LOOK`]: its status and body, or why nothing answered (the
 /// cluster is unreachable). The readiness checks look this way: one attempt per look, never retried within it.
 pub(crate) async fn look_once(
+    http: &Http,
     url: &str,
     request: reqwest::RequestBuilder,
 ) -> std::result::Result<(u16, bytes::Bytes), String> {
+    if let Err(why) = http.check_url(url) {
+        return Err(format!("{url}: refused: {why}"));
+    }
     let response = match tokio::time::timeout(LOOK, request.send()).await {
         Err(_) => return Err(format!("{url}: no answer within {LOOK:?}")),
         Ok(Err(e)) => return Err(format!("{url}: {}", error_chain(&e))),
@@ -450,6 +564,64 @@ mod tests {
         assert_eq!(answer.status, StatusCode::OK);
         let seen = echo.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
         assert_eq!(seen, ["https://vcenter.invalid/api/session"], "the simulation's exchange answered it");
+    }
+
+    #[test]
+    fn a_name_that_resolves_to_the_metadata_service_connects_nowhere() {
+        let policy = UrlPolicy::default();
+        let at = |ip: &str| std::net::SocketAddr::new(ip.parse().expect("an address"), 443);
+        // What a lookup of a name an attacker controls may give, in its IPv4 and IPv6 spellings.
+        let found = vec![at("169.254.169.254"), at("::ffff:169.254.169.254"), at("fd00:ec2::254"), at("127.0.0.1")];
+        let why = reachable(&policy, "metadata.example.com", found).expect_err("nothing reachable");
+        assert!(why.contains("metadata.example.com") && why.contains("169.254.169.254"), "{why}");
+        let mixed = vec![at("10.0.0.5"), at("93.184.215.14")];
+        assert_eq!(reachable(&policy, "www.example.com", mixed), Ok(vec![at("93.184.215.14")]), "only the public one");
+    }
+
+    #[tokio::test]
+    async fn a_guarded_client_refuses_a_forbidden_url_without_sending_it() {
+        let http = Http::guarded(UrlPolicy::default()).expect("client");
+        for url in ["https://169.254.169.254/latest/meta-data/", "http://installer.example.com/", "https://[::1]:9/"] {
+            let e = http.send("test.get", |c| c.get(url)).await.expect_err(url);
+            assert!(!e.is_retryable(), "{url}: trying again cannot mend it");
+            assert!(e.to_string().contains("refused to call"), "{url}: {e}");
+        }
+    }
+
+    /// A server on loopback that answers every request with a redirect to `location`.
+    async fn redirecting(location: &'static str) -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let addr = listener.local_addr().expect("its address");
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut buf = [0u8; 1024];
+                let _ = socket.read(&mut buf).await;
+                let answer = format!("HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n");
+                let _ = socket.write_all(answer.as_bytes()).await;
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_redirect_to_the_metadata_service_is_not_followed() {
+        // The local stack's policy (loopback allowed), so that the test's server can be reached at all.
+        let http = Http::guarded(UrlPolicy { local: true, ..UrlPolicy::default() })
+            .expect("client")
+            .with_budget(Duration::from_secs(2));
+        let addr = redirecting("http://169.254.169.254/latest/meta-data/iam/security-credentials/").await;
+        let e = http.send("test.get", |c| c.get(format!("http://{addr}/readyz"))).await.expect_err("refused");
+        assert!(e.to_string().contains("refused to follow the redirect"), "{e}");
+    }
+
+    #[test]
+    fn an_answers_body_reaches_a_message_as_one_short_line() {
+        let body = format!("<html>\n<body>\tsecret\u{7}page {}</body>", "x".repeat(1000));
+        let text = excerpt(&body);
+        assert!(text.starts_with("<html> <body> secret page xxx"), "{text}");
+        assert_eq!(text.chars().count(), EXCERPT + 1, "cut, with an ellipsis");
+        assert!(!text.chars().any(char::is_control));
     }
 
     #[test]

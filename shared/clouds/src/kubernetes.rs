@@ -117,7 +117,7 @@ impl KubernetesReadiness {
                 request = request.bearer_auth(token);
             }
             apiary_ports::calls::count("kubernetes.List");
-            let (status, body) = match look_once(&url, request).await {
+            let (status, body) = match look_once(&http, &url, request).await {
                 Ok(answer) => answer,
                 Err(message) => return Ok(Look::Said(Readiness::Unreachable { message })),
             };

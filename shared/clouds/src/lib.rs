@@ -54,10 +54,15 @@ impl Endpoints {
     }
 }
 
-/// `platforms` and every cloud of this crate, and the webhook installer, sharing one HTTP client, reading
-/// credentials and signing keys through `secrets`.
-pub fn with_clouds(platforms: &Platforms, secrets: Arc<dyn Secrets>, endpoints: Endpoints) -> Result<Platforms> {
-    with_http(platforms, http::Http::new(None)?, secrets, endpoints)
+/// `platforms` and every cloud of this crate, and the webhook installer, sharing one HTTP client that calls only
+/// where `policy` lets a pool's URLs reach, reading credentials and signing keys through `secrets`.
+pub fn with_clouds(
+    platforms: &Platforms,
+    secrets: Arc<dyn Secrets>,
+    endpoints: Endpoints,
+    policy: apiary_planner::validate::UrlPolicy,
+) -> Result<Platforms> {
+    with_http(platforms, http::Http::guarded(policy)?, secrets, endpoints)
 }
 
 /// [`with_clouds`] over `http` (a client answered in process, in the simulation).

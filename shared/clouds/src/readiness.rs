@@ -47,7 +47,7 @@ impl ReadinessCheck for HttpsReadiness {
         };
         let http = self.clients.client(probe.ca_bundle.as_deref())?;
         apiary_ports::calls::count("readiness.Get");
-        let (status, body) = match look_once(&url, http.client().get(&url)).await {
+        let (status, body) = match look_once(&http, &url, http.client().get(&url)).await {
             Ok(answer) => answer,
             Err(message) => return Ok(Readiness::Unreachable { message }),
         };

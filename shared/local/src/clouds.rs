@@ -14,7 +14,8 @@ use serde_json::Value;
 /// `deps` with the clouds of `apiary-clouds` added to its platforms, as the power function's `main` does.
 pub fn with_clouds(mut deps: Deps, sdk: &SdkConfig, endpoints: Endpoints) -> Result<Deps> {
     let secrets = Arc::new(SecretsManager::new(sdk));
-    deps.platforms = Arc::new(apiary_clouds::with_clouds(&deps.platforms, secrets, endpoints)?);
+    let policy = deps.config.url_policy.clone();
+    deps.platforms = Arc::new(apiary_clouds::with_clouds(&deps.platforms, secrets, endpoints, policy)?);
     Ok(deps)
 }
 

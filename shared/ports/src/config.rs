@@ -1,7 +1,7 @@
 //! Settings from the environment: the stack's outputs, as the template passes them to each function.
 
 use apiary_planner::access::DefaultAccess;
-use apiary_planner::validate::MemberRoles;
+use apiary_planner::validate::{MemberRoles, UrlPolicy};
 
 use crate::error::{Error, Result};
 use crate::metrics::Sink;
@@ -40,6 +40,10 @@ pub struct Config {
     /// `APIARY_DEFAULT_POOL_ACCESS`: what a pool without `access` allows callers who are not stack admins, `open`
     /// (claim from it; the default) or `admins` (nothing).
     pub default_pool_access: DefaultAccess,
+    /// What a pool's URLs may reach ([`UrlPolicy`]): `APIARY_ALLOWED_PRIVATE_RANGES` (comma-separated CIDRs, the
+    /// stack's `AllowedPrivateRanges`), `APIARY_API_HOST` (the stack's own API, never called) and
+    /// `APIARY_LOCAL_URLS=true` (the local stack only: http, loopback and private addresses allowed).
+    pub url_policy: UrlPolicy,
     /// `APIARY_METRICS`: `emf` (default) writes CloudWatch metrics to stdout, `file:PATH` appends them to a file
     /// (the local runtime, whose stdout is the status screen), `off` writes none.
     pub metrics: Sink,
@@ -88,6 +92,15 @@ impl Config {
             Some(v) => v.parse().map_err(|why| Error::Config(format!("APIARY_DEFAULT_POOL_ACCESS: {why}")))?,
             None => DefaultAccess::default(),
         };
+        let local_urls = match lookup("APIARY_LOCAL_URLS").as_deref() {
+            None | Some("" | "false") => false,
+            Some("true") => true,
+            Some(v) => return Err(Error::Config(format!("APIARY_LOCAL_URLS={v:?}: want true or false"))),
+        };
+        let api_host: Vec<String> = lookup("APIARY_API_HOST").filter(|h| !h.is_empty()).into_iter().collect();
+        let ranges = lookup("APIARY_ALLOWED_PRIVATE_RANGES").unwrap_or_default();
+        let url_policy = UrlPolicy::new(local_urls, &ranges, api_host)
+            .map_err(|why| Error::Config(format!("APIARY_ALLOWED_PRIVATE_RANGES: {why}")))?;
         let stack = lookup("APIARY_STACK").unwrap_or_else(|| "apiary".into());
         Ok(Config {
             table: var("APIARY_TABLE")?,
@@ -109,6 +122,7 @@ impl Config {
             stack,
             member_roles,
             default_pool_access,
+            url_policy,
             metrics: match lookup("APIARY_METRICS").as_deref() {
                 None | Some("emf") => Sink::Stdout,
                 Some("off") => Sink::Off,
@@ -137,6 +151,7 @@ impl Config {
             ),
             member_roles: MemberRoles::default(),
             default_pool_access: DefaultAccess::default(),
+            url_policy: UrlPolicy::default(),
             metrics: Sink::Off,
         }
     }
@@ -193,6 +208,18 @@ mod tests {
     }
 
     #[test]
+    fn the_url_policy_is_strict_unless_the_stack_allows_ranges_or_is_local() {
+        assert_eq!(config(&[]).expect("config").url_policy, UrlPolicy::default());
+        let c = config(&[
+            ("APIARY_ALLOWED_PRIVATE_RANGES", "10.20.0.0/16, 192.168.7.0/24"),
+            ("APIARY_API_HOST", "abc123.execute-api.eu-west-1.amazonaws.com"),
+        ])
+        .expect("config");
+        assert_eq!((c.url_policy.private.len(), c.url_policy.denied_hosts.len(), c.url_policy.local), (2, 1, false));
+        assert!(config(&[("APIARY_LOCAL_URLS", "true")]).expect("config").url_policy.local);
+    }
+
+    #[test]
     fn bad_settings_name_the_variable() {
         for (name, value) in [
             ("APIARY_METRICS", "loud"),
@@ -201,6 +228,8 @@ mod tests {
             ("APIARY_FULL_SWEEP_SECONDS", "soon"),
             ("APIARY_MEMBER_ACCOUNTS", "210987654321,12345"),
             ("APIARY_DEFAULT_POOL_ACCESS", "closed"),
+            ("APIARY_ALLOWED_PRIVATE_RANGES", "10.0.0.0/8,vcenter"),
+            ("APIARY_LOCAL_URLS", "yes"),
         ] {
             let e = config(&[(name, value)]).expect_err(value).to_string();
             assert!(e.contains(name), "{e}");

@@ -13,10 +13,12 @@ use limits::*;
 
 mod member_roles;
 mod platforms;
+mod urls;
 
 pub(crate) use member_roles::glob;
 pub use member_roles::{validate_member_role, MemberRoles};
 pub use platforms::{check_installed, gcp_template_name};
+pub use urls::{validate_urls, UrlPolicy};
 
 /// One problem with one field, e.g. `inventory.clusterDeployments[2].name: duplicate name "foo"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
