@@ -20,9 +20,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::glob::glob;
 use crate::model::PoolAccess;
-use crate::validate::limits::{MAX_PRINCIPALS, MAX_PRINCIPAL_LEN};
-use crate::validate::{glob, FieldError};
 
 /// What a pool allows a caller it does not name: the stack's `DefaultPoolAccess`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,70 +109,22 @@ pub fn matches(pattern: &str, caller: &str) -> bool {
     }
 }
 
-/// Checks one pattern of `field`; why it cannot name anyone as meant, otherwise.
-fn check_pattern(pattern: &str) -> Result<(), String> {
-    if pattern.is_empty() || pattern.len() > MAX_PRINCIPAL_LEN {
-        return Err(format!("must be 1 to {MAX_PRINCIPAL_LEN} characters, got {}", pattern.len()));
-    }
-    if pattern == "*" || is_account(pattern) {
-        return Ok(());
-    }
-    if pattern.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("{pattern:?} contains whitespace"));
-    }
-    let Some(arn) = Arn::parse(pattern) else {
-        return Err(format!(
-            "{pattern:?} is not a principal: use *, a 12-digit account id, or an IAM or STS ARN \
-             (arn:aws:iam::ACCOUNT:role/NAME, arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION, …)"
-        ));
-    };
-    if !matches!(arn.service, "iam" | "sts") {
-        return Err(format!("{pattern:?} is not an IAM or STS ARN (service {:?})", arn.service));
-    }
-    if let Some(path) = arn.resource.strip_prefix("role/") {
-        let (has_path, name) = match path.rsplit_once('/') {
-            Some((_, name)) => (true, name),
-            None => (false, path),
-        };
-        if has_path && name.contains(['*', '?']) {
-            return Err(format!(
-                "{pattern:?}: a role's sessions do not carry its path, so a role pattern with a path must name one \
-                 role (no wildcard in the name); drop the path to match roles by name"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Checks `access`: every pattern well formed, at most [`MAX_PRINCIPALS`] in each list.
-pub fn validate_access(access: &PoolAccess, errors: &mut Vec<FieldError>) {
-    for (list, patterns) in [("access.claimants", &access.claimants), ("access.admins", &access.admins)] {
-        if patterns.len() > MAX_PRINCIPALS {
-            errors.push(FieldError::new(list, format!("at most {MAX_PRINCIPALS} principals, got {}", patterns.len())));
-            continue;
-        }
-        for (i, pattern) in patterns.iter().enumerate() {
-            if let Err(why) = check_pattern(pattern) {
-                errors.push(FieldError::new(format!("{list}[{i}]"), why));
-            }
-        }
-    }
-}
-
-fn is_account(s: &str) -> bool {
+/// Whether `s` is a 12-digit account id.
+pub(crate) fn is_account(s: &str) -> bool {
     s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// An ARN's fields (each may hold wildcards when it is a pattern).
-struct Arn<'a> {
-    partition: &'a str,
-    service: &'a str,
-    account: &'a str,
-    resource: &'a str,
+pub(crate) struct Arn<'a> {
+    pub(crate) partition: &'a str,
+    pub(crate) service: &'a str,
+    pub(crate) account: &'a str,
+    pub(crate) resource: &'a str,
 }
 
 impl<'a> Arn<'a> {
-    fn parse(arn: &'a str) -> Option<Self> {
+    /// `arn`'s six fields, if it has them.
+    pub(crate) fn parse(arn: &'a str) -> Option<Self> {
         let parts: Vec<&str> = arn.splitn(6, ':').collect();
         let ["arn", partition, service, _region, account, resource] = parts.as_slice() else { return None };
         if partition.is_empty() || service.is_empty() || resource.is_empty() {
@@ -256,43 +207,6 @@ mod tests {
         ] {
             assert_eq!(rights(access, caller, stack_admin, default), expected, "{caller} {default:?}");
         }
-    }
-
-    #[test]
-    fn patterns_are_checked_with_the_field_that_holds_them() {
-        let access = PoolAccess {
-            claimants: vec![
-                "*".into(),
-                "111122223333".into(),
-                "arn:aws:iam::111122223333:role/ci-*".into(),
-                "arn:aws:iam::111122223333:role/teams/ci".into(),
-                "arn:aws:sts::111122223333:assumed-role/ci/*".into(),
-                "bob".into(),
-                "arn:aws:s3:::bucket".into(),
-                "arn:aws:iam::111122223333:role/teams/ci-*".into(),
-                "arn:aws:iam::111122223333:user/ bob".into(),
-                String::new(),
-                format!("arn:aws:iam::111122223333:user/{}", "b".repeat(MAX_PRINCIPAL_LEN)),
-            ],
-            admins: vec!["arn:aws:iam::111122223333:user/*".into(); MAX_PRINCIPALS + 1],
-        };
-        let mut errors = vec![];
-        validate_access(&access, &mut errors);
-        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(
-            fields,
-            [
-                "access.claimants[5]",
-                "access.claimants[6]",
-                "access.claimants[7]",
-                "access.claimants[8]",
-                "access.claimants[9]",
-                "access.claimants[10]",
-                "access.admins"
-            ]
-        );
-        assert!(errors[0].message.contains("12-digit account id"), "{}", errors[0]);
-        assert!(errors[2].message.contains("path"), "{}", errors[2]);
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub mod apply;
 pub mod canary;
 pub mod duration;
 pub mod forecast;
+mod glob;
 mod hash;
 pub mod ids;
 pub mod machines;

@@ -13,9 +13,9 @@ use limits::*;
 
 mod member_roles;
 mod platforms;
+mod principals;
 mod urls;
 
-pub(crate) use member_roles::glob;
 pub use member_roles::{validate_member_role, MemberRoles};
 pub use platforms::{check_installed, gcp_template_name};
 pub use urls::{validate_urls, UrlPolicy};
@@ -311,7 +311,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     }
 
     if let Some(access) = &spec.access {
-        crate::access::validate_access(access, &mut errors);
+        principals::validate_access(access, &mut errors);
     }
 
     if errors.is_empty() {
