@@ -102,10 +102,24 @@ pub(crate) async fn get_pool(deps: &Deps, caller: &Caller, pool: &str) -> ApiRes
     Ok((200, pool_view(&p, &deps.config.stack_id)))
 }
 
+/// Every problem of `spec`, each with its field: its own rules, then the stack's (the member roles it may name,
+/// where its URLs may reach).
+fn check_spec(deps: &Deps, spec: &PoolSpec) -> Result<(), ApiError> {
+    let mut errors = validate_spec(spec).err().unwrap_or_default();
+    errors.extend(validate_member_role(spec, &deps.config.member_roles).err());
+    errors.extend(validate_urls(spec, &deps.config.url_policy));
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::fields("InvalidPoolSpec", errors.into_iter().map(|e| (e.field, e.message)).collect()))
+}
+
 /// Creates a pool (stack admins) or changes one (stack admins and the pool's admins).
 pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Body) -> ApiResult {
     name("pool", pool)?;
     let spec: PoolSpec = parse_body(body, None)?;
+    // Checked once the caller may write the pool: a caller without the right learns nothing of the spec's faults.
+    let mut validated = false;
     for _ in 0..MAX_ATTEMPTS {
         let existing = match deps.store.get(pool, &Key::Pool).await? {
             Some(Item::Pool(p)) => Some(*p),
@@ -118,19 +132,9 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
             }
             None => {}
         }
-        if let Err(errors) = validate_spec(&spec) {
-            let fields = errors.into_iter().map(|e| (e.field, e.message)).collect();
-            return Err(ApiError::fields("InvalidPoolSpec", fields));
-        }
-        if let Err(e) = validate_member_role(&spec, &deps.config.member_roles) {
-            return Err(ApiError::fields("InvalidPoolSpec", vec![(e.field, e.message)]));
-        }
-        let unreachable = validate_urls(&spec, &deps.config.url_policy);
-        if !unreachable.is_empty() {
-            return Err(ApiError::fields(
-                "InvalidPoolSpec",
-                unreachable.into_iter().map(|e| (e.field, e.message)).collect(),
-            ));
+        if !validated {
+            check_spec(deps, &spec)?;
+            validated = true;
         }
         let (next, cond, status) = match existing {
             Some(p) if p.deletion_requested_at.is_some() => {

@@ -10,6 +10,8 @@ use apiary_testkit::{World, ADMIN};
 use chrono::{TimeZone, Utc};
 use serde_json::{json, Value};
 
+mod support;
+
 /// Team A's CI role, as API Gateway names a caller that assumed it.
 const A_CI: &str = "arn:aws:sts::111111111111:assumed-role/team-a-ci/job-17";
 const A_LEAD: &str = "arn:aws:iam::111111111111:user/ann";
@@ -21,16 +23,9 @@ fn t0() -> Timestamp {
     Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time")
 }
 
+/// `method uri` as `who`.
 async fn call(deps: &Deps, method: &str, uri: &str, who: &str, body: Option<&str>) -> (u16, Value) {
-    let req = claim_api::api_request(method, uri, Some(who), body.unwrap_or_default().as_bytes().to_vec());
-    let res = claim_api::handle(deps, req).await;
-    let status = res.status().as_u16();
-    let text = match res.into_body() {
-        lambda_http::Body::Text(t) => t,
-        lambda_http::Body::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
-        lambda_http::Body::Empty => String::new(),
-    };
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    support::call(deps, method, uri, Some(who), body).await
 }
 
 /// Pools `a` (team A's), `b` (team B's) and `shared` (no access list), each with one Running spare and one

@@ -13,24 +13,15 @@ use apiary_testkit::store::StoreStats;
 use apiary_testkit::{World, ADMIN};
 use chrono::{TimeDelta, TimeZone, Utc};
 use serde_json::{json, Value};
+use support::call;
+
+mod support;
 
 const ALICE: &str = "arn:aws:iam::123456789012:user/alice";
 const BOB: &str = "arn:aws:iam::123456789012:user/bob";
 
 fn t0() -> Timestamp {
     Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time")
-}
-
-async fn call(deps: &Deps, method: &str, uri: &str, who: Option<&str>, body: Option<&str>) -> (u16, Value) {
-    let req = claim_api::api_request(method, uri, who, body.unwrap_or_default().as_bytes().to_vec());
-    let res = claim_api::handle(deps, req).await;
-    let status = res.status().as_u16();
-    let text = match res.into_body() {
-        lambda_http::Body::Text(t) => t,
-        lambda_http::Body::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
-        lambda_http::Body::Empty => String::new(),
-    };
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
 #[tokio::test]
