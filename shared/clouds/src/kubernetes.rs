@@ -159,8 +159,8 @@ fn said(body: &[u8]) -> String {
         message: String,
     }
     match serde_json::from_slice::<Status>(body) {
-        Ok(s) => s.message.chars().take(200).collect(),
-        Err(_) => String::from_utf8_lossy(body).trim().chars().take(200).collect(),
+        Ok(s) => crate::http::excerpt(&s.message),
+        Err(_) => crate::http::excerpt(&String::from_utf8_lossy(body)),
     }
 }
 

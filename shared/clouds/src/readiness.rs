@@ -54,8 +54,8 @@ impl ReadinessCheck for HttpsReadiness {
         if status == probe.expected_status.unwrap_or(200) {
             return Ok(Readiness::Ready);
         }
-        let body: String = String::from_utf8_lossy(&body).chars().take(200).collect();
-        Ok(Readiness::NotReady { message: format!("{url} answered {status}: {}", body.trim()) })
+        let body = crate::http::excerpt(&String::from_utf8_lossy(&body));
+        Ok(Readiness::NotReady { message: format!("{url} answered {status}: {body}") })
     }
 }
 

@@ -216,7 +216,10 @@ impl Provisioner for Webhook {
             // The planner checks what it names before it takes it.
             "Ready" => Install::Installed { infra_id: record.infra_id.unwrap_or_default(), outputs: record.outputs },
             "Failed" => Install::Failed {
-                message: record.message.unwrap_or_else(|| format!("the installer said Failed ({})", answer.status)),
+                message: record.message.map_or_else(
+                    || format!("the installer said Failed ({})", answer.status),
+                    |m| crate::http::excerpt(&m),
+                ),
             },
             "Provisioning" => Install::UnderWay,
             other => {
@@ -242,7 +245,7 @@ impl Provisioner for Webhook {
             return Ok(Provision::Accepted { handle: None });
         }
         let message = match record(op, &answer) {
-            Ok(Some(ClusterAnswer { message: Some(m), .. })) => m,
+            Ok(Some(ClusterAnswer { message: Some(m), .. })) => crate::http::excerpt(&m),
             _ => answer.text(),
         };
         Ok(Provision::Refused(format!("the installer refused the install ({}): {message}", answer.status)))

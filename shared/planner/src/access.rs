@@ -48,7 +48,7 @@ impl FromStr for DefaultAccess {
 }
 
 /// What a caller may do with one pool.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Rights {
     /// Claim from it (and see it, its clusters, and the caller's own claims).
     pub claim: bool,
