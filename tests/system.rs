@@ -188,14 +188,7 @@ async fn a_pool_with_a_member_role_runs_in_that_account_and_no_other_pool_can_us
 
     // Another pool naming the same role: refused by the role's trust policy, said on the pool.
     s.put_pool("intruder", &spec).await;
-    let message = s
-        .until("the intruding pool says its role was refused", MINUTE, || async {
-            let p = s.pool("intruder").await;
-            let c =
-                p["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "AuthenticationFailure")?.clone();
-            (c["status"] == "True").then(|| c["message"].as_str().unwrap_or_default().to_owned())
-        })
-        .await;
+    let message = s.authentication_failure("intruder").await;
     assert!(message.contains(&role) && message.contains("AccessDenied"), "{message}");
     assert!(!message.contains(&external_id), "the message names the intruder's own ExternalId: {message}");
     assert!(s.pool_instances(&member, "intruder").await.is_empty());
@@ -670,6 +663,27 @@ async fn an_azure_pool_fills_serves_a_claim_hibernates_resumes_and_replaces_a_st
 async fn a_vsphere_pool_fills_serves_a_claim_hibernates_resumes_and_replaces_a_stuck_resume() {
     let s = support::clouds_stack().await;
     cloud_story(&s, vsphere).await;
+    s.stop().await;
+}
+
+/// Another team's pool naming the demo's GCP credentials and installer key, which are tagged (`apiary:pools`) for
+/// the pools `p` and `w` only: the power function reads neither for it, the pool's `AuthenticationFailure`
+/// condition says why, and nothing is made in the project or asked of the installer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_naming_another_teams_secrets_is_refused_them_and_makes_nothing() {
+    let s = support::clouds_stack().await;
+    let clouds = s.clouds.as_ref().expect("the fake clouds");
+    s.put_pool("x", &cloud_pool(&gcp(clouds), 1, 1)).await;
+    let message = s.authentication_failure("x").await;
+    assert!(message.contains(&clouds.gcp_credentials) && message.contains("apiary:pools"), "{message}");
+    assert!(message.contains("pool x"), "{message}");
+    let mut spec: Value = serde_json::from_str(include_str!("../infra/demo-pool-installer.json")).expect("demo pool");
+    clouds.fill(&mut spec);
+    s.put_pool("y", &spec).await;
+    let message = s.authentication_failure("y").await;
+    assert!(message.contains(&clouds.webhook_secret) || message.contains(&clouds.gcp_credentials), "{message}");
+    assert!(clouds.gcp.instances(apiary_local::clouds::DEMO_PROJECT).is_empty(), "nothing made for x or y");
+    assert!(clouds.webhook.clusters().is_empty(), "nothing asked of the installer for y");
     s.stop().await;
 }
 

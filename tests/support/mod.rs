@@ -144,10 +144,17 @@ async fn stack_deployed(options: Options, with_clouds: bool, deploy_args: &[&str
     let mut endpoints = apiary_clouds::Endpoints::default();
     let clouds = match with_clouds {
         true => {
-            let demo =
-                apiary_local::clouds::DemoClouds::start(&sdk, &name, Duration::from_secs(2), Duration::from_secs(1))
-                    .await
-                    .expect("fake clouds");
+            // The cloud tests' pools, `p` and `w`, may use every demo secret; any other pool is another team's.
+            let grants = apiary_local::clouds::Grants::every(&["p", "w"]);
+            let demo = apiary_local::clouds::DemoClouds::start(
+                &sdk,
+                &name,
+                Duration::from_secs(2),
+                Duration::from_secs(1),
+                &grants,
+            )
+            .await
+            .expect("fake clouds");
             endpoints = demo.endpoints();
             Some(demo)
         }
@@ -315,6 +322,17 @@ impl Stack {
     pub async fn put_pool(&self, pool: &str, spec: &Value) {
         let (status, body) = self.call("PUT", &format!("/pools/{pool}"), ADMIN, Some(&spec.to_string())).await;
         assert!(status == 200 || status == 201, "PUT pool {pool}: {status} {body}");
+    }
+
+    /// The message of the pool's `AuthenticationFailure` condition, once it is True.
+    pub async fn authentication_failure(&self, pool: &str) -> String {
+        self.until(&format!("pool {pool} says its credentials were refused"), Duration::from_secs(60), || async {
+            let p = self.pool(pool).await;
+            let c =
+                p["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "AuthenticationFailure")?.clone();
+            (c["status"] == "True").then(|| c["message"].as_str().unwrap_or_default().to_owned())
+        })
+        .await
     }
 
     /// The pool's clusters, oldest first.

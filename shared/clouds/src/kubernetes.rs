@@ -88,7 +88,7 @@ impl KubernetesReadiness {
             Ok(server) => server,
             Err(why) => return Ok(Err(format!("the readiness server: {why}"))),
         };
-        let secret = self.secrets.get(&arn).await?;
+        let secret = self.secrets.get(&arn, t.pool).await?;
         // The check's own server and CA bundle come before the kubeconfig's.
         let (own_server, ca, token, identity) = match parse_credentials(secret.expose()) {
             Ok(Credentials::Token(token)) => (None, None, Some(token), None),

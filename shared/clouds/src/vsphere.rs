@@ -40,7 +40,7 @@ use serde_json::{json, Value};
 
 use crate::fanout::{self, Outcome};
 use crate::http::{escape, Answer, Bundles, Http};
-use crate::secrets::SecretCache;
+use crate::secrets::{ForPool, SecretCache};
 use crate::tokens::TokenCache;
 
 /// How long a session is reused: under vCenter's default idle timeout of 30 minutes.
@@ -133,7 +133,7 @@ fn api_error(answer: &Answer) -> (String, String) {
 
 /// One pool's vCenter: its API root, the client that trusts its certificate, its user.
 struct Vc<'a> {
-    vs: &'a VspherePlatform,
+    vs: ForPool<'a, VspherePlatform>,
     http: Http,
     root: String,
 }
@@ -163,21 +163,21 @@ impl Vsphere {
         }
     }
 
-    fn platform<'a>(t: &Target<'a>) -> Result<&'a VspherePlatform> {
-        match &t.spec.platform {
-            Platform::Vsphere(vs) => Ok(vs),
+    fn platform<'a>(pool: &'a str, spec: &'a PoolSpec) -> Result<ForPool<'a, VspherePlatform>> {
+        match &spec.platform {
+            Platform::Vsphere(vs) => Ok(ForPool { pool, settings: vs }),
             other => Err(Error::Config(format!("the vSphere platform was given a {} pool", other.kind()))),
         }
     }
 
     /// The vCenter of `vs`, with a client trusting its CA bundle (built once per bundle).
-    fn vc<'a>(&self, vs: &'a VspherePlatform) -> Result<Vc<'a>> {
+    fn vc<'a>(&self, vs: ForPool<'a, VspherePlatform>) -> Result<Vc<'a>> {
         let http = self.bundles.client(vs.ca_bundle.as_deref())?;
         Ok(Vc { vs, http, root: format!("https://{}", vs.server) })
     }
 
-    async fn user(&self, vs: &VspherePlatform) -> Result<User> {
-        let secret = self.secrets.get(&vs.credentials_secret).await?;
+    async fn user(&self, vs: ForPool<'_, VspherePlatform>) -> Result<User> {
+        let secret = self.secrets.get(&vs.credentials_secret, vs.pool).await?;
         User::parse(&vs.credentials_secret, secret.expose())
     }
 
@@ -186,13 +186,14 @@ impl Vsphere {
         format!("{} {}", vc.root, vc.vs.credentials_secret)
     }
 
-    /// A session for the pool's user on its vCenter: the cached one, else a new one.
+    /// A session for the pool's user on its vCenter: the cached one, else a new one. The user is read first either
+    /// way, so a session another pool opened is used only by a pool its secret's tags name too.
     async fn session(&self, vc: &Vc<'_>) -> Result<String> {
+        let user = self.user(vc.vs).await?;
         let key = Self::session_key(vc);
         if let Some(s) = self.sessions.get(&key) {
             return Ok(s);
         }
-        let user = self.user(vc.vs).await?;
         let url = format!("{}/api/session", vc.root);
         let answer = vc
             .http
@@ -530,7 +531,7 @@ fn tasks_of(handle: Option<&str>) -> Vec<(usize, String)> {
 #[async_trait]
 impl Actuator for Vsphere {
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
-        let vc = self.vc(Self::platform(&t)?)?;
+        let vc = self.vc(Self::platform(t.pool, t.spec)?)?;
         let vms = self.members(&vc, &t).await?;
         Ok(Machines::of(
             vms.iter().map(|vm| (vm.name.as_str(), vm.state())),
@@ -540,7 +541,7 @@ impl Actuator for Vsphere {
     }
 
     async fn machines_stopped(&self, t: Target<'_>) -> Result<Machines> {
-        let vc = self.vc(Self::platform(&t)?)?;
+        let vc = self.vc(Self::platform(t.pool, t.spec)?)?;
         let vms = self.members(&vc, &t).await?;
         Ok(Machines::of(
             vms.iter().map(|vm| (vm.name.as_str(), vm.state())),
@@ -550,7 +551,7 @@ impl Actuator for Vsphere {
     }
 
     async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
-        let vc = self.vc(Self::platform(&t)?)?;
+        let vc = self.vc(Self::platform(t.pool, t.spec)?)?;
         let vms = self.members(&vc, &t).await?;
         let m = Machines::of(
             vms.iter().map(|vm| (vm.name.as_str(), vm.state())),
@@ -569,7 +570,7 @@ impl Actuator for Vsphere {
     }
 
     async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
-        let vc = self.vc(Self::platform(&t)?)?;
+        let vc = self.vc(Self::platform(t.pool, t.spec)?)?;
         let vms = self.members(&vc, &t).await?;
         // The guest's primary address, as its VMware Tools report it (they run once the nodes are ready); a VM
         // whose tools do not answer has none to give. vSphere has no public addresses of its own.
@@ -591,7 +592,7 @@ impl Actuator for Vsphere {
     }
 
     async fn start_machines(&self, t: Target<'_>) -> Result<Refused> {
-        let vc = self.vc(Self::platform(&t)?)?;
+        let vc = self.vc(Self::platform(t.pool, t.spec)?)?;
         let vms = self.members(&vc, &t).await?;
         let calls = vms
             .into_iter()
@@ -602,7 +603,7 @@ impl Actuator for Vsphere {
     }
 
     async fn stop_machines(&self, t: Target<'_>) -> Result<Refused> {
-        let vs = Self::platform(&t)?;
+        let vs = Self::platform(t.pool, t.spec)?;
         let vc = self.vc(vs)?;
         let on: Vec<Vm> = self.members(&vc, &t).await?.into_iter().filter(|vm| vm.state().stop_acts()).collect();
         let grace_over = t.cluster.transition_started_at.is_some_and(|started| t.now >= started + vs.shutdown_grace());
@@ -622,7 +623,7 @@ impl Actuator for Vsphere {
 #[async_trait]
 impl Provisioner for Vsphere {
     async fn install_state(&self, t: Target<'_>) -> Result<Install> {
-        let vs = Self::platform(&t)?;
+        let vs = Self::platform(t.pool, t.spec)?;
         let vc = self.vc(vs)?;
         let dc = self.datacenter(&vc).await?;
         let Some(folder) = self.folder(&vc, &dc).await? else { return Ok(Install::Absent) };
@@ -664,7 +665,7 @@ impl Provisioner for Vsphere {
     }
 
     async fn provision(&self, t: Target<'_>) -> Result<Provision> {
-        let vs = Self::platform(&t)?;
+        let vs = Self::platform(t.pool, t.spec)?;
         let vc = self.vc(vs)?;
         let dc = self.datacenter(&vc).await?;
         let missing = |what: &str, name: &str| {
@@ -735,7 +736,7 @@ impl Provisioner for Vsphere {
     }
 
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
-        let vc = self.vc(Self::platform(&t)?)?;
+        let vc = self.vc(Self::platform(t.pool, t.spec)?)?;
         // Clones still running become VMs later: wait for them rather than call the cluster gone; and for those
         // a provisioning call whose outcome was never recorded may have started. Asked before the VMs are listed:
         // a clone that finishes between the two looks is then listed, never missed by both.
@@ -811,10 +812,7 @@ impl Provisioner for Vsphere {
     /// its category (its tag, and its clones in the pool's folder) when the orphan is deprovisioned; the category
     /// is deleted only once no clone of it is left or still running, so it outlives every VM it stands for.
     async fn marked(&self, pool: &str, spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
-        let Platform::Vsphere(vs) = &spec.platform else {
-            return Err(Error::Config(format!("the vSphere platform was given a {} pool", spec.platform.kind())));
-        };
-        let vc = self.vc(vs)?;
+        let vc = self.vc(Self::platform(pool, spec)?)?;
         let prefix = category_name("");
         let mut marked = vec![];
         for id in self.category_ids(&vc).await? {

@@ -29,7 +29,7 @@ use reqwest::{Method, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use crate::http::{escape, Answer, Http};
-use crate::secrets::SecretCache;
+use crate::secrets::{ForPool, SecretCache};
 
 /// The prefix of a Standard Webhooks signing key; the rest is the key in base64.
 pub const KEY_PREFIX: &str = "whsec_";
@@ -104,7 +104,7 @@ impl Webhook {
         &self,
         op: &'static str,
         method: Method,
-        hook: &WebhookProvisioner,
+        hook: ForPool<'_, WebhookProvisioner>,
         url: &str,
         id: &str,
         timestamp: i64,
@@ -112,7 +112,7 @@ impl Webhook {
     ) -> Result<Answer> {
         // A key that cannot sign is named (by its secret's ARN) before anything is sent.
         let key = || async {
-            let key = self.secrets.get(&hook.secret).await?.expose().to_owned();
+            let key = self.secrets.get(&hook.secret, hook.pool).await?.expose().to_owned();
             match sign(&key, id, timestamp, &body) {
                 Ok(_) => Ok(key),
                 Err(why) => Err(Error::service(op, format!("the signing key in {} {why}", hook.secret), false)),
@@ -146,10 +146,11 @@ impl Webhook {
 }
 
 /// The pool's webhook.
-fn webhook<'a>(spec: &'a PoolSpec, pool: &str) -> Result<&'a WebhookProvisioner> {
+fn webhook<'a>(spec: &'a PoolSpec, pool: &'a str) -> Result<ForPool<'a, WebhookProvisioner>> {
     spec.provisioner
         .as_ref()
         .and_then(|p| p.webhook.as_ref())
+        .map(|settings| ForPool { pool, settings })
         .ok_or_else(|| Error::Config(format!("pool {pool} names no webhook provisioner")))
 }
 

@@ -23,6 +23,8 @@ use apiary_testkit::secrets::MemSecrets;
 use apiary_testkit::time::{SplitMix, Time};
 use serde_json::{json, Value};
 
+use crate::workload::POOLS;
+
 /// The GCP project the simulated pools use.
 pub const PROJECT: &str = "apiary-sim";
 /// The Azure subscription the simulated pools use.
@@ -99,9 +101,10 @@ impl SimClouds {
         let key = gcp
             .service_account_with("apiary@apiary-sim.iam.gserviceaccount.com", PROJECT, service_account_key())
             .unwrap_or_default();
-        secrets.put(GCP_ARN, &key);
-        secrets.put(AZURE_ARN, &azure.app(TENANT, "apiary-sim"));
-        secrets.put(VSPHERE_ARN, &vsphere.user("apiary@vsphere.local"));
+        // Each secret is tagged for every pool a workload makes: the pools move between clouds as they change.
+        secrets.put(GCP_ARN, &key, &POOLS);
+        secrets.put(AZURE_ARN, &azure.app(TENANT, "apiary-sim"), &POOLS);
+        secrets.put(VSPHERE_ARN, &vsphere.user("apiary@vsphere.local"), &POOLS);
         Self { gcp, azure, vsphere, secrets, hook, harmed: Mutex::new(vec![]) }
     }
 

@@ -1,6 +1,7 @@
 //! The clouds reached over HTTP, for the local process: the power function's wiring (credentials from the
 //! emulator's Secrets Manager), and the fake clouds `make run` and the system tests drive.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +26,44 @@ pub const DEMO_PROJECT: &str = "apiary-demo";
 pub const DEMO_SUBSCRIPTION: &str = "00000000-0000-0000-0000-00000000a91a";
 /// The Azure tenant of the demo's service principal.
 pub const DEMO_TENANT: &str = "00000000-0000-0000-0000-0000000000d0";
+
+/// The placeholder a pool file names the GCP service account's secret with.
+pub const GCP_SECRET: &str = "{{fake-gcp-credentials}}";
+/// The placeholder of the Azure service principal's secret.
+pub const AZURE_SECRET: &str = "{{fake-azure-credentials}}";
+/// The placeholder of the vCenter user's secret.
+pub const VSPHERE_SECRET: &str = "{{fake-vsphere-credentials}}";
+/// The placeholder of the installer's signing key.
+pub const WEBHOOK_SECRET: &str = "{{fake-webhook-secret}}";
+/// The demo's secrets, by the placeholder a pool file names them with.
+pub const SECRETS: [&str; 4] = [GCP_SECRET, AZURE_SECRET, VSPHERE_SECRET, WEBHOOK_SECRET];
+
+/// Which pools each demo secret is tagged for (`apiary:pools`), by its placeholder: a pool may use only the
+/// secrets granted to it, as a team's pool may use only its team's credentials.
+#[derive(Debug, Clone, Default)]
+pub struct Grants(BTreeMap<&'static str, Vec<String>>);
+
+impl Grants {
+    /// Each secret granted to the pools whose spec (`(name, text)`) names its placeholder.
+    pub fn named_by<'a>(pools: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut grants = Self::default();
+        for (pool, text) in pools {
+            for secret in SECRETS.iter().filter(|s| text.contains(**s)) {
+                grants.0.entry(secret).or_default().push(pool.to_owned());
+            }
+        }
+        grants
+    }
+
+    /// Every secret granted to each of `pools`.
+    pub fn every(pools: &[&str]) -> Self {
+        Self(SECRETS.iter().map(|s| (*s, pools.iter().map(|p| (*p).to_owned()).collect())).collect())
+    }
+
+    fn of(&self, secret: &str) -> &[String] {
+        self.0.get(secret).map(Vec::as_slice).unwrap_or_default()
+    }
+}
 
 /// A fake Compute Engine, a fake Azure and a fake vCenter, each with a demo account whose credentials are stored
 /// in Secrets Manager, the reference webhook installer on the fake Compute Engine, its key stored likewise, and
@@ -53,24 +92,34 @@ pub struct DemoClouds {
 
 impl DemoClouds {
     /// Starts the three fakes (machines boot in `boot`, stop in `stop`) and the installer (installs take two
-    /// boots), and stores their credentials under secrets named `<prefix>-fake-<cloud>` (`-fake-installer`).
-    pub async fn start(sdk: &SdkConfig, prefix: &str, boot: Duration, stop: Duration) -> anyhow::Result<Self> {
+    /// boots), and stores their credentials under secrets named `<prefix>-fake-<cloud>` (`-fake-installer`), each
+    /// tagged for the pools `grants` names.
+    pub async fn start(
+        sdk: &SdkConfig,
+        prefix: &str,
+        boot: Duration,
+        stop: Duration,
+        grants: &Grants,
+    ) -> anyhow::Result<Self> {
         let secrets = SecretsManager::new(sdk);
         let gcp = gcp::FakeGcp::start(gcp::Timings { boot, stop }).await?;
         gcp.add_template("apiary-node");
         let key = gcp.service_account(&format!("apiary@{DEMO_PROJECT}.iam.gserviceaccount.com"), DEMO_PROJECT);
-        let gcp_credentials = secrets.create(&format!("{prefix}-fake-gcp"), &key).await?;
+        let gcp_credentials = secrets.create(&format!("{prefix}-fake-gcp"), &key, grants.of(GCP_SECRET)).await?;
         let azure = azure::FakeAzure::start(azure::Timings { boot, stop, deploy: boot, delete: stop }).await?;
         let principal = azure.app(DEMO_TENANT, "apiary-demo");
-        let azure_credentials = secrets.create(&format!("{prefix}-fake-azure"), &principal).await?;
+        let azure_credentials =
+            secrets.create(&format!("{prefix}-fake-azure"), &principal, grants.of(AZURE_SECRET)).await?;
         let vsphere =
             vsphere::FakeVsphere::start(vsphere::Timings { clone: boot, boot: boot / 2, shutdown: stop }).await?;
         vsphere.add_template("rhcos");
         vsphere.add_folder("apiary");
         let user = vsphere.user("apiary@vsphere.local");
-        let vsphere_credentials = secrets.create(&format!("{prefix}-fake-vsphere"), &user).await?;
+        let vsphere_credentials =
+            secrets.create(&format!("{prefix}-fake-vsphere"), &user, grants.of(VSPHERE_SECRET)).await?;
         let key = webhook::new_key();
-        let webhook_secret = secrets.create(&format!("{prefix}-fake-installer"), &key).await?;
+        let webhook_secret =
+            secrets.create(&format!("{prefix}-fake-installer"), &key, grants.of(WEBHOOK_SECRET)).await?;
         let settings = webhook::Settings {
             gcp: gcp.clone(),
             project: DEMO_PROJECT.into(),
@@ -108,13 +157,13 @@ impl DemoClouds {
     /// `host:port` and its CA.
     pub fn fill(&self, spec: &mut Value) {
         let values = [
-            ("{{fake-gcp-credentials}}", self.gcp_credentials.clone()),
-            ("{{fake-azure-credentials}}", self.azure_credentials.clone()),
-            ("{{fake-vsphere-credentials}}", self.vsphere_credentials.clone()),
+            (GCP_SECRET, self.gcp_credentials.clone()),
+            (AZURE_SECRET, self.azure_credentials.clone()),
+            (VSPHERE_SECRET, self.vsphere_credentials.clone()),
             ("{{fake-vsphere-server}}", self.vsphere.server()),
             ("{{fake-vsphere-ca}}", self.vsphere.ca_bundle()),
             ("{{fake-webhook-url}}", self.webhook.url()),
-            ("{{fake-webhook-secret}}", self.webhook_secret.clone()),
+            (WEBHOOK_SECRET, self.webhook_secret.clone()),
             ("{{fake-cluster-api-url}}", self.cluster_api.url_template()),
             ("{{fake-cluster-api-ca}}", self.cluster_api.ca_bundle()),
         ];

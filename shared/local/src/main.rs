@@ -66,7 +66,9 @@ async fn main() -> anyhow::Result<()> {
     let mut endpoints = apiary_clouds::Endpoints::from_env();
     let demo = if fake_clouds {
         let prefix = format!("{}-{}", config.stack, std::process::id());
-        let demo = clouds::DemoClouds::start(&sdk, &prefix, Duration::from_secs(20), Duration::from_secs(10))
+        // Each demo secret is tagged for the pools whose files name it, as a team's credentials are for its pools.
+        let grants = clouds::Grants::named_by(pools.iter().map(|(name, text)| (name.as_str(), text.as_str())));
+        let demo = clouds::DemoClouds::start(&sdk, &prefix, Duration::from_secs(20), Duration::from_secs(10), &grants)
             .await
             .context("starting the fake clouds")?;
         endpoints = demo.endpoints();

@@ -56,6 +56,7 @@ pub mod plan;
 pub mod power;
 pub mod reaper;
 pub mod schedule;
+pub mod secret_tags;
 pub mod sweep;
 pub mod validate;
 pub mod version;

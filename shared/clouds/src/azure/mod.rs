@@ -38,7 +38,7 @@ use serde_json::{json, Value};
 
 use crate::fanout::{self, Outcome};
 use crate::http::{escape, Answer, Http};
-use crate::secrets::SecretCache;
+use crate::secrets::{ForPool, SecretCache};
 use crate::tokens::TokenCache;
 use auth::{ClientSecret, Issuer};
 
@@ -71,6 +71,9 @@ pub struct Azure {
     secrets: SecretCache,
     tokens: TokenCache,
 }
+
+/// A pool's Azure settings, with the pool's name its credentials are read for.
+type Settings<'a> = ForPool<'a, AzurePlatform>;
 
 /// One VM with what its instance view says.
 #[derive(Debug, Clone)]
@@ -158,9 +161,9 @@ impl Azure {
         }
     }
 
-    fn platform<'a>(t: &Target<'a>) -> Result<&'a AzurePlatform> {
-        match &t.spec.platform {
-            Platform::Azure(az) => Ok(az),
+    fn platform<'a>(pool: &'a str, spec: &'a PoolSpec) -> Result<Settings<'a>> {
+        match &spec.platform {
+            Platform::Azure(az) => Ok(ForPool { pool, settings: az }),
             other => Err(Error::Config(format!("the Azure platform was given a {} pool", other.kind()))),
         }
     }
@@ -169,8 +172,8 @@ impl Azure {
         Issuer { authority: &self.authority, tenant: &az.tenant_id, resource: &self.endpoint }
     }
 
-    async fn credentials(&self, az: &AzurePlatform) -> Result<ClientSecret> {
-        let secret = self.secrets.get(&az.credentials_secret).await?;
+    async fn credentials(&self, az: Settings<'_>) -> Result<ClientSecret> {
+        let secret = self.secrets.get(&az.credentials_secret, az.pool).await?;
         ClientSecret::parse(&az.credentials_secret, secret.expose())
     }
 
@@ -178,16 +181,17 @@ impl Azure {
     async fn call(
         &self,
         op: &'static str,
-        az: &AzurePlatform,
+        az: Settings<'_>,
         build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<Answer> {
         let first = self.credentials(az).await?;
         let forget = || {
-            self.tokens.forget(&auth::cache_key(self.issuer(az), &first));
+            self.tokens.forget(&auth::cache_key(self.issuer(az.settings), &first));
             self.secrets.forget(&az.credentials_secret);
         };
-        let token =
-            || async { auth::token(&self.tokens, &self.http, self.issuer(az), &self.credentials(az).await?).await };
+        let token = || async {
+            auth::token(&self.tokens, &self.http, self.issuer(az.settings), &self.credentials(az).await?).await
+        };
         self.http.send_with(op, token, forget, |c, token| build(c).bearer_auth(token)).await
     }
 
@@ -210,7 +214,7 @@ impl Azure {
     }
 
     /// Every resource an ARM list at `first` gives, page by page; none when the group does not exist.
-    async fn list(&self, op: &'static str, az: &AzurePlatform, first: String) -> Result<Vec<Value>> {
+    async fn list(&self, op: &'static str, az: Settings<'_>, first: String) -> Result<Vec<Value>> {
         let mut listed = vec![];
         let mut next = Some(first);
         while let Some(url) = next.take() {
@@ -229,12 +233,16 @@ impl Azure {
     }
 
     /// The VMs of `group` with their instance views; none when the group does not exist.
-    async fn vms(&self, az: &AzurePlatform, group: &str) -> Result<Vec<Vm>> {
-        let first = format!("{}?api-version={COMPUTE_API}", self.vms_url(az, group));
+    async fn vms(&self, az: Settings<'_>, group: &str) -> Result<Vec<Vm>> {
+        let first = format!("{}?api-version={COMPUTE_API}", self.vms_url(az.settings, group));
         let listed = self.list("compute:virtualMachines.list", az, first).await?;
         let views = fanout::all(listed, |vm| async move {
             let name = vm["name"].as_str().unwrap_or_default().to_owned();
-            let url = format!("{}/{}/instanceView?api-version={COMPUTE_API}", self.vms_url(az, group), escape(&name));
+            let url = format!(
+                "{}/{}/instanceView?api-version={COMPUTE_API}",
+                self.vms_url(az.settings, group),
+                escape(&name)
+            );
             let answer = self.call("compute:virtualMachines.instanceView", az, |c| c.get(&url)).await?;
             if answer.status == StatusCode::NOT_FOUND {
                 return Ok(None);
@@ -249,21 +257,24 @@ impl Azure {
         Ok(views.into_iter().flatten().collect())
     }
 
-    async fn listed<'a>(&self, t: &Target<'a>) -> Result<(&'a AzurePlatform, String, Vec<Vm>)> {
-        let az = Self::platform(t)?;
+    async fn listed<'a>(&self, t: &Target<'a>) -> Result<(Settings<'a>, String, Vec<Vm>)> {
+        let az = Self::platform(t.pool, t.spec)?;
         let group = az.resource_group(&t.cluster.infra_id);
         let vms = self.vms(az, &group).await?;
         Ok((az, group, vms))
     }
 
     /// One action (`start`, `deallocate`) on each VM `pick` selects.
-    async fn act(&self, az: &AzurePlatform, group: &str, vms: &[Vm], action: &'static str) -> Result<Refused> {
+    async fn act(&self, az: Settings<'_>, group: &str, vms: &[Vm], action: &'static str) -> Result<Refused> {
         let op = if action == "start" { "compute:virtualMachines.start" } else { "compute:virtualMachines.deallocate" };
         let calls: Vec<(String, String)> = vms
             .iter()
             .map(|vm| {
-                let url =
-                    format!("{}/{}/{action}?api-version={COMPUTE_API}", self.vms_url(az, group), escape(&vm.name));
+                let url = format!(
+                    "{}/{}/{action}?api-version={COMPUTE_API}",
+                    self.vms_url(az.settings, group),
+                    escape(&vm.name)
+                );
                 (vm.name.clone(), url)
             })
             .collect();
@@ -278,7 +289,7 @@ impl Azure {
         .await
     }
 
-    async fn deployment(&self, az: &AzurePlatform, t: &Target<'_>, group: &str) -> Result<Install> {
+    async fn deployment(&self, az: Settings<'_>, t: &Target<'_>, group: &str) -> Result<Install> {
         if let Some(link) = &t.cluster.provision_ref {
             // The deployment's Azure-AsyncOperation, kept when it was accepted.
             let url = self.on_arm(link)?;
@@ -297,7 +308,7 @@ impl Azure {
         }
         let url = format!(
             "{}/providers/Microsoft.Resources/deployments/{}?api-version={RESOURCES_API}",
-            self.group_url(az, group),
+            self.group_url(az.settings, group),
             deployment_name(t.attempt())
         );
         let answer = self.call("resources:deployments.get", az, |c| c.get(&url)).await?;
@@ -316,7 +327,7 @@ impl Azure {
     }
 
     /// After a deployment succeeded: done once every VM of the group runs.
-    async fn all_running(&self, az: &AzurePlatform, group: &str) -> Result<Install> {
+    async fn all_running(&self, az: Settings<'_>, group: &str) -> Result<Install> {
         let vms = self.vms(az, group).await?;
         if vms.is_empty() {
             return Ok(Install::Failed {
@@ -448,14 +459,14 @@ impl Actuator for Azure {
     }
 
     async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
-        let az = Self::platform(&t)?;
+        let az = Self::platform(t.pool, t.spec)?;
         let group = az.resource_group(&t.cluster.infra_id);
         let vms = self.list(
             "compute:virtualMachines.list",
             az,
-            format!("{}?api-version={COMPUTE_API}", self.vms_url(az, &group)),
+            format!("{}?api-version={COMPUTE_API}", self.vms_url(az.settings, &group)),
         );
-        let network = format!("{}/providers/Microsoft.Network", self.group_url(az, &group));
+        let network = format!("{}/providers/Microsoft.Network", self.group_url(az.settings, &group));
         let nics = self.list(
             "network:networkInterfaces.list",
             az,
@@ -497,16 +508,16 @@ impl Actuator for Azure {
 #[async_trait]
 impl Provisioner for Azure {
     async fn install_state(&self, t: Target<'_>) -> Result<Install> {
-        let az = Self::platform(&t)?;
+        let az = Self::platform(t.pool, t.spec)?;
         let group = az.resource_group(&t.cluster.infra_id);
         self.deployment(az, &t, &group).await
     }
 
     async fn provision(&self, t: Target<'_>) -> Result<Provision> {
-        let az = Self::platform(&t)?;
+        let az = Self::platform(t.pool, t.spec)?;
         let group = az.resource_group(&t.cluster.infra_id);
-        let tags = Self::tags(az, &t);
-        let url = format!("{}?api-version={RESOURCES_API}", self.group_url(az, &group));
+        let tags = Self::tags(az.settings, &t);
+        let url = format!("{}?api-version={RESOURCES_API}", self.group_url(az.settings, &group));
         let body = json!({"location": az.location, "tags": tags});
         let answer = self.call("resources:resourceGroups.createOrUpdate", az, |c| c.put(&url).json(&body)).await?;
         if !answer.is_success() {
@@ -530,7 +541,7 @@ impl Provisioner for Azure {
         let name = deployment_name(t.attempt());
         let url = format!(
             "{}/providers/Microsoft.Resources/deployments/{name}?api-version={RESOURCES_API}",
-            self.group_url(az, &group)
+            self.group_url(az.settings, &group)
         );
         let body = json!({"properties": properties, "tags": tags});
         let answer = self.call("resources:deployments.createOrUpdate", az, |c| c.put(&url).json(&body)).await?;
@@ -551,9 +562,9 @@ impl Provisioner for Azure {
     }
 
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination> {
-        let az = Self::platform(&t)?;
+        let az = Self::platform(t.pool, t.spec)?;
         let group = az.resource_group(&t.cluster.infra_id);
-        let url = format!("{}?api-version={RESOURCES_API}", self.group_url(az, &group));
+        let url = format!("{}?api-version={RESOURCES_API}", self.group_url(az.settings, &group));
         // Asked again at every look: 202 while the deletion runs, 404 once the group is gone.
         let answer = self.call("resources:resourceGroups.delete", az, |c| c.delete(&url)).await?;
         if answer.status == StatusCode::NOT_FOUND {
@@ -572,9 +583,7 @@ impl Provisioner for Azure {
     /// The resource groups tagged `apiary-pool = <pool>` (one filtered list of the subscription's groups, every
     /// page), by the infraId of their cluster tag; groups already being deleted are left out.
     async fn marked(&self, pool: &str, spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
-        let Platform::Azure(az) = &spec.platform else {
-            return Err(Error::Config(format!("the Azure platform was given a {} pool", spec.platform.kind())));
-        };
+        let az = Self::platform(pool, spec)?;
         let filter = format!("tagName eq 'apiary-pool' and tagValue eq '{}'", pool.replace('\'', "''"));
         let first = format!(
             "{}/subscriptions/{}/resourcegroups?api-version={RESOURCES_API}&$filter={}",

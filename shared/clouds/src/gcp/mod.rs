@@ -38,7 +38,7 @@ use sha2::Digest;
 
 use crate::fanout::{self, Outcome};
 use crate::http::{escape, Answer, Http};
-use crate::secrets::SecretCache;
+use crate::secrets::{ForPool, SecretCache};
 use crate::tokens::TokenCache;
 use auth::ServiceAccountKey;
 
@@ -166,6 +166,9 @@ fn operation_error(answer: &Answer) -> Option<String> {
 }
 
 /// A call on one instance.
+/// A pool's GCP settings, with the pool's name its credentials are read for.
+type Settings<'a> = ForPool<'a, GcpPlatform>;
+
 struct Call {
     op: &'static str,
     method: reqwest::Method,
@@ -179,15 +182,15 @@ impl Gcp {
         Self { http, endpoint, secrets: SecretCache::new(secrets), tokens: TokenCache::default() }
     }
 
-    fn platform<'a>(t: &Target<'a>) -> Result<&'a GcpPlatform> {
-        match &t.spec.platform {
-            Platform::Gcp(gcp) => Ok(gcp),
+    fn platform<'a>(pool: &'a str, spec: &'a PoolSpec) -> Result<Settings<'a>> {
+        match &spec.platform {
+            Platform::Gcp(gcp) => Ok(ForPool { pool, settings: gcp }),
             other => Err(Error::Config(format!("the GCP platform was given a {} pool", other.kind()))),
         }
     }
 
-    async fn key(&self, gcp: &GcpPlatform) -> Result<ServiceAccountKey> {
-        let secret = self.secrets.get(&gcp.credentials_secret).await?;
+    async fn key(&self, gcp: Settings<'_>) -> Result<ServiceAccountKey> {
+        let secret = self.secrets.get(&gcp.credentials_secret, gcp.pool).await?;
         ServiceAccountKey::parse(&gcp.credentials_secret, secret.expose())
     }
 
@@ -195,7 +198,7 @@ impl Gcp {
     async fn call(
         &self,
         op: &'static str,
-        gcp: &GcpPlatform,
+        gcp: Settings<'_>,
         build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<Answer> {
         let key = self.key(gcp).await?;
@@ -207,12 +210,12 @@ impl Gcp {
         self.http.send_with(op, token, forget, |c, token| build(c).bearer_auth(token)).await
     }
 
-    async fn instances(&self, gcp: &GcpPlatform, infra_id: &str) -> Result<Vec<Instance>> {
+    async fn instances(&self, gcp: Settings<'_>, infra_id: &str) -> Result<Vec<Instance>> {
         self.labelled(gcp, &cluster_label(infra_id), "owned").await
     }
 
     /// The instances labelled `key = value`, in every zone (one aggregated list, all pages), with their labels.
-    async fn labelled(&self, gcp: &GcpPlatform, key: &str, value: &str) -> Result<Vec<Instance>> {
+    async fn labelled(&self, gcp: Settings<'_>, key: &str, value: &str) -> Result<Vec<Instance>> {
         let url = format!("{}/projects/{}/aggregated/instances", self.endpoint, escape(&gcp.project));
         let filter = format!("labels.{key} = \"{value}\"");
         let mut found = Vec::new();
@@ -251,7 +254,7 @@ impl Gcp {
         }
     }
 
-    fn instance_url(&self, gcp: &GcpPlatform, i: &Instance) -> String {
+    fn instance_url(&self, gcp: Settings<'_>, i: &Instance) -> String {
         format!(
             "{}/projects/{}/zones/{}/instances/{}",
             self.endpoint,
@@ -265,7 +268,7 @@ impl Gcp {
     /// instance is mid-transition) are not refusals: the call is re-issued at the next look.
     async fn each(
         &self,
-        gcp: &GcpPlatform,
+        gcp: Settings<'_>,
         instances: Vec<Instance>,
         act: impl Fn(&Instance) -> Option<(&'static str, reqwest::Method, String)>,
         ok_reasons: &[&str],
@@ -290,8 +293,8 @@ impl Gcp {
     }
 
     /// The target's platform and the cluster's machines (instances on their way out left out).
-    async fn listed<'a>(&self, t: &Target<'a>) -> Result<(&'a GcpPlatform, Vec<Instance>)> {
-        let gcp = Self::platform(t)?;
+    async fn listed<'a>(&self, t: &Target<'a>) -> Result<(Settings<'a>, Vec<Instance>)> {
+        let gcp = Self::platform(t.pool, t.spec)?;
         let mut instances = self.instances(gcp, &t.cluster.infra_id).await?;
         instances.retain(|i| !i.state().is_gone());
         Ok((gcp, instances))
@@ -397,7 +400,7 @@ impl Provisioner for Gcp {
     }
 
     async fn provision(&self, t: Target<'_>) -> Result<Provision> {
-        let gcp = Self::platform(&t)?;
+        let gcp = Self::platform(t.pool, t.spec)?;
         let c = t.cluster;
         let mut labels: BTreeMap<String, String> = gcp.labels.clone();
         labels.insert(cluster_label(&c.infra_id), "owned".into());
@@ -464,9 +467,7 @@ impl Provisioner for Gcp {
 
     /// The instances labelled `apiary-pool = <pool>` in every zone, by the infraId of their cluster label.
     async fn marked(&self, pool: &str, spec: &PoolSpec, _now: Timestamp) -> Result<Option<Vec<Marked>>> {
-        let Platform::Gcp(gcp) = &spec.platform else {
-            return Err(Error::Config(format!("the GCP platform was given a {} pool", spec.platform.kind())));
-        };
+        let gcp = Self::platform(pool, spec)?;
         let prefix = cluster_label("");
         let instances = self.labelled(gcp, "apiary-pool", pool).await?;
         Ok(Some(

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::support::{Aim, MemSecrets, ARN};
+use crate::support::{refused_to_intruder, Aim, MemSecrets, ARN};
 use apiary_clouds::azure::{cluster_tag, Azure};
 use apiary_clouds::http::Http;
 use apiary_fakeclouds::azure::{FakeAzure, Timings};
@@ -399,4 +399,13 @@ async fn the_reaper_lists_the_pools_resource_groups_by_tag_across_pages() {
     );
     let log = w.fake.take_log();
     assert!(log.len() >= 2 && log.iter().all(|l| l.contains("/resourcegroups")), "{log:?}");
+}
+
+#[tokio::test]
+async fn a_pool_the_secret_is_not_tagged_for_is_refused_though_another_pool_holds_a_token_for_it() {
+    let w = World::new(3).await;
+    assert!(w.azure.machines_running(w.aim.target()).await.is_ok(), "the pool the secret names uses it");
+    refused_to_intruder(w.azure.machines_running(Target { pool: "intruder", ..w.aim.target() }).await, ARN);
+    refused_to_intruder(w.azure.provision(Target { pool: "intruder", ..w.aim.target() }).await, ARN);
+    refused_to_intruder(w.azure.marked("intruder", &w.aim.spec, w.aim.cluster.created_at).await, ARN);
 }

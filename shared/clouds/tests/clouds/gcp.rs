@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::{MemSecrets, ARN};
+use crate::support::{refused_to_intruder, MemSecrets, ARN};
 use apiary_clouds::gcp::{cluster_label, Gcp};
 use apiary_clouds::http::Http;
 use apiary_fakeclouds::gcp::{FakeGcp, Timings};
@@ -300,4 +300,17 @@ async fn the_reaper_lists_the_pools_instances_by_label_across_zones_and_pages() 
     assert_eq!(found, want);
     let log = w.fake.take_log();
     assert!(log.iter().all(|l| l.contains("aggregated/instances")), "{log:?}");
+}
+
+#[tokio::test]
+async fn a_pool_the_secret_is_not_tagged_for_is_refused_though_another_pool_holds_a_token_for_it() {
+    let w = World::new(3, &["europe-west1-b"]).await;
+    w.provisioned().await;
+    let made = w.statuses().len();
+    let intruder = Target { pool: "intruder", ..w.target() };
+    refused_to_intruder(w.gcp.machines_running(intruder).await, ARN);
+    refused_to_intruder(w.gcp.provision(Target { pool: "intruder", ..w.target() }).await, ARN);
+    refused_to_intruder(w.gcp.marked("intruder", &w.spec, w.cluster.created_at).await, ARN);
+    assert_eq!(w.statuses().len(), made, "nothing made for the intruder");
+    assert!(w.gcp.machines_running(w.target()).await.is_ok(), "the pool the secret names still uses it");
 }

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::readiness::NoMachines;
-use crate::support::{Aim, MemSecrets, ARN};
+use crate::support::{refused_to_intruder, Aim, MemSecrets, ARN};
 use apiary_clouds::http::Http;
 use apiary_clouds::kubernetes::KubernetesReadiness;
 use apiary_fakeclouds::cluster_api::{Auth, FakeClusterApi};
 use apiary_planner::power::Readiness;
 use apiary_planner::{FakePlatform, KubernetesCheck, Platform, ReadinessSpec};
-use apiary_ports::platform::{Nodes, Platforms, ReadinessCheck};
+use apiary_ports::platform::{Nodes, Platforms, ReadinessCheck, Target};
 
 const LATE: Duration = Duration::from_secs(120);
 const INFRA: &str = "ci-x7k2p";
@@ -174,4 +174,11 @@ async fn a_resume_waits_for_the_nodes_the_cluster_reports_through_the_pools_mach
     assert!(matches!(&nodes, Nodes::NotReady(why) if why.starts_with("3 of 3 nodes are not Ready")), "{nodes:?}");
     w.api.advance(LATE);
     assert_eq!(machinery.nodes_ready(w.aim.target()).await.expect("look"), Nodes::Ready);
+}
+
+#[tokio::test]
+async fn a_kubeconfig_is_not_read_for_a_pool_its_secret_is_not_tagged_for() {
+    let w = world(kubeconfig(Auth::ClientCertificate), false).await;
+    w.api.nodes_after(Duration::ZERO);
+    refused_to_intruder(w.check.check(Target { pool: "intruder", ..w.aim.target() }).await, ARN);
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::support::{Aim, MemSecrets, ARN};
+use crate::support::{refused_to_intruder, Aim, MemSecrets, ARN};
 use apiary_clouds::http::Http;
 use apiary_clouds::vsphere::{category_name, Vsphere};
 use apiary_fakeclouds::vsphere::{FakeVsphere, Timings};
@@ -449,4 +449,13 @@ async fn a_category_left_without_its_tag_is_deleted_with_its_cluster() {
     let t = w.vsphere.deprovision(Target { cluster: &orphan, ..w.aim.target() }).await.expect("deprovision");
     assert_eq!((t.remaining, t.refused.len()), (0, 0));
     assert!(w.fake.categories().is_empty(), "{:?}", w.fake.categories());
+}
+
+#[tokio::test]
+async fn a_pool_the_secret_is_not_tagged_for_is_refused_though_another_pool_holds_a_session_for_it() {
+    let w = World::new(3).await;
+    assert!(w.vsphere.machines_running(w.aim.target()).await.is_ok(), "the pool the secret names uses it");
+    refused_to_intruder(w.vsphere.machines_running(Target { pool: "intruder", ..w.aim.target() }).await, ARN);
+    refused_to_intruder(w.vsphere.provision(Target { pool: "intruder", ..w.aim.target() }).await, ARN);
+    refused_to_intruder(w.vsphere.marked("intruder", &w.aim.spec, w.aim.cluster.created_at).await, ARN);
 }

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::support::installer::{World, INSTALL, KEY, KEY_ARN, PROJECT};
+use crate::support::refused_to_intruder;
 use apiary_planner::power::Install;
 use apiary_ports::platform::{Provision, Target};
 
@@ -178,4 +179,12 @@ async fn the_installer_lists_the_pools_clusters_and_an_orphan_is_removed_through
     assert_eq!(gone.remaining, 0);
     let left = w.machinery.marked("gcp-ci", &w.spec, w.now).await.expect("list").expect("the installer lists");
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn an_installer_is_not_called_for_a_pool_its_key_is_not_tagged_for() {
+    let w = World::new(KEY).await;
+    refused_to_intruder(w.machinery.provision(Target { pool: "intruder", ..w.target() }).await, KEY_ARN);
+    assert!(w.receiver.clusters().is_empty(), "nothing sent to the installer");
+    assert_eq!(w.machinery.provision(w.target()).await.expect("put"), Provision::Accepted { handle: None });
 }

@@ -4,7 +4,7 @@
 
 pub mod installer;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use apiary_planner::{Cluster, Platform, PoolSpec};
 use apiary_ports::platform::Target;
@@ -15,7 +15,11 @@ use async_trait::async_trait;
 /// The ARN the tests' credentials are stored under.
 pub const ARN: &str = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/cloud-AbCdEf";
 
-/// Secrets by ARN, in memory.
+/// The pools the tests aim at, which every secret of [`MemSecrets`] is tagged for (`apiary:pools`). A pool not
+/// among them (`intruder`) is another team's: its reads are refused.
+pub const POOLS: &str = "ci-pool gcp-ci else-pool other";
+
+/// Secrets by ARN, in memory, each tagged `apiary=true` and `apiary:pools` with [`POOLS`].
 pub struct MemSecrets(pub HashMap<String, String>);
 
 impl MemSecrets {
@@ -32,6 +36,23 @@ impl Secrets for MemSecrets {
             .get(arn)
             .map(Secret::new)
             .ok_or_else(|| Error::service("secretsmanager:GetSecretValue", format!("{arn} not found"), false))
+    }
+
+    async fn tags(&self, arn: &str) -> Result<BTreeMap<String, String>> {
+        match self.0.contains_key(arn) {
+            true => Ok([("apiary", "true"), ("apiary:pools", POOLS)].map(|(k, v)| (k.to_owned(), v.to_owned())).into()),
+            false => Err(Error::service("secretsmanager:DescribeSecret", format!("{arn} not found"), false)),
+        }
+    }
+}
+
+/// Asserts that `result` is the refusal of the secret `arn` to the pool `intruder`, which its tags do not name.
+pub fn refused_to_intruder<T: std::fmt::Debug>(result: Result<T>, arn: &str) {
+    match result {
+        Err(Error::Credentials(why)) => {
+            assert!(why.contains(arn) && why.contains("intruder") && why.contains("apiary:pools"), "{why}")
+        }
+        other => panic!("the secret was read for a pool its tags do not name: {other:?}"),
     }
 }
 
