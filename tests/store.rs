@@ -220,3 +220,65 @@ async fn dynamodb_indexes_spares_and_pending_claims_exactly_as_the_reference_doe
     assert_eq!(index_answers(s.deps.store.as_ref(), "idx").await, want);
     s.stop().await;
 }
+
+/// Every event of `pool` that `query` asks for, page after page of `query.limit`, newest first.
+async fn walk(store: &dyn Store, pool: &str, mut query: apiary_ports::store::EventQuery) -> Vec<String> {
+    let mut seen = vec![];
+    loop {
+        let page = store.events(pool, &query).await.expect("events");
+        assert!(page.events.len() <= query.limit, "a page of at most its limit");
+        seen.extend(page.events.iter().map(apiary_ports::store::event_sort_key));
+        match page.next {
+            Some(next) => query.before = Some(next),
+            None => return seen,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_keeps_a_pools_trail_apart_from_its_partition_and_pages_it_as_the_reference_does() {
+    use apiary_planner::events::{Event, EventType};
+    use apiary_ports::store::EventQuery;
+    let mut s = support::stack().await;
+    s.halt().await;
+    let reference = World::new(t0());
+    // 900 events over ten claims and ten clusters, a hundred to a transaction: more than a filtered read of one
+    // shard looks at in a page, so its pages end where the shards were read to.
+    let events: Vec<Event> = (0..900u64)
+        .map(|i| {
+            let at = t0() + chrono::TimeDelta::seconds(i as i64 / 3);
+            let e = Event::new(EventType::ClusterRunning, at, i).cluster(format!("k{}", i % 10));
+            if i % 4 == 0 {
+                e.claim(format!("c{}", i % 7)).by("arn:aws:iam::123456789012:user/alice")
+            } else {
+                e
+            }
+        })
+        .collect();
+    for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
+        store.write("ev", vec![Write::Put(cluster("k0", 0, false, None, None), Cond::Absent)]).await.expect("setup");
+        for chunk in events.chunks(100) {
+            store.write("ev", chunk.iter().cloned().map(Write::Append).collect()).await.expect("events");
+        }
+        let snap = store.read_pool("ev").await.expect("read");
+        assert!(snap.is_none(), "no pool item: events are not the pool's partition");
+        let pools = store.list_pools().await.expect("list");
+        assert!(pools.iter().all(|p| p.name != "ev"));
+    }
+    let queries = [
+        EventQuery { limit: 50, ..EventQuery::default() },
+        EventQuery { limit: 7, claim: Some("c3".into()), ..EventQuery::default() },
+        EventQuery { limit: 30, cluster: Some("k2".into()), ..EventQuery::default() },
+        EventQuery { limit: 5, claim: Some("c4".into()), cluster: Some("k6".into()), ..EventQuery::default() },
+    ];
+    for q in queries {
+        let want = walk(reference.store.as_ref(), "ev", q.clone()).await;
+        assert!(!want.is_empty() && want.windows(2).all(|w| w[0] > w[1]), "newest first, each once: {q:?}");
+        assert_eq!(walk(s.deps.store.as_ref(), "ev", q.clone()).await, want, "{q:?}");
+    }
+    assert_eq!(
+        walk(reference.store.as_ref(), "ev", EventQuery { limit: 200, ..EventQuery::default() }).await.len(),
+        900
+    );
+    s.stop().await;
+}

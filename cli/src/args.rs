@@ -88,6 +88,21 @@ pub enum PoolCommand {
         /// The pool.
         name: String,
     },
+    /// Show a pool's event trail, newest first: claims made, assigned and released and by whom, clusters
+    /// installed, broken, removed and why, pool changes (the pool's admins).
+    Events {
+        /// The pool.
+        name: String,
+        /// Only the events of this claim.
+        #[arg(long)]
+        claim: Option<String>,
+        /// Only the events of this cluster (its id).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// At most this many events (the API's pages are read until there are).
+        #[arg(long, default_value_t = 50, value_name = "N")]
+        limit: usize,
+    },
     /// Show a pool's status, redrawn in place, until Ctrl-C.
     Watch {
         /// The pool.

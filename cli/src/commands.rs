@@ -113,6 +113,41 @@ impl Ctx {
         self.show(&me, || Ok(render::me_table(&me)))
     }
 
+    /// Up to `limit` events of `pool`'s trail, newest first, page after page (at most the API's page at a time).
+    async fn events(&self, pool: &str, claim: Option<&str>, cluster: Option<&str>, limit: usize) -> Result<Vec<Value>> {
+        const PAGE: usize = 200;
+        if limit == 0 {
+            return Err(Failure::usage("--limit: at least 1"));
+        }
+        let mut base = format!("/pools/{}/events?", seg(pool)?);
+        if let Some(claim) = claim {
+            base.push_str(&format!("claim={}&", seg(claim)?));
+        }
+        if let Some(cluster) = cluster {
+            base.push_str(&format!("cluster={}&", seg(cluster)?));
+        }
+        let mut events: Vec<Value> = vec![];
+        let mut page: Option<String> = None;
+        while events.len() < limit {
+            let mut path = format!("{base}limit={}", (limit - events.len()).min(PAGE));
+            if let Some(token) = &page {
+                // base64url: nothing in it needs escaping in a query.
+                if !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+                    return Err(Failure::other(format!("unexpected page token from the API: {token:?}")));
+                }
+                path.push_str(&format!("&page={token}"));
+            }
+            let (_, answer) = self.api.call("GET", &path, None).await?;
+            events.extend(answer["events"].as_array().cloned().unwrap_or_default());
+            match answer["nextPage"].as_str() {
+                Some(next) => page = Some(next.to_owned()),
+                None => break,
+            }
+        }
+        events.truncate(limit);
+        Ok(events)
+    }
+
     /// `apiary pool …`.
     pub async fn pool(&self, command: PoolCommand) -> Result<()> {
         match command {
@@ -162,6 +197,11 @@ impl Ctx {
                 let (_, answer) = self.api.call("GET", &format!("/pools/{}/clusters", seg(&name)?), None).await?;
                 let clusters = clusters_of(&answer)?;
                 self.show(&answer, || Ok(render::clusters_table(&clusters, now())))
+            }
+            PoolCommand::Events { name, claim, cluster, limit } => {
+                let events = self.events(&name, claim.as_deref(), cluster.as_deref(), limit).await?;
+                let answer = json!({ "pool": name, "events": events });
+                self.show(&answer, || Ok(render::events_table(&events, now())))
             }
             PoolCommand::Watch { name, interval } => self.watch(&name, duration("--interval", &interval)?).await,
             PoolCommand::Import { file, into, name, apply } => {

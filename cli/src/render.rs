@@ -276,6 +276,24 @@ pub fn clusters_table(clusters: &[Cluster], now: Timestamp) -> String {
     text(&t)
 }
 
+/// `pool events`: newest first, each event's age, type, claim, cluster, who caused it and what it says.
+pub fn events_table(events: &[Value], now: Timestamp) -> String {
+    let mut t = table(&["AGE", "TYPE", "CLAIM", "CLUSTER", "BY", "MESSAGE"]);
+    let field = |e: &Value, k: &str| e[k].as_str().unwrap_or("-").to_owned();
+    for e in events {
+        let at = e["time"].as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        t.add_row(vec![
+            at.map_or_else(|| "-".into(), |at| age(at.with_timezone(&chrono::Utc), now)),
+            field(e, "type"),
+            field(e, "claim"),
+            field(e, "cluster"),
+            field(e, "principal"),
+            field(e, "message"),
+        ]);
+    }
+    text(&t)
+}
+
 /// `claim list`.
 pub fn claims_table(claims: &[ClaimView], now: Timestamp) -> String {
     let mut t = table(&["NAME", "PHASE", "CLUSTER", "POWER", "AGE", "EXPIRES", "OWNER"]);

@@ -149,6 +149,21 @@ mod against_stack {
             (!clusters.iter().any(|c| c["id"] == cluster.as_str())).then_some(())
         })
         .await;
+
+        // The pool's trail tells the claim's story and the cluster's end, newest first; its admins read it.
+        let trail =
+            apiary(&s, ADMIN, &["pool", "events", "ci", "--cluster", &cluster, "-o", "json"]).await.ok("events");
+        let kinds: Vec<String> =
+            trail.json()["events"].as_array().expect("events").iter().map(|e| e["type"].to_string()).collect();
+        let at = |kind: &str| {
+            kinds.iter().position(|k| k == &format!("\"{kind}\"")).unwrap_or_else(|| panic!("{kind}: {kinds:?}"))
+        };
+        assert!(at("ClusterRemoved") < at("ClusterDeleting"), "newest first: {kinds:?}");
+        assert!(at("ClusterDeleting") < at("ClaimAssigned") && at("ClaimAssigned") < at("ClusterCreated"), "{kinds:?}");
+        let table = apiary(&s, ADMIN, &["pool", "events", "ci", "--claim", "build-1"]).await.ok("events table").stdout;
+        assert!(table.starts_with("AGE") && table.contains("ClaimCreated") && table.contains(ALICE), "{table}");
+        assert!(table.contains("ClaimReleased") && table.contains("released by its claimant"), "{table}");
+        assert_eq!(apiary(&s, ALICE, &["pool", "events", "ci"]).await.code, 3, "a claimant does not read the trail");
         s.stop().await;
     }
 

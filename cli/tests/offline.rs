@@ -104,6 +104,22 @@ fn pool_get_table_of_a_pool_with_an_access_list() {
     golden("pool-get-access.txt", &render::pool_table(&p, now()));
 }
 
+/// `pool events`: newest first, with who caused each and why.
+#[test]
+fn pool_events_table() {
+    let events = vec![
+        json!({"time": "2026-11-24T11:58:00Z", "type": "ClusterRemoved", "cluster": "ci-7fk2q",
+            "message": "its machines are gone and its item deleted"}),
+        json!({"time": "2026-11-24T11:50:00Z", "type": "ClusterDeleting", "cluster": "ci-7fk2q",
+            "message": "broken (FailedToStart: machines did not start within 15m), to be replaced"}),
+        json!({"time": "2026-11-24T10:00:00Z", "type": "ClaimCreated", "claim": "build-42",
+            "principal": "arn:aws:sts::111111111111:assumed-role/team-a-ci/job-42", "message": "lifetime 2h"}),
+        json!({"time": "2026-11-24T09:00:00Z", "type": "PoolChanged", "principal": "arn:aws:iam::111111111111:user/ann",
+            "message": "changed runningCount, size"}),
+    ];
+    golden("pool-events.txt", &render::events_table(&events, now()));
+}
+
 /// `whoami`: the caller, whether it is a stack admin, and the pools it may use.
 #[test]
 fn whoami_table() {

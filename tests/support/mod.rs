@@ -248,6 +248,14 @@ impl Store for Journal {
         self.store.last_full_sweep().await
     }
 
+    async fn events(
+        &self,
+        pool: &str,
+        query: &apiary_ports::store::EventQuery,
+    ) -> apiary_ports::Result<apiary_ports::store::EventPage> {
+        self.store.events(pool, query).await
+    }
+
     async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> apiary_ports::Result<()> {
         self.store.record_full_sweep(previous, at).await
     }

@@ -8,11 +8,12 @@
 use std::time::Duration;
 
 use apiary_planner::duration::parse as parse_duration;
+use apiary_planner::events::{self, Event, EventType};
 use apiary_planner::validate::limits::MAX_DURATION_LEN;
 use apiary_planner::validate::validate_lifetime;
 use apiary_planner::{Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration, Pool, Snapshot};
 use apiary_ports::messages::PowerMessage;
-use apiary_ports::store::{draw, writes_for, Cond, Item, Key, Write, SPREAD};
+use apiary_ports::store::{draw, writes_with_events, Cond, Item, Key, Write, SPREAD};
 use apiary_ports::{Deps, Error as StoreError};
 use lambda_http::Body;
 use serde::Deserialize;
@@ -110,7 +111,10 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
                 let (writes, assigned) = assignment(&p, *cluster, new.clone(), now)?;
                 (writes, Some(assigned))
             }
-            Pick::Wait => (vec![Write::Put(Item::Claim(Box::new(new.clone())), Cond::Absent)], None),
+            Pick::Wait => {
+                let created = Write::Append(events::claim_created(&new));
+                (vec![Write::Put(Item::Claim(Box::new(new.clone())), Cond::Absent), created], None)
+            }
         };
         match deps.store.write(pool, writes).await {
             Ok(()) => {}
@@ -215,13 +219,19 @@ fn assignment(
         cluster_rev: cluster.rev,
         at,
     };
+    let created = events::claim_created(&claim);
+    let owner = claim.owner.clone();
     let mut snap = Snapshot { pool: pool.clone(), clusters: vec![cluster], claims: vec![claim], leases: vec![] };
-    let mut writes = writes_for(&mut snap, &action)?;
+    let mut writes = writes_with_events(&mut snap, &action, at)?;
     for w in &mut writes {
-        if let Write::Put(Item::Claim(_), cond) = w {
-            *cond = Cond::Absent;
+        match w {
+            Write::Put(Item::Claim(_), cond) => *cond = Cond::Absent,
+            // The claimant's request made the claim and got it its cluster.
+            Write::Append(e) => e.principal = Some(owner.clone()),
+            _ => {}
         }
     }
+    writes.push(Write::Append(created));
     let (Some(claim), Some(cluster)) = (snap.claims.pop(), snap.clusters.pop()) else {
         return Err(StoreError::Conflict("assignment lost its items".into()).into());
     };
@@ -287,9 +297,14 @@ pub(crate) async fn release_claim(deps: &Deps, caller: &Caller, pool: &str, clai
         if c.release_requested_at.is_some() {
             return Ok((202, claim_view(&p, &c, None)));
         }
-        let rev = c.rev;
-        let next = Claim { release_requested_at: Some(deps.clock.now()), rev: rev + 1, ..c };
-        match deps.store.write(pool, vec![Write::Put(Item::Claim(Box::new(next.clone())), Cond::Rev(rev))]).await {
+        let (rev, now) = (c.rev, deps.clock.now());
+        let next = Claim { release_requested_at: Some(now), rev: rev + 1, ..c };
+        let mut said = Event::new(EventType::ClaimReleaseRequested, now, next.rev).by(&caller.arn).claim(claim);
+        if let Some(id) = &next.cluster {
+            said = said.cluster(id);
+        }
+        let writes = vec![Write::Put(Item::Claim(Box::new(next.clone())), Cond::Rev(rev)), Write::Append(said)];
+        match deps.store.write(pool, writes).await {
             Ok(()) => {
                 reconcile_coalesced(deps, pool, "release").await?;
                 tracing::info!(pool, claim, "claim release requested");
@@ -321,7 +336,14 @@ pub(crate) async fn power_claim(deps: &Deps, caller: &Caller, pool: &str, claim:
         }
         let rev = cluster.rev;
         let next = Cluster { spec_power_state: Some(to), rev: rev + 1, ..cluster };
-        match deps.store.write(pool, vec![Write::Put(Item::Cluster(Box::new(next.clone())), Cond::Rev(rev))]).await {
+        let asked = if to == DesiredPower::Hibernating { "hibernate" } else { "resume" };
+        let said = Event::new(EventType::PowerRequested, deps.clock.now(), next.rev)
+            .by(&caller.arn)
+            .claim(claim)
+            .cluster(&id)
+            .saying(asked);
+        let writes = vec![Write::Put(Item::Cluster(Box::new(next.clone())), Cond::Rev(rev)), Write::Append(said)];
+        match deps.store.write(pool, writes).await {
             Ok(()) => {
                 let nudge = PowerMessage::nudge(pool, id.clone());
                 deps.queue.power(&nudge, Duration::ZERO).await?;

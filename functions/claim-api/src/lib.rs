@@ -24,6 +24,7 @@ use tracing::Instrument;
 
 mod claims;
 mod error;
+mod events;
 mod input;
 mod pools;
 mod request;
@@ -93,6 +94,13 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
         ("POST", ["pools", pool, "clusters", id, "unpause"]) => {
             pools::pause_cluster(deps, &caller, pool, id, false).await
         }
+        ("GET", ["pools", pool, "events"]) => {
+            let q = req.query_string_parameters_ref();
+            let get = |k: &str| q.and_then(|q| q.first(k).map(String::from));
+            let params =
+                events::Params { claim: get("claim"), cluster: get("cluster"), limit: get("limit"), page: get("page") };
+            events::list_events(deps, &caller, pool, params).await
+        }
         ("GET", ["pools", pool, "claims"]) => claims::list_claims(deps, &caller, pool).await,
         ("PUT", ["pools", pool, "claims", claim]) => claims::put_claim(deps, &caller, pool, claim, req.body()).await,
         ("GET", ["pools", pool, "claims", claim]) => {
@@ -106,7 +114,14 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
         ("POST", ["pools", pool, "claims", claim, "resume"]) => {
             claims::power_claim(deps, &caller, pool, claim, DesiredPower::Running).await
         }
-        (_, ["me"] | ["pools"] | ["pools", _] | ["pools", _, "clusters" | "claims"] | ["pools", _, "claims", _])
+        (
+            _,
+            ["me"]
+            | ["pools"]
+            | ["pools", _]
+            | ["pools", _, "clusters" | "claims" | "events"]
+            | ["pools", _, "claims", _],
+        )
         | (_, ["pools", _, "claims", _, "hibernate" | "resume"])
         | (_, ["pools", _, "clusters", _, "pause" | "unpause"]) => {
             Err(ApiError::new(405, "MethodNotAllowed", format!("{method} is not allowed on {}", req.uri().path())))

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use apiary_planner::access::Rights;
+use apiary_planner::events::{self, Event, EventType};
 use apiary_planner::validate::{validate_member_role, validate_urls};
 use apiary_planner::{power, validate_spec, validate_update, Cluster, Pool, PoolSpec, Snapshot};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
@@ -136,6 +137,7 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
             check_spec(deps, &spec)?;
             validated = true;
         }
+        let before = existing.as_ref().map(|p| p.spec.clone());
         let (next, cond, status) = match existing {
             Some(p) if p.deletion_requested_at.is_some() => {
                 return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
@@ -166,7 +168,9 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
                 (p, Cond::Absent, 201)
             }
         };
-        match deps.store.write(pool, vec![Write::Put(Item::Pool(Box::new(next.clone())), cond)]).await {
+        let said = events::pool_written(before.as_ref(), &next, &caller.arn, deps.clock.now());
+        let writes = vec![Write::Put(Item::Pool(Box::new(next.clone())), cond), Write::Append(said)];
+        match deps.store.write(pool, writes).await {
             Ok(()) => {
                 deps.schedules.sync(pool, &spec.schedules).await?;
                 reconcile_soon(deps, pool, "pool-updated").await?;
@@ -187,9 +191,11 @@ pub(crate) async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> Api
         if p.deletion_requested_at.is_some() {
             return Ok((202, pool_view(&p, &deps.config.stack_id)));
         }
-        let rev = p.rev;
-        let next = Pool { deletion_requested_at: Some(deps.clock.now()), rev: rev + 1, ..p };
-        match deps.store.write(pool, vec![Write::Put(Item::Pool(Box::new(next.clone())), Cond::Rev(rev))]).await {
+        let (rev, now) = (p.rev, deps.clock.now());
+        let next = Pool { deletion_requested_at: Some(now), rev: rev + 1, ..p };
+        let said = Event::new(EventType::PoolDeletionRequested, now, next.rev).by(&caller.arn);
+        let writes = vec![Write::Put(Item::Pool(Box::new(next.clone())), Cond::Rev(rev)), Write::Append(said)];
+        match deps.store.write(pool, writes).await {
             Ok(()) => {
                 deps.schedules.sync(pool, &[]).await?;
                 reconcile_soon(deps, pool, "pool-deleted").await?;
@@ -230,8 +236,11 @@ pub(crate) async fn pause_cluster(deps: &Deps, caller: &Caller, pool: &str, id: 
             return Ok((200, to_json(&stored)));
         }
         next.rev = stored.rev + 1;
-        let write = Write::Put(Item::Cluster(Box::new(next.clone())), Cond::Rev(stored.rev));
-        match deps.store.write(pool, vec![write]).await {
+        let kind = if paused { EventType::ClusterPaused } else { EventType::ClusterUnpaused };
+        let said = Event::new(kind, now, next.rev).by(&caller.arn).cluster(id);
+        let writes =
+            vec![Write::Put(Item::Cluster(Box::new(next.clone())), Cond::Rev(stored.rev)), Write::Append(said)];
+        match deps.store.write(pool, writes).await {
             Ok(()) => {
                 if !paused {
                     // Power management carries on where it stopped.

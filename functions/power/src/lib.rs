@@ -21,6 +21,7 @@
 
 use std::time::Duration;
 
+use apiary_planner::events;
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::power::{
     deprovision_step, deprovision_wait, fenced_until, probe, step, ActuatorCall, Install, PowerStep, Probe, Readiness,
@@ -222,10 +223,11 @@ impl Run<'_> {
     async fn put(&mut self, stored: &Cluster, next: &Cluster) -> Result<Cluster> {
         let mut written = next.clone();
         written.rev = stored.rev + 1;
-        let write = Write::Put(Item::Cluster(Box::new(written.clone())), Cond::Rev(stored.rev));
-        self.deps.store.write(&self.pool.name, vec![write]).await?;
-        self.outcome.written = true;
         let now = self.deps.clock.now();
+        let mut writes = vec![Write::Put(Item::Cluster(Box::new(written.clone())), Cond::Rev(stored.rev))];
+        writes.extend(events::of_cluster(stored, Some(&written), now).into_iter().map(Write::Append));
+        self.deps.store.write(&self.pool.name, writes).await?;
+        self.outcome.written = true;
         let stack = &self.deps.config.stack;
         if let Some(doc) = metrics::power_transition(stack, &self.pool.name, stored, &written, now) {
             self.deps.metrics.emit(doc);
@@ -402,8 +404,9 @@ impl Run<'_> {
             return self.carry_on(&stored.clone(), ds.cluster, admission, ds.recheck_after).await;
         }
         let pool = self.pool.name.clone();
-        let gone = Write::Delete(Key::Cluster(stored.id.clone()), Cond::Rev(stored.rev));
-        self.deps.store.write(&pool, vec![gone]).await?;
+        let mut gone = vec![Write::Delete(Key::Cluster(stored.id.clone()), Cond::Rev(stored.rev))];
+        gone.extend(events::of_cluster(&stored, None, now).into_iter().map(Write::Append));
+        self.deps.store.write(&pool, gone).await?;
         self.outcome.removed = true;
         tracing::info!("cluster deprovisioned");
         if self.pool.spec.inventory.is_some() {

@@ -13,7 +13,7 @@ use apiary_planner::power::needs_nudge;
 use apiary_planner::{plan, reaper, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
-use apiary_ports::store::{transactions, writes_for};
+use apiary_ports::store::{transactions, writes_with_events};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tracing::Instrument;
@@ -58,7 +58,7 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         'actions: for group in transactions(&plan.actions) {
             let mut writes = Vec::new();
             for a in group {
-                match writes_for(&mut snapshot, a) {
+                match writes_with_events(&mut snapshot, a, now) {
                     Ok(w) => writes.extend(w),
                     Err(e) => {
                         lost = Some(e);

@@ -6,6 +6,11 @@
 //! | cluster | `POOL#<pool>` | `CLUSTER#<id>` |
 //! | claim | `POOL#<pool>` | `CLAIM#<name>` |
 //! | name lease | `POOL#<pool>` | `NAME#<clusterName>` |
+//! | event | `EVENTS#<pool>#<shard>` | `<time>#<subject>#<rev>#<type>` ([`event_sort_key`]), with `expires` (TTL) |
+//!
+//! A pool's trail is in partitions of its own ([`EVENT_SHARDS`](apiary_ports::store::EVENT_SHARDS) of them), so no read of the pool's partition
+//! (the reconcile's, the claim's) ever returns an event; the table's TTL on `expires` removes an event
+//! [`EVENT_RETENTION`] after it happened.
 //!
 //! Items are the domain types' own fields (camelCase), with `rev` at the top level for conditions.
 //! `AttributeValue` never leaves this module.
@@ -19,6 +24,7 @@
 
 use std::collections::HashMap;
 
+use apiary_planner::events::Event;
 use apiary_planner::{Pool, Snapshot};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -27,7 +33,10 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, Trans
 use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
-use apiary_ports::store::{check_size, pending_key, spare_key, spare_place, Cond, Item, Key, Store, Write};
+use apiary_ports::store::{
+    check_size, event_sort_key, pending_key, spare_key, spare_place, Cond, EventPage, EventQuery, Item, Key, Store,
+    Write, EVENT_RETENTION,
+};
 use apiary_ports::{Error, Result};
 
 use crate::calls::count;
@@ -63,8 +72,35 @@ fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
+/// The partition key of shard `shard` of `pool`'s trail.
+fn events_pk(pool: &str, shard: u8) -> String {
+    format!("EVENTS#{pool}#{shard}")
+}
+
 fn key_attrs(pool: &str, key: &Key) -> Attrs {
-    HashMap::from([("PK".to_owned(), s(pk(pool))), ("SK".to_owned(), s(sk(key)))])
+    let partition = match key {
+        Key::Event(shard, _) => events_pk(pool, *shard),
+        _ => pk(pool),
+    };
+    HashMap::from([("PK".to_owned(), s(partition)), ("SK".to_owned(), s(sk(key)))])
+}
+
+/// How many events a filtered read of one shard looks at a page.
+const EVENT_PAGE: usize = 100;
+/// How many pages a read of one shard looks at, at most.
+const EVENT_PAGES: usize = 4;
+
+/// The attribute the table's TTL reads: when an event may be removed, in seconds since the epoch.
+const EXPIRES: &str = "expires";
+
+/// `event` as its item in `pool`'s trail.
+fn encode_event(pool: &str, event: &Event, key: &Key) -> Result<Attrs> {
+    let mut attrs: Attrs = serde_dynamo::to_item(event)
+        .map_err(|source| Error::Decode { key: event_sort_key(event), source: Box::new(source) })?;
+    attrs.extend(key_attrs(pool, key));
+    let expires = (event.time + EVENT_RETENTION).timestamp();
+    attrs.insert(EXPIRES.into(), AttributeValue::N(expires.to_string()));
+    Ok(attrs)
 }
 
 fn encode(pool: &str, item: &Item) -> Result<Attrs> {
@@ -160,6 +196,17 @@ impl DynamoStore {
     async fn write_one(&self, pool: &str, write: Write) -> Result<()> {
         match write {
             Write::Check(..) => self.transact(pool, vec![write]).await,
+            Write::Append(ref event) => {
+                count("dynamodb:PutItem");
+                self.client
+                    .put_item()
+                    .table_name(&self.table)
+                    .set_item(Some(encode_event(pool, event, &write.key())?))
+                    .send()
+                    .await
+                    .map(drop)
+                    .map_err(|e| crate::error::aws("dynamodb:PutItem", e))
+            }
             Write::Put(item, cond) => {
                 let c = condition(&cond);
                 count("dynamodb:PutItem");
@@ -233,6 +280,72 @@ impl DynamoStore {
         Ok(self.assign_entries(pool, low, high, limit).await?.into_iter().map(|(_, id)| id).collect())
     }
 
+    /// Up to `want` events of shard `shard` of `pool`'s trail that `query` asks for, newest first, as (sort key,
+    /// event); and, when it stopped before the shard's oldest event, the last sort key it looked at (older ones
+    /// were not). A query with a filter looks at [`EVENT_PAGE`] events a page, at most [`EVENT_PAGES`] pages (in each shard).
+    async fn shard_events(
+        &self,
+        pool: &str,
+        shard: u8,
+        query: &EventQuery,
+        want: usize,
+    ) -> Result<(Vec<(String, Event)>, Option<String>)> {
+        let mut q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .consistent_read(true)
+            .scan_index_forward(false)
+            .expression_attribute_values(":pk", s(events_pk(pool, shard)));
+        q = match &query.before {
+            Some(before) => q
+                .key_condition_expression("PK = :pk AND SK < :before")
+                .expression_attribute_values(":before", s(before.clone())),
+            None => q.key_condition_expression("PK = :pk"),
+        };
+        let mut filters = vec![];
+        if let Some(claim) = &query.claim {
+            filters.push("#claim = :claim");
+            q = q.expression_attribute_names("#claim", "claim").expression_attribute_values(":claim", s(claim.clone()));
+        }
+        if let Some(cluster) = &query.cluster {
+            filters.push("#cluster = :cluster");
+            q = q
+                .expression_attribute_names("#cluster", "cluster")
+                .expression_attribute_values(":cluster", s(cluster.clone()));
+        }
+        let page_size = if filters.is_empty() { want } else { EVENT_PAGE.max(want) };
+        if !filters.is_empty() {
+            q = q.filter_expression(filters.join(" AND "));
+        }
+        q = q.limit(i32::try_from(page_size).unwrap_or(i32::MAX));
+        let (mut found, mut start) = (vec![], None);
+        for _ in 0..EVENT_PAGES {
+            count("dynamodb:Query");
+            let page = q
+                .clone()
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| crate::error::aws("dynamodb:Query", e))?;
+            for attrs in page.items.unwrap_or_default() {
+                let Some(AttributeValue::S(sort)) = attrs.get("SK").cloned() else { continue };
+                let event: Event = serde_dynamo::from_item(attrs)
+                    .map_err(|source| Error::Decode { key: sort.clone(), source: Box::new(source) })?;
+                found.push((sort, event));
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() || found.len() >= want {
+                break;
+            }
+        }
+        let stopped = start.and_then(|k| match k.get("SK") {
+            Some(AttributeValue::S(sort)) => Some(sort.clone()),
+            _ => None,
+        });
+        Ok((found, stopped))
+    }
+
     async fn transact(&self, pool: &str, writes: Vec<Write>) -> Result<()> {
         let mut items = Vec::with_capacity(writes.len());
         for w in &writes {
@@ -260,6 +373,14 @@ impl DynamoStore {
                         .build()
                         .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
                     TransactWriteItem::builder().delete(delete).build()
+                }
+                Write::Append(event) => {
+                    let put = Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(encode_event(pool, event, &w.key())?))
+                        .build()
+                        .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
+                    TransactWriteItem::builder().put(put).build()
                 }
                 Write::Check(key, cond) => {
                     let c = condition(cond);
@@ -432,6 +553,34 @@ impl Store for DynamoStore {
             1 => self.write_one(pool, writes.remove(0)).await,
             _ => self.transact(pool, writes).await,
         }
+    }
+
+    async fn events(&self, pool: &str, query: &EventQuery) -> Result<EventPage> {
+        if query.limit == 0 {
+            return Ok(EventPage::default());
+        }
+        let mut found = vec![];
+        // Below the newest of the shards' stopping points, a shard's events were not all looked at: the page ends
+        // there, and the next one starts from it.
+        let mut boundary: Option<String> = None;
+        for shard in query.shards() {
+            let (events, stopped) = self.shard_events(pool, shard, query, query.limit).await?;
+            found.extend(events);
+            if let Some(stopped) = stopped {
+                boundary = boundary.max(Some(stopped));
+            }
+        }
+        if let Some(b) = &boundary {
+            found.retain(|(sort, _)| sort >= b);
+        }
+        found.sort_by(|a, b| b.0.cmp(&a.0));
+        let next = if found.len() > query.limit {
+            found.truncate(query.limit);
+            found.last().map(|(sort, _)| sort.clone())
+        } else {
+            boundary
+        };
+        Ok(EventPage { events: found.into_iter().map(|(_, e)| e).collect(), next })
     }
 
     async fn last_full_sweep(&self) -> Result<Option<Timestamp>> {

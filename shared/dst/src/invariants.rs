@@ -9,13 +9,17 @@
 //!   caps it), installing + deleting never above maxConcurrent, and if a spec change left a pool above either,
 //!   the count never grows;
 //! - **bounded re-checks**: at most two of the power function's re-check messages in flight per cluster;
-//! - **no 500**: the API never answers a server error but 503 (busy, try again).
+//! - **no 500**: the API never answers a server error but 503 (busy, try again);
+//! - **every end told**: a cluster whose item is gone has, in its pool's trail, a `ClusterDeleting` event saying
+//!   why and a `ClusterRemoved` event (written in the same transactions as the changes they tell of), unless the
+//!   simulation removed it behind Apiary's back.
 //!
 //! Once quiet (see [`crate::run()`]): every pending claim is assigned within [`CLAIM_BOUND`] of its pool having room
 //! for it, every pool converges within [`POOL_BOUND`], and no machine is left without its cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use apiary_planner::events::EventType;
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::{plan, Action, Snapshot, Timestamp};
@@ -71,6 +75,8 @@ pub struct Checker {
     /// (pool, claim) → its cluster, as of the last look.
     assigned: BTreeMap<(String, String), Option<String>>,
     counts: BTreeMap<String, Counts>,
+    /// Every cluster (pool, id) in the table, as of the last look.
+    clusters: BTreeSet<(String, String)>,
 }
 
 impl Checker {
@@ -166,6 +172,35 @@ impl Checker {
             self.limits(&snap, now)?;
         }
         self.assigned = assigned;
+        self.ends_told(sim, tables, now)
+    }
+
+    /// Every cluster gone since the last look has its deletion and its removal in its pool's trail.
+    fn ends_told(&mut self, sim: &Sim, tables: &Tables, now: Timestamp) -> Result<(), Violation> {
+        let clusters: BTreeSet<(String, String)> = tables
+            .snapshots()
+            .into_iter()
+            .flat_map(|s| {
+                let pool = s.pool.name;
+                s.clusters.into_iter().map(move |c| (pool.clone(), c.id))
+            })
+            .collect();
+        let gone: Vec<&(String, String)> =
+            self.clusters.difference(&clusters).filter(|k| !sim.forgotten.contains(*k)).collect();
+        for (pool, id) in gone {
+            let told = |kind: EventType| {
+                tables
+                    .events
+                    .get(pool)
+                    .is_some_and(|trail| trail.values().any(|e| e.kind == kind && e.cluster.as_deref() == Some(id)))
+            };
+            for kind in [EventType::ClusterDeleting, EventType::ClusterRemoved] {
+                if !told(kind) {
+                    return violation(now, "every end told", format!("{pool}/{id} is gone with no {kind:?} event"));
+                }
+            }
+        }
+        self.clusters = clusters;
         Ok(())
     }
 

@@ -206,6 +206,8 @@ pub struct Sim {
     next_request: u64,
     /// What happened, invocation by invocation, when tracing.
     pub trace: Option<Vec<String>>,
+    /// The clusters whose items were removed behind Apiary's back (pool, id): their end is not Apiary's to tell.
+    pub forgotten: std::collections::BTreeSet<(String, String)>,
 }
 
 /// A poll that never finishes: an invocation waits on something the simulation does not drive.
@@ -243,6 +245,7 @@ impl Sim {
             requests: vec![],
             next_request: 0,
             trace: None,
+            forgotten: Default::default(),
             options,
         }
     }
@@ -306,6 +309,7 @@ impl Sim {
         }
         let (pool, cluster) = live[self.rng.below(live.len() as u64) as usize].clone();
         self.world.store.remove(&pool, &Key::Cluster(cluster.clone()));
+        self.forgotten.insert((pool.clone(), cluster.clone()));
         self.hook.forgot();
         self.note(|| format!("forgot {pool}/{cluster} behind Apiary's back"));
     }

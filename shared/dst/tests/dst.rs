@@ -89,6 +89,38 @@ fn violated(sim: &Sim) -> String {
 }
 
 #[test]
+fn a_cluster_gone_without_its_end_in_the_trail_is_caught_and_one_with_it_is_not() {
+    use apiary_planner::events::{Event, EventType};
+    use apiary_ports::store::{Cond, Key, Store, Write};
+    for told in [false, true] {
+        let mut sim = quiet_sim();
+        let t = start();
+        sim.world.put_pool(pool("p", aws_spec(1, 0), t));
+        sim.world.put_cluster("p", installed("c1", DesiredPower::Hibernating, t));
+        sim.world.put_cluster("p", installed("c2", DesiredPower::Hibernating, t));
+        let mut checker = Checker::default();
+        checker.step(&sim).expect("nothing wrong yet");
+        let mut gone = vec![Write::Delete(Key::Cluster("c1".into()), Cond::Rev(0))];
+        if told {
+            for kind in [EventType::ClusterDeleting, EventType::ClusterRemoved] {
+                gone.push(Write::Append(Event::new(kind, t, 1).cluster("c1")));
+            }
+        }
+        futures::executor::block_on(sim.world.store.write("p", gone)).expect("removed");
+        match checker.step(&sim) {
+            Err(v) => assert!(!told && v.invariant == "every end told", "{v}"),
+            Ok(()) => assert!(told, "an untold end passed"),
+        }
+        // A cluster the simulation removed behind Apiary's back has no end to tell.
+        sim.world.store.remove("p", &Key::Cluster("c2".into()));
+        sim.forgotten.insert(("p".into(), "c2".into()));
+        if told {
+            checker.step(&sim).expect("a forgotten cluster is not Apiary's to tell");
+        }
+    }
+}
+
+#[test]
 fn two_claims_on_one_cluster_are_caught() {
     let sim = quiet_sim();
     let t = start();

@@ -46,6 +46,7 @@ pub mod adaptive;
 pub mod apply;
 pub mod canary;
 pub mod duration;
+pub mod events;
 pub mod forecast;
 mod glob;
 mod hash;

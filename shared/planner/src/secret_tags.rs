@@ -45,7 +45,8 @@ mod tests {
 
     #[test]
     fn a_secret_serves_only_the_pools_its_tag_names() {
-        let cases: &[(&[(&str, &str)], &str, bool)] = &[
+        type Tags<'a> = &'a [(&'a str, &'a str)];
+        let cases: &[(Tags, &str, bool)] = &[
             (&[("apiary", "true"), ("apiary:pools", "ci")], "ci", true),
             (&[("apiary", "true"), ("apiary:pools", "ci nightly")], "nightly", true),
             (&[("apiary", "true"), ("apiary:pools", "  ci   nightly ")], "ci", true),
@@ -68,11 +69,12 @@ mod tests {
 
     #[test]
     fn a_refusal_names_the_secret_the_pool_and_the_tag_to_set() {
-        let why = secret_serves(ARN, &tags(&[("apiary", "true"), ("apiary:pools", "team-b")]), "team-a").unwrap_err();
+        let why = secret_serves(ARN, &tags(&[("apiary", "true"), ("apiary:pools", "team-b")]), "team-a")
+            .expect_err("refused");
         assert!(why.contains(ARN) && why.contains("team-a") && why.contains("apiary:pools"), "{why}");
-        let why = secret_serves(ARN, &tags(&[("apiary", "true")]), "team-a").unwrap_err();
+        let why = secret_serves(ARN, &tags(&[("apiary", "true")]), "team-a").expect_err("refused");
         assert!(why.contains("apiary:pools=team-a"), "{why}");
-        let why = secret_serves(ARN, &tags(&[]), "team-a").unwrap_err();
+        let why = secret_serves(ARN, &tags(&[]), "team-a").expect_err("refused");
         assert!(why.contains("apiary=true"), "{why}");
     }
 }

@@ -11,9 +11,15 @@
 //! the claims still waiting), maintained by the adapter from each item as it is written ([`spare_key`],
 //! [`pending_key`]), so that a claim's reads follow what it needs, never the pool's size.
 //!
+//! A pool's event trail lives beside its partition, never in it: [`Write::Append`] adds an event in the same
+//! transaction as the change it tells of, to one of [`EVENT_SHARDS`] partitions of the pool's own (so a burst of
+//! claims spreads its events' writes), and [`Store::events`] reads it newest first. No read of the pool's partition
+//! ever returns an event.
+//!
 //! No item may exceed [`MAX_ITEM_BYTES`] (DynamoDB's limit, counted as DynamoDB counts it): every adapter refuses
 //! a larger one with [`Error::TooLarge`] before it reaches the table ([`check_size`]).
 
+use apiary_planner::events::Event;
 use apiary_planner::{apply_mut, Action, Claim, Cluster, NameLease, Plan, Pool, Snapshot, Timestamp};
 use async_trait::async_trait;
 use serde_json::Value;
@@ -44,6 +50,8 @@ pub enum Key {
     Claim(String),
     /// `NAME#<name>`.
     Lease(String),
+    /// An event of the pool's trail: its shard ([`event_shard`]) and its sort key there ([`event_sort_key`]).
+    Event(u8, String),
 }
 
 impl Item {
@@ -86,6 +94,7 @@ impl Key {
             Key::Cluster(id) => format!("CLUSTER#{id}"),
             Key::Claim(name) => format!("CLAIM#{name}"),
             Key::Lease(name) => format!("NAME#{name}"),
+            Key::Event(_, sort) => sort.clone(),
         }
     }
 }
@@ -132,6 +141,9 @@ pub enum Write {
     Delete(Key, Cond),
     /// Write nothing; the transaction holds only if the condition does (DynamoDB's ConditionCheck).
     Check(Key, Cond),
+    /// Add an event to the pool's trail, unconditionally: its key is new by construction (its subject at the
+    /// revision the same transaction writes), and the transaction's other writes hold its conditions.
+    Append(Event),
 }
 
 impl Write {
@@ -140,13 +152,15 @@ impl Write {
         match self {
             Write::Put(item, _) => item.key(),
             Write::Delete(key, _) | Write::Check(key, _) => key.clone(),
+            Write::Append(event) => Key::Event(event_shard(event), event_sort_key(event)),
         }
     }
 
-    /// The condition it holds on.
-    pub fn cond(&self) -> &Cond {
+    /// The condition it holds on; `None` for an event, which has none.
+    pub fn cond(&self) -> Option<&Cond> {
         match self {
-            Write::Put(_, c) | Write::Delete(_, c) | Write::Check(_, c) => c,
+            Write::Put(_, c) | Write::Delete(_, c) | Write::Check(_, c) => Some(c),
+            Write::Append(_) => None,
         }
     }
 }
@@ -183,6 +197,76 @@ pub fn check_size(pool: &str, write: &Write) -> Result<()> {
         return Err(Error::TooLarge { key: format!("{pool}/{}", item.key().sort_key()), bytes, limit: MAX_ITEM_BYTES });
     }
     Ok(())
+}
+
+/// How many partitions a pool's trail is spread over: a burst of 500 claims a second writes two events each, some
+/// 2 000 write units a second in transactions, a quarter of what eight partitions take (1 000 each).
+pub const EVENT_SHARDS: u8 = 8;
+
+/// How long an event is kept: the table's TTL removes it after this (within a day or two), and reads leave out
+/// what is older even before it is removed.
+pub const EVENT_RETENTION: chrono::TimeDelta = chrono::TimeDelta::days(14);
+
+/// The partition of the pool's trail `event` goes to: drawn from its claim, else its cluster, so a claim's events
+/// are all in one partition (a trail filtered by claim reads one partition, not every one).
+pub fn event_shard(event: &Event) -> u8 {
+    let subject = event.claim.as_deref().or(event.cluster.as_deref()).unwrap_or("");
+    (draw(subject) % u64::from(EVENT_SHARDS)) as u8
+}
+
+/// The shard `claim`'s events are in.
+pub fn claim_shard(claim: &str) -> u8 {
+    (draw(claim) % u64::from(EVENT_SHARDS)) as u8
+}
+
+/// `event`'s sort key in its partition: its time (RFC 3339 in UTC with fixed digits, so keys sort by time), then
+/// its claim and cluster, the revision written and its type, which make it unique.
+pub fn event_sort_key(event: &Event) -> String {
+    format!(
+        "{}#{}#{}#{}",
+        event.time.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        event.subject(),
+        event.rev,
+        event.kind.as_str()
+    )
+}
+
+/// What to read of a pool's trail.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventQuery {
+    /// Only the events of this claim.
+    pub claim: Option<String>,
+    /// Only the events of this cluster.
+    pub cluster: Option<String>,
+    /// Only events older than this sort key (the `next` of the page before).
+    pub before: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+impl EventQuery {
+    /// Whether `event` is one the query asks for (the cursor aside).
+    pub fn matches(&self, event: &Event) -> bool {
+        self.claim.as_ref().is_none_or(|c| event.claim.as_ref() == Some(c))
+            && self.cluster.as_ref().is_none_or(|c| event.cluster.as_ref() == Some(c))
+    }
+
+    /// The shards that may hold what the query asks for: the claim's alone when it names one, else every one.
+    pub fn shards(&self) -> Vec<u8> {
+        match &self.claim {
+            Some(claim) => vec![claim_shard(claim)],
+            None => (0..EVENT_SHARDS).collect(),
+        }
+    }
+}
+
+/// A page of a pool's trail, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventPage {
+    /// The events.
+    pub events: Vec<Event>,
+    /// The sort key to read on from ([`EventQuery::before`]), when there may be older events.
+    pub next: Option<String>,
 }
 
 /// How many places the spares are spread over in the pool's index ([`spare_key`]): concurrent claims start
@@ -251,6 +335,9 @@ pub trait Store: Send + Sync {
     /// Records a full pass at `at`, on condition that the last one recorded is still `previous`: of several
     /// sweeps deciding at once, one wins and the others see [`Error::Conflict`].
     async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> Result<()>;
+    /// A page of `pool`'s trail, newest first, as `query` asks ([`Write::Append`] writes it). Reads only the
+    /// trail's partitions, a page at a time: its cost follows the page, not the pool or its history.
+    async fn events(&self, pool: &str, query: &EventQuery) -> Result<EventPage>;
 }
 
 /// `actions` cut into the groups written as one transaction each, in order: a [`Action::ReserveName`] with the
@@ -270,6 +357,15 @@ pub fn transactions(actions: &[Action]) -> Vec<&[Action]> {
         rest = tail;
     }
     out
+}
+
+/// The writes of `action` on `snapshot`, as [`writes_for`] gives them, and the events it tells the pool's trail at
+/// `now` ([`apiary_planner::events::of_action`]), to be written in the same transaction.
+pub fn writes_with_events(snapshot: &mut Snapshot, action: &Action, now: Timestamp) -> Result<Vec<Write>> {
+    let events = apiary_planner::events::of_action(snapshot, action, now);
+    let mut writes = writes_for(snapshot, action)?;
+    writes.extend(events.into_iter().map(Write::Append));
+    Ok(writes)
 }
 
 /// The writes that carry out `action` on `snapshot`, which is updated to the state after

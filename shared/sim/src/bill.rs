@@ -152,8 +152,14 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let pool_units = (u.pool_item_bytes as f64 / 1024.0).ceil().max(1.0);
     let item_units = (a.item_bytes / 1024.0).ceil().max(1.0);
     let assignment_units = 2.0 * (1.0 + item_units) + 1.0;
-    let write_units =
-        3.0 * o.store_writes as f64 + u.pool_writes as f64 * (pool_units - 1.0) + claims * (assignment_units + 1.0);
+    // The pool's trail: each event an item under 1 KB in a transaction, two units. A claim tells of its making,
+    // assignment, release asked and release; a cluster of its creation, install, deletion and removal; each start
+    // and stop of its transition's start and end; a broken cluster of its breaking.
+    let events = 4.0 * claims + 4.0 * o.installs as f64 + 2.0 * (o.calls.start + o.calls.stop) as f64 + o.broken as f64;
+    let write_units = 3.0 * o.store_writes as f64
+        + u.pool_writes as f64 * (pool_units - 1.0)
+        + claims * (assignment_units + 1.0)
+        + 2.0 * events;
     // Messages: claims and releases to reconcile, each power run; a send and a delete each.
     let messages = 2.0 * claims + power + u.wakes as f64;
     let invocations = reconciles + power + api_requests;

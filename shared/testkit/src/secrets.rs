@@ -8,10 +8,13 @@ use apiary_ports::secrets::{Secret, Secrets};
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
 
+/// A secret's value and its tags.
+type Held = (String, BTreeMap<String, String>);
+
 /// Secrets by ARN, each with its tags.
 #[derive(Default)]
 pub struct MemSecrets {
-    held: Mutex<BTreeMap<String, (String, BTreeMap<String, String>)>>,
+    held: Mutex<BTreeMap<String, Held>>,
 }
 
 impl MemSecrets {
@@ -23,7 +26,7 @@ impl MemSecrets {
         self.lock().insert(arn.to_owned(), (value.to_owned(), tags));
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (String, BTreeMap<String, String>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Held>> {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -2,6 +2,9 @@
 //! writes all or nothing, at most one write per item in a transaction, items over 400 KB refused, reads strongly
 //! consistent, and the partition's sparse index of spares and pending claims ([`spare_key`], [`pending_key`]).
 //!
+//! A pool's trail is kept beside its partition, by shard and sort key as the adapter keeps it, and read newest
+//! first a page at a time ([`Store::events`]).
+//!
 //! It counts what each caller costs as DynamoDB would bill it ([`StoreStats`]): reads, the items (or index
 //! entries) they return, write attempts and lost conditions, so tests can hold a request's cost flat as a pool
 //! grows.
@@ -9,8 +12,12 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use apiary_planner::events::Event;
 use apiary_planner::{Pool, Snapshot, Timestamp};
-use apiary_ports::store::{check_size, pending_key, spare_key, spare_place, Item, Key, Store, Write};
+use apiary_ports::store::{
+    check_size, event_shard, event_sort_key, pending_key, spare_key, spare_place, EventPage, EventQuery, Item, Key,
+    Store, Write,
+};
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
 
@@ -26,6 +33,8 @@ pub struct Tables {
     pub pools: BTreeMap<String, BTreeMap<String, Item>>,
     /// The sweep's last full pass.
     pub last_full_sweep: Option<Timestamp>,
+    /// Pool name → (shard, sort key) → event: each pool's trail.
+    pub events: BTreeMap<String, BTreeMap<(u8, String), Event>>,
 }
 
 impl Tables {
@@ -175,13 +184,15 @@ impl MemStore {
         for w in &writes {
             check_size(pool, w)?;
         }
-        let mut tables = self.lock();
+        let mut guard = self.lock();
+        let tables = &mut *guard;
         let partition = tables.pools.entry(pool.to_owned()).or_default();
         // All conditions first: nothing is written unless every one holds.
         for w in &writes {
             let key = w.key().sort_key();
-            if !w.cond().holds(partition.get(&key)) {
-                let what = format!("{pool}/{key}: {:?}", w.cond());
+            let Some(cond) = w.cond() else { continue };
+            if !cond.holds(partition.get(&key)) {
+                let what = format!("{pool}/{key}: {cond:?}");
                 if partition.is_empty() {
                     tables.pools.remove(pool);
                 }
@@ -197,6 +208,10 @@ impl MemStore {
                     partition.remove(&key.sort_key());
                 }
                 Write::Check(..) => {}
+                Write::Append(event) => {
+                    let key = (event_shard(&event), event_sort_key(&event));
+                    tables.events.entry(pool.to_owned()).or_default().insert(key, event);
+                }
             }
         }
         if partition.is_empty() {
@@ -279,6 +294,35 @@ impl Store for MemStore {
         enter(self.hook.as_ref(), Op::Read).await?;
         let last = self.lock().last_full_sweep;
         leave(self.hook.as_ref(), Op::Read, Ok(last))
+    }
+
+    async fn events(&self, pool: &str, query: &EventQuery) -> Result<EventPage> {
+        enter(self.hook.as_ref(), Op::Read).await?;
+        let shards = query.shards();
+        let mut found: Vec<(String, Event)> = {
+            let tables = self.lock();
+            tables
+                .events
+                .get(pool)
+                .into_iter()
+                .flat_map(|trail| trail.iter())
+                .filter(|((shard, sort), e)| {
+                    shards.contains(shard) && query.before.as_ref().is_none_or(|b| sort < b) && query.matches(e)
+                })
+                .map(|((_, sort), e)| (sort.clone(), e.clone()))
+                .collect()
+        };
+        found.sort_by(|a, b| b.0.cmp(&a.0));
+        let more = found.len() > query.limit;
+        found.truncate(query.limit);
+        // One query per shard read, each returning what it matched.
+        for _ in 1..shards.len() {
+            self.count_read(0);
+        }
+        self.count_read(found.len());
+        let next = if more { found.last().map(|(sort, _)| sort.clone()) } else { None };
+        let page = EventPage { events: found.into_iter().map(|(_, e)| e).collect(), next };
+        leave(self.hook.as_ref(), Op::Read, Ok(page))
     }
 
     async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> Result<()> {
