@@ -108,8 +108,10 @@ impl Checker {
     fn table(&mut self, sim: &Sim, tables: &Tables, now: Timestamp) -> Result<(), Violation> {
         let machines = all_machines(sim);
         let mut assigned = BTreeMap::new();
+        let mut clusters = BTreeSet::new();
         for snap in tables.snapshots() {
             let pool = snap.pool.name.clone();
+            clusters.extend(snap.clusters.iter().map(|c| (pool.clone(), c.id.clone())));
             let mut holders: BTreeMap<&str, &str> = BTreeMap::new();
             for k in &snap.claims {
                 let key = (pool.clone(), k.name.clone());
@@ -172,30 +174,17 @@ impl Checker {
             self.limits(&snap, now)?;
         }
         self.assigned = assigned;
-        self.ends_told(sim, tables, now)
+        self.ends_told(sim, clusters, now)
     }
 
-    /// Every cluster gone since the last look has its deletion and its removal in its pool's trail.
-    fn ends_told(&mut self, sim: &Sim, tables: &Tables, now: Timestamp) -> Result<(), Violation> {
-        let clusters: BTreeSet<(String, String)> = tables
-            .snapshots()
-            .into_iter()
-            .flat_map(|s| {
-                let pool = s.pool.name;
-                s.clusters.into_iter().map(move |c| (pool.clone(), c.id))
-            })
-            .collect();
+    /// Every cluster gone since the last look (`clusters` are those there now) has its deletion and its removal
+    /// in its pool's trail.
+    fn ends_told(&mut self, sim: &Sim, clusters: BTreeSet<(String, String)>, now: Timestamp) -> Result<(), Violation> {
         let gone: Vec<&(String, String)> =
             self.clusters.difference(&clusters).filter(|k| !sim.forgotten.contains(*k)).collect();
         for (pool, id) in gone {
-            let told = |kind: EventType| {
-                tables
-                    .events
-                    .get(pool)
-                    .is_some_and(|trail| trail.values().any(|e| e.kind == kind && e.cluster.as_deref() == Some(id)))
-            };
             for kind in [EventType::ClusterDeleting, EventType::ClusterRemoved] {
-                if !told(kind) {
+                if !sim.world.store.told(pool, |e| e.kind == kind && e.cluster.as_deref() == Some(id)) {
                     return violation(now, "every end told", format!("{pool}/{id} is gone with no {kind:?} event"));
                 }
             }

@@ -33,9 +33,11 @@ pub struct Tables {
     pub pools: BTreeMap<String, BTreeMap<String, Item>>,
     /// The sweep's last full pass.
     pub last_full_sweep: Option<Timestamp>,
-    /// Pool name → (shard, sort key) → event: each pool's trail.
-    pub events: BTreeMap<String, BTreeMap<(u8, String), Event>>,
 }
+
+/// Pool name → (shard, sort key) → event: each pool's trail, kept apart from [`Tables`] (which tests copy after
+/// every step) since it only grows.
+type Trails = BTreeMap<String, BTreeMap<(u8, String), Event>>;
 
 impl Tables {
     /// The partition of `pool` as a snapshot (as `read_pool` returns it); `None` without a pool item.
@@ -91,6 +93,7 @@ impl std::ops::Sub for StoreStats {
 pub struct MemStore {
     hook: Arc<dyn Hook>,
     tables: Mutex<Tables>,
+    trails: Mutex<Trails>,
     writes: std::sync::atomic::AtomicU64,
     stats: Mutex<StoreStats>,
 }
@@ -98,7 +101,13 @@ pub struct MemStore {
 impl MemStore {
     /// An empty table whose calls pass through `hook`.
     pub fn new(hook: Arc<dyn Hook>) -> Self {
-        Self { hook, tables: Mutex::new(Tables::default()), writes: Default::default(), stats: Default::default() }
+        Self {
+            hook,
+            tables: Mutex::new(Tables::default()),
+            trails: Mutex::new(Trails::default()),
+            writes: Default::default(),
+            stats: Default::default(),
+        }
     }
 
     /// Successful writes so far (a checker looks again only when this moved).
@@ -109,6 +118,15 @@ impl MemStore {
     /// A copy of everything stored (no hook: for tests and invariant checks).
     pub fn tables(&self) -> Tables {
         self.lock().clone()
+    }
+
+    /// Whether an event of `pool`'s trail is one `wanted` looks for (no hook: for invariant checks).
+    pub fn told(&self, pool: &str, wanted: impl Fn(&Event) -> bool) -> bool {
+        self.trails().get(pool).is_some_and(|trail| trail.values().any(wanted))
+    }
+
+    fn trails(&self) -> std::sync::MutexGuard<'_, Trails> {
+        self.trails.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stores `item` in `pool`'s partition unconditionally (test setup; no hook).
@@ -184,8 +202,7 @@ impl MemStore {
         for w in &writes {
             check_size(pool, w)?;
         }
-        let mut guard = self.lock();
-        let tables = &mut *guard;
+        let mut tables = self.lock();
         let partition = tables.pools.entry(pool.to_owned()).or_default();
         // All conditions first: nothing is written unless every one holds.
         for w in &writes {
@@ -210,7 +227,7 @@ impl MemStore {
                 Write::Check(..) => {}
                 Write::Append(event) => {
                     let key = (event_shard(&event), event_sort_key(&event));
-                    tables.events.entry(pool.to_owned()).or_default().insert(key, event);
+                    self.trails().entry(pool.to_owned()).or_default().insert(key, event);
                 }
             }
         }
@@ -300,9 +317,7 @@ impl Store for MemStore {
         enter(self.hook.as_ref(), Op::Read).await?;
         let shards = query.shards();
         let mut found: Vec<(String, Event)> = {
-            let tables = self.lock();
-            tables
-                .events
+            self.trails()
                 .get(pool)
                 .into_iter()
                 .flat_map(|trail| trail.iter())
