@@ -23,14 +23,14 @@ use apiary_testkit::secrets::MemSecrets;
 use apiary_testkit::time::{SplitMix, Time};
 use serde_json::{json, Value};
 
-use crate::workload::POOLS;
-
 /// The GCP project the simulated pools use.
 pub const PROJECT: &str = "apiary-sim";
 /// The Azure subscription the simulated pools use.
 pub const SUBSCRIPTION: &str = "00000000-0000-0000-0000-00000000d57a";
 /// The Azure tenant of the simulated service principal.
 pub const TENANT: &str = "00000000-0000-0000-0000-00000000d57b";
+/// The pools a workload may make (two to four of them, from the first); the clouds' secrets are tagged for each.
+pub const POOLS: [&str; 4] = ["p0", "p1", "p2", "p3"];
 const GCP_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/gcp";
 const AZURE_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/azure";
 const VSPHERE_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/vsphere";

@@ -16,9 +16,6 @@ use crate::sim::Request;
 pub const OWNERS: [&str; 3] =
     ["arn:aws:iam::123456789012:user/alice", "arn:aws:iam::123456789012:user/bob", "arn:aws:iam::123456789012:role/ci"];
 
-/// The pools a workload may make (two to four of them, from the first).
-pub const POOLS: [&str; 4] = ["p0", "p1", "p2", "p3"];
-
 const NAMES: [&str; 6] = ["red", "green", "blue", "cyan", "amber", "plum"];
 
 /// The clouds a pool may be on: EC2 in memory, and the three fakes behind the real HTTP adapters.
@@ -75,7 +72,8 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
 /// The requests of one run: at `start`, pools; then, until `start + chaos`, the rest.
 pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp, Request)> {
     let mut rng = SplitMix::new(seed ^ 0xa11c_e5ed);
-    let pools: Vec<String> = POOLS[..2 + rng.below(2) as usize].iter().map(|p| (*p).to_owned()).collect();
+    let pools: Vec<String> =
+        crate::clouds::POOLS[..2 + rng.below(2) as usize].iter().map(|p| (*p).to_owned()).collect();
     let clouds: Vec<&str> = pools.iter().map(|_| CLOUDS[rng.below(CLOUDS.len() as u64) as usize]).collect();
     let mut out: Vec<(Timestamp, Request)> = vec![];
     let mut versions = vec![0u64; pools.len()];
