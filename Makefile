@@ -22,7 +22,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity cycles docs-check docs-examples api-fuzz tests unit system bench bench-api burst bench-emulator sim dst run emulator venv package deploy \
+.PHONY: test fmt-check clippy purity cycles docs-check docs-examples api-fuzz conformance tests unit system bench bench-api burst bench-emulator sim dst run emulator venv package deploy \
 	lint-infra emulator-test deploy-test cold-start cli
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
@@ -45,7 +45,7 @@ $(LINT_VENV)/.installed: infra/requirements-lint.txt
 	$(LINT_VENV)/bin/pip install --quiet -r infra/requirements-lint.txt
 	touch $@
 
-test: fmt-check clippy purity cycles docs-check lint-infra emulator-test tests docs-examples api-fuzz deploy-test
+test: fmt-check clippy purity cycles docs-check lint-infra emulator-test tests conformance docs-examples api-fuzz deploy-test
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -81,6 +81,11 @@ docs-examples: venv
 api-fuzz: venv
 	@$(CARGO) test --quiet --workspace --no-run
 	@$(PYTHON) tests/api_fuzz.py
+
+# The cloud adapters against what the vendors publish: the GCP adapter's requests, and the fake's answers to them,
+# held to Google's compute v1 discovery document (tests/conformance_gcp.py).
+conformance: venv
+	@$(PYTHON) tests/conformance_gcp.py
 
 # Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the
 # whole workspace, so `make test`, `make run` and `make system` share every compiled crate.

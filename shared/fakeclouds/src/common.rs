@@ -134,6 +134,38 @@ impl Log {
     }
 }
 
+/// One request and its answer, as they went over the wire: what a conformance check holds against the vendor's
+/// description of the API.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Exchange {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The path, percent-decoded.
+    pub path: String,
+    /// The query's pairs, decoded, in order.
+    pub query: Vec<(String, String)>,
+    /// The request's body as JSON (`null` when it has none or is not JSON).
+    pub request: serde_json::Value,
+    /// The answer's status.
+    pub status: u16,
+    /// The answer's body as JSON (`null` when it is not JSON).
+    pub response: serde_json::Value,
+}
+
+impl Exchange {
+    /// `req` answered with `res`.
+    pub fn of(req: &Request, res: &crate::server::Response) -> Self {
+        Self {
+            method: req.method.clone(),
+            path: req.path.clone(),
+            query: req.query.clone(),
+            request: req.json(),
+            status: res.status,
+            response: serde_json::from_slice(&res.body).unwrap_or(serde_json::Value::Null),
+        }
+    }
+}
+
 /// The bearer token of `req`, or "" when it has none.
 pub fn bearer(req: &Request) -> &str {
     req.headers.get("authorization").and_then(|h| h.strip_prefix("Bearer ")).unwrap_or_default()

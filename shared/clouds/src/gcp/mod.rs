@@ -226,7 +226,6 @@ impl Gcp {
                     let mut q = vec![
                         ("filter", filter.clone()),
                         ("maxResults", PAGE.to_string()),
-                        ("returnPartialSuccess", "true".to_owned()),
                         ("fields", "items/*/instances(name,zone,status,labels),nextPageToken,unreachables".to_owned()),
                     ];
                     q.extend(page.clone().map(|p| ("pageToken", p)));
