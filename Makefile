@@ -83,7 +83,7 @@ api-fuzz: venv
 	@$(PYTHON) tests/api_fuzz.py
 
 # The cloud adapters against what the vendors publish: the GCP adapter's requests, and the fake's answers to them,
-# held to Google's compute v1 discovery document (tests/conformance_gcp.py).
+# held to Google's compute v1 discovery document, and Google's own client driving the fake (tests/conformance_gcp.py).
 conformance: venv
 	@$(PYTHON) tests/conformance_gcp.py
 

@@ -6,6 +6,12 @@ infra/requirements.txt) ships: the method each request is (HTTP method and path 
 request schema, and each successful answer against the method's response schema (every field one the schema
 names, of its type). The OAuth token exchange is not Compute's and is left out.
 
+Then Google's own generated client, google-cloud-compute (pinned likewise), drives the fake Compute API
+(shared/fakeclouds/src/bin/fake-gcp.rs) through what Apiary needs of the cloud, its token fetched by google-auth
+from the fake's token endpoint: create (bulkInsert, its operation followed to DONE through zoneOperations.get), get,
+an aggregated list of more than one page, stop, start, delete, and the errors a client must tell apart: 404, 409,
+429 with Retry-After, 503. Where the client refuses what the fake says, the fake is wrong.
+
 `make conformance` runs it (`make test` does). It prints the operations it saw, each with what was checked.
 """
 
@@ -15,8 +21,14 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 import googleapiclient
+from google.api_core import exceptions
+from google.auth.transport.requests import Request
+from google.cloud import compute_v1
+from google.oauth2 import credentials as oauth
+from google.oauth2 import service_account
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DISCOVERY = os.path.join(os.path.dirname(googleapiclient.__file__), "discovery_cache", "documents", "compute.v1.json")
@@ -158,6 +170,112 @@ def self_test(doc):
             raise SystemExit(f"conformance: the checks no longer catch {wanted!r}: {errors}")
 
 
+class FakeCompute:
+    """The fake Compute API in its own process (`fake-gcp`), taking commands on its standard input."""
+
+    def __init__(self, cargo):
+        build = subprocess.run([cargo, "build", "--quiet", "-p", "apiary-fakeclouds", "--bin", "fake-gcp"], cwd=ROOT)
+        if build.returncode:
+            raise SystemExit("conformance: building fake-gcp failed (above)")
+        target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+        self.proc = subprocess.Popen([os.path.join(target, "debug", "fake-gcp")], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        hello = json.loads(self.proc.stdout.readline())
+        self.project = hello["project"]
+        self.base = hello["endpoint"].rsplit("/compute/v1", 1)[0]
+        self.key = json.loads(hello["key"])
+
+    def tell(self, command):
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "ok", command
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+def expect(error, call, what):
+    try:
+        call()
+    except error as e:
+        return e
+    raise SystemExit(f"conformance: {what}: the client raised no {error.__name__}")
+
+
+def sdk_lifecycle(cargo):
+    """google-cloud-compute against the fake: what the client could not take is the fake's fault."""
+    fake = FakeCompute(cargo)
+    try:
+        account = service_account.Credentials.from_service_account_info(
+            fake.key, scopes=["https://www.googleapis.com/auth/compute"])
+        account.refresh(Request())  # the JWT-bearer grant at the key's token_uri: the fake's
+        creds = oauth.Credentials(account.token)
+        options = {"api_endpoint": fake.base}
+        instances = compute_v1.InstancesClient(credentials=creds, transport="rest", client_options=options)
+        operations = compute_v1.ZoneOperationsClient(credentials=creds, transport="rest", client_options=options)
+        project, zone = fake.project, "europe-west1-b"
+
+        def follow(op):
+            """Polls zoneOperations.get until the operation is DONE, as the documented protocol says. (The
+            client's own `.result()` asks compute.googleapis.com whatever the endpoint it was given.)"""
+            deadline = time.time() + 30
+            while op.status != compute_v1.Operation.Status.DONE:
+                if time.time() > deadline:
+                    raise SystemExit(f"conformance: operation {op.name} not DONE after 30 s")
+                time.sleep(0.2)
+                op = operations.get(project=project, zone=zone, operation=op.name)
+            if op.error and op.error.errors:
+                raise SystemExit(f"conformance: operation {op.name} failed: {op.error}")
+            return op
+        names = [f"sdk-{n}" for n in range(3)]
+        resource = compute_v1.BulkInsertInstanceResource(
+            count=3, min_count=3, source_instance_template="global/instanceTemplates/apiary-node",
+            per_instance_properties={n: compute_v1.BulkInsertInstanceResourcePerInstanceProperties() for n in names},
+            instance_properties=compute_v1.InstanceProperties(labels={"apiary-pool": "sdk"}))
+        done = []
+        follow(instances.bulk_insert_unary(request=compute_v1.BulkInsertInstanceRequest(
+            project=project, zone=zone, bulk_insert_instance_resource_resource=resource,
+            request_id="00000000-0000-4000-8000-000000000001")))
+        done.append("bulkInsert, its operation followed to DONE")
+        for n in names:
+            assert instances.get(project=project, zone=zone, instance=n).status == "RUNNING", n
+        done.append("get")
+        fake.tell("page 2")
+        pager = instances.aggregated_list(request=compute_v1.AggregatedListInstancesRequest(
+            project=project, filter='labels.apiary-pool = "sdk"', max_results=2))
+        pages = list(pager.pages)
+        listed = sorted(i.name for page in pages for scoped in page.items.values() for i in scoped.instances)
+        assert len(pages) == 2 and listed == names, (len(pages), listed)
+        done.append("aggregatedList over 2 pages")
+        follow(instances.stop_unary(project=project, zone=zone, instance=names[0]))
+        assert instances.get(project=project, zone=zone, instance=names[0]).status == "TERMINATED"
+        follow(instances.start_unary(project=project, zone=zone, instance=names[0]))
+        assert instances.get(project=project, zone=zone, instance=names[0]).status == "RUNNING"
+        done.append("stop and start, followed to DONE")
+        get = lambda: instances.get(project=project, zone=zone, instance=names[1])  # noqa: E731
+        expect(exceptions.NotFound, lambda: instances.get(project=project, zone=zone, instance="none"), "404")
+        expect(exceptions.Conflict, lambda: instances.bulk_insert_unary(
+            project=project, zone=zone, bulk_insert_instance_resource_resource=resource), "409")
+        fake.tell("throttle 1")
+        e = expect(exceptions.TooManyRequests, get, "429")
+        assert e.response is not None and "retry-after" in {k.lower() for k in e.response.headers}, e
+        fake.tell("unavailable 1")
+        expect(exceptions.ServiceUnavailable, lambda: instances.get(
+            project=project, zone=zone, instance=names[1], retry=None), "503")
+        # The client's own policy retries a 503 (UNAVAILABLE) on a read: one is not seen.
+        fake.tell("unavailable 1")
+        assert get().status == "RUNNING", "retried through a 503"
+        done.append("404, 409, 429 with Retry-After, 503 (and its retry)")
+        for n in names:
+            follow(instances.delete_unary(project=project, zone=zone, instance=n))
+            expect(exceptions.NotFound, lambda n=n: instances.get(project=project, zone=zone, instance=n), "gone")
+        done.append("delete, followed to DONE")
+    finally:
+        fake.close()
+    print(f"google-cloud-compute against the fake: {'; '.join(done)}")
+
+
 def main():
     doc = json.load(open(DISCOVERY, encoding="utf-8"))
     self_test(doc)
@@ -179,6 +297,7 @@ def main():
         print(f"conformance: {e}", file=sys.stderr)
     if errors:
         sys.exit(1)
+    sdk_lifecycle(os.environ.get("CARGO", "cargo"))
 
 
 if __name__ == "__main__":

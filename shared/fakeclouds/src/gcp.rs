@@ -51,6 +51,9 @@ struct Instance {
     next: Option<(Duration, Option<&'static str>)>,
 }
 
+/// An instance's (project, zone, name).
+type InstanceKey = (String, String, String);
+
 struct State {
     timings: Timings,
     clock: Clock,
@@ -62,6 +65,8 @@ struct State {
     /// Instances created so far.
     created: u32,
     operations: HashMap<String, Value>,
+    /// Operations by name, with the instances they act on: done once none of them is mid-transition.
+    ops: HashMap<String, (Value, Vec<InstanceKey>)>,
     next_op: u64,
     page_size: usize,
     faults: Faults,
@@ -93,6 +98,7 @@ impl FakeGcp {
             instances: BTreeMap::new(),
             created: 0,
             operations: HashMap::new(),
+            ops: HashMap::new(),
             next_op: 0,
             page_size: 2,
             faults: Faults::default(),
@@ -365,6 +371,17 @@ impl State {
         }
     }
 
+    /// A new operation of `kind` on the instances `targets` (in `zone`), kept for `zoneOperations.get`.
+    fn tracked(&mut self, project: &str, zone: &str, kind: &str, targets: &[String], error: Option<Value>) -> Value {
+        let target = if targets.len() == 1 { targets[0].as_str() } else { "" };
+        let op = self.operation(project, zone, kind, target, error);
+        let keys = targets.iter().map(|n| key(project, zone, n)).collect();
+        if let Some(name) = op["name"].as_str() {
+            self.ops.insert(name.to_owned(), (op.clone(), keys));
+        }
+        op
+    }
+
     fn operation(&mut self, project: &str, zone: &str, kind: &str, target: &str, error: Option<Value>) -> Value {
         self.next_op += 1;
         let mut op = json!({
@@ -425,9 +442,14 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
         ("POST", [project, "zones", zone, "instances", "bulkInsert"]) => bulk_insert(&mut s, project, zone, &req),
         ("POST", [project, "zones", zone, "instances", name, verb]) => power(&mut s, project, zone, name, verb),
         ("DELETE", [project, "zones", zone, "instances", name]) => delete(&mut s, project, zone, name),
+        ("GET", [project, "zones", zone, "instances", name]) => get_instance(&s, project, zone, name),
+        ("GET", [project, "zones", zone, "operations", name]) => get_operation(&s, project, zone, name),
         _ => error(404, "notFound", &format!("no route {} {}", req.method, req.path)),
     }
 }
+
+/// The audience Google's documentation gives for a JWT-bearer grant.
+const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 
 fn token(s: &mut State, req: &Request) -> Response {
     let form: HashMap<String, String> = req.form().into_iter().collect();
@@ -456,7 +478,10 @@ fn token(s: &mut State, req: &Request) -> Response {
     let verified =
         jsonwebtoken::decode::<Value>(&assertion, &jsonwebtoken::DecodingKey::from_rsa_der(public), &validation);
     let token_uri = format!("http://{}/token", req.headers.get("host").cloned().unwrap_or_default());
-    if verified.is_err() || claims.aud != token_uri || claims.exp > claims.iat + 3600 {
+    // Google's token endpoint takes its canonical address as the audience (what google-auth sends, whatever the
+    // key's `token_uri`), or the address it was reached at (what a key's `token_uri` names).
+    let audience_ok = claims.aud == token_uri || claims.aud == GOOGLE_TOKEN_URI;
+    if verified.is_err() || !audience_ok || claims.exp > claims.iat + 3600 {
         return Response::json(400, &json!({"error": "invalid_grant", "error_description": "Invalid JWT Signature."}));
     }
     if !claims.scope.split(' ').any(|sc| sc.starts_with("https://www.googleapis.com/auth/compute")) {
@@ -498,20 +523,7 @@ fn list(s: &mut State, project: &str, req: &Request) -> Response {
     for ((p, z, n), i) in matching.iter().skip(from).take(page) {
         let entry = items.entry(format!("zones/{z}")).or_insert_with(|| json!({"instances": []}));
         if let Some(list) = entry["instances"].as_array_mut() {
-            // Every instance has its private address; an ephemeral external one only while it runs.
-            let [.., hi, lo] = i.ordinal.to_be_bytes();
-            let mut nic = json!({"name": "nic0", "networkIP": format!("10.128.{hi}.{lo}")});
-            if i.status == "RUNNING" {
-                nic["accessConfigs"] =
-                    json!([{"type": "ONE_TO_ONE_NAT", "name": "External NAT", "natIP": format!("198.51.100.{lo}")}]);
-            }
-            list.push(json!({
-                "name": n,
-                "zone": format!("https://www.googleapis.com/compute/v1/projects/{p}/zones/{z}"),
-                "status": i.status,
-                "labels": i.labels,
-                "networkInterfaces": [nic],
-            }));
+            list.push(instance_json(p, z, n, i));
         }
     }
     let mut body = json!({"kind": "compute#instanceAggregatedList", "id": format!("projects/{project}/aggregated/instances"), "items": items});
@@ -539,7 +551,9 @@ fn bulk_insert(s: &mut State, project: &str, zone: &str, req: &Request) -> Respo
     }
     let names: Vec<String> =
         body["perInstanceProperties"].as_object().map(|m| m.keys().cloned().collect()).unwrap_or_default();
-    if names.is_empty() || body["count"].as_u64() != Some(names.len() as u64) {
+    // `count` is an int64: a JSON string as Google's clients send it, or a number, as proto3's JSON mapping allows.
+    let count = body["count"].as_u64().or_else(|| body["count"].as_str().and_then(|c| c.parse().ok()));
+    if names.is_empty() || count != Some(names.len() as u64) {
         return error(400, "invalid", "count must equal the number of perInstanceProperties");
     }
     if let Some(taken) = names.iter().find(|n| s.instances.contains_key(&key(project, zone, n))) {
@@ -555,7 +569,7 @@ fn bulk_insert(s: &mut State, project: &str, zone: &str, req: &Request) -> Respo
         .unwrap_or_default();
     let op = if s.quota_exceeded {
         let e = json!({"errors": [{"code": "QUOTA_EXCEEDED", "message": format!("Quota 'CPUS' exceeded in region of {zone}.")}]});
-        s.operation(project, zone, "bulkInsert", "", Some(e))
+        s.tracked(project, zone, "bulkInsert", &[], Some(e))
     } else {
         let boot = s.timings.boot;
         for n in &names {
@@ -564,7 +578,7 @@ fn bulk_insert(s: &mut State, project: &str, zone: &str, req: &Request) -> Respo
             s.instances.insert(k.clone(), instance);
             s.transition(&k, "PROVISIONING", boot, Some("RUNNING"));
         }
-        s.operation(project, zone, "bulkInsert", "", None)
+        s.tracked(project, zone, "bulkInsert", &names, None)
     };
     if let Some(id) = request_id {
         s.operations.insert(id, op.clone());
@@ -611,7 +625,7 @@ fn power(s: &mut State, project: &str, zone: &str, name: &str, verb: &str) -> Re
         ("start" | "resume" | "stop", _) => return not_ready(),
         _ => return error(404, "notFound", &format!("no method {verb}")),
     }
-    let op = s.operation(project, zone, verb, name, None);
+    let op = s.tracked(project, zone, verb, &[name.to_owned()], None);
     Response::json(200, &op)
 }
 
@@ -624,6 +638,55 @@ fn delete(s: &mut State, project: &str, zone: &str, name: &str) -> Response {
         let stop = s.timings.stop;
         s.transition(&key(project, zone, name), "STOPPING", stop, None);
     }
-    let op = s.operation(project, zone, "delete", name, None);
+    let op = s.tracked(project, zone, "delete", &[name.to_owned()], None);
     Response::json(200, &op)
+}
+
+/// `zoneOperations.get`: the operation, `DONE` (progress 100) once none of its instances is mid-transition.
+fn get_operation(s: &State, project: &str, zone: &str, name: &str) -> Response {
+    let Some((op, targets)) = s.ops.get(name) else {
+        return error(
+            404,
+            "notFound",
+            &format!("The resource 'projects/{project}/zones/{zone}/operations/{name}' was not found"),
+        );
+    };
+    let mut op = op.clone();
+    if targets.iter().all(|k| s.instances.get(k).is_none_or(|i| i.next.is_none())) {
+        op["status"] = json!("DONE");
+        op["progress"] = json!(100);
+    }
+    Response::json(200, &op)
+}
+
+/// `instances.get`.
+fn get_instance(s: &State, project: &str, zone: &str, name: &str) -> Response {
+    match s.instances.get(&key(project, zone, name)) {
+        Some(i) => Response::json(200, &instance_json(project, zone, name, i)),
+        None => error(
+            404,
+            "notFound",
+            &format!("The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found"),
+        ),
+    }
+}
+
+/// An instance as the API shows it: its name, zone, status, labels and network interface.
+fn instance_json(project: &str, zone: &str, name: &str, i: &Instance) -> Value {
+    // Every instance has its private address; an ephemeral external one only while it runs.
+    let [.., hi, lo] = i.ordinal.to_be_bytes();
+    let mut nic = json!({"name": "nic0", "networkIP": format!("10.128.{hi}.{lo}")});
+    if i.status == "RUNNING" {
+        nic["accessConfigs"] =
+            json!([{"type": "ONE_TO_ONE_NAT", "name": "External NAT", "natIP": format!("198.51.100.{lo}")}]);
+    }
+    json!({
+        "kind": "compute#instance",
+        "id": (1_000_000 + u64::from(i.ordinal)).to_string(),
+        "name": name,
+        "zone": format!("https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"),
+        "status": i.status,
+        "labels": i.labels,
+        "networkInterfaces": [nic],
+    })
 }
