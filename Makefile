@@ -40,6 +40,12 @@ $(VENV)/.installed: infra/requirements.txt
 	$(VENV)/bin/pip install --quiet -r infra/requirements.txt
 	touch $@
 
+CONFORMANCE_VENV := .venv-conformance
+$(CONFORMANCE_VENV)/.installed: infra/requirements-conformance.txt
+	python3 -m venv $(CONFORMANCE_VENV)
+	$(CONFORMANCE_VENV)/bin/pip install --quiet -r infra/requirements-conformance.txt
+	touch $@
+
 $(LINT_VENV)/.installed: infra/requirements-lint.txt
 	python3 -m venv $(LINT_VENV)
 	$(LINT_VENV)/bin/pip install --quiet -r infra/requirements-lint.txt
@@ -83,9 +89,11 @@ api-fuzz: venv
 	@$(PYTHON) tests/api_fuzz.py
 
 # The cloud adapters against what the vendors publish: the GCP adapter's requests, and the fake's answers to them,
-# held to Google's compute v1 discovery document, and Google's own client driving the fake (tests/conformance_gcp.py).
-conformance: venv
-	@$(PYTHON) tests/conformance_gcp.py
+# held to Google's compute v1 discovery document, and Google's own client driving the fake (tests/conformance_gcp.py);
+# the official Kubernetes client reading the fake cluster API (tests/conformance_kubernetes.py).
+conformance: $(CONFORMANCE_VENV)/.installed
+	@$(CONFORMANCE_VENV)/bin/python tests/conformance_gcp.py
+	@$(CONFORMANCE_VENV)/bin/python tests/conformance_kubernetes.py
 
 # Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the
 # whole workspace, so `make test`, `make run` and `make system` share every compiled crate.

@@ -1,7 +1,7 @@
 """Compute Engine on the wire against Google's own description of it: every request Apiary's GCP adapter sends
 in a whole cluster lifecycle (shared/clouds/tests/wire.rs, against the fake Compute API), and every answer of the
 fake it reads, held against the compute v1 discovery document that google-api-python-client (pinned in
-infra/requirements.txt) ships: the method each request is (HTTP method and path template), its query parameters
+infra/requirements-conformance.txt) ships: the method each request is (HTTP method and path template), its query parameters
 (each one the method or the API takes, each required one there, each of its type), its body against the method's
 request schema, and each successful answer against the method's response schema (every field one the schema
 names, of its type). The OAuth token exchange is not Compute's and is left out.

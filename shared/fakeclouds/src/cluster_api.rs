@@ -228,7 +228,7 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
                     json!({"metadata": {"name": format!("{infra}-master-{i}")}, "status": {"conditions": [condition]}})
                 })
                 .collect();
-            page(&s, &req, "NodeList", nodes)
+            page(&s, &req, "v1", "NodeList", nodes)
         }
         What::Operators if s.plain.contains(&infra) => {
             Response::json(404, &status(404, "NotFound", "the server could not find the requested resource"))
@@ -249,10 +249,11 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
                     if degraded {
                         conditions[2]["reason"] = json!("OAuthServerDeployment_UnavailablePod");
                     }
-                    json!({"metadata": {"name": name}, "status": {"conditions": conditions}})
+                    json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
+                           "metadata": {"name": name}, "status": {"conditions": conditions}})
                 })
                 .collect();
-            page(&s, &req, "ClusterOperatorList", operators)
+            page(&s, &req, "config.openshift.io/v1", "ClusterOperatorList", operators)
         }
     }
 }
@@ -276,14 +277,18 @@ fn ready(s: &mut State, infra: &str, first: Duration, now: Duration) -> bool {
     }
 }
 
-/// One page of `items`: from the `continue` offset, at most the `limit` asked and the fake's page size.
-fn page(s: &State, req: &Request, kind: &str, items: Vec<serde_json::Value>) -> Response {
+/// One page of `items`, a list of `kind` in `api_version`: from the `continue` offset, at most the `limit` asked and
+/// the fake's page size.
+fn page(s: &State, req: &Request, api_version: &str, kind: &str, items: Vec<serde_json::Value>) -> Response {
     let from: usize = req.param("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
     let limit: usize = req.param("limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
     let to = from.saturating_add(limit.min(s.page)).min(items.len());
     let rest = if to < items.len() { to.to_string() } else { String::new() };
     let items: Vec<serde_json::Value> = items.into_iter().skip(from).take(to.saturating_sub(from)).collect();
-    Response::json(200, &json!({"kind": kind, "apiVersion": "v1", "metadata": {"continue": rest}, "items": items}))
+    Response::json(
+        200,
+        &json!({"kind": kind, "apiVersion": api_version, "metadata": {"continue": rest}, "items": items}),
+    )
 }
 
 /// A Kubernetes Status answer.
