@@ -30,7 +30,8 @@ from google.cloud import compute_v1
 from google.oauth2 import credentials as oauth
 from google.oauth2 import service_account
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fake_process import ROOT, FakeProcess
+
 DISCOVERY = os.path.join(os.path.dirname(googleapiclient.__file__), "discovery_cache", "documents", "compute.v1.json")
 PREFIX = "/compute/v1/"
 
@@ -170,29 +171,14 @@ def self_test(doc):
             raise SystemExit(f"conformance: the checks no longer catch {wanted!r}: {errors}")
 
 
-class FakeCompute:
-    """The fake Compute API in its own process (`fake-gcp`), taking commands on its standard input."""
+class FakeCompute(FakeProcess):
+    """The fake Compute API (`fake-gcp`): its project, its API's root, a service account's key."""
 
-    def __init__(self, cargo):
-        build = subprocess.run([cargo, "build", "--quiet", "-p", "apiary-fakeclouds", "--bin", "fake-gcp"], cwd=ROOT)
-        if build.returncode:
-            raise SystemExit("conformance: building fake-gcp failed (above)")
-        target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-        self.proc = subprocess.Popen([os.path.join(target, "debug", "fake-gcp")], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
-        hello = json.loads(self.proc.stdout.readline())
-        self.project = hello["project"]
-        self.base = hello["endpoint"].rsplit("/compute/v1", 1)[0]
-        self.key = json.loads(hello["key"])
-
-    def tell(self, command):
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        assert self.proc.stdout.readline().strip() == "ok", command
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
+    def __init__(self):
+        super().__init__("fake-gcp")
+        self.project = self.hello["project"]
+        self.base = self.hello["endpoint"].rsplit("/compute/v1", 1)[0]
+        self.key = json.loads(self.hello["key"])
 
 
 def expect(error, call, what):
@@ -203,9 +189,9 @@ def expect(error, call, what):
     raise SystemExit(f"conformance: {what}: the client raised no {error.__name__}")
 
 
-def sdk_lifecycle(cargo):
+def sdk_lifecycle():
     """google-cloud-compute against the fake: what the client could not take is the fake's fault."""
-    fake = FakeCompute(cargo)
+    fake = FakeCompute()
     try:
         account = service_account.Credentials.from_service_account_info(
             fake.key, scopes=["https://www.googleapis.com/auth/compute"])
@@ -297,7 +283,7 @@ def main():
         print(f"conformance: {e}", file=sys.stderr)
     if errors:
         sys.exit(1)
-    sdk_lifecycle(os.environ.get("CARGO", "cargo"))
+    sdk_lifecycle()
 
 
 if __name__ == "__main__":

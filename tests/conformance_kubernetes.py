@@ -10,37 +10,20 @@ Status the server sent. Where the client refuses what the fake says, the fake is
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 from kubernetes import client
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fake_process import FakeProcess
 
 
-class FakeClusterApi:
-    """The fake cluster API in its own process (`fake-cluster-api`), taking commands on its standard input."""
 
-    def __init__(self, cargo):
-        build = subprocess.run([cargo, "build", "--quiet", "-p", "apiary-fakeclouds", "--bin", "fake-cluster-api"],
-                               cwd=ROOT)
-        if build.returncode:
-            raise SystemExit("conformance: building fake-cluster-api failed (above)")
-        target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
-        self.proc = subprocess.Popen([os.path.join(target, "debug", "fake-cluster-api")], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
-        hello = json.loads(self.proc.stdout.readline())
-        self.server, self.token, self.ca = hello["server"], hello["token"], hello["caBundle"]
+class FakeClusterApi(FakeProcess):
+    """The fake cluster API (`fake-cluster-api`): its server template, token and CA."""
 
-    def tell(self, command):
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        assert self.proc.stdout.readline().strip() == "ok", command
-
-    def close(self):
-        self.proc.stdin.close()
-        self.proc.wait(timeout=10)
+    def __init__(self):
+        super().__init__("fake-cluster-api")
+        self.server, self.token, self.ca = self.hello["server"], self.hello["token"], self.hello["caBundle"]
 
 
 def api(fake, infra, ca_file, token):
@@ -66,7 +49,7 @@ def pages(list_call, **kwargs):
 
 
 def main():
-    fake = FakeClusterApi(os.environ.get("CARGO", "cargo"))
+    fake = FakeClusterApi()
     done = []
     try:
         with tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False) as ca:

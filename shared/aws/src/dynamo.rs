@@ -321,13 +321,7 @@ impl DynamoStore {
         q = q.limit(i32::try_from(page_size).unwrap_or(i32::MAX));
         let (mut found, mut start) = (vec![], None);
         for _ in 0..EVENT_PAGES {
-            count("dynamodb:Query");
-            let page = q
-                .clone()
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| crate::error::aws("dynamodb:Query", e))?;
+            let page = query_page(&q, start).await?;
             for attrs in page.items.unwrap_or_default() {
                 let Some(AttributeValue::S(sort)) = attrs.get("SK").cloned() else { continue };
                 let event: Event = serde_dynamo::from_item(attrs)
@@ -456,18 +450,21 @@ fn throttled(err: &TransactWriteItemsError) -> bool {
     }
 }
 
+/// One page of `query` from `start` (none: the first).
+async fn query_page(
+    query: &aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    start: Option<Attrs>,
+) -> Result<aws_sdk_dynamodb::operation::query::QueryOutput> {
+    count("dynamodb:Query");
+    query.clone().set_exclusive_start_key(start).send().await.map_err(|e| crate::error::aws("dynamodb:Query", e))
+}
+
 /// Every item `query` finds, all pages, decoded.
 async fn query_all(query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder) -> Result<Vec<Item>> {
     let mut start = None;
     let mut items = vec![];
     loop {
-        count("dynamodb:Query");
-        let page = query
-            .clone()
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| crate::error::aws("dynamodb:Query", e))?;
+        let page = query_page(&query, start).await?;
         for attrs in page.items.unwrap_or_default() {
             items.extend(decode(attrs)?);
         }

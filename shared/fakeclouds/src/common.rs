@@ -166,6 +166,31 @@ impl Exchange {
     }
 }
 
+/// For a fake run in its own process (`src/bin`): prints `hello` as one JSON line, then reads commands from standard
+/// input, one a line (`verb argument`), until it closes, answering each `ok` on standard output. `act` takes the
+/// verb and its argument and says whether it knew the verb (an unknown one is said on standard error).
+pub async fn take_commands(
+    hello: &serde_json::Value,
+    act: impl Fn(&str, &str) -> bool + Send + 'static,
+) -> std::io::Result<()> {
+    use std::io::{BufRead, Write};
+    writeln!(std::io::stdout(), "{hello}")?;
+    let commands = tokio::task::spawn_blocking(move || {
+        for line in std::io::stdin().lock().lines() {
+            let line = line?;
+            let (verb, arg) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+            if !act(verb, arg.trim()) {
+                writeln!(std::io::stderr(), "no command {verb:?}")?;
+            }
+            let mut out = std::io::stdout();
+            writeln!(out, "ok")?;
+            out.flush()?;
+        }
+        Ok::<(), std::io::Error>(())
+    });
+    commands.await.map_err(std::io::Error::other)?
+}
+
 /// The bearer token of `req`, or "" when it has none.
 pub fn bearer(req: &Request) -> &str {
     req.headers.get("authorization").and_then(|h| h.strip_prefix("Bearer ")).unwrap_or_default()

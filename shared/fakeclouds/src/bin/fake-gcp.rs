@@ -2,12 +2,10 @@
 //! JSON line, `{"endpoint", "project", "key"}` (the service account's key file names the fake's token endpoint),
 //! then takes one command a line on standard input until it closes: `throttle N` (the next N requests are 429
 //! with Retry-After), `unavailable N` (503), `page N` (list pages of N), each answered `ok`.
-// Its standard output is its interface: the hello line and the answers to commands.
-#![allow(clippy::print_stdout)]
 
-use std::io::BufRead;
 use std::time::Duration;
 
+use apiary_fakeclouds::common::take_commands;
 use apiary_fakeclouds::gcp::{FakeGcp, Timings};
 
 const PROJECT: &str = "sdk-project";
@@ -18,21 +16,15 @@ async fn main() -> std::io::Result<()> {
     fake.add_template("apiary-node");
     let key = fake.service_account("sdk@sdk-project.iam.gserviceaccount.com", PROJECT);
     let hello = serde_json::json!({"endpoint": fake.endpoint(), "project": PROJECT, "key": key});
-    println!("{hello}");
-    let commands = tokio::task::spawn_blocking(move || {
-        for line in std::io::stdin().lock().lines() {
-            let line = line?;
-            let (verb, n) = line.split_once(' ').unwrap_or((line.as_str(), "1"));
-            let n: u32 = n.trim().parse().unwrap_or(1);
-            match verb {
-                "throttle" => fake.throttle(n),
-                "unavailable" => fake.unavailable(n),
-                "page" => fake.set_page_size(n as usize),
-                other => eprintln!("fake-gcp: no command {other:?}"),
-            }
-            println!("ok");
+    take_commands(&hello, move |verb, arg| {
+        let n: u32 = arg.parse().unwrap_or(1);
+        match verb {
+            "throttle" => fake.throttle(n),
+            "unavailable" => fake.unavailable(n),
+            "page" => fake.set_page_size(n as usize),
+            _ => return false,
         }
-        Ok::<(), std::io::Error>(())
-    });
-    commands.await.map_err(std::io::Error::other)?
+        true
+    })
+    .await
 }
