@@ -110,15 +110,16 @@ def query_ok(schema, text):
     return "enum" not in schema or text in schema["enum"]
 
 
-def check(doc, exchange, table):
-    """What is wrong with one exchange, as a list; fills `table` with what was checked per method."""
+def check(doc, known, exchange, table):
+    """What is wrong with one exchange (`known`: the document's methods, [`methods`]), as a list; fills `table` with
+    what was checked per method."""
     errors = []
     path = exchange["path"]
     if not path.startswith(PREFIX):
         table.setdefault(f"{exchange['method']} {path} (not Compute's)", set())
         return errors
     relative = path[len(PREFIX):]
-    matched = [m for verb, pattern, m in methods(doc) if verb == exchange["method"] and pattern.match(relative)]
+    matched = [m for verb, pattern, m in known if verb == exchange["method"] and pattern.match(relative)]
     if not matched:
         return [f"{exchange['method']} {path}: no method of compute v1 has this path"]
     method = matched[0]
@@ -164,7 +165,8 @@ def self_test(doc):
         {"method": "PATCH", "path": PREFIX + "projects/p/zones/z/instances/i", "query": [], "request": None,
          "status": 200, "response": None},
     ]
-    errors = [e for exchange in bad for e in check(doc, exchange, {})]
+    known = methods(doc)
+    errors = [e for exchange in bad for e in check(doc, known, exchange, {})]
     for wanted in ["'returnPartialSuccess' is not one", "no field 'bogus'", "request.count", "response.id",
                    "no method of compute v1"]:
         if not any(wanted in e for e in errors):
@@ -273,9 +275,9 @@ def main():
         if run.returncode:
             raise SystemExit("conformance: the recorded lifecycle failed (above)")
         wire = json.load(open(out, encoding="utf-8"))
-    table, errors = {}, []
+    known, table, errors = methods(doc), {}, []
     for exchange in wire:
-        errors.extend(check(doc, exchange, table))
+        errors.extend(check(doc, known, exchange, table))
     print(f"compute v1 (discovery revision {doc.get('revision')}): {len(wire)} exchanges")
     for op, checked in sorted(table.items()):
         print(f"  {op}: {', '.join(sorted(checked)) or 'not checked'}")

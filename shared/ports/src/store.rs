@@ -210,13 +210,12 @@ pub const EVENT_RETENTION: chrono::TimeDelta = chrono::TimeDelta::days(14);
 /// The partition of the pool's trail `event` goes to: drawn from its claim, else its cluster, so a claim's events
 /// are all in one partition (a trail filtered by claim reads one partition, not every one).
 pub fn event_shard(event: &Event) -> u8 {
-    let subject = event.claim.as_deref().or(event.cluster.as_deref()).unwrap_or("");
-    (draw(subject) % u64::from(EVENT_SHARDS)) as u8
+    shard_of(event.claim.as_deref().or(event.cluster.as_deref()).unwrap_or(""))
 }
 
-/// The shard `claim`'s events are in.
-pub fn claim_shard(claim: &str) -> u8 {
-    (draw(claim) % u64::from(EVENT_SHARDS)) as u8
+/// The shard the events of claim (or, with none, cluster) `subject` are in.
+pub fn shard_of(subject: &str) -> u8 {
+    (draw(subject) % u64::from(EVENT_SHARDS)) as u8
 }
 
 /// `event`'s sort key in its partition: its time (RFC 3339 in UTC with fixed digits, so keys sort by time), then
@@ -254,7 +253,7 @@ impl EventQuery {
     /// The shards that may hold what the query asks for: the claim's alone when it names one, else every one.
     pub fn shards(&self) -> Vec<u8> {
         match &self.claim {
-            Some(claim) => vec![claim_shard(claim)],
+            Some(claim) => vec![shard_of(claim)],
             None => (0..EVENT_SHARDS).collect(),
         }
     }
