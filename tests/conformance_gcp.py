@@ -18,9 +18,7 @@ an aggregated list of more than one page, stop, start, delete, and the errors a 
 import json
 import os
 import re
-import subprocess
 import sys
-import tempfile
 import time
 
 import googleapiclient
@@ -30,7 +28,8 @@ from google.cloud import compute_v1
 from google.oauth2 import credentials as oauth
 from google.oauth2 import service_account
 
-from fake_process import ROOT, FakeProcess
+from fake_process import FakeProcess
+from wire import recorded
 
 DISCOVERY = os.path.join(os.path.dirname(googleapiclient.__file__), "discovery_cache", "documents", "compute.v1.json")
 PREFIX = "/compute/v1/"
@@ -267,14 +266,7 @@ def sdk_lifecycle():
 def main():
     doc = json.load(open(DISCOVERY, encoding="utf-8"))
     self_test(doc)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "wire.json")
-        env = {**os.environ, "APIARY_WIRE_OUT": out}
-        cargo = os.environ.get("CARGO", "cargo")
-        run = subprocess.run([cargo, "test", "--quiet", "-p", "apiary-clouds", "--test", "wire"], cwd=ROOT, env=env)
-        if run.returncode:
-            raise SystemExit("conformance: the recorded lifecycle failed (above)")
-        wire = json.load(open(out, encoding="utf-8"))
+    wire = recorded("gcp")
     known, table, errors = methods(doc), {}, []
     for exchange in wire:
         errors.extend(check(doc, known, exchange, table))

@@ -1,5 +1,15 @@
-"""The Kubernetes readiness check's fake against the official Kubernetes client: `kubernetes` (pinned in
-infra/requirements-conformance.txt), whose models are generated from the API server's OpenAPI document, reads the fake cluster
+"""The Kubernetes readiness check against the official Kubernetes client, `kubernetes` (pinned in
+infra/requirements-conformance.txt), whose operations and models are generated from the API server's OpenAPI
+document.
+
+First every request the readiness check sends in a recorded look at a cluster (shared/clouds/tests/wire.rs, against
+the fake cluster API) is held against the client's operations, as its generated `_*_serialize` functions make them:
+the HTTP method and path (the most literal operation that matches), the query parameters that operation takes,
+`limit` an integer, `continue` the token the previous page gave. Each answer the check reads is held against the
+model the operation answers (`V1NodeList`: every field one the model names, of its type); a custom resource's list
+(the ClusterOperators, `object` to the client) by its envelope: `V1ListMeta` and each item's `V1ObjectMeta`.
+
+Then the client reads the fake cluster
 API (shared/fakeclouds/src/bin/fake-cluster-api.rs) as Apiary's readiness check does: the nodes, a page at a time
 by `limit` and `continue`, each node's Ready condition; the ClusterOperators (config.openshift.io/v1), a page at a
 time; a refused token (401) and a cluster without ClusterOperators (404) as the client's ApiException with the
@@ -8,13 +18,158 @@ Status the server sent. Where the client refuses what the fake says, the fake is
 `make conformance` runs it (`make test` does).
 """
 
+import inspect
 import json
 import os
+import re
+import sys
 import tempfile
+from urllib.parse import parse_qsl, urlsplit
 
 from kubernetes import client
 
 from fake_process import FakeProcess
+from wire import recorded
+
+# What a `_*_serialize` function takes that is not the operation's own.
+META = {"_request_auth": None, "_content_type": None, "_headers": None, "_host_index": 0}
+PRIMITIVES = {
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "datetime": lambda v: isinstance(v, str) and re.match(r"^\d{4}-\d\d-\d\dT", v) is not None,
+    "date": lambda v: isinstance(v, str),
+    "object": lambda v: True,
+}
+
+
+def operations():
+    """Every operation of the client: (API class, operation, HTTP method, path pattern, query names, answer type)."""
+    found = []
+    api_client = client.ApiClient(client.Configuration())
+    for name in dir(client):
+        if not name.endswith("Api") or name == "ApiClient":
+            continue
+        api = getattr(client, name)(api_client)
+        for member, serialize in inspect.getmembers(api, inspect.ismethod):
+            if not (member.startswith("_") and member.endswith("_serialize")):
+                continue
+            op = member[1:-len("_serialize")]
+            args = {p: META.get(p, f"__{p}__") for p in inspect.signature(serialize).parameters}
+            method, url, *_ = serialize(**args)
+            path = urlsplit(url).path
+            holes = len(re.findall(r"__\w+?__", path))
+            pattern = re.compile("^" + re.sub(r"__\w+?__", "[^/]+", re.escape(path).replace(r"\_", "_")) + "$")
+            query = {k for k, _ in parse_qsl(urlsplit(url).query)}
+            source = inspect.getsource(getattr(api, f"{op}_with_http_info"))
+            answer = re.search(r"'200': \"(\w+)\"", source)
+            found.append((holes, f"{name}.{op}", method, pattern, query, answer.group(1) if answer else None))
+    return sorted(found, key=lambda o: o[0])
+
+
+def check_value(kind, value, where, errors):
+    """`value` is of the client's type `kind` (a model's name, `List[T]`, `Dict[str, T]`, or a primitive)."""
+    if kind.startswith("List["):
+        if not isinstance(value, list):
+            errors.append(f"{where}: {json.dumps(value)[:80]} is not a list")
+            return
+        for i, item in enumerate(value):
+            check_value(kind[5:-1], item, f"{where}[{i}]", errors)
+    elif kind.startswith("Dict[str, "):
+        if not isinstance(value, dict):
+            errors.append(f"{where}: {json.dumps(value)[:80]} is not a map")
+            return
+        for key, item in value.items():
+            check_value(kind[10:-1], item, f"{where}[{key}]", errors)
+    elif kind in PRIMITIVES:
+        if not PRIMITIVES[kind](value):
+            errors.append(f"{where}: {json.dumps(value)[:80]} is not a {kind}")
+    else:
+        model = getattr(client, kind)
+        if not isinstance(value, dict):
+            errors.append(f"{where}: {json.dumps(value)[:80]} is not a {kind}")
+            return
+        wire = {v: k for k, v in model.attribute_map.items()}
+        for key, item in value.items():
+            if key not in wire:
+                errors.append(f"{where}: no field {key!r} in {kind}")
+            else:
+                check_value(model.openapi_types[wire[key]], item, f"{where}.{key}", errors)
+
+
+def check(known, exchange, previous, table):
+    """What is wrong with one exchange of the readiness check (its path under the cluster's server, `/<infraId>`),
+    as a list; `previous` is the answer before it; `table` gains what was checked per operation."""
+    errors = []
+    path = "/" + exchange["path"].strip("/").split("/", 1)[-1]
+    if path == "/readyz":
+        table.setdefault("GET /readyz (plain text, in no model)", set())
+        return errors
+    matched = [o for o in known if o[2] == exchange["method"] and o[3].match(path)]
+    if not matched:
+        return [f"{exchange['method']} {path}: no operation of the client has this path"]
+    _, op, _, _, query, answer = matched[0]
+    where = f"{op} ({exchange['method']} {path})"
+    checked = table.setdefault(op, set())
+    for name, value in exchange["query"]:
+        if name not in query:
+            errors.append(f"{where}: query parameter {name!r} is not one the operation takes")
+        elif name == "limit" and not re.fullmatch(r"\d+", value):
+            errors.append(f"{where}: limit={value!r} is not an integer")
+        elif name == "continue":
+            given = ((previous or {}).get("metadata") or {}).get("continue")
+            if value != given:
+                errors.append(f"{where}: continue={value!r}, the previous page gave {given!r}")
+            checked.add("continue as the previous page gave it")
+    checked.add("path and query")
+    body = exchange["response"]
+    if exchange["status"] == 200 and answer == "object":
+        check_value("V1ListMeta", body.get("metadata", {}), f"{where} response.metadata", errors)
+        for i, item in enumerate(body.get("items", [])):
+            check_value("V1ObjectMeta", item.get("metadata"), f"{where} response.items[{i}].metadata", errors)
+        checked.add("response as a custom resource list (V1ListMeta, V1ObjectMeta)")
+    elif exchange["status"] == 200 and answer:
+        check_value(answer, body, f"{where} response", errors)
+        checked.add(f"response as {answer}")
+    return errors
+
+
+def self_test(known):
+    """The checks refuse what they are for: a query parameter the operation does not take, a continue token no
+    page gave, a field the model does not name, a value of the wrong type, a path the client has no operation for."""
+    bad = [
+        {"method": "GET", "path": "/c/api/v1/nodes", "query": [["limit", "x"], ["page", "2"]], "status": 200,
+         "response": {"kind": "NodeList", "items": [{"metadata": {"name": 3}, "ready": True}]}},
+        {"method": "GET", "path": "/c/api/v1/nodes", "query": [["continue", "9"]], "status": 200, "response": {}},
+        {"method": "GET", "path": "/c/api/v2/nodes", "query": [], "status": 200, "response": {}},
+    ]
+    errors, previous = [], None
+    for exchange in bad:
+        errors.extend(check(known, exchange, previous, {}))
+        previous = exchange["response"]
+    for wanted in ["'page' is not one", "limit='x'", "no field 'ready'", "metadata.name", "continue='9'",
+                   "no operation of the client"]:
+        if not any(wanted in e for e in errors):
+            raise SystemExit(f"conformance: the checks no longer catch {wanted!r}: {errors}")
+
+
+def requests():
+    """The readiness check's recorded requests, held against the client's operations."""
+    known = operations()
+    self_test(known)
+    wire = recorded("kubernetes")
+    table, errors, previous = {}, [], None
+    for exchange in wire:
+        errors.extend(check(known, exchange, previous, table))
+        previous = exchange["response"]
+    print(f"kubernetes {client.__version__} ({len(known)} operations): {len(wire)} exchanges of the readiness check")
+    for op, checked in sorted(table.items()):
+        print(f"  {op}: {', '.join(sorted(checked)) or 'not checked'}")
+    for e in dict.fromkeys(errors):
+        print(f"conformance: {e}", file=sys.stderr)
+    if errors:
+        sys.exit(1)
 
 
 
@@ -49,6 +204,7 @@ def pages(list_call, **kwargs):
 
 
 def main():
+    requests()
     fake = FakeClusterApi()
     done = []
     try:

@@ -1,19 +1,32 @@
-//! The GCP adapter's whole lifecycle against the fake Compute API, every request and answer recorded: what
-//! `tests/conformance_gcp.py` (`make conformance`) holds against Google's own description of the API. A binary of
-//! its own, so the recording holds this test's exchanges only. With `APIARY_WIRE_OUT` set, the exchanges are written
-//! there as JSON.
+//! Each cloud adapter's whole lifecycle against its fake, every request and answer recorded: what
+//! `tests/conformance_<cloud>.py` (`make conformance`) holds against the vendor's own description of the API. With
+//! `APIARY_WIRE_OUT` set to a directory, each cloud's exchanges are written there as `<cloud>.json`.
 
 mod support;
 
 use std::time::Duration;
 
+use apiary_clouds::azure::Azure;
 use apiary_clouds::gcp::Gcp;
 use apiary_clouds::http::Http;
+use apiary_clouds::kubernetes::KubernetesReadiness;
+use apiary_fakeclouds::azure::FakeAzure;
+use apiary_fakeclouds::cluster_api::FakeClusterApi;
+use apiary_fakeclouds::common::Exchange;
 use apiary_fakeclouds::gcp::{FakeGcp, Timings};
-use apiary_planner::power::Install;
-use apiary_planner::{GcpPlatform, Platform};
-use apiary_ports::platform::{Actuator, Provision, Provisioner};
+use apiary_planner::power::{Install, Readiness};
+use apiary_planner::{AzurePlatform, FakePlatform, GcpPlatform, KubernetesCheck, Platform, ReadinessSpec};
+use apiary_ports::platform::{Actuator, Provision, Provisioner, ReadinessCheck};
+use serde_json::json;
 use support::{Aim, MemSecrets, ARN};
+
+/// Writes `wire` to `$APIARY_WIRE_OUT/<cloud>.json` when that is set.
+fn write_out(cloud: &str, wire: &[Exchange]) {
+    if let Some(dir) = std::env::var_os("APIARY_WIRE_OUT") {
+        let path = std::path::Path::new(&dir).join(format!("{cloud}.json"));
+        std::fs::write(path, serde_json::to_vec_pretty(wire).expect("json")).expect("written");
+    }
+}
 
 const PROJECT: &str = "ci-clusters-1";
 
@@ -69,7 +82,113 @@ async fn the_gcp_adapters_lifecycle_is_recorded_on_the_wire() {
     }
     assert!(wire.iter().any(|e| e.query.iter().any(|(k, _)| k == "pageToken")), "a second page was asked for");
     assert!(wire.iter().any(|e| e.method == "DELETE"), "{calls:#?}");
-    if let Some(out) = std::env::var_os("APIARY_WIRE_OUT") {
-        std::fs::write(out, serde_json::to_vec_pretty(&wire).expect("json")).expect("written");
+    write_out("gcp", &wire);
+}
+
+#[tokio::test]
+async fn the_azure_adapters_lifecycle_is_recorded_on_the_wire() {
+    let second = Duration::from_secs(1);
+    let fake = FakeAzure::start(apiary_fakeclouds::azure::Timings {
+        boot: 60 * second,
+        stop: 30 * second,
+        deploy: 90 * second,
+        delete: 45 * second,
+    })
+    .await
+    .expect("fake");
+    // Pages of two: three VMs take two pages, so the nextLink is followed.
+    fake.set_page_size(2);
+    fake.record();
+    let tenant = "11111111-2222-3333-4444-555555555555";
+    let azure = Azure::new(
+        Http::new(None).expect("client"),
+        MemSecrets::one(fake.app(tenant, "apiary-app")),
+        Some(fake.endpoint()),
+        Some(fake.authority()),
+    );
+    let template = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "parameters": {"infraId": {"type": "string"}, "machineCount": {"type": "int", "defaultValue": 3}},
+        "resources": [{"type": "Microsoft.Compute/virtualMachines", "apiVersion": "2024-07-01",
+                       "name": "[concat(parameters('infraId'), '-', copyIndex())]",
+                       "copy": {"name": "nodes", "count": "[parameters('machineCount')]"},
+                       "properties": {"hardwareProfile": {"vmSize": "Standard_D4s_v5"}}}]
+    });
+    let platform = Platform::Azure(AzurePlatform {
+        subscription_id: "00000000-0000-0000-0000-0000000000aa".into(),
+        tenant_id: tenant.into(),
+        location: "westeurope".into(),
+        resource_group_name: "{infraId}-rg".into(),
+        template: Some(template),
+        template_uri: None,
+        parameters: [("machineCount".to_owned(), json!(3))].into_iter().collect(),
+        credentials_secret: ARN.into(),
+        tags: [("team".to_owned(), "ci".to_owned())].into_iter().collect(),
+    });
+    let mut aim = Aim::new(platform.clone());
+    let later = |s: u64| fake.advance(Duration::from_secs(s));
+
+    let Provision::Accepted { handle } = azure.provision(aim.target()).await.expect("provision") else {
+        panic!("refused")
+    };
+    aim.cluster.provision_ref = handle;
+    assert_eq!(azure.install_state(aim.target()).await.expect("look"), Install::UnderWay);
+    later(91);
+    assert_eq!(azure.install_state(aim.target()).await.expect("look"), Install::Done);
+    aim.cluster.provision_ref = None;
+    assert_eq!(azure.install_state(aim.target()).await.expect("look"), Install::Done, "read from the deployment");
+    assert_eq!(azure.machines_running(aim.target()).await.expect("running").total, 3);
+    assert_eq!(azure.machine_addresses(aim.target()).await.expect("addresses").len(), 3);
+    assert!(azure.stop_machines(aim.target()).await.expect("stop").machines.is_empty());
+    later(31);
+    assert_eq!(azure.machines_stopped(aim.target()).await.expect("stopped").not_ready.len(), 0);
+    assert!(azure.start_machines(aim.target()).await.expect("start").machines.is_empty());
+    later(61);
+    assert_eq!(azure.machines_running(aim.target()).await.expect("running").not_ready.len(), 0);
+    // A second cluster of the pool, so the pool's resource groups take two pages.
+    let mut other = Aim::new(platform);
+    other.cluster.infra_id = "ci-q9w8e".into();
+    other.cluster.id = "ci-fghij".into();
+    assert!(matches!(azure.provision(other.target()).await.expect("provision"), Provision::Accepted { .. }));
+    fake.set_page_size(1);
+    let marked = azure.marked("ci-pool", &aim.spec, aim.cluster.created_at).await.expect("list").expect("Azure lists");
+    assert_eq!(marked.len(), 2);
+    for a in [&aim, &other] {
+        while azure.deprovision(a.target()).await.expect("delete").remaining > 0 {
+            later(46);
+        }
     }
+
+    let wire = fake.take_wire();
+    let calls: Vec<String> = wire.iter().map(|e| format!("{} {}", e.method, e.path)).collect();
+    for wanted in
+        ["/deployments/apiary-1", "/operationStatuses/", "/instanceView", "/deallocate", "/start", "/networkInterfaces"]
+    {
+        assert!(calls.iter().any(|c| c.contains(wanted)), "{wanted} is on the wire: {calls:#?}");
+    }
+    assert!(wire.iter().any(|e| e.query.iter().any(|(k, _)| k == "$skiptoken")), "a second page was asked for");
+    assert!(wire.iter().any(|e| e.method == "DELETE"), "{calls:#?}");
+    write_out("azure", &wire);
+}
+
+#[tokio::test]
+async fn the_kubernetes_readiness_checks_requests_are_recorded_on_the_wire() {
+    let api = FakeClusterApi::start(Duration::ZERO).await.expect("fake");
+    // Pages of two: three nodes and four ClusterOperators take two pages each, so `continue` is followed.
+    api.page(2);
+    api.record();
+    let check = KubernetesReadiness::new(Http::new(None).expect("client"), MemSecrets::one(api.token().into()));
+    let mut aim = Aim::new(Platform::Fake(FakePlatform::default()));
+    let kubernetes = KubernetesCheck {
+        credentials: ARN.into(),
+        server: Some(api.server("{infraId}")),
+        ca_bundle: Some(api.ca_bundle()),
+    };
+    aim.spec.readiness = Some(ReadinessSpec { https: None, kubernetes: Some(kubernetes), settle_pause: None });
+    assert_eq!(check.nodes(aim.target()).await.expect("nodes"), Some(Readiness::Ready));
+    assert_eq!(check.check(aim.target()).await.expect("operators"), Readiness::Ready);
+    let wire = api.take_wire();
+    assert_eq!(wire.iter().filter(|e| e.query.iter().any(|(k, _)| k == "continue")).count(), 2, "{wire:#?}");
+    write_out("kubernetes", &wire);
 }

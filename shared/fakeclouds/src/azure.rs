@@ -33,8 +33,8 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use crate::common::{bearer, Clock, Faults, Log, Tokens};
-use crate::server::{serve_on, Request, Response};
+use crate::common::{bearer, recorded, Clock, Exchange, Faults, Log, Tokens, Wire};
+use crate::server::{serve_on, serve_tls_on, Request, Response};
 
 /// Transition times.
 #[derive(Debug, Clone, Copy)]
@@ -137,6 +137,8 @@ struct State {
     locked: BTreeSet<String>,
     failing_deployments: Option<(String, String)>,
     log: Log,
+    /// Every exchange, when recording ([`FakeAzure::record`]).
+    wire: Wire,
 }
 
 /// The fake: served on 127.0.0.1 ([`FakeAzure::start`]), or called in process ([`FakeAzure::handle`]).
@@ -172,6 +174,7 @@ impl FakeAzure {
             locked: BTreeSet::new(),
             failing_deployments: None,
             log: Log::default(),
+            wire: Wire::default(),
         };
         Self { state: Arc::new(Mutex::new(state)), addr }
     }
@@ -185,6 +188,20 @@ impl FakeAzure {
         Ok(fake)
     }
 
+    /// Starts the fake on a free port of 127.0.0.1, on the wall clock, serving HTTPS (as ARM and Entra ID serve
+    /// only HTTPS, and Azure's own SDKs send a bearer token over nothing else) with a certificate for 127.0.0.1
+    /// and `localhost` issued by a CA of the fake's own: the CA's PEM is answered alongside.
+    pub async fn start_tls(timings: Timings) -> std::io::Result<(Self, String)> {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let authority =
+            crate::tls::authority("Fake Azure", &["127.0.0.1", "localhost"]).map_err(std::io::Error::other)?;
+        let fake = Self::new(timings, Clock::wall(), listener.local_addr()?);
+        fake.lock().base = format!("https://{}", fake.addr);
+        let state = fake.state.clone();
+        serve_tls_on(listener, authority.server, Arc::new(move |req: Request| handle(&state, req)))?;
+        Ok((fake, authority.ca_pem))
+    }
+
     /// Answers one request, as the server does.
     pub fn handle(&self, req: Request) -> Response {
         handle(&self.state, req)
@@ -192,12 +209,22 @@ impl FakeAzure {
 
     /// ARM's root to configure (`APIARY_AZURE_ENDPOINT`).
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        self.lock().base.clone()
     }
 
     /// Entra ID's root to configure (`APIARY_AZURE_AUTHORITY`): tokens are at `{authority}/{tenant}/oauth2/v2.0/token`.
     pub fn authority(&self) -> String {
-        format!("http://{}", self.addr)
+        self.lock().base.clone()
+    }
+
+    /// Records every exchange from now on, for [`FakeAzure::take_wire`].
+    pub fn record(&self) {
+        self.lock().wire.record();
+    }
+
+    /// The exchanges recorded so far ([`FakeAzure::record`]), and clears them.
+    pub fn take_wire(&self) -> Vec<Exchange> {
+        self.lock().wire.take()
     }
 
     /// Registers an app (service principal) in `tenant`: the secret's JSON, as Apiary reads it.
@@ -525,15 +552,19 @@ fn capitalized(text: &str) -> String {
 }
 
 fn handle(state: &Mutex<State>, req: Request) -> Response {
+    recorded(state, |s| &mut s.wire, req, answer)
+}
+
+fn answer(state: &Mutex<State>, req: Request) -> Response {
     let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
     s.log.push(&req, None);
     let lower = req.path.to_ascii_lowercase();
     let parts: Vec<&str> = lower.trim_matches('/').split('/').collect();
     let original: Vec<&str> = req.path.trim_matches('/').split('/').collect();
-    if let [tenant, "oauth2", "v2.0", "token"] = parts.as_slice() {
-        if req.method == "POST" {
-            return token(&mut s, tenant, &req);
-        }
+    match (req.method.as_str(), parts.as_slice()) {
+        ("POST", [tenant, "oauth2", "v2.0", "token"]) => return token(&mut s, tenant, &req),
+        ("GET", [tenant, "v2.0", ".well-known", "openid-configuration"]) => return openid_configuration(&s, tenant),
+        _ => {}
     }
     if parts.first() != Some(&"subscriptions") {
         return error(404, "NotFound", &format!("no route {}", req.path));
@@ -643,6 +674,28 @@ fn accepted(status: u16, base: &str, path: &str) -> Response {
     Response::json(status, &json!({}))
         .header("location", &format!("{base}{path}?api-version=2021-04-01"))
         .header("retry-after", "1")
+}
+
+/// The tenant's OpenID Connect metadata, as Entra ID publishes it: where a client (MSAL) finds the token endpoint.
+fn openid_configuration(s: &State, tenant: &str) -> Response {
+    if !s.apps.keys().any(|(t, _)| t == tenant) {
+        return Response::json(
+            400,
+            &json!({"error": "invalid_tenant", "error_description": format!("AADSTS90002: Tenant '{tenant}' not found.")}),
+        );
+    }
+    let root = format!("{}/{tenant}", s.base);
+    Response::json(
+        200,
+        &json!({
+            "token_endpoint": format!("{root}/oauth2/v2.0/token"),
+            "authorization_endpoint": format!("{root}/oauth2/v2.0/authorize"),
+            "issuer": format!("{root}/v2.0"),
+            "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+            "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+            "grant_types_supported": ["authorization_code", "client_credentials", "refresh_token"],
+        }),
+    )
 }
 
 fn token(s: &mut State, tenant: &str, req: &Request) -> Response {
@@ -1043,7 +1096,7 @@ fn vm_action(s: &mut State, sub: &str, rg: &str, name: &str, verb: &str) -> Resp
     Response { status: 202, headers: vec![], body: vec![] }
         .header("azure-asyncoperation", &async_op)
         .header("location", &format!("{async_op}&monitor=true"))
-        .header("retry-after", "10")
+        .header("retry-after", &done_after.as_secs().clamp(1, 10).to_string())
 }
 
 /// A VM a template makes: name, location (when the template says), tags, whether its OS disk is ephemeral.

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::{Clock, Log};
+use crate::common::{recorded, Clock, Exchange, Log, Wire};
 use crate::server::{serve_tls_on, Request, Response, CLIENT_CERTIFICATE};
 use crate::tls::Authority;
 
@@ -40,6 +40,7 @@ struct State {
     plain: BTreeSet<String>,
     revoked: BTreeSet<String>,
     log: Log,
+    wire: Wire,
 }
 
 /// How a kubeconfig authenticates.
@@ -78,6 +79,7 @@ impl FakeClusterApi {
             plain: BTreeSet::new(),
             revoked: BTreeSet::new(),
             log: Log::default(),
+            wire: Wire::default(),
         };
         let server = authority.server.clone();
         let fake =
@@ -182,12 +184,26 @@ impl FakeClusterApi {
         self.lock().log.take()
     }
 
+    /// Records every exchange from now on, for [`FakeClusterApi::take_wire`].
+    pub fn record(&self) {
+        self.lock().wire.record();
+    }
+
+    /// The exchanges recorded so far ([`FakeClusterApi::record`]), and clears them.
+    pub fn take_wire(&self) -> Vec<Exchange> {
+        self.lock().wire.take()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 fn handle(state: &Mutex<State>, req: Request) -> Response {
+    recorded(state, |s| &mut s.wire, req, answer)
+}
+
+fn answer(state: &Mutex<State>, req: Request) -> Response {
     let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
     s.log.push(&req, None);
     let segments: Vec<&str> = req.path.split('/').filter(|p| !p.is_empty()).collect();

@@ -150,11 +150,13 @@ pub struct Exchange {
     pub status: u16,
     /// The answer's body as JSON (`null` when it is not JSON).
     pub response: serde_json::Value,
+    /// The answer's headers, names in lower case (an asynchronous operation's `azure-asyncoperation`, …).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Exchange {
     /// `req` answered with `res`.
-    pub fn of(req: &Request, res: &crate::server::Response) -> Self {
+    pub fn of(req: &Request, res: &Response) -> Self {
         Self {
             method: req.method.clone(),
             path: req.path.clone(),
@@ -162,8 +164,45 @@ impl Exchange {
             request: req.json(),
             status: res.status,
             response: serde_json::from_slice(&res.body).unwrap_or(serde_json::Value::Null),
+            headers: res.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect(),
         }
     }
+}
+
+/// What went over a fake's wire, once it records ([`Wire::record`]).
+#[derive(Debug, Default)]
+pub struct Wire(Option<Vec<Exchange>>);
+
+impl Wire {
+    /// Records every exchange from now on.
+    pub fn record(&mut self) {
+        self.0.get_or_insert_with(Vec::new);
+    }
+
+    /// The exchanges recorded so far, cleared.
+    pub fn take(&mut self) -> Vec<Exchange> {
+        self.0.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+}
+
+/// `answer`'s answer to `req`, the exchange kept in the [`Wire`] `wire` picks from the state when it records: one
+/// recording of what went over the wire for every fake.
+pub fn recorded<S>(
+    state: &Mutex<S>,
+    wire: fn(&mut S) -> &mut Wire,
+    req: Request,
+    answer: impl FnOnce(&Mutex<S>, Request) -> Response,
+) -> Response {
+    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
+    if wire(&mut lock()).0.is_none() {
+        return answer(state, req);
+    }
+    let sent = req.clone();
+    let res = answer(state, req);
+    if let Some(w) = wire(&mut lock()).0.as_mut() {
+        w.push(Exchange::of(&sent, &res));
+    }
+    res
 }
 
 /// For a fake run in its own process (`src/bin`): prints `hello` as one JSON line, then reads commands from standard

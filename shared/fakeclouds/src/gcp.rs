@@ -23,7 +23,7 @@ use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::signature::KeyPair as _;
 use serde_json::{json, Value};
 
-use crate::common::{bearer, Clock, Exchange, Faults, Log, Tokens};
+use crate::common::{bearer, recorded, Clock, Exchange, Faults, Log, Tokens, Wire};
 use crate::server::{serve_on, Request, Response};
 
 /// Transition times.
@@ -76,7 +76,7 @@ struct State {
     quota_exceeded: bool,
     log: Log,
     /// Every exchange, when recording ([`FakeGcp::record`]).
-    wire: Option<Vec<Exchange>>,
+    wire: Wire,
 }
 
 /// The fake: served on 127.0.0.1 ([`FakeGcp::start`]), or called in process ([`FakeGcp::handle`]).
@@ -107,7 +107,7 @@ impl FakeGcp {
             unreachable: BTreeSet::new(),
             quota_exceeded: false,
             log: Log::default(),
-            wire: None,
+            wire: Wire::default(),
         };
         Self { state: Arc::new(Mutex::new(state)), addr }
     }
@@ -303,12 +303,12 @@ impl FakeGcp {
 
     /// Records every request and its answer from now on (off by default: a long run would keep them all).
     pub fn record(&self) {
-        self.lock().wire.get_or_insert_with(Vec::new);
+        self.lock().wire.record();
     }
 
     /// The exchanges recorded so far ([`FakeGcp::record`]), and clears them.
     pub fn take_wire(&self) -> Vec<Exchange> {
-        self.lock().wire.as_mut().map(std::mem::take).unwrap_or_default()
+        self.lock().wire.take()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -403,16 +403,7 @@ impl State {
 }
 
 fn handle(state: &Mutex<State>, req: Request) -> Response {
-    let recording = state.lock().unwrap_or_else(|e| e.into_inner()).wire.is_some();
-    if !recording {
-        return answer(state, req);
-    }
-    let sent = req.clone();
-    let res = answer(state, req);
-    if let Some(wire) = state.lock().unwrap_or_else(|e| e.into_inner()).wire.as_mut() {
-        wire.push(Exchange::of(&sent, &res));
-    }
-    res
+    recorded(state, |s| &mut s.wire, req, answer)
 }
 
 fn answer(state: &Mutex<State>, req: Request) -> Response {
