@@ -88,14 +88,16 @@ api-fuzz: venv
 	@$(CARGO) test --quiet --workspace --no-run
 	@$(PYTHON) tests/api_fuzz.py
 
-# The cloud adapters against what the vendors publish: the GCP adapter's requests, and the fake's answers to them,
-# held to Google's compute v1 discovery document, and Google's own client driving the fake (tests/conformance_gcp.py);
-# the Azure adapter's held to the mgmt SDKs' operations and models, and Azure's SDKs driving the fake over HTTPS
-# (tests/conformance_azure.py); the readiness check's requests held to the official Kubernetes client's operations
-# and models, and that client reading the fake cluster API (tests/conformance_kubernetes.py).
+# The cloud adapters against what the vendors publish, each adapter's requests and the fake's answers to them held
+# to the vendor's description: Google's compute v1 discovery document, with Google's own client driving the fake
+# (tests/conformance_gcp.py); the Azure mgmt SDKs' operations and models, with Azure's SDKs driving the fake over
+# HTTPS (tests/conformance_azure.py); the vSphere Automation SDK's interfaces and types, its converter reading every
+# answer (tests/conformance_vsphere.py); the Kubernetes client's operations and models, with that client reading the
+# fake cluster API (tests/conformance_kubernetes.py).
 conformance: $(CONFORMANCE_VENV)/.installed
 	@$(CONFORMANCE_VENV)/bin/python tests/conformance_gcp.py
 	@$(CONFORMANCE_VENV)/bin/python tests/conformance_azure.py
+	@$(CONFORMANCE_VENV)/bin/python tests/conformance_vsphere.py
 	@$(CONFORMANCE_VENV)/bin/python tests/conformance_kubernetes.py
 
 # Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the

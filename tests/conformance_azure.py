@@ -37,6 +37,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.identity import ClientSecretCredential
+from azure.mgmt.core.exceptions import ARMErrorFormat
 from azure.mgmt.compute.v2024_07_01 import ComputeManagementClient
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.resource.resources.v2021_04_01 import ResourceManagementClient
@@ -209,6 +210,23 @@ def check_tree(models, tree, name, value, where, errors, sent):
                 errors.append(f"{where}: the required field {key!r} of {name} is missing")
 
 
+# The model of an ARM error's `error`, per SDK.
+ERRORS = {"compute": "ApiError", "resources": "ErrorResponse", "network": "CloudErrorBody"}
+
+
+def check_error(op, body, where, errors):
+    """An error answer is ARM's envelope, `{"error": {...}}`, its inside the SDK's error model, and azure-mgmt-core's
+    ARM error format reads its code and message."""
+    if not isinstance(body, dict) or set(body) != {"error"}:
+        errors.append(f"{where}: {json.dumps(body)[:80]} is not ARM's error envelope")
+        return
+    model = ERRORS[op.id.split()[0]]
+    check_model(op.models, getattr(op.models, model), body["error"], f"{where}.error", errors, False)
+    parsed = ARMErrorFormat(body)
+    if not parsed.code or not parsed.message:
+        errors.append(f"{where}: azure-mgmt-core read no code or message from it")
+
+
 def url_of(exchange):
     query = "&".join(f"{k}={v}" for k, v in exchange["query"])
     return exchange["path"] + (f"?{query}" if query else "")
@@ -278,6 +296,9 @@ def check(known, exchange, links, table):
         for model in sorted(op.response):
             check_model(op.models, getattr(op.models, model), body, f"{where} response", errors, False)
         checked.add(f"response as {'/'.join(sorted(op.response))}")
+    elif exchange["status"] >= 400 and body is not None:
+        check_error(op, body, f"{where} error {exchange['status']}", errors)
+        checked.add(f"error as {ERRORS[op.id.split()[0]]}")
     return errors
 
 
@@ -302,11 +323,13 @@ def self_test(known):
          "headers": [["azure-asyncoperation", "https://h/subscriptions/op/1?api-version=1"]]},
         {"method": "GET", "path": "/subscriptions/op/1", "query": [["api-version", "1"]], "request": None, "status": 200,
          "response": {"state": "Succeeded"}, "headers": []},
+        {"method": "DELETE", "path": rg, "query": [["api-version", "2021-04-01"]], "request": None, "status": 409,
+         "response": {"code": "ScopeLocked", "message": "locked"}, "headers": []},
     ]
     links = new_links()
     errors = [e for exchange in bad for e in check(known, exchange, links, {})]
     for wanted in ["api-version '2019-05-01'", "'force' is not one", "read-only", "no field 'size'",
-                   "statuses[0].code", "no operation of the SDKs", "without a 'status'"]:
+                   "statuses[0].code", "no operation of the SDKs", "without a 'status'", "not ARM's error envelope"]:
         if not any(wanted in e for e in errors):
             raise SystemExit(f"conformance: the checks no longer catch {wanted!r}: {errors}")
 

@@ -10,13 +10,17 @@ use apiary_clouds::azure::Azure;
 use apiary_clouds::gcp::Gcp;
 use apiary_clouds::http::Http;
 use apiary_clouds::kubernetes::KubernetesReadiness;
+use apiary_clouds::vsphere::Vsphere;
 use apiary_fakeclouds::azure::FakeAzure;
 use apiary_fakeclouds::cluster_api::FakeClusterApi;
 use apiary_fakeclouds::common::Exchange;
 use apiary_fakeclouds::gcp::{FakeGcp, Timings};
+use apiary_fakeclouds::vsphere::FakeVsphere;
 use apiary_planner::power::{Install, Readiness};
-use apiary_planner::{AzurePlatform, FakePlatform, GcpPlatform, KubernetesCheck, Platform, ReadinessSpec};
-use apiary_ports::platform::{Actuator, Provision, Provisioner, ReadinessCheck};
+use apiary_planner::{
+    AzurePlatform, FakePlatform, GcpPlatform, KubernetesCheck, Platform, ReadinessSpec, VspherePlatform,
+};
+use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner, ReadinessCheck};
 use serde_json::json;
 use support::{Aim, MemSecrets, ARN};
 
@@ -145,6 +149,9 @@ async fn the_azure_adapters_lifecycle_is_recorded_on_the_wire() {
     assert_eq!(azure.machines_stopped(aim.target()).await.expect("stopped").not_ready.len(), 0);
     assert!(azure.start_machines(aim.target()).await.expect("start").machines.is_empty());
     later(61);
+    // A throttled answer and an unavailable one, retried: their error bodies are on the wire too.
+    fake.throttle(1);
+    fake.unavailable(1);
     assert_eq!(azure.machines_running(aim.target()).await.expect("running").not_ready.len(), 0);
     // A second cluster of the pool, so the pool's resource groups take two pages.
     let mut other = Aim::new(platform);
@@ -191,4 +198,74 @@ async fn the_kubernetes_readiness_checks_requests_are_recorded_on_the_wire() {
     let wire = api.take_wire();
     assert_eq!(wire.iter().filter(|e| e.query.iter().any(|(k, _)| k == "continue")).count(), 2, "{wire:#?}");
     write_out("kubernetes", &wire);
+}
+
+#[tokio::test]
+async fn the_vsphere_adapters_lifecycle_is_recorded_on_the_wire() {
+    let fake = FakeVsphere::start(apiary_fakeclouds::vsphere::Timings {
+        clone: Duration::from_secs(60),
+        boot: Duration::from_secs(30),
+        shutdown: Duration::from_secs(20),
+    })
+    .await
+    .expect("fake");
+    fake.add_template("rhcos-4.16");
+    fake.add_folder("ci-clusters");
+    fake.record();
+    let vsphere = Vsphere::new(Http::new(None).expect("client"), MemSecrets::one(fake.user("apiary@vsphere.local")));
+    let mut aim = Aim::new(Platform::Vsphere(VspherePlatform {
+        server: fake.server(),
+        datacenter: "DC1".into(),
+        template: "rhcos-4.16".into(),
+        folder: "ci-clusters".into(),
+        resource_pool: Some("Resources".into()),
+        datastore: Some("datastore1".into()),
+        machine_count: 3,
+        credentials_secret: ARN.into(),
+        ca_bundle: Some(fake.ca_bundle()),
+        shutdown_grace_period: None,
+    }));
+    let later = |s: u64| fake.advance(Duration::from_secs(s));
+
+    let Provision::Accepted { handle } = vsphere.provision(aim.target()).await.expect("provision") else {
+        panic!("refused")
+    };
+    aim.cluster.provision_ref = handle;
+    assert_eq!(vsphere.install_state(aim.target()).await.expect("look"), Install::UnderWay);
+    later(61);
+    assert!(matches!(vsphere.provision(aim.target()).await.expect("tag"), Provision::Accepted { .. }));
+    aim.cluster.provision_ref = None;
+    assert_eq!(vsphere.install_state(aim.target()).await.expect("look"), Install::Done);
+    later(31);
+    assert_eq!(vsphere.nodes_ready(aim.target()).await.expect("nodes"), Nodes::Ready);
+    assert_eq!(vsphere.machine_addresses(aim.target()).await.expect("addresses").len(), 3);
+    assert!(vsphere.stop_machines(aim.target()).await.expect("stop").machines.is_empty());
+    // Asked again once the session expired: the 401 and a new session are on the wire too.
+    fake.expire_sessions();
+    assert!(vsphere.stop_machines(aim.target()).await.expect("stop again").machines.is_empty());
+    later(21);
+    assert_eq!(vsphere.machines_stopped(aim.target()).await.expect("stopped").not_ready.len(), 0);
+    assert!(vsphere.start_machines(aim.target()).await.expect("start").machines.is_empty());
+    // A throttled answer and an unavailable one, retried: their error bodies are on the wire too.
+    fake.throttle(1);
+    fake.unavailable(1);
+    assert_eq!(vsphere.machines_running(aim.target()).await.expect("running").not_ready.len(), 0);
+    let marked = vsphere.marked("ci-pool", &aim.spec, aim.cluster.created_at).await.expect("list");
+    assert_eq!(marked.map(|m| m.len()), Some(1), "one category per cluster");
+    loop {
+        if vsphere.deprovision(aim.target()).await.expect("delete").remaining == 0 {
+            break;
+        }
+        later(61);
+    }
+
+    let wire = fake.take_wire();
+    let calls: Vec<String> = wire.iter().map(|e| format!("{} {}", e.method, e.path)).collect();
+    for wanted in ["/api/session", "/api/cis/tasks/", "/guest/power", "/power", "/api/cis/tagging/tag-association"] {
+        assert!(calls.iter().any(|c| c.contains(wanted)), "{wanted} is on the wire: {calls:#?}");
+    }
+    assert!(wire.iter().any(|e| e.method == "DELETE" && e.path.starts_with("/api/vcenter/vm/")), "{calls:#?}");
+    let statuses: std::collections::BTreeSet<u16> = wire.iter().map(|e| e.status).filter(|s| *s >= 400).collect();
+    assert_eq!(statuses.into_iter().collect::<Vec<_>>(), [401, 429, 503], "the errors on the wire: {calls:#?}");
+    write_out("vsphere", &wire);
 }

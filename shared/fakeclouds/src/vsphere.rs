@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{Clock, Faults, Log, Tokens};
+use crate::common::{recorded, Clock, Exchange, Faults, Log, Tokens, Wire};
 use crate::server::{serve_tls_on, Request, Response};
 
 /// Transition times.
@@ -60,6 +60,7 @@ struct Vm {
 
 #[derive(Debug, Clone)]
 struct Task {
+    started: Duration,
     done_at: Duration,
     /// The clone's VM: name, folder, whether to power it on.
     name: String,
@@ -107,6 +108,7 @@ struct State {
     /// Time moves on by this much just before the next request whose path starts with this is answered.
     lag: Option<(String, Duration)>,
     log: Log,
+    wire: Wire,
 }
 
 /// The fake: served over HTTPS on 127.0.0.1 with a certificate of its own CA ([`FakeVsphere::start`]), or called
@@ -146,6 +148,7 @@ impl FakeVsphere {
             failing_clones: None,
             lag: None,
             log: Log::default(),
+            wire: Wire::default(),
         };
         state.datacenters.insert("datacenter-1".into(), "DC1".into());
         state.folders.insert("group-v1".into(), "vm".into());
@@ -349,6 +352,16 @@ impl FakeVsphere {
         self.lock().log.take()
     }
 
+    /// Records every exchange from now on, for [`FakeVsphere::take_wire`].
+    pub fn record(&self) {
+        self.lock().wire.record();
+    }
+
+    /// The exchanges recorded so far ([`FakeVsphere::record`]), and clears them.
+    pub fn take_wire(&self) -> Vec<Exchange> {
+        self.lock().wire.take()
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -434,8 +447,11 @@ fn named(all: &BTreeMap<String, String>, req: &Request, kind_id: &str, kind: &st
         .map(|(id, n)| {
             let mut o = json!({"name": n});
             o[kind_id] = json!(id);
-            if kind == "folder" {
-                o["type"] = json!("VIRTUAL_MACHINE");
+            // The summaries' required fields beyond the id and name: a folder's type, a datastore's file system.
+            match kind {
+                "folder" => o["type"] = json!("VIRTUAL_MACHINE"),
+                "datastore" => o["type"] = json!("VMFS"),
+                _ => {}
             }
             o
         })
@@ -444,6 +460,10 @@ fn named(all: &BTreeMap<String, String>, req: &Request, kind_id: &str, kind: &st
 }
 
 fn handle(state: &Mutex<State>, req: Request) -> Response {
+    recorded(state, |s| &mut s.wire, req, answer)
+}
+
+fn answer(state: &Mutex<State>, req: Request) -> Response {
     let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
     s.log.push(&req, req.param("action").map(|a| format!("action={a}")));
     if s.lag.as_ref().is_some_and(|(path, _)| req.path.starts_with(path.as_str())) {
@@ -499,7 +519,8 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
                 let state = if s.tools_running(v) { "RUNNING" } else { "NOT_RUNNING" };
                 Response::json(
                     200,
-                    &json!({"run_state": state, "version_status": "CURRENT", "install_type": "OPEN_VM_TOOLS"}),
+                    &json!({"run_state": state, "version_status": "CURRENT", "install_type": "OPEN_VM_TOOLS",
+                            "auto_update_supported": false, "upgrade_policy": "MANUAL"}),
                 )
             }
             None => not_found(&format!("Virtual machine '{vm}'")),
@@ -512,7 +533,8 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
                 let [hi, lo] = n.to_be_bytes();
                 Response::json(
                     200,
-                    &json!({"name": v.name, "family": "LINUX", "host_name": v.name,
+                    // `name` is the guest OS (an enumeration), as RHCOS reports itself; `host_name` the VM's.
+                    &json!({"name": "RHEL_9_64", "family": "LINUX", "host_name": v.name,
                             "full_name": {"default_message": "Red Hat Enterprise Linux CoreOS", "id": "rhcos", "args": []},
                             "ip_address": format!("10.20.{hi}.{}", lo.max(1))}),
                 )
@@ -660,6 +682,7 @@ fn clone(s: &mut State, req: &Request) -> Response {
     }
     let now = s.now();
     let task = Task {
+        started: now,
         done_at: now + s.timings.clone,
         name,
         folder,
@@ -674,19 +697,39 @@ fn clone(s: &mut State, req: &Request) -> Response {
 
 fn get_task(s: &State, id: &str) -> Response {
     let Some(t) = s.tasks.get(id) else { return not_found(&format!("Task '{id}'")) };
-    let mut body = json!({"service": "com.vmware.vcenter.vm", "operation": "clone", "cancelable": false});
+    let clone = s.timings.clone.as_millis().max(1);
+    let elapsed = s.now().saturating_sub(t.started).as_millis().min(clone);
+    // The task's Info as its status requires: progress and start time once running, end time once done.
+    let mut body = json!({
+        "description": {"id": "com.vmware.vcenter.VM.clone", "default_message": "Clone virtual machine", "args": []},
+        "service": "com.vmware.vcenter.VM",
+        "operation": "clone",
+        "cancelable": false,
+        "start_time": vapi_time(t.started),
+        "progress": {"total": 100, "completed": elapsed * 100 / clone,
+                     "message": {"id": "vcenter.vm.clone.progress", "default_message": "Cloning", "args": []}},
+    });
     match (&t.result, &t.failure) {
         (Some(vm), _) => {
             body["status"] = json!("SUCCEEDED");
             body["result"] = json!(vm);
+            body["end_time"] = json!(vapi_time(t.done_at));
         }
         (None, Some(message)) if s.now() >= t.done_at => {
             body["status"] = json!("FAILED");
+            body["end_time"] = json!(vapi_time(t.done_at));
             body["error"] = json!({"error_type": "RESOURCE_INACCESSIBLE", "messages": [{"id": "vcenter.vm.clone.failed", "default_message": message, "args": []}]});
         }
         _ => body["status"] = json!("RUNNING"),
     }
     Response::json(200, &body)
+}
+
+/// A time on the fake's clock as the API writes a DateTime (UTC, milliseconds), its start at 2026-01-01.
+fn vapi_time(at: Duration) -> String {
+    let start = chrono::DateTime::from_timestamp(1_767_225_600, 0).unwrap_or_default();
+    let when = start + chrono::TimeDelta::from_std(at).unwrap_or_default();
+    when.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 fn power(s: &mut State, vm: &str, action: &str) -> Response {
