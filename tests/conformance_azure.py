@@ -395,9 +395,10 @@ def sdk_lifecycle():
         assert powers(compute, group, names[0]) == ["PowerState/running"]
         done.append("get and instance view")
         fake.tell("page 2")
-        pages = [[v.name for v in page] for page in compute.virtual_machines.list(group).by_page()]
-        assert pages == [names[:2], names[2:]], pages
-        done.append("a list over 2 pages")
+        pages = [list(page) for page in compute.virtual_machines.list(group, expand="instanceView").by_page()]
+        assert [[v.name for v in page] for page in pages] == [names[:2], names[2:]], pages
+        assert all(v.instance_view and v.instance_view.statuses for page in pages for v in page), pages
+        done.append("a list over 2 pages, each VM's instance view expanded in it")
         compute.virtual_machines.begin_deallocate(group, names[0]).result()
         assert powers(compute, group, names[0]) == ["PowerState/deallocated"]
         compute.virtual_machines.begin_start(group, names[0]).result()

@@ -169,12 +169,11 @@ async fn the_azure_adapters_lifecycle_is_recorded_on_the_wire() {
 
     let wire = fake.take_wire();
     let calls: Vec<String> = wire.iter().map(|e| format!("{} {}", e.method, e.path)).collect();
-    for wanted in
-        ["/deployments/apiary-1", "/operationStatuses/", "/instanceView", "/deallocate", "/start", "/networkInterfaces"]
-    {
+    for wanted in ["/deployments/apiary-1", "/operationStatuses/", "/deallocate", "/start", "/networkInterfaces"] {
         assert!(calls.iter().any(|c| c.contains(wanted)), "{wanted} is on the wire: {calls:#?}");
     }
     assert!(wire.iter().any(|e| e.query.iter().any(|(k, _)| k == "$skiptoken")), "a second page was asked for");
+    assert!(wire.iter().any(|e| e.query.iter().any(|(k, v)| k == "$expand" && v == "instanceView")), "{calls:#?}");
     assert!(wire.iter().any(|e| e.method == "DELETE"), "{calls:#?}");
     write_out("azure", &wire);
 }

@@ -9,7 +9,7 @@
 //!   (`$filter=tagName eq 'K' and tagValue eq 'V'`), in pages with `nextLink`;
 //! - template deployments: `PUT` (201 with `Azure-AsyncOperation`), `GET`, and their `operationStatuses`;
 //! - virtual machines: the list of a resource group (pages of [`FakeAzure::set_page_size`] with an absolute
-//!   `nextLink`), `GET`, `instanceView`, and `POST start`, `deallocate`, `powerOff` (202 with
+//!   `nextLink`; each VM's instance view in it with `$expand=instanceView`), `GET`, `instanceView`, and `POST start`, `deallocate`, `powerOff` (202 with
 //!   `Azure-AsyncOperation` and `Location`), with the operations those name.
 //!
 //! Templates are evaluated as far as cluster templates need: each `Microsoft.Compute/virtualMachines` resource
@@ -981,17 +981,31 @@ fn list_vms(s: &State, sub: &str, rg: &str, req: &Request) -> Response {
     let Some(group) = s.groups.get(&rg_key(sub, rg)) else {
         return group_not_found(rg);
     };
+    // `$expand=instanceView` puts each VM's instance view in its `properties`, as ARM's list does.
+    let expand = req.param("$expand").filter(|e| e.eq_ignore_ascii_case("instanceView"));
     let all: Vec<&Vm> =
         s.vms.iter().filter(|((su, r, _), _)| (su.as_str(), r.as_str()) == (sub, rg)).map(|(_, v)| v).collect();
     let from: usize = req.param("$skiptoken").and_then(|t| t.parse().ok()).unwrap_or(0);
-    let page: Vec<Value> = all.iter().skip(from).take(s.page_size).map(|v| s.vm_json(sub, &group.name, v)).collect();
+    let page: Vec<Value> = all
+        .iter()
+        .skip(from)
+        .take(s.page_size)
+        .map(|v| {
+            let mut vm = s.vm_json(sub, &group.name, v);
+            if expand.is_some() {
+                vm["properties"]["instanceView"] = instance_view(v);
+            }
+            vm
+        })
+        .collect();
     let mut body = json!({"value": page});
     if from + s.page_size < all.len() {
         body["nextLink"] = json!(format!(
-            "{}/subscriptions/{sub}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines?api-version={}&$skiptoken={}",
+            "{}/subscriptions/{sub}/resourceGroups/{}/providers/Microsoft.Compute/virtualMachines?api-version={}{}&$skiptoken={}",
             s.base,
             group.name,
             req.param(API_VERSION).unwrap_or_default(),
+            expand.map(|e| format!("&$expand={e}")).unwrap_or_default(),
             from + s.page_size
         ));
     }

@@ -1,6 +1,7 @@
 //! Azure: a cluster's machines are the virtual machines of its resource group (`platform.azure.resourceGroupName`,
-//! openshift-install's `<infraId>-rg` by default), found with one list of the group (every page, following
-//! `nextLink`) and each VM's instance view (its `PowerState/…` and `ProvisioningState/…`).
+//! openshift-install's `<infraId>-rg` by default), found with one list of the group, each VM's instance view (its
+//! `PowerState/…` and `ProvisioningState/…`) expanded in it (`$expand=instanceView`): one ARM read a page
+//! (following `nextLink`), however many VMs the cluster has.
 //!
 //! - Start: `POST …/start` on deallocated and stopped VMs. A start that failed after it was accepted
 //!   (`ProvisioningState/failed/AllocationFailed` in the instance view) is re-issued and reported as that VM's
@@ -232,29 +233,12 @@ impl Azure {
         Ok(listed)
     }
 
-    /// The VMs of `group` with their instance views; none when the group does not exist.
+    /// The VMs of `group` with their instance views, expanded in the list: one ARM read a page, however many VMs.
+    /// None when the group does not exist. A VM listed without a view has no power state yet (pending).
     async fn vms(&self, az: Settings<'_>, group: &str) -> Result<Vec<Vm>> {
-        let first = format!("{}?api-version={COMPUTE_API}", self.vms_url(az.settings, group));
+        let first = format!("{}?api-version={COMPUTE_API}&$expand=instanceView", self.vms_url(az.settings, group));
         let listed = self.list("compute:virtualMachines.list", az, first).await?;
-        let views = fanout::all(listed, |vm| async move {
-            let name = vm["name"].as_str().unwrap_or_default().to_owned();
-            let url = format!(
-                "{}/{}/instanceView?api-version={COMPUTE_API}",
-                self.vms_url(az.settings, group),
-                escape(&name)
-            );
-            let answer = self.call("compute:virtualMachines.instanceView", az, |c| c.get(&url)).await?;
-            if answer.status == StatusCode::NOT_FOUND {
-                return Ok(None);
-            }
-            if !answer.is_success() {
-                return Err(Error::service("compute:virtualMachines.instanceView", arm_error(&answer).1, false));
-            }
-            let view: Value = answer.json("compute:virtualMachines.instanceView")?;
-            Ok(Some(vm_of(&vm, &view)))
-        })
-        .await?;
-        Ok(views.into_iter().flatten().collect())
+        Ok(listed.iter().map(|vm| vm_of(vm, &vm["properties"]["instanceView"])).collect())
     }
 
     async fn listed<'a>(&self, t: &Target<'a>) -> Result<(Settings<'a>, String, Vec<Vm>)> {
