@@ -4,6 +4,7 @@
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 from fake_process import ROOT
@@ -21,3 +22,22 @@ def recorded(cloud):
             raise SystemExit(f"conformance: the recorded {cloud} lifecycle failed (above)")
         with open(os.path.join(out, f"{cloud}.json"), encoding="utf-8") as f:
             return json.load(f)
+
+
+def report(heading, table, errors):
+    """Prints what was checked of each operation (`table`: operation → what was checked) under `heading`, and every
+    mismatch found; exits 1 when there is one."""
+    print(heading)
+    for op, checked in sorted(table.items()):
+        print(f"  {op}: {', '.join(sorted(checked)) or 'not checked'}")
+    for e in dict.fromkeys(errors):
+        print(f"conformance: {e}", file=sys.stderr)
+    if errors:
+        sys.exit(1)
+
+
+def must_catch(errors, wanted):
+    """A self-test's end: each of `wanted` is in some error the checks found in the bad exchanges."""
+    for w in wanted:
+        if not any(w in e for e in errors):
+            raise SystemExit(f"conformance: the checks no longer catch {w!r}: {errors}")
