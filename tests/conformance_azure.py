@@ -12,7 +12,8 @@ deserialises (`ResourceGroup`, `Deployment`, `VirtualMachineListResult`, ...): e
 (flattened `properties.*` as the model flattens them), of its type; in a request no read-only field and every
 required one. A request that follows a link an earlier answer gave (`nextLink`, `Azure-AsyncOperation`,
 `Location`) must be that link exactly, as the documented protocol says; an `Azure-AsyncOperation` answer must carry
-the `status` azure-core's poller reads. The token exchange is Entra ID's, not ARM's, and is left out.
+the `status` azure-core's poller reads. The token exchange is Entra ID's, not ARM's: it is held to azure-identity's
+own, which the fake records (the same form fields, less MSAL's `client_info`).
 
 Then Azure's own clients, azure-identity and the mgmt SDKs, drive the fake over HTTPS (fake-azure) through what
 Apiary needs of the cloud: the client-credentials token (MSAL finds the token endpoint in the tenant's OpenID
@@ -42,7 +43,7 @@ from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.resource.resources.v2021_04_01 import ResourceManagementClient
 
 from fake_process import FakeProcess
-from wire import must_catch, recorded, report
+from wire import client_grant, compare_grant, grant_self_test, must_catch, recorded, report
 
 # (short name, the operations module, the models module) of each SDK at the version the adapter targets.
 SDKS = [
@@ -372,7 +373,7 @@ def sdk_lifecycle():
         h = fake.hello
         credential = ClientSecretCredential(h["tenant"], h["clientId"], h["clientSecret"], authority=h["endpoint"],
                                             disable_instance_discovery=True)
-        credential.get_token("https://management.azure.com/.default")
+        grant = client_grant(fake, lambda: credential.get_token("https://management.azure.com/.default"))
         done.append("azure-identity's client-credentials token (the tenant's OpenID metadata, then the grant)")
         options = {"base_url": h["endpoint"], "credential_scopes": ["https://management.azure.com/.default"],
                    "polling_interval": 0.2}
@@ -433,11 +434,13 @@ def sdk_lifecycle():
         fake.close()
         os.unlink(ca.name)
     print(f"azure-identity and the mgmt SDKs against the fake: {'; '.join(done)}")
+    return grant
 
 
 def main():
     known = operations()
     self_test(known)
+    grant_self_test()
     wire = recorded("azure")
     table, errors, links = {}, [], new_links()
     for exchange in wire:
@@ -445,7 +448,14 @@ def main():
     report(f"ARM (compute 2024-07-01, resources 2021-04-01, network 2024-05-01; {len(known)} SDK operations): "
           f"{len(wire)} exchanges", table, errors)
     started = time.time()
-    sdk_lifecycle()
+    theirs = sdk_lifecycle()
+    ours = [e["request"] for e in wire if e["method"] == "POST" and e["path"].endswith("/oauth2/v2.0/token")]
+    # MSAL asks for `client_info` (the account's identity, for its own token cache); a daemon has no use for it.
+    grant = "the client-credentials grant"
+    errors = compare_grant(ours[0], theirs, grant, extras=["client_info"]) if ours else ["the adapter asked no token"]
+    if ours and not ours[0].get("scope", "").endswith("/.default"):
+        errors.append(f"the client-credentials grant: scope {ours[0].get('scope')!r} is not a /.default scope")
+    report("the client-credentials grant against azure-identity's (MSAL's): the same form fields", {}, errors)
     print(f"  ({time.time() - started:.1f} s)")
 
 

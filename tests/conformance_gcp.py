@@ -4,13 +4,15 @@ fake it reads, held against the compute v1 discovery document that google-api-py
 infra/requirements-conformance.txt) ships: the method each request is (HTTP method and path template), its query parameters
 (each one the method or the API takes, each required one there, each of its type), its body against the method's
 request schema, and each successful answer against the method's response schema (every field one the schema
-names, of its type). The OAuth token exchange is not Compute's and is left out.
+names, of its type). The OAuth token exchange is not Compute's: it is held to google-auth's own (below).
 
 Then Google's own generated client, google-cloud-compute (pinned likewise), drives the fake Compute API
 (shared/fakeclouds/src/bin/fake-gcp.rs) through what Apiary needs of the cloud, its token fetched by google-auth
 from the fake's token endpoint: create (bulkInsert, its operation followed to DONE through zoneOperations.get), get,
 an aggregated list of more than one page, stop, start, delete, and the errors a client must tell apart: 404, 409,
-429 with Retry-After, 503. Where the client refuses what the fake says, the fake is wrong.
+429 with Retry-After, 503. Where the client refuses what the fake says, the fake is wrong. The JWT-bearer grant
+google-auth sent (the fake records it) and the adapter's are then held together: the same form fields, the same
+claims in the assertion, the same scope.
 
 `make conformance` runs it (`make test` does). It prints the operations it saw, each with what was checked.
 """
@@ -28,7 +30,7 @@ from google.oauth2 import credentials as oauth
 from google.oauth2 import service_account
 
 from fake_process import FakeProcess
-from wire import must_catch, recorded, report
+from wire import client_grant, compare_grant, grant_self_test, jwt_claims, must_catch, recorded, report
 
 DISCOVERY = os.path.join(os.path.dirname(googleapiclient.__file__), "discovery_cache", "documents", "compute.v1.json")
 PREFIX = "/compute/v1/"
@@ -193,7 +195,8 @@ def sdk_lifecycle():
     try:
         account = service_account.Credentials.from_service_account_info(
             fake.key, scopes=["https://www.googleapis.com/auth/compute"])
-        account.refresh(Request())  # the JWT-bearer grant at the key's token_uri: the fake's
+        # The JWT-bearer grant at the key's token_uri (the fake's), as the fake saw it.
+        grant = client_grant(fake, lambda: account.refresh(Request()))
         creds = oauth.Credentials(account.token)
         options = {"api_endpoint": fake.base}
         instances = compute_v1.InstancesClient(credentials=creds, transport="rest", client_options=options)
@@ -258,17 +261,30 @@ def sdk_lifecycle():
     finally:
         fake.close()
     print(f"google-cloud-compute against the fake: {'; '.join(done)}")
+    return grant
 
 
 def main():
     doc = json.load(open(DISCOVERY, encoding="utf-8"))
     self_test(doc)
+    grant_self_test()
     wire = recorded("gcp")
     known, table, errors = methods(doc), {}, []
     for exchange in wire:
         errors.extend(check(doc, known, exchange, table))
     report(f"compute v1 (discovery revision {doc.get('revision')}): {len(wire)} exchanges", table, errors)
-    sdk_lifecycle()
+    theirs = sdk_lifecycle()
+    ours = [e["request"] for e in wire if e["method"] == "POST" and e["path"] == "/token"]
+    if not ours:
+        raise SystemExit("conformance: the GCP adapter asked no token")
+    errors = compare_grant(ours[0], theirs, "the JWT-bearer grant")
+    mine, google = jwt_claims(ours[0]["assertion"]), jwt_claims(theirs["assertion"])
+    if set(mine) != set(google):
+        errors.append(f"the JWT-bearer grant: Apiary's assertion claims {sorted(mine)}, google-auth's {sorted(google)}")
+    if mine.get("scope") != google.get("scope"):
+        errors.append(f"the JWT-bearer grant: scope {mine.get('scope')!r}, google-auth's {google.get('scope')!r}")
+    report("the OAuth JWT-bearer grant against google-auth's: the same form fields, claims and scope",
+           {}, errors)
 
 
 if __name__ == "__main__":

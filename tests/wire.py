@@ -1,6 +1,7 @@
 """What Apiary's cloud adapters sent and were answered in a whole lifecycle against each fake
 (shared/clouds/tests/wire.rs), for tests/conformance_<cloud>.py to hold against the vendor's description."""
 
+import base64
 import json
 import os
 import subprocess
@@ -22,6 +23,48 @@ def recorded(cloud):
             raise SystemExit(f"conformance: the recorded {cloud} lifecycle failed (above)")
         with open(os.path.join(out, f"{cloud}.json"), encoding="utf-8") as f:
             return json.load(f)
+
+
+def client_grant(fake, call):
+    """The form of the token request a vendor's client sends while `call` runs, as the fake (`fake`, a
+    FakeProcess) recorded it."""
+    with tempfile.TemporaryDirectory() as out:
+        fake.tell("record")
+        call()
+        path = os.path.join(out, "wire.json")
+        fake.tell(f"dump {path}")
+        with open(path, encoding="utf-8") as f:
+            forms = [e["request"] for e in json.load(f) if e["method"] == "POST" and "token" in e["path"]]
+    if not forms:
+        raise SystemExit("conformance: the vendor's client sent no token request")
+    return forms[0]
+
+
+def jwt_claims(token):
+    """The claims of a JWT (its payload, not verified)."""
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def compare_grant(ours, theirs, where, extras=()):
+    """What differs between Apiary's token request (`ours`, its form) and the vendor client's (`theirs`): the grant
+    type, and any field Apiary sends that the client does not, or the client sends that Apiary leaves out (but the
+    client library's own `extras`)."""
+    errors = []
+    if ours.get("grant_type") != theirs.get("grant_type"):
+        errors.append(f"{where}: grant_type {ours.get('grant_type')!r}, the client's is {theirs.get('grant_type')!r}")
+    for name in sorted(set(ours) - set(theirs)):
+        errors.append(f"{where}: Apiary sends {name!r}, which the vendor's client does not")
+    for name in sorted(set(theirs) - set(ours) - set(extras)):
+        errors.append(f"{where}: the vendor's client sends {name!r}, which Apiary does not")
+    return errors
+
+
+def grant_self_test():
+    """The grant comparison refuses what it is for: another grant type, a field the client does not send, one it
+    sends that is left out."""
+    errors = compare_grant({"grant_type": "a", "extra": ""}, {"grant_type": "b", "needed": ""}, "grant")
+    must_catch(errors, ["grant_type 'a'", "Apiary sends 'extra'", "sends 'needed'"])
 
 
 def report(heading, table, errors):

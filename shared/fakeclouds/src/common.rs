@@ -144,7 +144,7 @@ pub struct Exchange {
     pub path: String,
     /// The query's pairs, decoded, in order.
     pub query: Vec<(String, String)>,
-    /// The request's body as JSON (`null` when it has none or is not JSON).
+    /// The request's body as JSON: a form's fields as an object (`null` when it has none or is neither).
     pub request: serde_json::Value,
     /// The answer's status.
     pub status: u16,
@@ -161,7 +161,12 @@ impl Exchange {
             method: req.method.clone(),
             path: req.path.clone(),
             query: req.query.clone(),
-            request: req.json(),
+            request: match req.headers.get("content-type") {
+                Some(t) if t.starts_with("application/x-www-form-urlencoded") => {
+                    req.form().into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect()
+                }
+                _ => req.json(),
+            },
             status: res.status,
             response: serde_json::from_slice(&res.body).unwrap_or(serde_json::Value::Null),
             headers: res.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect(),

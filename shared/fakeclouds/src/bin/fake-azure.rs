@@ -2,7 +2,8 @@
 //! (`tests/conformance_azure.py`): prints one JSON line, `{"endpoint", "tenant", "clientId", "clientSecret",
 //! "subscription", "caPem"}`, then takes one command a line on standard input until it closes: `throttle N` (the
 //! next N ARM calls are 429 with Retry-After), `unavailable N` (503), `page N` (list pages of N), `advance S` (the
-//! clock moves S seconds), each answered `ok`.
+//! clock moves S seconds), `record` (every exchange from now on is kept), `dump PATH` (they are written to PATH as
+//! JSON, and cleared), each answered `ok`.
 
 use std::time::Duration;
 
@@ -33,6 +34,13 @@ async fn main() -> std::io::Result<()> {
             "throttle" => fake.throttle(n),
             "unavailable" => fake.unavailable(n),
             "page" => fake.set_page_size(n as usize),
+            "record" => fake.record(),
+            "dump" => {
+                let wire = serde_json::to_vec(&fake.take_wire()).unwrap_or_default();
+                if std::fs::write(arg, wire).is_err() {
+                    return false;
+                }
+            }
             "advance" => fake.advance(Duration::from_secs(n.into())),
             _ => return false,
         }

@@ -1,7 +1,8 @@
 //! The fake Compute API on a free port, for an official client to drive (`tests/conformance_gcp.py`): prints one
 //! JSON line, `{"endpoint", "project", "key"}` (the service account's key file names the fake's token endpoint),
 //! then takes one command a line on standard input until it closes: `throttle N` (the next N requests are 429
-//! with Retry-After), `unavailable N` (503), `page N` (list pages of N), each answered `ok`.
+//! with Retry-After), `unavailable N` (503), `page N` (list pages of N), `record` (every exchange from now on is
+//! kept), `dump PATH` (they are written to PATH as JSON, and cleared), each answered `ok`.
 
 use std::time::Duration;
 
@@ -22,6 +23,13 @@ async fn main() -> std::io::Result<()> {
             "throttle" => fake.throttle(n),
             "unavailable" => fake.unavailable(n),
             "page" => fake.set_page_size(n as usize),
+            "record" => fake.record(),
+            "dump" => {
+                let wire = serde_json::to_vec(&fake.take_wire()).unwrap_or_default();
+                if std::fs::write(arg, wire).is_err() {
+                    return false;
+                }
+            }
             _ => return false,
         }
         true
