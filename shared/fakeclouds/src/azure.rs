@@ -9,8 +9,9 @@
 //!   (`$filter=tagName eq 'K' and tagValue eq 'V'`), in pages with `nextLink`;
 //! - template deployments: `PUT` (201 with `Azure-AsyncOperation`), `GET`, and their `operationStatuses`;
 //! - virtual machines: the list of a resource group (pages of [`FakeAzure::set_page_size`] with an absolute
-//!   `nextLink`; each VM's instance view in it with `$expand=instanceView`), `GET`, `instanceView`, and `POST start`, `deallocate`, `powerOff` (202 with
-//!   `Azure-AsyncOperation` and `Location`), with the operations those name.
+//!   `nextLink`; each VM's instance view in it with `$expand=instanceView`), `GET`, `instanceView`, and
+//!   `POST start`, `deallocate`, `powerOff` (202 with `Azure-AsyncOperation` and `Location`), with the operations
+//!   those name.
 //!
 //! Templates are evaluated as far as cluster templates need: each `Microsoft.Compute/virtualMachines` resource
 //! (with `copy.count`) becomes VMs, named by a subset of ARM's expression language: `parameters('p')`,
