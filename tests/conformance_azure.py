@@ -242,19 +242,18 @@ def linked(exchange, links):
 
 
 def check(known, exchange, links, table):
-    """What is wrong with one exchange, as a list; `links` holds every link earlier answers gave (`nextLink`,
-    `Azure-AsyncOperation`, `Location`) and gains this answer's; `table` gains what was checked per operation."""
+    """What is wrong with one exchange, as a list; `links` holds the links earlier answers gave to follow
+    (`nextLink`, `Azure-AsyncOperation`) and gains this answer's; `table` gains what was checked per operation."""
     errors = []
     path, method = exchange["path"], exchange["method"]
     if not path.lower().startswith("/subscriptions/"):
         table.setdefault(f"{method} {path.split('/', 2)[-1]} (Entra ID's, not ARM's)", set())
         return errors
-    status_link = any(linked(exchange, [link]) for link in links["azure-asyncoperation"])
-    page_link = any(linked(exchange, [link]) for link in links["nextLink"])
+    status_link = linked(exchange, links["azure-asyncoperation"])
+    page_link = linked(exchange, links["nextLink"])
     headers = dict(exchange.get("headers", []))
-    for name in ("azure-asyncoperation", "location"):
-        if name in headers:
-            links[name].append(headers[name])
+    if "azure-asyncoperation" in headers:
+        links["azure-asyncoperation"].append(headers["azure-asyncoperation"])
     body = exchange["response"]
     if isinstance(body, dict) and body.get("nextLink"):
         links["nextLink"].append(body["nextLink"])
@@ -303,7 +302,7 @@ def check(known, exchange, links, table):
 
 
 def new_links():
-    return {"azure-asyncoperation": [], "location": [], "nextLink": []}
+    return {"azure-asyncoperation": [], "nextLink": []}
 
 
 def self_test(known):

@@ -53,15 +53,14 @@ class Operation:
         self.action = rest._dispatch_parameters.get("action") or dict(
             p.split("=", 1) for p in dispatch.split("&") if "=" in p).get("action")
         self.dashed = name.replace("_", "-")
-        self.path_variables = {v for v in rest._path_variables.values()}
         self.template = template
         self.input = info["input_type"]
         self.output = info["output_type"]
         self.task = bool(info.get("task_type"))
         self.body_name = rest.request_body_parameter
-        names = {p for p in self.path_variables}
+        # The inputs not in the path (its variables are keyed by the inputs' own names).
         self.inputs = {f: self.input.get_field(f) for f in self.input.get_field_names()
-                       if f not in names and camel(f) not in names}
+                       if f not in rest._path_variables}
 
     def forms(self):
         """(path pattern, action) pairs the operation may take on /api."""
@@ -73,11 +72,6 @@ class Operation:
         if self.template.endswith("/" + self.dashed):
             forms.append((pattern(self.template[:-len(self.dashed) - 1]), self.dashed))
         return forms
-
-
-def camel(name):
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
 
 
 def operations():
