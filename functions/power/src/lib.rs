@@ -430,7 +430,7 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, receipt: Option<&str>) -> Re
     let Some(pool) = get_pool(deps, &msg.pool).await? else { return Ok(Outcome::default()) };
     let machinery = deps.platforms.of(&pool.spec)?;
     let platform = machinery.as_ref();
-    let limits = pool.spec.power_limits();
+    let limits = pool.power_limits();
     let creds = Credentials::Untried;
     let mut run = Run { deps, pool: &pool, platform, limits, msg, receipt, outcome: Outcome::default(), creds };
     let mut attempt = 0;

@@ -443,3 +443,49 @@ async fn a_reaper_pass_with_a_refused_role_lists_nothing_and_clears_nothing() {
     assert_eq!(p.status.orphans, None, "no pass recorded");
     assert!(authentication(&w, "ci").is_some_and(|(s, _, _)| s == apiary_planner::ConditionStatus::True));
 }
+
+/// Power messages delivered, as Lambda would, until none is left or `until` passes: how many runs it took.
+async fn runs_until(w: &World, deps: &Deps, until: Timestamp) -> usize {
+    let mut runs = 0;
+    loop {
+        let event = w.queue.receive(QueueName::Power, 10, TimeDelta::seconds(360), &mut |_| 0);
+        if event.records.is_empty() {
+            match w.queue.next_visible() {
+                Some(t) if t <= until => w.time.set(t),
+                _ => return runs,
+            }
+            continue;
+        }
+        runs += event.records.len();
+        let response = power::handle(deps, event.clone()).await;
+        w.queue.settle(&event, &response);
+    }
+}
+
+/// Installs one cluster whose machines take 20 minutes to launch, in a pool whose status says `pace`; the power
+/// runs it took and when the install was found done.
+async fn install_with(pace: Option<apiary_planner::Pace>) -> (usize, Timestamp) {
+    let w = World::new(t0());
+    w.cloud.set_timings(apiary_testkit::cloud::Timings { launch: TimeDelta::minutes(20), ..Default::default() });
+    let mut p = pool("ci", aws_spec(1, 1), t0());
+    p.status.pace = pace;
+    w.put_pool(p);
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    w.put_cluster("ci", c);
+    let deps = w.default_deps(900);
+    power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
+    let runs = 1 + runs_until(&w, &deps, t0() + TimeDelta::minutes(40)).await;
+    let installed = w.cluster("ci", "ci-1").and_then(|c| c.installed_at).expect("installed");
+    (runs, installed)
+}
+
+#[tokio::test]
+async fn a_pool_whose_pace_is_known_looks_at_an_install_less_often_and_finds_it_done_as_soon() {
+    let (every_minute, found) = install_with(None).await;
+    let pace = apiary_planner::Pace { install_seconds: Some(20 * 60), ..Default::default() };
+    let (paced, found_paced) = install_with(Some(pace)).await;
+    assert!(found >= t0() + TimeDelta::minutes(20) && found_paced <= found, "{found} vs {found_paced}");
+    // Every minute: some twenty looks. Paced: at 1, 2, 4, 8, 13, 18 and 19 minutes, then done at 20.
+    assert!(every_minute >= 20 && paced <= every_minute / 2, "{every_minute} runs every minute, {paced} paced");
+}

@@ -6,6 +6,7 @@ mod support;
 use apiary_planner::power::{
     deadline, deprovision_step, fenced_until, hibernation_unsupported, in_progress, pause, probe, step, unpause,
     ActuatorCall, Install, Probe, Readiness, Report, Termination, CALL_FENCE, INSTALL_POLL, MIN_BACKOFF, POLL,
+    SPARSE_POLL,
 };
 use apiary_planner::*;
 use chrono::TimeDelta;
@@ -739,4 +740,61 @@ fn an_installers_answer_that_cannot_be_used_fails_the_attempt() {
     assert_eq!(s.cluster.install_failures, 1);
     let k = cond(&s.cluster, condition::PROVISION_FAILED);
     assert!(k.message.contains("not usable") && k.message.contains("infraId"), "{}", k.message);
+}
+
+/// A pool whose installs take about 40 minutes at the quickest, resumes 3 and stops 2.
+fn paced(to_running: Option<i64>) -> PowerLimits {
+    let pace = Pace { install_seconds: Some(2400), resume_seconds: Some(180), stop_seconds: Some(120) };
+    PowerLimits { pace, ..timeouts(to_running, None) }
+}
+
+#[test]
+fn a_paced_install_is_looked_at_more_and_more_sparsely_until_the_pools_quick_time_then_every_minute() {
+    let c = cluster("c").installing().c;
+    let under_way = Report::Install(Install::UnderWay);
+    let look = |c: &Cluster, m: i64| step(c, &under_way, at(m), paced(None)).recheck_after.unwrap();
+    // Gaps as long as the install's age, at most five minutes, ending a minute before the quick time (40 min).
+    let looks: Vec<i64> = [0, 1, 2, 4, 8, 13, 33, 36, 38, 39, 45].iter().map(|m| look(&c, *m).num_seconds()).collect();
+    assert_eq!(looks, [60, 60, 120, 240, 300, 300, 300, 180, 60, 60, 60]);
+    let provisioned = step(&c, &Report::Provisioned { handle: None }, at(0), paced(None));
+    assert_eq!(provisioned.recheck_after, Some(INSTALL_POLL), "the first look comes a minute after provisioning");
+    // A second attempt, and a pool whose pace is not known yet, are looked at every minute.
+    let mut again = c.clone();
+    again.install_failures = 1;
+    assert_eq!(look(&again, 10), INSTALL_POLL);
+    assert_eq!(step(&c, &under_way, at(10), PowerLimits::default()).recheck_after, Some(INSTALL_POLL));
+    // The install timeout still gets its look at the deadline.
+    let limits = PowerLimits { install: Some(TimeDelta::minutes(12)), ..paced(None) };
+    assert_eq!(step(&c, &under_way, at(10), limits).recheck_after, Some(TimeDelta::minutes(2)));
+}
+
+#[test]
+fn a_paced_transition_is_looked_at_every_minute_until_the_pools_quick_time_then_every_poll() {
+    let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    let started = step(&c, &machines(3), at(0), paced(None)).cluster;
+    let s = step(&started, &Report::CallAccepted, at(0), paced(None));
+    assert_eq!(s.recheck_after, Some(SPARSE_POLL), "a minute after the start");
+    let c = s.cluster;
+    let after = |secs: i64| {
+        let now = at(0) + TimeDelta::seconds(secs);
+        step(&c, &waiting(2), now, paced(None)).recheck_after.unwrap().num_seconds()
+    };
+    // The quick resume is 3 minutes: dense looks from a poll before it.
+    assert_eq!([after(60), after(120), after(150), after(165), after(240)], [60, 45, 15, 15, 15]);
+    // Without a known pace, every poll.
+    assert_eq!(step(&c, &waiting(2), at(1), timeouts(None, None)).recheck_after, Some(POLL));
+    // Seed 002's timeout is looked at when it falls: a 2-minute limit breaks the cluster on time.
+    let s = step(&c, &waiting(2), at(1) + TimeDelta::seconds(30), paced(Some(2)));
+    assert_eq!(s.recheck_after, Some(TimeDelta::seconds(30)));
+    assert!(step(&s.cluster, &waiting(2), at(2), paced(Some(2))).cluster.is_broken());
+
+    // A stop: likewise against the quick stop, 2 minutes.
+    let c = cluster("c").running().spec(DesiredPower::Hibernating).c;
+    let stopping = step(&c, &machines(3), at(0), paced(None)).cluster;
+    let s = step(&stopping, &Report::CallAccepted, at(0), paced(None));
+    assert_eq!(s.recheck_after, Some(SPARSE_POLL));
+    let late = step(&s.cluster, &waiting(1), at(0) + TimeDelta::seconds(110), paced(None));
+    assert_eq!(late.recheck_after, Some(POLL));
+    let done = step(&late.cluster, &waiting(0), at(2) + TimeDelta::seconds(5), paced(None)).cluster;
+    assert_eq!((done.power_state, done.last_stop_seconds), (Some(PowerState::Hibernating), Some(125)));
 }

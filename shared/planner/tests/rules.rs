@@ -520,6 +520,25 @@ fn deleting_a_pool_leaves_claimed_clusters_and_waits_for_the_rest() {
 // ── writes, determinism, deadlines ──────────────────────────────────────────────────────────────────────
 
 #[test]
+fn the_status_keeps_the_pools_pace_and_a_settled_pace_is_not_written_again() {
+    let mut scenario = given(pool().size(6).running_count(0));
+    for i in 0..6 {
+        let mut c = cluster(&format!("c{i}")).created(at(i));
+        c.c.installed_at = Some(at(i + 40 + i));
+        c.c.last_resume_seconds = Some(200 + 10 * i as u32);
+        scenario = scenario.with(c);
+    }
+    let snapshot = scenario.snapshot();
+    let first = plan(&snapshot, at(100), 1);
+    let pace = first.status.pace.expect("six installs and resumes measured");
+    assert_eq!((pace.install_seconds, pace.resume_seconds, pace.stop_seconds), (Some(2400), Some(200), None));
+    let settled = apply(&snapshot, &first).unwrap().unwrap();
+    let again = plan(&settled, at(101), 2);
+    assert_eq!(again.writes().count(), 0, "{:?}", again.actions);
+    assert_eq!(settled.pool.power_limits().pace, pace, "the power function is paced by the status");
+}
+
+#[test]
 fn nothing_is_written_when_nothing_changed() {
     let scenario = given(pool().size(2).running_count(1))
         .with(cluster("a").created(at(1)).running())

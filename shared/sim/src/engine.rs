@@ -15,7 +15,7 @@ use apiary_planner::duration::hours;
 use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
 use apiary_planner::{apply_mut, plan, Action, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
 
-use crate::report::{Calls, Costs, Outcome, Sample, Usage};
+use crate::report::{Calls, Costs, Lateness, Noticed, Outcome, Sample, Usage};
 use crate::rng::Rng;
 use crate::trace::Trace;
 
@@ -166,6 +166,9 @@ pub struct Simulation<'t> {
     writes: usize,
     reconciles: usize,
     usage: Usage,
+    /// Seconds from a transition's machines being done to the power function's next look (install, resume,
+    /// stop): what the look schedule adds before the pool can act on it.
+    late: [Vec<f64>; 3],
 }
 
 impl<'t> Simulation<'t> {
@@ -211,6 +214,7 @@ impl<'t> Simulation<'t> {
             writes: 0,
             reconciles: 0,
             usage: Usage::default(),
+            late: Default::default(),
             setup,
         }
     }
@@ -282,6 +286,7 @@ impl<'t> Simulation<'t> {
                 true
             }
             Event::MachinesDone(id, when) => {
+                self.note_lateness(&id, when, now);
                 let next = match self.machines.get(&id) {
                     Some(Machines::Installing(t)) | Some(Machines::Starting(Some(t))) if *t == when => {
                         Some(Machines::Running)
@@ -293,18 +298,20 @@ impl<'t> Simulation<'t> {
                     Some(state) => {
                         self.machines.insert(id.clone(), state);
                         self.dirty = true;
-                        self.drive(&id, now)
+                        self.drive(&id, now, false)
                     }
                     None => false,
                 }
             }
             Event::PowerCheck(id) => {
-                if self.power_due.get(&id) == Some(&now) {
+                // A re-check is a delayed message to the power function; only the live link carries the chain on
+                // (a stale one ends on arrival).
+                let live = self.power_due.get(&id) == Some(&now);
+                if live {
                     self.power_due.remove(&id);
                 }
-                // A re-check is a delayed message to the power function.
                 self.usage.power_runs += 1;
-                self.drive(&id, now)
+                self.drive(&id, now, live)
             }
             Event::Deprovisioned(id) => {
                 self.snap.clusters.retain(|c| c.id != id);
@@ -323,6 +330,7 @@ impl<'t> Simulation<'t> {
             Event::Measure => {
                 (self.installs, self.broken, self.writes, self.reconciles) = (0, 0, 0, 0);
                 self.usage = Usage::default();
+                self.late = Default::default();
                 self.calls = Calls::default();
                 false
             }
@@ -377,7 +385,7 @@ impl<'t> Simulation<'t> {
         self.usage.power_runs += drive.len();
         let mut again = false;
         for id in drive {
-            again |= self.drive(&id, now);
+            again |= self.drive(&id, now, false);
         }
         if again {
             self.wake(now);
@@ -393,17 +401,33 @@ impl<'t> Simulation<'t> {
         }
     }
 
-    /// The power function for one cluster; true when it reached a state the pool acts on.
-    fn drive(&mut self, id: &str, now: Timestamp) -> bool {
-        let timeouts = self.snap.pool.spec.power_limits();
-        let mut notable = false;
+    /// The power function for one cluster, run by its live re-check `link` or a nudge; true when it reached a
+    /// state the pool acts on. Its writes are counted as the function makes them: the intent before each call and
+    /// the outcome after, and the cluster's re-check chain (recorded with the step's changes, or alone when a link
+    /// carries on or a nudge starts one).
+    fn drive(&mut self, id: &str, now: Timestamp, link: bool) -> bool {
+        let (notable, wrote, chained) = self.steps(id, now);
+        if (link || chained) && !wrote {
+            self.writes += 1;
+        }
+        notable
+    }
+
+    /// The steps of one power run: whether it reached a state the pool acts on, wrote the cluster, and sent a
+    /// re-check.
+    fn steps(&mut self, id: &str, now: Timestamp) -> (bool, bool, bool) {
+        let timeouts = self.snap.pool.power_limits();
+        let (mut notable, mut wrote, mut chained) = (false, false, false);
         for _ in 0..4 {
-            let Some(idx) = self.position(id) else { return notable };
-            let Some(probe) = power::probe(&self.snap.clusters[idx]) else { return notable };
+            let Some(idx) = self.position(id) else { break };
+            let Some(probe) = power::probe(&self.snap.clusters[idx]) else { break };
             let report = self.report(id, probe);
             let before = &self.snap.clusters[idx];
             let mut step = power::step(before, &report, now, timeouts);
             if let Some(call) = step.call {
+                // The intent is written before the call.
+                self.writes += 1;
+                wrote = true;
                 let outcome = self.call(id, call, now);
                 let (changed, wakes) = (step.changed, step.wakes_pool);
                 step = power::step(&step.cluster, &outcome, now, timeouts);
@@ -417,6 +441,7 @@ impl<'t> Simulation<'t> {
                 self.dirty = true;
                 after.rev = before.rev + 1;
                 self.writes += 1;
+                wrote = true;
                 if after.is_broken() && !before.is_broken() {
                     self.broken += 1;
                 }
@@ -429,13 +454,28 @@ impl<'t> Simulation<'t> {
                     if self.power_due.get(id).is_none_or(|due| *due > t || *due <= now) {
                         self.power_due.insert(id.to_string(), t);
                         self.at(t, Event::PowerCheck(id.to_string()));
+                        chained = true;
                     }
                 }
                 None => {}
             }
             break;
         }
-        notable
+        (notable, wrote, chained)
+    }
+
+    /// Notes how long after `done` the power function's next look at `id` comes (the simulation acts on machines
+    /// at once; a deployed pool acts at that look).
+    fn note_lateness(&mut self, id: &str, done: Timestamp, now: Timestamp) {
+        let kind = match self.machines.get(id) {
+            Some(Machines::Installing(t)) if *t == done => 0,
+            Some(Machines::Starting(Some(t))) if *t == done => 1,
+            Some(Machines::Stopping(t)) if *t == done => 2,
+            _ => return,
+        };
+        if let Some(due) = self.power_due.get(id).filter(|due| **due >= now) {
+            self.late[kind].push((*due - now).as_seconds_f64());
+        }
     }
 
     /// The index of cluster `id` in the snapshot.
@@ -603,6 +643,8 @@ impl<'t> Simulation<'t> {
         let timeout = self.setup.spec.powerstate_transition_to_running_timeout.as_ref().and_then(GoDuration::get);
         self.usage.clusters = self.snap.clusters.len();
         outcome.usage = self.usage;
+        let [install, resume, stop] = self.late.map(Lateness::of);
+        outcome.noticed = Noticed { install, resume, stop };
         outcome.claims_hit_broken = timeout.map_or(0, |t| outcome.waits.iter().filter(|(_, w)| *w >= t).count());
         outcome
     }

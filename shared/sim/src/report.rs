@@ -51,6 +51,50 @@ pub struct Usage {
     pub clusters: usize,
 }
 
+/// How long after a transition's machines were done the power function's next look came: what its look
+/// schedule adds before the pool can act (hand the cluster to a claim, stop an installed one, count it Hibernated).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Noticed {
+    /// Installs.
+    pub install: Lateness,
+    /// Resumes.
+    pub resume: Lateness,
+    /// Stops.
+    pub stop: Lateness,
+}
+
+/// Delays, summarised.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Lateness {
+    /// Transitions measured.
+    pub count: usize,
+    /// Mean, seconds.
+    pub mean_s: f64,
+    /// Median.
+    pub p50_s: f64,
+    /// 95th percentile.
+    pub p95_s: f64,
+}
+
+impl Lateness {
+    /// The summary of `secs`.
+    pub fn of(mut secs: Vec<f64>) -> Self {
+        if secs.is_empty() {
+            return Self::default();
+        }
+        secs.sort_by(f64::total_cmp);
+        let at = |q: f64| secs[((q * secs.len() as f64).ceil() as usize).clamp(1, secs.len()) - 1];
+        Self {
+            count: secs.len(),
+            mean_s: secs.iter().sum::<f64>() / secs.len() as f64,
+            p50_s: at(0.5),
+            p95_s: at(0.95),
+        }
+    }
+}
+
 /// Cluster-hours by what the machines were doing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -122,6 +166,8 @@ pub struct Outcome {
     pub store_writes: usize,
     /// What Apiary's functions did.
     pub usage: Usage,
+    /// How late the power function's looks noticed transitions done.
+    pub noticed: Noticed,
     /// Reconciles run.
     pub reconciles: usize,
     /// The pool over time.
@@ -181,6 +227,7 @@ impl Outcome {
             calls,
             store_writes,
             usage: Usage::default(),
+            noticed: Noticed::default(),
             reconciles,
             samples,
             waits,

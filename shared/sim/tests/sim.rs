@@ -222,3 +222,23 @@ fn apiarys_own_bill_grows_with_its_pools_and_their_claims() {
     assert!(monthly(&busy, 10.0) < 10.0 * monthly(&busy, 1.0));
     assert!(monthly(&busy, 1.0) > 0.5 && monthly(&busy, 1.0) < hive_monthly(&prices, &a));
 }
+
+#[test]
+fn each_look_that_carries_a_re_check_on_is_a_write_for_the_bill() {
+    // The power function records each re-check link on the cluster before it sends it, and writes the intent
+    // before each call: a pool's writes outnumber its power runs (runs that write nothing are only nudges that
+    // found a live chain, and stale links).
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    assert!(o.store_writes > o.usage.power_runs, "{} writes for {} power runs", o.store_writes, o.usage.power_runs);
+}
+
+#[test]
+fn paced_looks_notice_a_resume_about_as_soon_as_a_poll_would() {
+    // Every poll (15 s) notices a transition 7.5 s after it is done on average; looks paced by the pool's
+    // measured quick times add little to that, and nothing that is not measured goes unnoticed.
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    let n = o.noticed;
+    assert!(n.resume.count > 0 && n.stop.count > 0 && n.install.count > 0, "{n:?}");
+    assert!(n.resume.mean_s < 9.0 && n.resume.p95_s <= 15.0, "{n:?}");
+    assert!(n.stop.mean_s < 9.0 && n.install.mean_s < 40.0, "{n:?}");
+}

@@ -127,6 +127,9 @@ pub struct Cluster {
     /// How long the last resume took, from start to Running; the adaptive running count learns from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_resume_seconds: Option<u32>,
+    /// How long the last stop took, from start to Hibernating; the pool's pace learns from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_stop_seconds: Option<u32>,
     /// When a power transition timed out (seed 002): the cluster is broken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broken_at: Option<Timestamp>,
@@ -226,6 +229,7 @@ impl Cluster {
             transition_started_at: None,
             running_since: None,
             last_resume_seconds: None,
+            last_stop_seconds: None,
             broken_at: None,
             conditions: Vec::new(),
             marked_for_deletion: false,

@@ -28,6 +28,14 @@ pub struct Pool {
     pub rev: u64,
 }
 
+impl Pool {
+    /// What the power state machine holds this pool's clusters to: the spec's limits, paced by the status's
+    /// measured [`crate::pace::Pace`].
+    pub fn power_limits(&self) -> super::PowerLimits {
+        super::PowerLimits { pace: self.status.pace.unwrap_or_default(), ..self.spec.power_limits() }
+    }
+}
+
 /// Everything a reconcile reads: one pool's whole partition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -168,6 +168,7 @@ impl PoolSpec {
                 .readiness
                 .as_ref()
                 .map(|r| r.settle_pause.as_ref().and_then(GoDuration::get).unwrap_or_else(TimeDelta::zero)),
+            pace: crate::pace::Pace::default(),
         }
     }
 }
@@ -189,6 +190,8 @@ pub struct PowerLimits {
     pub install_attempts: u32,
     /// The pool checks readiness beyond the nodes: with how long a settle pause (zero: none).
     pub readiness: Option<TimeDelta>,
+    /// How soon the pool's transitions finish when they are quick (from its status): what the looks are paced by.
+    pub pace: crate::pace::Pace,
 }
 
 impl Default for PowerLimits {
@@ -199,6 +202,7 @@ impl Default for PowerLimits {
             install: None,
             install_attempts: DEFAULT_INSTALL_ATTEMPTS,
             readiness: None,
+            pace: crate::pace::Pace::default(),
         }
     }
 }

@@ -63,6 +63,10 @@ pub struct PoolStatus {
     /// The schedules' answer and until when it holds (saves re-reading the cron expressions every plan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduleState>,
+    /// How soon the pool's installs, resumes and stops finish when they are quick: the power function looks at a
+    /// transition sparsely until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pace: Option<crate::pace::Pace>,
     /// Machines of the pool that no cluster owns, as the reaper last listed them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orphans: Option<crate::reaper::Orphans>,

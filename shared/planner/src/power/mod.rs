@@ -35,12 +35,19 @@ use crate::model::{
     condition, reason, set_condition, Cluster, ConditionStatus, DesiredPower, PendingCall, PowerLimits, PowerState,
     Timestamp,
 };
+use crate::pace::Pace;
 
 /// How often a power transition under way is looked at: a claim may be waiting for it.
 pub const POLL: TimeDelta = TimeDelta::seconds(15);
 /// How often an install under way is looked at: installs take tens of minutes, and a minute's delay in noticing
 /// one finished costs no claim a resume's worth of waiting, while a 15-second poll would cost four times the calls.
 pub const INSTALL_POLL: TimeDelta = TimeDelta::minutes(1);
+/// How often a power transition is looked at before its pool's quick time for it ([`crate::pace`]): a machine
+/// that could not be started (or stopped) at first, being mid-transition, is acted on within this.
+pub const SPARSE_POLL: TimeDelta = TimeDelta::minutes(1);
+/// Longest gap between looks at an install before its pool's quick install time: an install that fails early is
+/// noticed within this.
+pub const SPARSE_INSTALL_POLL: TimeDelta = TimeDelta::minutes(5);
 /// Shortest wait before retrying a failed actuator call.
 pub const MIN_BACKOFF: TimeDelta = TimeDelta::seconds(15);
 /// Longest wait before retrying a failed start or stop (SQS delays stop at 15 minutes).
@@ -274,8 +281,8 @@ pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLim
     } else {
         match desired(cluster) {
             None => {}
-            Some(DesiredPower::Running) => resume(&mut out, report, now, limits.readiness),
-            Some(DesiredPower::Hibernating) => hibernate(&mut out, report, now),
+            Some(DesiredPower::Running) => resume(&mut out, report, now, limits),
+            Some(DesiredPower::Hibernating) => hibernate(&mut out, report, now, limits.pace),
         }
         let c = &mut out.cluster;
         if c.transition_started_at.is_none() && c.power_state.is_some_and(|s| s.is_resuming() || s.is_stopping()) {
@@ -362,7 +369,7 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
         },
         Report::Provisioned { handle } => {
             c.provision_ref = keepable(handle);
-            out.recheck_after = Some(INSTALL_POLL);
+            out.recheck_after = Some(install_look(c, now, limits.pace));
         }
         Report::CallFailed { message } | Report::Install(Install::Failed { message }) => {
             c.install_failures += 1;
@@ -391,7 +398,7 @@ fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLi
         | Report::Nodes(_)
         | Report::Ready(_)
         | Report::CallAccepted
-        | Report::Unsupported { .. } => out.recheck_after = Some(INSTALL_POLL),
+        | Report::Unsupported { .. } => out.recheck_after = Some(install_look(c, now, limits.pace)),
     }
     if let Some(limit) = limits.install {
         // Look again no later than the install deadline.
@@ -406,6 +413,23 @@ fn keepable(handle: &Option<String>) -> Option<String> {
     handle.as_ref().filter(|h| h.len() <= crate::validate::limits::MAX_PROVISION_REF_LEN).cloned()
 }
 
+/// When to look again at `c`'s install: on a first attempt, after gaps that grow with its age (at most
+/// [`SPARSE_INSTALL_POLL`]) until the pool's quick install time, never past it; every [`INSTALL_POLL`] from then on,
+/// and always when the pool's pace is not known yet.
+pub fn install_look(c: &Cluster, now: Timestamp, pace: Pace) -> TimeDelta {
+    let Some(quick) = pace.install().filter(|_| c.install_failures == 0) else { return INSTALL_POLL };
+    let age = now - c.created_at;
+    age.clamp(INSTALL_POLL, SPARSE_INSTALL_POLL).min(c.created_at + quick - INSTALL_POLL - now).max(INSTALL_POLL)
+}
+
+/// When to look again at `c`'s power transition under way: every [`SPARSE_POLL`] until the pool's `quick` time for
+/// it has passed since it started (never past that time), every [`POLL`] from then on, and always when the quick
+/// time is not known yet.
+pub fn transition_look(c: &Cluster, now: Timestamp, quick: Option<TimeDelta>) -> TimeDelta {
+    let (Some(quick), Some(started)) = (quick, c.transition_started_at) else { return POLL };
+    (started + quick - POLL - now).clamp(POLL, SPARSE_POLL)
+}
+
 /// The wait after `failures` failed provisioning attempts: 1, 2, 4 … minutes, at most an hour.
 pub fn install_backoff(failures: u32) -> TimeDelta {
     let doublings = failures.saturating_sub(1).min(10);
@@ -418,7 +442,8 @@ fn stop_provisioning(c: &mut Cluster, why: &str, message: &str, now: Timestamp) 
 }
 
 /// The step for an outcome report, or for a machines report whose machines a call would act on now.
-fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, readiness: Option<TimeDelta>) {
+fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, limits: PowerLimits) {
+    let (readiness, quick) = (limits.readiness, limits.pace.resume());
     let c = &mut out.cluster;
     let state = c.power_state;
     match report {
@@ -450,7 +475,7 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, readiness: Optio
                     if matches!(c.power_state, Some(PowerState::StartingMachines | PowerState::WaitingForNodes)) {
                         enter(c, PowerState::WaitingForMachines, "", now);
                     }
-                    out.recheck_after = Some(POLL);
+                    out.recheck_after = Some(transition_look(c, now, quick));
                 }
             }
         }
@@ -473,7 +498,7 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, readiness: Optio
         Report::Nodes(found @ (Readiness::NotReady { message } | Readiness::Unreachable { message })) => {
             say_reachable(c, found, now);
             enter(c, PowerState::WaitingForNodes, message, now);
-            out.recheck_after = Some(POLL);
+            out.recheck_after = Some(transition_look(c, now, quick));
         }
         Report::Ready(_)
             if state == Some(PowerState::PausingForClusterOperatorsToSettle)
@@ -488,14 +513,14 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, readiness: Optio
                 Readiness::Ready => enter(c, PowerState::Running, "", now),
                 Readiness::NotReady { message } | Readiness::Unreachable { message } => {
                     enter(c, PowerState::WaitingForClusterOperators, message, now);
-                    out.recheck_after = Some(POLL);
+                    out.recheck_after = Some(transition_look(c, now, quick));
                 }
             }
         }
         Report::CallAccepted => {
             c.retry_at = None;
             enter(c, PowerState::WaitingForMachines, "", now);
-            out.recheck_after = Some(POLL);
+            out.recheck_after = Some(transition_look(c, now, quick));
         }
         Report::Install(_) | Report::Provisioned { .. } | Report::Unsupported { .. } => out.recheck_after = Some(POLL),
         Report::CallFailed { message } => {
@@ -509,7 +534,8 @@ fn resume(out: &mut PowerStep, report: &Report, now: Timestamp, readiness: Optio
     }
 }
 
-fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
+fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp, pace: Pace) {
+    let quick = pace.stop();
     let c = &mut out.cluster;
     let state = c.power_state;
     match report {
@@ -535,7 +561,7 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
                     if c.power_state == Some(PowerState::Stopping) {
                         enter(c, PowerState::WaitingForMachinesToStop, "", now);
                     }
-                    out.recheck_after = Some(POLL);
+                    out.recheck_after = Some(transition_look(c, now, quick));
                 }
             }
         }
@@ -560,7 +586,7 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp) {
         Report::CallAccepted => {
             c.retry_at = None;
             enter(c, PowerState::WaitingForMachinesToStop, "", now);
-            out.recheck_after = Some(POLL);
+            out.recheck_after = Some(transition_look(c, now, quick));
         }
         Report::CallFailed { message } => {
             begin(c, PowerState::FailedToStop, now);
@@ -692,6 +718,11 @@ fn enter(c: &mut Cluster, state: PowerState, message: &str, now: Timestamp) {
         c.running_since = Some(now);
         if let Some(started) = c.transition_started_at {
             c.last_resume_seconds = u32::try_from((now - started).num_seconds().max(0)).ok();
+        }
+    }
+    if state == PowerState::Hibernating && c.power_state != Some(PowerState::Hibernating) {
+        if let Some(started) = c.transition_started_at {
+            c.last_stop_seconds = u32::try_from((now - started).num_seconds().max(0)).ok();
         }
     }
     if matches!(state, PowerState::Running | PowerState::Hibernating) {
