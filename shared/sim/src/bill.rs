@@ -144,8 +144,12 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let create_reads = pool_read + 3.0 + item_read;
     let release_reads = pool_read + item_read;
     let poll_reads = pool_read + 2.0 * item_read * a.looks_per_poll;
-    let read_units = reconciles * query_units + claims * (create_reads + release_reads) + power + polls * poll_reads;
-    // Writes: a unit per KB, doubled in a transaction (creates, deletes, assignments); the pool item in full. A
+    // A power run reads the pool item and the cluster, both strongly.
+    let power_reads = pool_read + item_read;
+    let read_units =
+        reconciles * query_units + claims * (create_reads + release_reads) + power * power_reads + polls * poll_reads;
+    // Writes: a unit per KB, doubled in a transaction (creates, deletes, assignments); the pool item in full, and
+    // again in the `pools` index, which projects all of its attributes. A
     // write that puts a cluster in or out of the spares index writes the index too (one unit, counted for every
     // planner write, an upper bound). An assignment is a transaction of the claim and the cluster plus the
     // index entry it removes; a release one write of the claim.
@@ -157,7 +161,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // and stop of its transition's start and end; a broken cluster of its breaking.
     let events = 4.0 * claims + 4.0 * o.installs as f64 + 2.0 * (o.calls.start + o.calls.stop) as f64 + o.broken as f64;
     let write_units = 3.0 * o.store_writes as f64
-        + u.pool_writes as f64 * (pool_units - 1.0)
+        + u.pool_writes as f64 * (2.0 * pool_units - 1.0)
         + claims * (assignment_units + 1.0)
         + 2.0 * events;
     // Messages: claims and releases to reconcile, each power run; a send and a delete each.
@@ -176,7 +180,14 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
             price: prices.lambda_gb_second,
         },
         Line { item: "DynamoDB write units", per_pool: write_units * scale, fixed: 0.0, price: prices.write_unit },
-        Line { item: "DynamoDB read units", per_pool: read_units * scale, fixed: sweeps, price: prices.read_unit },
+        Line {
+            item: "DynamoDB read units",
+            // Each sweep reads its record (fixed) and every pool item through the `pools` index (eventually
+            // consistent: half a unit per 4 KB).
+            per_pool: read_units * scale + sweeps * u.pool_item_bytes as f64 / 4096.0 / 2.0,
+            fixed: sweeps,
+            price: prices.read_unit,
+        },
         Line {
             item: "SQS requests",
             per_pool: 2.0 * messages * scale,

@@ -409,6 +409,7 @@ impl<'t> Simulation<'t> {
         let (notable, wrote, chained) = self.steps(id, now);
         if (link || chained) && !wrote {
             self.writes += 1;
+            self.usage.chain_writes += 1;
         }
         notable
     }

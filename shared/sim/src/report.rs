@@ -41,6 +41,9 @@ pub struct Calls {
 pub struct Usage {
     /// Power function invocations: one per cluster a reconcile touches, one per re-check.
     pub power_runs: usize,
+    /// Writes of a cluster that only recorded its re-check chain (a look that found nothing new): counted in the
+    /// outcome's writes.
+    pub chain_writes: usize,
     /// Scheduled wake-ups that fired.
     pub wakes: usize,
     /// Reconciles that rewrote the pool item (its status).

@@ -242,3 +242,37 @@ fn paced_looks_notice_a_resume_about_as_soon_as_a_poll_would() {
     assert!(n.resume.mean_s < 9.0 && n.resume.p95_s <= 15.0, "{n:?}");
     assert!(n.stop.mean_s < 9.0 && n.install.mean_s < 40.0, "{n:?}");
 }
+
+/// Two weeks with only `f`'s operations, billed: the month's units of `item` per operation counted.
+fn units_per(item: &str, operations: f64, f: impl FnOnce(&mut Outcome)) -> f64 {
+    use apiary_sim::bill::{lines, Assumptions, Prices, MONTH_HOURS};
+    use apiary_sim::report::{Calls, Hours};
+    let mut o =
+        Outcome::new("p", "t", 0, 0, vec![], Hours::default(), Costs::default(), 0, 0, Calls::default(), 0, 0, vec![]);
+    f(&mut o);
+    let week = TimeDelta::weeks(2);
+    let line = lines(&o, week, &Prices::default(), &Assumptions::default()).into_iter().find(|l| l.item == item);
+    line.unwrap().per_pool / (MONTH_HOURS / 336.0) / operations
+}
+
+#[test]
+fn a_pool_item_write_is_billed_with_its_copy_in_the_pools_index() {
+    // The `pools` index projects every attribute of a pool item: each write of a 6.5 KB pool item writes 7 units
+    // to the table and 7 to the index, on top of the write it is counted as.
+    let units = units_per("DynamoDB write units", 1000.0, |o| {
+        o.store_writes = 1000;
+        o.usage.pool_writes = 1000;
+        o.usage.pool_item_bytes = 6500;
+    });
+    assert!(units >= 14.0, "{units} write units a pool write");
+}
+
+#[test]
+fn a_power_run_is_billed_its_strongly_consistent_reads_of_the_pool_and_the_cluster() {
+    // A run reads the pool item (6.5 KB: 2 units) and the cluster (1.2 KB: 1 unit), both strongly.
+    let units = units_per("DynamoDB read units", 1000.0, |o| {
+        o.usage.power_runs = 1000;
+        o.usage.pool_item_bytes = 6500;
+    });
+    assert!(units >= 3.0, "{units} read units a power run");
+}
