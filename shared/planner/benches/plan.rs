@@ -1,4 +1,4 @@
-//! `plan` on pools of 100, 1 000 and 10 000 clusters with pending claims.
+//! `plan` on pools of 100, 1 000 and 10 000 clusters with pending claims, and the pool's pace on 10 000.
 //!
 //! Each pool mixes what a busy pool holds: 10% Running spares, 60% hibernating, 5% installing, 20% claimed,
 //! a few broken and stale clusters, and pending claims worth 5% of the pool, so a plan assigns claims, adds
@@ -102,6 +102,10 @@ fn bench_plan(c: &mut Criterion) {
             b.iter(|| plan(black_box(snap), at(7000), 7))
         });
     }
+    group.finish();
+    let mut group = c.benchmark_group("pace");
+    let snapshot = busy_pool(10_000);
+    group.bench_function("10000", |b| b.iter(|| apiary_planner::Pace::measure(black_box(&snapshot.clusters), None)));
     group.finish();
 }
 

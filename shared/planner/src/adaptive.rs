@@ -258,13 +258,8 @@ fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
     }
 }
 
-/// The [`RESUME_QUANTILE`] of the clusters' last measured resume times.
+/// The `quantile` of the clusters' last measured resume times.
 fn measured_resume(clusters: &[Cluster], quantile: f64) -> Option<TimeDelta> {
-    let mut secs: Vec<u32> = clusters.iter().filter_map(|c| c.last_resume_seconds).collect();
-    if secs.is_empty() {
-        return None;
-    }
-    let rank = ((secs.len() as f64 * quantile) as usize).min(secs.len() - 1);
-    let (_, slow, _) = secs.select_nth_unstable(rank);
-    Some(TimeDelta::seconds(i64::from(*slow)))
+    let secs = crate::pace::quantile(clusters.iter().filter_map(|c| c.last_resume_seconds).collect(), quantile)?;
+    Some(TimeDelta::seconds(i64::from(secs)))
 }

@@ -42,17 +42,9 @@ impl Pace {
     /// The pace measured on `clusters`; each duration keeps `old`'s value while the measurement is within
     /// [`DRIFT`] of it or there are too few measurements. `None` when nothing is known.
     pub fn measure(clusters: &[Cluster], old: Option<Pace>) -> Option<Pace> {
-        let old = old.unwrap_or_default();
-        let installs = clusters.iter().filter(|c| c.install_failures == 0).filter_map(|c| {
-            let took = (c.installed_at? - c.created_at).num_seconds();
-            u32::try_from(took).ok()
-        });
-        let pace = Pace {
-            install_seconds: settle(quick(installs), old.install_seconds),
-            resume_seconds: settle(quick(clusters.iter().filter_map(|c| c.last_resume_seconds)), old.resume_seconds),
-            stop_seconds: settle(quick(clusters.iter().filter_map(|c| c.last_stop_seconds)), old.stop_seconds),
-        };
-        (pace != Pace::default()).then_some(pace)
+        let mut samples = Samples::default();
+        clusters.iter().for_each(|c| samples.add(c));
+        samples.pace(old)
     }
 
     /// The pool's quick install time.
@@ -71,15 +63,51 @@ impl Pace {
     }
 }
 
+/// The durations measured on a pool's clusters, gathered one cluster at a time (the planner does it in the pass
+/// that reads each cluster anyway).
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    installs: Vec<u32>,
+    resumes: Vec<u32>,
+    stops: Vec<u32>,
+}
+
+impl Samples {
+    /// Adds what `c` measured: its install (a first attempt's), its last resume and its last stop.
+    pub fn add(&mut self, c: &Cluster) {
+        if let Some(installed) = c.installed_at.filter(|_| c.install_failures == 0) {
+            self.installs.extend(u32::try_from((installed - c.created_at).num_seconds()).ok());
+        }
+        self.resumes.extend(c.last_resume_seconds);
+        self.stops.extend(c.last_stop_seconds);
+    }
+
+    /// The pace they give; each duration keeps `old`'s value while the measurement is within [`DRIFT`] of it or
+    /// there are too few measurements. `None` when nothing is known.
+    pub fn pace(self, old: Option<Pace>) -> Option<Pace> {
+        let old = old.unwrap_or_default();
+        let pace = Pace {
+            install_seconds: settle(quick(self.installs), old.install_seconds),
+            resume_seconds: settle(quick(self.resumes), old.resume_seconds),
+            stop_seconds: settle(quick(self.stops), old.stop_seconds),
+        };
+        (pace != Pace::default()).then_some(pace)
+    }
+}
+
 /// The [`QUICK`] quantile of `seconds`, when there are at least [`MIN_SAMPLES`].
-fn quick(seconds: impl Iterator<Item = u32>) -> Option<u32> {
-    let mut all: Vec<u32> = seconds.collect();
-    if all.len() < MIN_SAMPLES {
+fn quick(seconds: Vec<u32>) -> Option<u32> {
+    if seconds.len() < MIN_SAMPLES {
         return None;
     }
-    let rank = ((all.len() as f64 * QUICK) as usize).min(all.len() - 1);
-    let (_, quick, _) = all.select_nth_unstable(rank);
-    Some(*quick)
+    quantile(seconds, QUICK)
+}
+
+/// The `q` quantile of `values` (the value ranked ⌊n·q⌋ from the smallest); `None` when there are none.
+pub(crate) fn quantile(mut values: Vec<u32>, q: f64) -> Option<u32> {
+    let rank = ((values.len() as f64 * q) as usize).min(values.len().checked_sub(1)?);
+    let (_, at, _) = values.select_nth_unstable(rank);
+    Some(*at)
 }
 
 /// `measured`, unless `recorded` is close enough to it (or nothing was measured).

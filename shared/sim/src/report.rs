@@ -88,14 +88,21 @@ impl Lateness {
             return Self::default();
         }
         secs.sort_by(f64::total_cmp);
-        let at = |q: f64| secs[((q * secs.len() as f64).ceil() as usize).clamp(1, secs.len()) - 1];
         Self {
             count: secs.len(),
             mean_s: secs.iter().sum::<f64>() / secs.len() as f64,
-            p50_s: at(0.5),
-            p95_s: at(0.95),
+            p50_s: percentile(&secs, 0.5),
+            p95_s: percentile(&secs, 0.95),
         }
     }
+}
+
+/// The `q` percentile of `sorted` (nearest rank); 0 when it is empty.
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1]
 }
 
 /// Cluster-hours by what the machines were doing.
@@ -201,13 +208,7 @@ impl Outcome {
     ) -> Self {
         let mut secs: Vec<f64> = waits.iter().map(|(_, w)| w.num_milliseconds() as f64 / 1000.0).collect();
         secs.sort_by(f64::total_cmp);
-        let pct = |q: f64| -> f64 {
-            if secs.is_empty() {
-                return 0.0;
-            }
-            let rank = ((q * secs.len() as f64).ceil() as usize).clamp(1, secs.len());
-            secs[rank - 1]
-        };
+        let pct = |q| percentile(&secs, q);
         let instant = secs.iter().filter(|s| **s == 0.0).count();
         let pool_cost = (hours.spare_running + hours.installing) * costs.running_per_hour
             + hours.hibernated * costs.hibernated_per_hour;

@@ -68,6 +68,8 @@ pub(super) struct Planner<'a> {
     pub(super) pending: Vec<(&'a Claim, u64)>,
     pub(super) names: Names<'a>,
     pub(super) failures: Failures,
+    /// The pool's pace, measured on its clusters as they were read ([`crate::pace`]).
+    pub(super) pace: Option<crate::pace::Pace>,
     pub(super) out: Decisions,
 }
 
@@ -100,9 +102,11 @@ impl<'a> Planner<'a> {
             Some(_) => snap.leases.iter().map(|l| (l.holder.as_str(), l.name.as_str())).collect(),
             None => FastMap::default(),
         };
+        let mut samples = crate::pace::Samples::default();
         let mut slots: Vec<Slot<'a>> = snap
             .clusters
             .iter()
+            .inspect(|c| samples.add(c))
             .map(|c| Slot {
                 rev: c.rev,
                 claimed: c.claim.is_some() && !c.marked_for_deletion,
@@ -177,6 +181,7 @@ impl<'a> Planner<'a> {
         };
 
         let busy = slots.iter().filter(|s| s.deleting || s.installing()).count();
+        let pace = samples.pace(status.pace);
         Self {
             snap,
             now,
@@ -196,6 +201,7 @@ impl<'a> Planner<'a> {
             pending,
             names: Names { inventory, taken, orphans, reserved: Vec::new() },
             failures,
+            pace,
             out: Decisions { wake, ..Decisions::default() },
         }
     }

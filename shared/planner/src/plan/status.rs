@@ -97,7 +97,7 @@ impl Planner<'_> {
             active_schedule: self.targets.active_schedule.clone(),
             schedule: self.targets.schedule_state.clone(),
             demand: self.targets.demand.clone(),
-            pace: crate::pace::Pace::measure(&self.snap.clusters, old.pace),
+            pace: self.pace,
             orphans: self.snap.pool.status.orphans.clone(),
             conditions,
         }
