@@ -160,7 +160,11 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // assignment, release asked and release; a cluster of its creation, install, deletion and removal; each start
     // and stop of its transition's start and end; a broken cluster of its breaking.
     let events = 4.0 * claims + 4.0 * o.installs as f64 + 2.0 * (o.calls.start + o.calls.stop) as f64 + o.broken as f64;
-    let write_units = 3.0 * o.store_writes as f64
+    // A write that only records a cluster's re-check link is one conditional put of the cluster: no transaction,
+    // no index entry.
+    let chain = u.chain_writes.min(o.store_writes) as f64;
+    let write_units = 3.0 * (o.store_writes as f64 - chain)
+        + item_units * chain
         + u.pool_writes as f64 * (2.0 * pool_units - 1.0)
         + claims * (assignment_units + 1.0)
         + 2.0 * events;

@@ -276,3 +276,14 @@ fn a_power_run_is_billed_its_strongly_consistent_reads_of_the_pool_and_the_clust
     });
     assert!(units >= 3.0, "{units} read units a power run");
 }
+
+#[test]
+fn a_look_that_records_only_its_re_check_link_is_one_plain_write_of_the_cluster() {
+    // A single conditional PutItem of a 1.2 KB cluster (2 units): no transaction (no event goes with it) and no
+    // write to the `assign` index (a cluster in transition is not a spare, and its index key does not change).
+    let units = units_per("DynamoDB write units", 1000.0, |o| {
+        o.store_writes = 1000;
+        o.usage.chain_writes = 1000;
+    });
+    assert!(units <= 2.0, "{units} write units a re-check link");
+}
