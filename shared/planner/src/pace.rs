@@ -1,5 +1,6 @@
 //! A pool's pace: how soon its clusters' installs, resumes and stops finish when they are quick, measured on the
-//! clusters the pool holds ([`Pace::measure`], kept in the pool's status by each reconcile).
+//! clusters the pool holds: each plan gathers them ([`Samples`]) in the pass that reads its clusters, and keeps
+//! the result in the pool's status ([`Pace::measure`] does the same for a list of clusters).
 //!
 //! The power function reads it with the pool item it already reads, and looks at a transition sparsely until a
 //! poll before its pool's quick time, at the usual cadence after ([`crate::power::install_look`],
