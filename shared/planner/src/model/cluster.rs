@@ -281,7 +281,8 @@ impl Cluster {
 
     /// A spare a claim may take now: unclaimed, not on its way out (released, deleting), and [`Self::can_serve`].
     /// The pool's sparse index of spares holds exactly the clusters for which this is true; the claim API still
-    /// asks [`PoolSpec::may_assign`] of the one it picks, which adds what only the pool's spec knows.
+    /// asks [`PoolSpec::may_assign`](super::PoolSpec::may_assign) of the one it picks, which adds what only the
+    /// pool's spec knows.
     pub fn is_assignable(&self) -> bool {
         self.claim.is_none() && !self.marked_for_deletion && !self.deleting && self.can_serve()
     }
