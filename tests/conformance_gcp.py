@@ -235,6 +235,11 @@ def sdk_lifecycle():
         listed = sorted(i.name for page in pages for scoped in page.items.values() for i in scoped.instances)
         assert len(pages) == 2 and listed == names, (len(pages), listed)
         done.append("aggregatedList over 2 pages")
+        either = instances.aggregated_list(request=compute_v1.AggregatedListInstancesRequest(
+            project=project, filter='(labels.apiary-pool = "none") OR (labels.apiary-pool = "sdk")'))
+        listed = sorted(i.name for _, scoped in either for i in scoped.instances)
+        assert listed == names, listed
+        done.append("aggregatedList filtered by a choice of labels")
         follow(instances.stop_unary(project=project, zone=zone, instance=names[0]))
         assert instances.get(project=project, zone=zone, instance=names[0]).status == "TERMINATED"
         follow(instances.start_unary(project=project, zone=zone, instance=names[0]))

@@ -4,7 +4,8 @@
 
 mod support;
 
-use apiary_planner::{Claim, Cluster, NameLease, PowerState, Timestamp};
+use apiary_planner::power::tick::Tick;
+use apiary_planner::{Claim, Cluster, DesiredPower, NameLease, PowerState, Recheck, Timestamp};
 use apiary_ports::store::{Cond, Item, Key, Store, Write};
 use apiary_ports::Error;
 use apiary_testkit::World;
@@ -161,6 +162,11 @@ fn indexed() -> Vec<Item> {
     let mut deleting = Cluster::new("deleting", "deleting", "deleting-infra", t0());
     (deleting.installed_at, deleting.power_state, deleting.deleting) = (Some(t0()), running, true);
     items.push(Item::Cluster(Box::new(deleting)));
+    // Running, but asked to hibernate: in motion, not a spare.
+    let mut stopping = Cluster::new("stopping", "stopping", "stopping-infra", t0());
+    (stopping.installed_at, stopping.power_state) = (Some(t0()), running);
+    stopping.spec_power_state = Some(DesiredPower::Hibernating);
+    items.push(Item::Cluster(Box::new(stopping)));
     for (i, minutes) in [(3, 7), (1, 2), (2, 5)] {
         let Item::Claim(mut k) = claim(&format!("k{i}"), 0, None) else { unreachable!() };
         k.created_at = t0() + chrono::TimeDelta::minutes(minutes);
@@ -182,12 +188,13 @@ async fn index_answers(store: &dyn Store, pool: &str) -> Vec<String> {
         page.sort();
         out.push(page.join(","));
     }
+    out.push(format!("moving: {:?}", store.moving(pool).await.expect("moving")));
     out.push(format!("oldest pending: {:?}", store.oldest_pending(pool).await.expect("pending")));
     out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dynamodb_indexes_spares_and_pending_claims_exactly_as_the_reference_does() {
+async fn dynamodb_indexes_spares_clusters_in_motion_and_pending_claims_exactly_as_the_reference_does() {
     let mut s = support::stack().await;
     s.halt().await;
     let reference = World::new(t0());
@@ -198,6 +205,7 @@ async fn dynamodb_indexes_spares_and_pending_claims_exactly_as_the_reference_doe
     }
     let want = index_answers(reference.store.as_ref(), "idx").await;
     assert_eq!(want[0], "0/100: 24", "every spare and nothing else: {want:?}");
+    assert!(want.contains(&r#"moving: ["deleting", "installing", "stopping"]"#.to_owned()), "{want:?}");
     assert_eq!(want.last().map(String::as_str), Some("oldest pending: Some(\"k1\")"));
     assert_eq!(index_answers(s.deps.store.as_ref(), "idx").await, want);
     // Written again, items leave and join the index: a spare claimed, the oldest claim assigned, a claim back.
@@ -218,6 +226,21 @@ async fn dynamodb_indexes_spares_and_pending_claims_exactly_as_the_reference_doe
     let want = index_answers(reference.store.as_ref(), "idx").await;
     assert_eq!(want.last().map(String::as_str), Some("oldest pending: Some(\"k2\")"));
     assert_eq!(index_answers(s.deps.store.as_ref(), "idx").await, want);
+    // The pool's tick item: written and read back whole, conditionally, and never part of the pool's snapshot.
+    let tick = Tick {
+        rev: 0,
+        check: Some(Recheck { token: 7, due: t0() }),
+        superseded: None,
+        due: [("installing".to_owned(), t0())].into(),
+    };
+    for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
+        store.write("idx", vec![Write::Put(Item::Tick(Box::new(tick.clone())), Cond::Absent)]).await.expect("tick");
+        let again = store.write("idx", vec![Write::Put(Item::Tick(Box::new(tick.clone())), Cond::Absent)]).await;
+        assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
+        assert_eq!(store.get("idx", &Key::Tick).await.expect("get"), Some(Item::Tick(Box::new(tick.clone()))));
+        // Reading the partition reads the tick item too, and leaves it out (there is no pool item here).
+        assert!(store.read_pool("idx").await.expect("read").is_none());
+    }
     s.stop().await;
 }
 

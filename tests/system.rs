@@ -138,6 +138,36 @@ async fn the_reaper_lists_a_pools_instances_by_its_tag_and_no_other_pools() {
     s.stop().await;
 }
 
+/// A pool's tick looks at many clusters on EC2 with one DescribeInstances (by their cluster tags), and finds for
+/// each what the one-cluster calls find: machines running, stopped, the install's state; none for a cluster whose
+/// instances are not there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_describe_looks_at_many_clusters_as_the_one_cluster_calls_do() {
+    let s = stack().await;
+    s.put_pool("many", &aws_pool(3, 1)).await;
+    s.converged("many", 3, 1).await;
+    let spec: apiary_planner::PoolSpec = serde_json::from_value(aws_pool(3, 1)).expect("spec");
+    let ec2 = s.deps.platforms.of(&spec).expect("EC2");
+    let mut clusters = s.deps.store.read_pool("many").await.expect("read").expect("pool").clusters;
+    clusters.push(Cluster::new("gone", "gone", "gone-infra", chrono::Utc::now()));
+    let now = chrono::Utc::now();
+    let before = apiary_aws::calls::snapshot();
+    let seen = ec2.look_many("many", &spec, &clusters, now).await.expect("looked").expect("EC2 looks at many");
+    assert_eq!(apiary_aws::calls::since(&before).get("ec2:DescribeInstances"), Some(&1), "one call for four");
+    for c in &clusters {
+        let t = apiary_ports::platform::Target { pool: "many", spec: &spec, cluster: c, now };
+        let one = &seen[&c.id];
+        assert_eq!(one.running, ec2.machines_running(t).await.expect("running"), "{}", c.id);
+        assert_eq!(one.stopped, ec2.machines_stopped(t).await.expect("stopped"), "{}", c.id);
+        assert_eq!(one.install, Some(ec2.install_state(t).await.expect("install")), "{}", c.id);
+    }
+    let running: Vec<u32> =
+        clusters.iter().map(|c| seen[&c.id].running.total - seen[&c.id].running.not_ready.len() as u32).collect();
+    assert_eq!(running.iter().filter(|n| **n == 2).count(), 1, "one cluster of two machines runs: {seen:?}");
+    assert_eq!(seen["gone"].install, Some(apiary_planner::power::Install::Absent));
+    s.stop().await;
+}
+
 /// A pool naming a role in a member account (issue "AWS pools in any account"): its clusters' instances are made
 /// in that account, never in Apiary's, and a claim gets one; a pool of another admin naming the same role is
 /// refused by STS (its ExternalId is not the one the role trusts), says so on the pool, and makes nothing anywhere.

@@ -227,6 +227,10 @@ impl Store for Journal {
         self.store.oldest_pending(pool).await
     }
 
+    async fn moving(&self, pool: &str) -> apiary_ports::Result<Vec<String>> {
+        self.store.moving(pool).await
+    }
+
     async fn list_pools(&self) -> apiary_ports::Result<Vec<Pool>> {
         self.store.list_pools().await
     }

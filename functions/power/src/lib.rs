@@ -1,28 +1,41 @@
-//! The power function: drives one cluster's power state machine (seed 004, with seed 002's timeouts) a step.
+//! The power function: drives clusters' power state machines (seed 004, with seed 002's timeouts) a step at a
+//! time, and looks at every cluster of a pool in motion with one message, the pool's tick.
 //!
-//! For each message it reads the pool and the cluster (two strongly consistent GetItems) and asks the planner
-//! whether the message may act ([`chain::admit`]): only the cluster's live re-check link or a nudge (a message
-//! from a reconcile, the claim API or the sweep) steps it; a stale link ends on arrival. Then, while the cluster
-//! is not fenced by another invocation's actuator call ([`fenced_until`]), it asks the platform what [`probe`]
-//! says to ask and lets [`step`] decide. When the step calls the actuator, the cluster is **written first** with
-//! the call recorded and the state it leads to (so the table never says Running while a stop is landing), then
-//! the call is made, then its outcome is written. Steps that say "look again now" run at once, in the same
-//! invocation. At the end the cluster's re-check chain is recorded and its next link sent ([`chain::next`]): at
-//! most two re-checks are ever in flight for a cluster. A step that settles, installs or breaks a cluster
-//! enqueues a reconcile of its pool.
+//! A message names one cluster (a nudge from a reconcile, the claim API or the sweep), or the pool's tick
+//! ([`apiary_planner::power::tick`]). For a cluster it reads the pool and the cluster (two strongly consistent
+//! GetItems) and steps it at once; if more is to do, it makes sure the pool's tick comes soon enough for the
+//! cluster's next look ([`ensure_tick`]): it starts or brings the tick forward only when none is live or the live
+//! one is due too late, so a burst of nudges writes the tick item once. A tick reads the pool's clusters in motion
+//! from its sparse index, looks at those whose next look is due (at most
+//! [`MAX_LOOKS`](apiary_planner::power::tick::MAX_LOOKS); their machines read with one call where the cloud
+//! allows it, [`look_many`](apiary_ports::platform::Actuator::look_many)), records when each wants the next one
+//! on the tick item, and sends itself the next link for the earliest: a look that finds nothing new writes
+//! nothing to its cluster. Only the tick's live link looks ([`chain::admit`]); a stale one ends on arrival, so at
+//! most two tick links are in flight per pool. A cluster's own re-check link, recorded before the tick took the
+//! looks over, still steps its cluster once.
+//!
+//! Each look, while the cluster is not fenced by another invocation's actuator call ([`fenced_until`]), asks the
+//! platform what [`probe`] says to ask and lets [`step`] decide. When the step calls the actuator, the cluster is
+//! **written first** with the call recorded and the state it leads to (so the table never says Running while a
+//! stop is landing), then the call is made, then its outcome is written. Steps that say "look again now" run at
+//! once, in the same invocation. A step that settles, installs or breaks a cluster enqueues a reconcile of its
+//! pool (one per message, however many of a tick's clusters did).
 //!
 //! A deleting cluster is deprovisioned instead: its machines are terminated; once none is left its item and its
 //! name lease are deleted and the pool is reconciled (to refill). Refused terminations back off and are surfaced
 //! ([`deprovision_step`]).
 //!
 //! Every write is conditional on the revision read; a lost condition re-reads and steps again (at most
-//! [`MAX_ATTEMPTS`] times, then the message goes back to the queue). Idempotent: a duplicate or late message
-//! re-reads the stored state and takes the step that state calls for.
+//! [`MAX_ATTEMPTS`] times, then the message goes back to the queue; in a tick, that cluster is looked at again by
+//! the next one). Idempotent: a duplicate or late message re-reads the stored state and takes the step that state
+//! calls for.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use apiary_planner::events;
 use apiary_planner::power::chain::{self, Admission};
+use apiary_planner::power::tick::{self, Tick};
 use apiary_planner::power::{
     deprovision_step, deprovision_wait, fenced_until, probe, step, ActuatorCall, Install, PowerStep, Probe, Readiness,
     Report, Termination, POLL,
@@ -30,11 +43,12 @@ use apiary_planner::power::{
 use apiary_planner::{Cluster, Machine, Pool, PowerLimits, Timestamp};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::metrics;
-use apiary_ports::platform::{Machinery, Machines, Nodes, Provision, Refused, Target};
+use apiary_ports::platform::{Machinery, Machines, Nodes, Provision, Refused, Seen, Target};
 use apiary_ports::store::{Cond, Item, Key, Write};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use chrono::TimeDelta;
+use futures::StreamExt;
 use tracing::Instrument;
 
 pub mod reap;
@@ -51,10 +65,13 @@ const MAX_MACHINES: usize = 200;
 pub struct Outcome {
     /// The cluster was written.
     pub written: bool,
-    /// The next look sent, if any.
+    /// When the cluster's next look is wanted (the pool's tick makes it), if any; for a tick, when its next link
+    /// is due.
     pub recheck: Option<Duration>,
     /// A reconcile of the pool was enqueued.
     pub woke_pool: bool,
+    /// A tick: the clusters it looked at.
+    pub looked: Vec<String>,
     /// The cluster's item was deleted (deprovisioned).
     pub removed: bool,
     /// The message was a stale re-check link and ended without a look.
@@ -77,20 +94,84 @@ async fn get_cluster(deps: &Deps, pool: &str, id: &str) -> Result<Option<Cluster
     })
 }
 
-/// What the platform reports for `question`. An error that trying again cannot mend (credentials refused, a
-/// secret that does not exist, a permission missing) is reported as a failure of what the question is for, so the
-/// planner backs off and the cluster's conditions say why, instead of the message failing until it is dropped.
-async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe, creds: &mut Credentials) -> Result<Report> {
-    let answer = match question {
-        Probe::Install => platform.install_state(t).await.map(Report::Install),
-        Probe::MachinesRunning => platform.machines_running(t).await.map(|m| machines(&m)),
-        Probe::MachinesStopped => platform.machines_stopped(t).await.map(|m| match m.unsupported_message() {
-            // Nothing is stopped when some machine cannot be: a half-stopped cluster is neither.
-            Some(message) if !m.not_ready.is_empty() => Report::Unsupported { message },
-            _ => machines(&m),
-        }),
-        Probe::Readiness => platform.cluster_ready(t).await.map(Report::Ready),
-        Probe::NodesReady => platform.nodes_ready(t).await.map(|nodes| match nodes {
+async fn get_tick(deps: &Deps, pool: &str) -> Result<Option<Tick>> {
+    Ok(match deps.store.get(pool, &Key::Tick).await? {
+        Some(Item::Tick(t)) => Some(*t),
+        _ => None,
+    })
+}
+
+/// Writes `next` over the tick item as `stored` had it (absent: `None`), conditional on that.
+async fn put_tick(deps: &Deps, pool: &str, stored: Option<&Tick>, mut next: Tick) -> Result<()> {
+    let cond = match stored {
+        Some(t) => {
+            next.rev = t.rev + 1;
+            Cond::Rev(t.rev)
+        }
+        None => Cond::Absent,
+    };
+    deps.store.write(pool, vec![Write::Put(Item::Tick(Box::new(next)), cond)]).await
+}
+
+/// Sends the tick link `link` of `pool`.
+async fn send_tick(deps: &Deps, pool: &str, link: apiary_planner::Recheck) -> Result<Duration> {
+    let delay = (link.due - deps.clock.now()).to_std().unwrap_or_default();
+    deps.queue.power(&PowerMessage::tick(pool, Some(link.token)), delay).await?;
+    Ok(delay)
+}
+
+/// Makes sure `pool`'s tick comes by `want` (to look at `cluster`, when it is for one): when no tick is live, or
+/// the live one is due too late, records a new link (the one it replaces as superseded, and `want` as the
+/// cluster's next look) and sends it; otherwise writes nothing. Concurrent nudges race on the tick item's
+/// revision: the loser re-reads and finds the winner's link soon enough.
+pub async fn ensure_tick(deps: &Deps, pool: &str, cluster: Option<&str>, want: Timestamp) -> Result<()> {
+    let mut live = false;
+    for _ in 0..MAX_ATTEMPTS {
+        let stored = get_tick(deps, pool).await?;
+        let tick = stored.clone().unwrap_or_default();
+        let now = deps.clock.now();
+        live = chain::live(&tick, now);
+        let next = chain::next(&tick, Admission::Nudge, Some(want), now, deps.clock.seed());
+        let Some(link) = next.send else { return Ok(()) };
+        let mut due = tick.due.clone();
+        due.extend(cluster.map(|c| (c.to_owned(), want)));
+        let written = Tick { rev: 0, check: next.check, superseded: next.superseded, due };
+        match put_tick(deps, pool, stored.as_ref(), written).await {
+            Ok(()) => {
+                send_tick(deps, pool, link).await?;
+                return Ok(());
+            }
+            Err(Error::Conflict(_)) => tracing::info!("the pool's tick changed; reading it again"),
+            Err(e) => return Err(e),
+        }
+    }
+    if live {
+        // Others keep bringing the tick forward: it is live, and looks at this cluster (in motion) when it comes.
+        return Ok(());
+    }
+    Err(Error::Conflict("the pool's tick kept changing".into()))
+}
+
+/// What the platform reports for `question`, or what `seen` (a look at many clusters just made) already says.
+/// An error that trying again cannot mend (credentials refused, a secret that does not exist, a permission
+/// missing) is reported as a failure of what the question is for, so the planner backs off and the cluster's
+/// conditions say why, instead of the message failing until it is dropped.
+async fn ask(
+    platform: &dyn Machinery,
+    t: Target<'_>,
+    question: Probe,
+    creds: &mut Credentials,
+    seen: Option<Seen>,
+) -> Result<Report> {
+    let answer = match (question, seen) {
+        (Probe::Install, Some(Seen { install: Some(install), .. })) => Ok(Report::Install(install)),
+        (Probe::MachinesRunning, Some(seen)) => Ok(machines(&seen.running)),
+        (Probe::MachinesStopped, Some(seen)) => Ok(stopped(&seen.stopped)),
+        (Probe::Install, _) => platform.install_state(t).await.map(Report::Install),
+        (Probe::MachinesRunning, _) => platform.machines_running(t).await.map(|m| machines(&m)),
+        (Probe::MachinesStopped, _) => platform.machines_stopped(t).await.map(|m| stopped(&m)),
+        (Probe::Readiness, _) => platform.cluster_ready(t).await.map(Report::Ready),
+        (Probe::NodesReady, _) => platform.nodes_ready(t).await.map(|nodes| match nodes {
             Nodes::Ready => Report::Nodes(Readiness::Ready),
             Nodes::NotReady(message) => Report::Nodes(Readiness::NotReady { message }),
             Nodes::Unreachable(message) => Report::Nodes(Readiness::Unreachable { message }),
@@ -108,6 +189,15 @@ async fn ask(platform: &dyn Machinery, t: Target<'_>, question: Probe, creds: &m
             })
         }
         other => other,
+    }
+}
+
+/// The answer to "are the machines stopped?".
+fn stopped(m: &Machines) -> Report {
+    match m.unsupported_message() {
+        // Nothing is stopped when some machine cannot be: a half-stopped cluster is neither.
+        Some(message) if !m.not_ready.is_empty() => Report::Unsupported { message },
+        _ => machines(m),
     }
 }
 
@@ -145,6 +235,15 @@ pub(crate) enum Credentials {
 }
 
 impl Credentials {
+    /// What two runs' answers said together: a refusal, else an acceptance.
+    fn merge(self, other: Credentials) -> Credentials {
+        match (self, other) {
+            (refused @ Credentials::Refused(_), _) | (_, refused @ Credentials::Refused(_)) => refused,
+            (Credentials::Accepted, _) | (_, Credentials::Accepted) => Credentials::Accepted,
+            _ => Credentials::Untried,
+        }
+    }
+
     /// Notes what a call's `result` says of the credentials: a refusal stays noted for the invocation.
     fn saw<T>(&mut self, result: &Result<T>) {
         match result {
@@ -200,21 +299,31 @@ fn refusal(refused: Refused) -> Report {
     }
 }
 
-/// One invocation's work on one cluster: the message, its pool, and what it wrote last.
+/// One invocation's work on one cluster: its pool, the message that names it, and what came of it.
 struct Run<'a> {
     deps: &'a Deps,
     pool: &'a Pool,
     platform: &'a dyn Machinery,
     limits: PowerLimits,
-    msg: &'a PowerMessage,
-    /// The message's receipt handle, when it came from the queue.
-    receipt: Option<&'a str>,
+    msg: PowerMessage,
     outcome: Outcome,
     /// What the platform's answers said of the pool's credentials.
     creds: Credentials,
+    /// Why the pool must reconcile, if it must.
+    wake: Option<&'static str>,
+    /// The cluster as a tick read it just before, for the first attempt.
+    preread: Option<Cluster>,
+    /// What the tick's look at many clusters found for this one, for the first question.
+    seen: Option<Seen>,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    fn new(deps: &'a Deps, pool: &'a Pool, platform: &'a dyn Machinery, msg: PowerMessage) -> Self {
+        let limits = pool.power_limits();
+        let (outcome, creds) = (Outcome::default(), Credentials::Untried);
+        Self { deps, pool, platform, limits, msg, outcome, creds, wake: None, preread: None, seen: None }
+    }
+
     fn target<'c>(&'c self, cluster: &'c Cluster, now: Timestamp) -> Target<'c> {
         Target { pool: &self.pool.name, spec: &self.pool.spec, cluster, now }
     }
@@ -234,6 +343,7 @@ impl Run<'_> {
         }
         if stored.power_state != written.power_state || stored.is_broken() != written.is_broken() {
             tracing::info!(
+                cluster = %written.id,
                 from = ?stored.power_state,
                 to = ?written.power_state,
                 broken = written.is_broken(),
@@ -271,35 +381,24 @@ impl Run<'_> {
         }
     }
 
-    /// Records the chain after a step that wants a look at `want`, writes what changed, sends the next link.
-    async fn carry_on(
+    /// Writes what a step changed; a cluster's own re-check link (recorded before the pool's tick took the looks
+    /// over) ends here. When the cluster wants its next look, clamped to what a delayed message can wait.
+    async fn settle(
         &mut self,
         stored: &Cluster,
         mut current: Cluster,
         admission: Admission,
         want: Option<TimeDelta>,
-    ) -> Result<()> {
-        let now = self.deps.clock.now();
-        // "Now" again means the step budget ran out: come back after the short poll.
-        let max = TimeDelta::seconds(i64::from(self.deps.config.max_recheck_seconds));
-        let want = want.map(|w| if w <= TimeDelta::zero() { POLL } else { w }.min(max));
-        let next = chain::next(&current, admission, want.map(|w| now + w), now, self.deps.clock.seed());
-        current.check = next.check;
-        current.superseded = next.superseded;
+    ) -> Result<Option<TimeDelta>> {
+        if admission == Admission::Own {
+            current.check = None;
+        }
         if current != *stored {
             self.put(stored, &current).await?;
         }
-        if let (Some(_), Admission::Own, Some(receipt)) = (next.send, admission, self.receipt) {
-            // This link is done: delete it before sending the next, so that a kill in between cannot leave both.
-            self.deps.queue.ack_power(receipt).await?;
-        }
-        if let Some(link) = next.send {
-            let delay = (link.due - now).to_std().unwrap_or_default();
-            let message = PowerMessage { check: Some(link.token), ..self.msg.clone() };
-            self.deps.queue.power(&message, delay).await?;
-            self.outcome.recheck = Some(delay);
-        }
-        Ok(())
+        // "Now" again means the step budget ran out: come back after the short poll.
+        let max = TimeDelta::seconds(i64::from(self.deps.config.max_recheck_seconds));
+        Ok(want.map(|w| if w <= TimeDelta::zero() { POLL } else { w }.min(max)))
     }
 
     /// The machines of `cluster`, which has just become Running, with their addresses (for the claim that gets
@@ -318,26 +417,23 @@ impl Run<'_> {
         }
     }
 
-    async fn wake_pool(&mut self, reason: &str) -> Result<()> {
-        let message = ReconcileMessage::new(self.pool.name.clone(), reason);
-        self.deps.queue.reconcile(&message).await?;
-        self.outcome.woke_pool = true;
-        Ok(())
-    }
-
-    /// One attempt: read the cluster, step it, write, carry the chain on.
-    async fn attempt(&mut self) -> Result<()> {
-        let Some(stored) = get_cluster(self.deps, &self.pool.name, &self.msg.cluster).await? else { return Ok(()) };
+    /// One attempt: read the cluster, step it, write what changed; when it wants its next look.
+    async fn attempt(&mut self) -> Result<Option<TimeDelta>> {
+        let stored = match self.preread.take() {
+            Some(read) => Some(read),
+            None => get_cluster(self.deps, &self.pool.name, &self.msg.cluster).await?,
+        };
+        let Some(stored) = stored else { return Ok(None) };
         let admission = chain::admit(&stored, self.msg.check);
         match admission {
             Admission::Drop => {
                 self.outcome.dropped = true;
-                return Ok(());
+                return Ok(None);
             }
             Admission::Forget => {
                 let forgotten = Cluster { superseded: None, ..stored.clone() };
                 self.put(&stored, &forgotten).await?;
-                return Ok(());
+                return Ok(None);
             }
             Admission::Own | Admission::Nudge => {}
         }
@@ -358,8 +454,8 @@ impl Run<'_> {
                 break;
             };
             let t = Target { pool: &self.pool.name, spec: &self.pool.spec, cluster: &current, now };
-            let report = ask(self.platform, t, question, &mut self.creds).await?;
-            tracing::debug!(?question, ?report, "looked");
+            let report = ask(self.platform, t, question, &mut self.creds, self.seen.take()).await?;
+            tracing::debug!(cluster = %current.id, ?question, ?report, "looked");
             let mut s = step(&current, &report, now, self.limits);
             if s.cluster.is_running() && !current.is_running() {
                 s.cluster.machines = self.addresses(&s.cluster, now).await;
@@ -378,18 +474,32 @@ impl Run<'_> {
                 break;
             }
         }
-        self.carry_on(&last, current, admission, want).await?;
+        let want = self.settle(&last, current, admission, want).await?;
         if wakes {
-            self.wake_pool("power").await?;
+            self.wake = Some("power");
         }
-        Ok(())
+        Ok(want)
     }
 
-    async fn deprovision(&mut self, stored: Cluster, admission: Admission) -> Result<()> {
+    /// Attempts until one holds (a lost condition re-reads), at most [`MAX_ATTEMPTS`].
+    async fn drive(&mut self) -> Result<Option<TimeDelta>> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.attempt().await {
+                Err(Error::Conflict(why)) if attempt < MAX_ATTEMPTS => {
+                    tracing::info!(cluster = %self.msg.cluster, attempt, why, "lost a condition; re-reading");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn deprovision(&mut self, stored: Cluster, admission: Admission) -> Result<Option<TimeDelta>> {
         let now = self.deps.clock.now();
         if let Some(wait) = deprovision_wait(&stored, now) {
-            // Backing off after refusals: a nudge only makes sure the chain carries on.
-            return self.carry_on(&stored.clone(), stored, admission, Some(wait)).await;
+            // Backing off after refusals: a nudge only makes sure the looks carry on.
+            return self.settle(&stored.clone(), stored, admission, Some(wait)).await;
         }
         let termination = self.platform.deprovision(self.target(&stored, now)).await;
         self.creds.saw(&termination);
@@ -401,7 +511,7 @@ impl Run<'_> {
         };
         let ds = deprovision_step(&stored, &termination, now);
         if !ds.done {
-            return self.carry_on(&stored.clone(), ds.cluster, admission, ds.recheck_after).await;
+            return self.settle(&stored.clone(), ds.cluster, admission, ds.recheck_after).await;
         }
         let pool = self.pool.name.clone();
         let mut gone = vec![Write::Delete(Key::Cluster(stored.id.clone()), Cond::Rev(stored.rev))];
@@ -417,35 +527,201 @@ impl Run<'_> {
                 Err(e) => return Err(e),
             }
         }
-        self.wake_pool("deprovisioned").await
+        self.wake = Some("deprovisioned");
+        Ok(None)
     }
 }
 
-/// Steps the cluster of `msg` once (or a few times, while each step asks to look again at once). `receipt` is the
-/// message's receipt handle when it came from the queue.
+/// Enqueues a reconcile of `pool`, for `reason`.
+async fn wake_pool(deps: &Deps, pool: &str, reason: &str) -> Result<()> {
+    deps.queue.reconcile(&ReconcileMessage::new(pool.to_owned(), reason)).await
+}
+
+/// Handles one power message: steps the cluster it names once (or a few times, while each step asks to look
+/// again at once) and makes sure the pool's tick looks at it again when it must; or makes the pool's tick; or the
+/// reaper's pass. `receipt` is the message's receipt handle when it came from the queue.
 pub async fn power(deps: &Deps, msg: &PowerMessage, receipt: Option<&str>) -> Result<Outcome> {
     if msg.reap {
         return Ok(Outcome { reaped: reap::pass(deps, &msg.pool).await?, ..Outcome::default() });
     }
-    let Some(pool) = get_pool(deps, &msg.pool).await? else { return Ok(Outcome::default()) };
+    let Some(pool) = get_pool(deps, &msg.pool).await? else {
+        if msg.tick {
+            forget_tick(deps, &msg.pool).await?;
+        }
+        return Ok(Outcome::default());
+    };
     let machinery = deps.platforms.of(&pool.spec)?;
-    let platform = machinery.as_ref();
-    let limits = pool.power_limits();
-    let creds = Credentials::Untried;
-    let mut run = Run { deps, pool: &pool, platform, limits, msg, receipt, outcome: Outcome::default(), creds };
-    let mut attempt = 0;
-    let result = loop {
-        attempt += 1;
-        match run.attempt().await {
-            Ok(()) => break Ok(()),
-            Err(Error::Conflict(why)) if attempt < MAX_ATTEMPTS => {
-                tracing::info!(attempt, why, "lost a condition; re-reading");
-            }
-            Err(e) => break Err(e),
+    if msg.tick {
+        return tick_run(deps, &pool, machinery.as_ref(), msg, receipt).await;
+    }
+    let mut run = Run::new(deps, &pool, machinery.as_ref(), msg.clone());
+    let result = run.drive().await;
+    record_credentials(deps, &pool, &run.creds).await;
+    let want = result?;
+    if let Some(reason) = run.wake {
+        wake_pool(deps, &pool.name, reason).await?;
+        run.outcome.woke_pool = true;
+    }
+    if let Some(want) = want {
+        ensure_tick(deps, &pool.name, Some(&msg.cluster), deps.clock.now() + want).await?;
+        run.outcome.recheck = want.to_std().ok();
+    }
+    Ok(run.outcome)
+}
+
+/// The tick item of a pool that is gone: deleted (a tick of a pool of the same name made later starts afresh).
+async fn forget_tick(deps: &Deps, pool: &str) -> Result<()> {
+    let Some(stored) = get_tick(deps, pool).await? else { return Ok(()) };
+    match deps.store.write(pool, vec![Write::Delete(Key::Tick, Cond::Rev(stored.rev))]).await {
+        Ok(()) | Err(Error::Conflict(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The clusters `ids` of `pool` as stored (those that still are), and what one look at all their machines found,
+/// where the platform can look at many clusters at once; and what that look said of the credentials. A look
+/// that fails leaves each cluster to ask alone.
+async fn look_many(
+    deps: &Deps,
+    pool: &Pool,
+    platform: &dyn Machinery,
+    ids: &[String],
+) -> Result<(BTreeMap<String, Cluster>, BTreeMap<String, Seen>, Credentials)> {
+    let reads = futures::future::join_all(ids.iter().map(|id| get_cluster(deps, &pool.name, id))).await;
+    let mut read = BTreeMap::new();
+    for cluster in reads {
+        if let Some(c) = cluster? {
+            read.insert(c.id.clone(), c);
+        }
+    }
+    let mut creds = Credentials::Untried;
+    if read.is_empty() {
+        return Ok((read, BTreeMap::new(), creds));
+    }
+    let clusters: Vec<Cluster> = read.values().cloned().collect();
+    let answer = platform.look_many(&pool.name, &pool.spec, &clusters, deps.clock.now()).await;
+    creds.saw(&answer);
+    let seen = match answer {
+        Ok(seen) => seen.unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(error = %e, clusters = clusters.len(), "a look at many clusters failed; each is asked alone");
+            BTreeMap::new()
         }
     };
-    record_credentials(deps, &pool, &run.creds).await;
-    result.map(|()| run.outcome)
+    Ok((read, seen, creds))
+}
+
+/// The clusters a tick looked at, each with when it wants its next look.
+type Looked = Vec<(String, Option<Timestamp>)>;
+
+/// One look at cluster `id` for its pool's tick: when it wants the next one (`None`: nothing left to do), what the
+/// platform said of the credentials, and why the pool must reconcile. A look that fails is tried again by the
+/// next tick, after [`POLL`]: it never stops the tick's other looks.
+async fn look(
+    deps: &Deps,
+    pool: &Pool,
+    platform: &dyn Machinery,
+    id: String,
+    (preread, seen): (Option<Cluster>, Option<Seen>),
+) -> (String, Option<Timestamp>, Credentials, Option<&'static str>) {
+    let mut run = Run::new(deps, pool, platform, PowerMessage::nudge(pool.name.clone(), id.clone()));
+    (run.preread, run.seen) = (preread, seen);
+    let span = tracing::info_span!("look", cluster = %id);
+    let want = match run.drive().instrument(span).await {
+        Ok(want) => want.map(|w| deps.clock.now() + w),
+        Err(e) => {
+            tracing::warn!(cluster = %id, error = %e, "a tick's look failed; the next tick looks again");
+            Some(deps.clock.now() + POLL)
+        }
+    };
+    (id, want, run.creds, run.wake)
+}
+
+/// The pool's tick: looks at the clusters in motion whose look is due, records their next looks and sends the next
+/// link for the earliest. A lost condition on the tick item re-reads it and records again (the looks are not
+/// taken twice); a link found stale then ends without sending.
+async fn tick_run(
+    deps: &Deps,
+    pool: &Pool,
+    platform: &dyn Machinery,
+    msg: &PowerMessage,
+    receipt: Option<&str>,
+) -> Result<Outcome> {
+    let mut outcome = Outcome::default();
+    // The clusters in motion, and each one looked at with when it wants its next look.
+    let mut done: Option<(Vec<String>, Looked)> = None;
+    for _ in 0..MAX_ATTEMPTS {
+        let stored = get_tick(deps, &pool.name).await?;
+        let tick = stored.clone().unwrap_or_default();
+        let admission = chain::admit(&tick, msg.check);
+        match admission {
+            Admission::Drop => {
+                outcome.dropped = true;
+                return Ok(outcome);
+            }
+            Admission::Forget => {
+                let forgotten = Tick { superseded: None, ..tick };
+                match put_tick(deps, &pool.name, stored.as_ref(), forgotten).await {
+                    Err(Error::Conflict(_)) => continue,
+                    other => return other.map(|()| outcome),
+                }
+            }
+            Admission::Own | Admission::Nudge => {}
+        }
+        if done.is_none() {
+            let moving = deps.store.moving(&pool.name).await?;
+            let ids = tick::looks(&tick, &moving, deps.clock.now());
+            let (mut read, mut seen, mut creds) = look_many(deps, pool, platform, &ids).await?;
+            let looks = futures::stream::iter(ids).map(|id| {
+                let found = (read.remove(&id), seen.remove(&id));
+                look(deps, pool, platform, id, found)
+            });
+            let results: Vec<_> = looks.buffer_unordered(tick::CONCURRENT_LOOKS).collect().await;
+            let mut looked = Vec::new();
+            let mut wake = None;
+            for (id, want, c, w) in results {
+                creds = creds.merge(c);
+                wake = wake.or(w);
+                looked.push((id, want));
+            }
+            record_credentials(deps, pool, &creds).await;
+            if let Some(reason) = wake {
+                wake_pool(deps, &pool.name, reason).await?;
+                outcome.woke_pool = true;
+            }
+            outcome.looked = looked.iter().map(|(id, _)| id.clone()).collect();
+            done = Some((moving, looked));
+        }
+        let Some((moving, looked)) = &done else { break };
+        let now = deps.clock.now();
+        let due = tick::after(&tick, moving, looked);
+        let max = TimeDelta::seconds(i64::from(deps.config.max_recheck_seconds));
+        let want = tick::next_due(&due, moving, now).map(|at| at.min(now + max));
+        let next = chain::next(&tick, admission, want, now, deps.clock.seed());
+        let written = Tick { rev: tick.rev, check: next.check, superseded: next.superseded, due };
+        if stored.as_ref() == Some(&written) || (stored.is_none() && written == Tick::default()) {
+            return Ok(outcome);
+        }
+        match put_tick(deps, &pool.name, stored.as_ref(), written).await {
+            Ok(()) => {}
+            Err(Error::Conflict(_)) => continue,
+            Err(e) => return Err(e),
+        }
+        if let (Some(_), Admission::Own, Some(receipt)) = (next.send, admission, receipt) {
+            // This link is done: delete it before sending the next, so that a kill in between cannot leave both.
+            deps.queue.ack_power(receipt).await?;
+        }
+        if let Some(link) = next.send {
+            outcome.recheck = Some(send_tick(deps, &pool.name, link).await?);
+        }
+        if next.check.is_none() && !deps.store.moving(&pool.name).await?.is_empty() {
+            // A cluster began moving after this tick read the index, and its nudge read the tick before it ended:
+            // start it again. (A nudge that reads the tick after it ended starts it itself.)
+            ensure_tick(deps, &pool.name, None, deps.clock.now() + tick::MIN_GAP).await?;
+        }
+        return Ok(outcome);
+    }
+    Err(Error::Conflict("the pool's tick kept changing".into()))
 }
 
 /// Handles one batch from the power queue, its messages concurrently; each failed message is reported alone.
@@ -460,7 +736,7 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
                 return None;
             }
         };
-        let span = tracing::info_span!("power", pool = %msg.pool, cluster = %msg.cluster);
+        let span = tracing::info_span!("power", pool = %msg.pool, cluster = %msg.cluster, tick = msg.tick);
         let result = power(deps, &msg, record.receipt_handle.as_deref()).instrument(span.clone()).await;
         tracing::debug!(parent: &span, ?result, "power message");
         match result {

@@ -198,7 +198,7 @@ async fn nudges_do_not_multiply_re_check_chains() {
         w.time.advance(TimeDelta::seconds(1));
     }
     let chains = w.queue.messages(QueueName::Power).len();
-    assert!(chains <= 2, "{chains} re-checks in flight for one installing cluster");
+    assert!(chains <= 2, "{chains} re-checks in flight for a pool with one installing cluster");
     // Driven for an hour, the cluster installs and hibernates, and the cloud was asked a bounded number of times.
     drive(&w, &deps, t0() + TimeDelta::hours(1)).await;
     assert_eq!(w.cluster("ci", "ci-1").expect("cluster").power_state, Some(PowerState::Hibernating));
@@ -278,7 +278,7 @@ async fn a_cluster_that_cannot_be_stopped_stays_running_with_hibernation_unsuppo
     assert!(hib.message.contains("instance store"), "{}", hib.message);
     assert_eq!(machines(&w), [MachineState::Running, MachineState::Running]);
     assert_eq!(w.cloud.calls().get("stop"), None, "no machine was asked to stop");
-    assert!(!apiary_planner::power::needs_nudge(&c, w.now()), "the sweep leaves it alone");
+    assert!(!apiary_planner::power::needs_tick(&[c], None, w.now()), "the sweep leaves it alone");
 }
 
 /// Fails every look at the machines with an error that trying again cannot mend (a credential the cloud refuses).
@@ -488,4 +488,314 @@ async fn a_pool_whose_pace_is_known_looks_at_an_install_less_often_and_finds_it_
     assert!(found >= t0() + TimeDelta::minutes(20) && found_paced <= found, "{found} vs {found_paced}");
     // Every minute: some twenty looks. Paced: at 1, 2, 4, 8, 13, 18 and 19 minutes, then done at 20.
     assert!(every_minute >= 20 && paced <= every_minute / 2, "{every_minute} runs every minute, {paced} paced");
+}
+
+/// The pool's tick item as stored.
+fn tick_of(w: &World) -> apiary_planner::power::tick::Tick {
+    match w.store.tables().pools.get("ci").and_then(|p| p.get("TICK")).cloned() {
+        Some(apiary_ports::store::Item::Tick(t)) => *t,
+        other => panic!("no tick: {other:?}"),
+    }
+}
+
+/// `n` installing clusters in pool `ci`, each nudged once (as the reconcile that created them does); their
+/// machines take five minutes to launch.
+async fn installing(w: &World, deps: &Deps, n: usize) {
+    w.cloud.set_timings(apiary_testkit::cloud::Timings { launch: TimeDelta::minutes(5), ..Default::default() });
+    w.put_pool(pool("ci", aws_spec(n as i64, n as i64), t0()));
+    for i in 0..n {
+        let id = format!("ci-{i}");
+        let mut c = Cluster::new(&id, &id, format!("{id}-infra"), t0());
+        c.spec_power_state = Some(DesiredPower::Running);
+        w.put_cluster("ci", c);
+        power::power(deps, &nudge(&id), None).await.expect("provision");
+    }
+}
+
+#[tokio::test]
+async fn one_tick_looks_at_every_cluster_in_motion_and_a_look_that_finds_nothing_writes_nothing() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    installing(&w, &deps, 6).await;
+    assert_eq!(w.queue.messages(QueueName::Power).len(), 1, "six nudges, one tick");
+    let revs: Vec<u64> = (0..6).map(|i| w.cluster("ci", &format!("ci-{i}")).expect("cluster").rev).collect();
+    // The tick comes: it looks at all six (their machines are still pending) and writes none of them.
+    let t = tick_of(&w).check.expect("a live tick").due;
+    w.time.set(t);
+    let msg = PowerMessage::tick("ci", tick_of(&w).check.map(|c| c.token));
+    let describes = || w.cloud.calls().get("describe").copied().unwrap_or_default();
+    let before = describes();
+    let out = power::power(&deps, &msg, None).await.expect("tick");
+    assert_eq!(out.looked.len(), 6, "{out:?}");
+    assert_eq!(describes() - before, 1, "one describe for the six clusters");
+    assert!(!out.written && out.recheck.is_some(), "{out:?}");
+    let after: Vec<u64> = (0..6).map(|i| w.cluster("ci", &format!("ci-{i}")).expect("cluster").rev).collect();
+    assert_eq!(after, revs, "nothing new: no cluster written");
+    assert_eq!(tick_of(&w).due.len(), 6, "each cluster's next look recorded on the tick");
+    // Driven on, all six install, with far fewer power runs than six chains would take.
+    let runs = 1 + runs_until(&w, &deps, t0() + TimeDelta::minutes(20)).await;
+    for i in 0..6 {
+        let c = w.cluster("ci", &format!("ci-{i}")).expect("cluster");
+        assert_eq!(c.power_state, Some(PowerState::Running), "ci-{i}");
+    }
+    assert!(runs <= 12, "{runs} power runs for six installs of a few minutes");
+    assert!(tick_of(&w).check.is_none() && tick_of(&w).due.is_empty(), "nothing moves: the tick ends");
+}
+
+/// Fails every look at machines while `on`, as a cloud that is down would (an error worth trying again).
+struct DescribeDown(std::sync::atomic::AtomicBool);
+
+impl apiary_testkit::hook::Hook for DescribeDown {
+    fn before(&self, op: apiary_testkit::hook::Op) -> apiary_testkit::hook::Gate {
+        if op == apiary_testkit::hook::Op::Describe && self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            return apiary_testkit::hook::Gate::Fail(apiary_ports::Error::service(
+                "ec2:DescribeInstances",
+                "RequestLimitExceeded",
+                true,
+            ));
+        }
+        apiary_testkit::hook::Gate::Proceed
+    }
+}
+
+#[tokio::test]
+async fn a_describe_that_fails_touches_no_cluster_and_the_tick_looks_again_soon() {
+    let down = std::sync::Arc::new(DescribeDown(false.into()));
+    let w = World::with_hook(t0(), down.clone(), 1);
+    let deps = w.default_deps(900);
+    installing(&w, &deps, 3).await;
+    let before: Vec<Cluster> = (0..3).map(|i| w.cluster("ci", &format!("ci-{i}")).expect("cluster")).collect();
+    down.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    let link = tick_of(&w).check.expect("live");
+    w.time.set(link.due);
+    let out = power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("the tick survives");
+    assert_eq!(out.looked.len(), 3);
+    let after: Vec<Cluster> = (0..3).map(|i| w.cluster("ci", &format!("ci-{i}")).expect("cluster")).collect();
+    assert_eq!(after, before, "a failed look changes no cluster");
+    let next = tick_of(&w);
+    assert!(next.due.values().all(|at| *at == link.due + apiary_planner::power::POLL), "{next:?}");
+    assert_eq!(out.recheck, Some(std::time::Duration::from_secs(15)), "looked at again after the short poll");
+    // The cloud answers again: the installs go on and finish.
+    down.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    drive(&w, &deps, t0() + TimeDelta::minutes(20)).await;
+    assert!((0..3).all(|i| w.cluster("ci", &format!("ci-{i}")).is_some_and(|c| c.installed_at.is_some())));
+}
+
+#[tokio::test]
+async fn a_cluster_that_vanishes_between_looks_leaves_the_tick_and_the_others_go_on() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    installing(&w, &deps, 2).await;
+    let link = tick_of(&w).check.expect("live");
+    w.time.set(link.due);
+    power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
+    assert_eq!(tick_of(&w).due.len(), 2);
+    // Removed behind the tick's back (an admin, a bug, a table restored): the next tick finds it gone.
+    let gone = w.cluster("ci", "ci-0").expect("cluster");
+    let store: &dyn apiary_ports::store::Store = w.store.as_ref();
+    store.write("ci", vec![Write::Delete(Key::Cluster(gone.id.clone()), Cond::Rev(gone.rev))]).await.expect("gone");
+    let link = tick_of(&w).check.expect("live");
+    w.time.set(link.due);
+    let out = power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
+    assert!(!out.looked.contains(&"ci-0".to_owned()), "{out:?}");
+    assert_eq!(tick_of(&w).due.keys().cloned().collect::<Vec<_>>(), ["ci-1"]);
+    drive(&w, &deps, t0() + TimeDelta::minutes(20)).await;
+    assert_eq!(w.cluster("ci", "ci-1").and_then(|c| c.power_state), Some(PowerState::Running));
+}
+
+/// While `on`, every table read lets other invocations run first: two handlings of one message interleave.
+struct Interleave(std::sync::atomic::AtomicBool);
+
+impl apiary_testkit::hook::Hook for Interleave {
+    fn before(&self, op: apiary_testkit::hook::Op) -> apiary_testkit::hook::Gate {
+        if op == apiary_testkit::hook::Op::Read && self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            return apiary_testkit::hook::Gate::Yield;
+        }
+        apiary_testkit::hook::Gate::Proceed
+    }
+}
+
+#[tokio::test]
+async fn a_tick_delivered_twice_looks_once_and_never_forks_the_chain() {
+    let interleave = std::sync::Arc::new(Interleave(false.into()));
+    let w = World::with_hook(t0(), interleave.clone(), 1);
+    let deps = w.default_deps(900);
+    installing(&w, &deps, 2).await;
+    let link = tick_of(&w).check.expect("live");
+    w.time.set(link.due);
+    let msg = PowerMessage::tick("ci", Some(link.token));
+    let first = power::power(&deps, &msg, None).await.expect("tick");
+    assert_eq!(first.looked.len(), 2);
+    let again = power::power(&deps, &msg, None).await.expect("the copy");
+    assert!(again.dropped && again.looked.is_empty() && again.recheck.is_none(), "{again:?}");
+    // Both copies in one batch, handled at once and interleaved (both read the tick before either writes it): one
+    // carries the chain on, the other loses the tick's condition, finds its link stale and ends.
+    interleave.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    let link = tick_of(&w).check.expect("live");
+    w.time.set(link.due);
+    let body = serde_json::to_string(&PowerMessage::tick("ci", Some(link.token))).expect("json");
+    let records = ["a", "b"]
+        .map(|id| SqsMessage { message_id: Some(id.into()), body: Some(body.clone()), ..Default::default() })
+        .to_vec();
+    let sent = w.queue.sent();
+    let response = power::handle(&deps, SqsEvent { records }).await;
+    assert!(response.batch_item_failures.len() <= 1, "{response:?}");
+    assert_eq!(w.queue.sent() - sent, 1, "one next link");
+    let live = tick_of(&w).check.expect("live");
+    let acting = w
+        .queue
+        .messages(QueueName::Power)
+        .iter()
+        .filter_map(|m| serde_json::from_str::<PowerMessage>(&m.body).ok())
+        .filter(|m| m.tick && m.check == Some(live.token))
+        .count();
+    assert_eq!(acting, 1, "one live link in flight");
+}
+
+#[tokio::test]
+async fn a_burst_of_nudges_handled_at_once_starts_one_tick_and_none_fails() {
+    // Thirty Running clusters asked to hibernate, their nudges in three batches of ten handled at once, every table
+    // read letting the others run first: all race to start the tick, one wins, the rest find it live.
+    let interleave = std::sync::Arc::new(Interleave(false.into()));
+    let w = World::with_hook(t0(), interleave.clone(), 1);
+    let deps = w.default_deps(900);
+    w.put_pool(pool("ci", aws_spec(30, 0), t0()));
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        let id = format!("ci-{i:02}");
+        let mut c = Cluster::new(&id, &id, format!("{id}-infra"), t0());
+        c.spec_power_state = Some(DesiredPower::Running);
+        w.put_cluster("ci", c);
+        ids.push(id);
+    }
+    // Installed and Running first (one tick does it all), then asked to hibernate.
+    for id in &ids {
+        power::power(&deps, &nudge(id), None).await.expect("provision");
+    }
+    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    for id in &ids {
+        let mut c = w.cluster("ci", id).expect("cluster");
+        assert_eq!(c.power_state, Some(PowerState::Running), "{id}");
+        c.spec_power_state = Some(DesiredPower::Hibernating);
+        c.rev += 1;
+        w.put_cluster("ci", c);
+    }
+    interleave.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    for batch in ids.chunks(10) {
+        let records = batch
+            .iter()
+            .map(|id| SqsMessage {
+                message_id: Some(id.clone()),
+                body: Some(serde_json::to_string(&nudge(id)).expect("json")),
+                ..Default::default()
+            })
+            .collect();
+        let response = power::handle(&deps, SqsEvent { records }).await;
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    }
+    let live = tick_of(&w);
+    let acting = w
+        .queue
+        .messages(QueueName::Power)
+        .iter()
+        .filter_map(|m| serde_json::from_str::<PowerMessage>(&m.body).ok())
+        .filter(|m| m.tick && [live.check, live.superseded].iter().flatten().any(|l| Some(l.token) == m.check))
+        .count();
+    assert!((1..=2).contains(&acting), "{acting} acting tick links");
+    interleave.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    drive(&w, &deps, t0() + TimeDelta::minutes(30)).await;
+    for id in &ids {
+        assert_eq!(w.cluster("ci", id).and_then(|c| c.power_state), Some(PowerState::Hibernating), "{id}");
+    }
+}
+
+/// The table, but when a tick writes its item ending its chain, a nudge's write lands first: `cluster`, put in
+/// motion (asked to hibernate). The nudge read the tick before, found it live, and left it.
+struct Racing {
+    inner: std::sync::Arc<apiary_testkit::store::MemStore>,
+    cluster: std::sync::Mutex<Option<Cluster>>,
+}
+
+#[async_trait::async_trait]
+impl apiary_ports::store::Store for Racing {
+    async fn read_pool(&self, pool: &str) -> apiary_ports::Result<Option<apiary_planner::Snapshot>> {
+        self.inner.read_pool(pool).await
+    }
+    async fn get(&self, pool: &str, key: &Key) -> apiary_ports::Result<Option<apiary_ports::store::Item>> {
+        self.inner.get(pool, key).await
+    }
+    async fn spares(&self, pool: &str, from: u16, limit: usize) -> apiary_ports::Result<Vec<String>> {
+        self.inner.spares(pool, from, limit).await
+    }
+    async fn oldest_pending(&self, pool: &str) -> apiary_ports::Result<Option<String>> {
+        self.inner.oldest_pending(pool).await
+    }
+    async fn moving(&self, pool: &str) -> apiary_ports::Result<Vec<String>> {
+        self.inner.moving(pool).await
+    }
+    async fn list_pools(&self) -> apiary_ports::Result<Vec<apiary_planner::Pool>> {
+        self.inner.list_pools().await
+    }
+    async fn write(&self, pool: &str, writes: Vec<Write>) -> apiary_ports::Result<()> {
+        let ends =
+            writes.iter().any(|w| matches!(w, Write::Put(apiary_ports::store::Item::Tick(t), _) if t.check.is_none()));
+        let taken = self.cluster.lock().expect("racing").take();
+        if let (true, Some(mut c)) = (ends, taken) {
+            let rev = c.rev;
+            c.spec_power_state = Some(DesiredPower::Hibernating);
+            c.rev += 1;
+            let put = Write::Put(apiary_ports::store::Item::Cluster(Box::new(c)), Cond::Rev(rev));
+            self.inner.write(pool, vec![put]).await?;
+        }
+        self.inner.write(pool, writes).await
+    }
+    async fn last_full_sweep(&self) -> apiary_ports::Result<Option<Timestamp>> {
+        self.inner.last_full_sweep().await
+    }
+    async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> apiary_ports::Result<()> {
+        self.inner.record_full_sweep(previous, at).await
+    }
+    async fn events(
+        &self,
+        pool: &str,
+        query: &apiary_ports::store::EventQuery,
+    ) -> apiary_ports::Result<apiary_ports::store::EventPage> {
+        self.inner.events(pool, query).await
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_that_begins_moving_while_the_tick_ends_is_not_left_without_one() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    installing(&w, &deps, 1).await;
+    // The install's last look: the tick finds it done, then (nothing in motion) ends; a nudge's write lands between
+    // its read of the index and its ending write.
+    let c = w.cluster("ci", "ci-0").expect("cluster");
+    let racing = Racing { inner: w.store.clone(), cluster: std::sync::Mutex::new(None) };
+    let racing = std::sync::Arc::new(racing);
+    let raced = Deps { store: racing.clone(), ..deps.clone() };
+    w.time.set(t0() + TimeDelta::minutes(6));
+    let mut ticks = 0;
+    while let Some(link) = tick_of(&w).check {
+        w.time.set(w.now().max(link.due));
+        if w.cluster("ci", "ci-0").is_some_and(|c| c.power_state == Some(PowerState::Running)) {
+            break;
+        }
+        power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
+        ticks += 1;
+        assert!(ticks < 20, "never installed");
+    }
+    // Running, nothing in motion; the next tick ends the chain, and the race puts the cluster in motion.
+    let running = w.cluster("ci", "ci-0").expect("cluster");
+    assert_eq!(running.power_state, Some(PowerState::Running), "{c:?}");
+    *racing.cluster.lock().expect("racing") = Some(running);
+    let link = tick_of(&w).check.expect("a live tick");
+    w.time.set(w.now().max(link.due));
+    power::power(&raced, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
+    let c = w.cluster("ci", "ci-0").expect("cluster");
+    assert!(apiary_planner::power::in_progress(&c), "asked to hibernate: {:?}", c.spec_power_state);
+    assert!(!apiary_planner::power::needs_tick(&[c], Some(&tick_of(&w)), w.now()), "no live tick: {:?}", tick_of(&w));
+    drive(&w, &deps, w.now() + TimeDelta::minutes(30)).await;
+    assert_eq!(w.cluster("ci", "ci-0").and_then(|c| c.power_state), Some(PowerState::Hibernating));
 }

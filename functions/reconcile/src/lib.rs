@@ -9,11 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use apiary_planner::power::needs_nudge;
+use apiary_planner::power::needs_tick;
 use apiary_planner::{plan, reaper, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
-use apiary_ports::store::{transactions, writes_with_events};
+use apiary_ports::store::{transactions, writes_with_events, Item, Key};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tracing::Instrument;
@@ -37,9 +37,9 @@ pub struct Outcome {
 /// The reason of the sweep's periodic full pass: its reconciles also nudge every unsettled cluster.
 pub const FULL_SWEEP: &str = "sweep-full";
 
-/// Reconciles `pool` once. With `nudge`, every unsettled cluster whose re-check chain is not alive also gets a
-/// power message: the safety net for a power message lost on its way (its re-checks chain from it, so one lost
-/// message would stall a cluster).
+/// Reconciles `pool` once. With `nudge`, a pool with clusters in motion and no live tick also gets its tick
+/// nudged: the safety net for a power message lost on its way (the tick's looks chain from one message to the
+/// next, so one lost message would stall them).
 pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     loop {
@@ -52,7 +52,14 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         let plan = plan(&snapshot, now, deps.clock.seed());
         let mut power = BTreeSet::new();
         if nudge && outcome.attempts == 1 {
-            power.extend(snapshot.clusters.iter().filter(|c| needs_nudge(c, now)).map(|c| c.id.clone()));
+            let tick = match deps.store.get(pool, &Key::Tick).await? {
+                Some(Item::Tick(t)) => Some(*t),
+                _ => None,
+            };
+            if needs_tick(&snapshot.clusters, tick.as_ref(), now) {
+                deps.queue.power(&PowerMessage::tick(pool, None), Duration::ZERO).await?;
+                outcome.power_messages += 1;
+            }
         }
         let mut lost = None;
         'actions: for group in transactions(&plan.actions) {

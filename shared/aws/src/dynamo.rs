@@ -6,6 +6,7 @@
 //! | cluster | `POOL#<pool>` | `CLUSTER#<id>` |
 //! | claim | `POOL#<pool>` | `CLAIM#<name>` |
 //! | name lease | `POOL#<pool>` | `NAME#<clusterName>` |
+//! | the pool's tick | `POOL#<pool>` | `TICK` |
 //! | event | `EVENTS#<pool>#<shard>` | `<time>#<subject>#<rev>#<type>` ([`event_sort_key`]), with `expires` (TTL) |
 //!
 //! A pool's trail is in partitions of its own ([`EVENT_SHARDS`](apiary_ports::store::EVENT_SHARDS) of them), so no read of the pool's partition
@@ -15,9 +16,10 @@
 //! Items are the domain types' own fields (camelCase), with `rev` at the top level for conditions.
 //! `AttributeValue` never leaves this module.
 //!
-//! The local secondary index `assign` (keys only) is the partition's sparse index of what a claim needs: a
-//! spare cluster or a pending claim carries `assign` ([`spare_key`], [`pending_key`]), computed from the item on
-//! every write, so the index and the items agree by construction; every other item leaves it out. A local
+//! The local secondary index `assign` (keys only) is the partition's sparse index of what a claim and the pool's
+//! tick need: a spare cluster, a cluster in motion or a pending claim carries `assign` ([`index_key`]), computed
+//! from the item on every write, so the index and the items agree by construction; every other item leaves it
+//! out. A local
 //! index, unlike a global one, is read strongly consistently, so a claim never picks a spare already taken
 //! nor misses one just made. (It also keeps a pool's items in one partition of at most 10 GB: some eight
 //! million clusters.)
@@ -34,8 +36,8 @@ use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
 use apiary_ports::store::{
-    check_size, event_sort_key, pending_key, spare_key, spare_place, Cond, EventPage, EventQuery, Item, Key, Store,
-    Write, EVENT_RETENTION,
+    check_size, event_sort_key, index_key, spare_place, Cond, EventPage, EventQuery, Item, Key, Store, Write,
+    EVENT_RETENTION,
 };
 use apiary_ports::{Error, Result};
 
@@ -110,19 +112,14 @@ fn encode(pool: &str, item: &Item) -> Result<Attrs> {
         Item::Cluster(c) => serde_dynamo::to_item(c.as_ref()),
         Item::Claim(c) => serde_dynamo::to_item(c.as_ref()),
         Item::Lease(l) => serde_dynamo::to_item(l),
+        Item::Tick(t) => serde_dynamo::to_item(t.as_ref()),
     };
     let mut attrs: Attrs = encoded.map_err(|source| Error::Decode { key: sk(&key), source: Box::new(source) })?;
     attrs.extend(key_attrs(pool, &key));
-    let assign = match item {
-        Item::Pool(_) => {
-            attrs.insert("kind".into(), s("pool"));
-            None
-        }
-        Item::Cluster(c) => spare_key(c),
-        Item::Claim(c) => pending_key(c),
-        Item::Lease(_) => None,
-    };
-    if let Some(key) = assign {
+    if let Item::Pool(_) = item {
+        attrs.insert("kind".into(), s("pool"));
+    }
+    if let Some(key) = index_key(item) {
         attrs.insert(ASSIGN_INDEX.into(), s(key));
     }
     Ok(attrs)
@@ -142,6 +139,8 @@ fn decode(attrs: Attrs) -> Result<Option<Item>> {
         Item::Claim(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
     } else if sk.starts_with("NAME#") {
         Item::Lease(serde_dynamo::from_item(attrs).map_err(bad)?)
+    } else if sk == "TICK" {
+        Item::Tick(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
     } else {
         return Ok(None);
     };
@@ -492,6 +491,8 @@ impl Store for DynamoStore {
                 Item::Cluster(c) => clusters.push(*c),
                 Item::Claim(c) => claims.push(*c),
                 Item::Lease(l) => leases.push(l),
+                // The tick's own item is read by the tick alone.
+                Item::Tick(_) => {}
             }
         }
         Ok(found.map(|pool| Snapshot { pool, clusters, claims, leases }))
@@ -527,6 +528,33 @@ impl Store for DynamoStore {
 
     async fn oldest_pending(&self, pool: &str) -> Result<Option<String>> {
         Ok(self.assign_entries(pool, "P#", "P#~", 1).await?.into_iter().next().map(|(_, name)| name))
+    }
+
+    async fn moving(&self, pool: &str) -> Result<Vec<String>> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(ASSIGN_INDEX)
+            .consistent_read(true)
+            .key_condition_expression("PK = :pk AND #assign BETWEEN :low AND :high")
+            .expression_attribute_names("#assign", ASSIGN_INDEX)
+            .expression_attribute_values(":pk", s(pk(pool)))
+            .expression_attribute_values(":low", s("M#"))
+            .expression_attribute_values(":high", s("M#~"));
+        let (mut start, mut ids) = (None, vec![]);
+        loop {
+            let page = query_page(&query, start).await?;
+            for attrs in page.items.unwrap_or_default() {
+                if let Some(AttributeValue::S(key)) = attrs.get(ASSIGN_INDEX) {
+                    ids.extend(key.strip_prefix("M#").map(str::to_owned));
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(ids);
+            }
+        }
     }
 
     async fn list_pools(&self) -> Result<Vec<Pool>> {

@@ -6,6 +6,8 @@
 //! - Start / stop: in batches of [`BATCH`]; a batch the cloud refuses is retried instance by instance, so one
 //!   failing instance never blocks the others, and each refusal is reported with its instance.
 //! - Instances `shutting-down` or `terminated` are not machines of the cluster any more.
+//! - A pool's tick looks at all the clusters it is due to look at with one DescribeInstances (paged), filtered by
+//!   their cluster tags ([`Actuator::look_many`]).
 //! - An instance whose root volume is an instance store cannot be stopped (EC2 refuses it): such a cluster's
 //!   hibernation is unsupported (seed 004), reported before any instance is stopped.
 //!
@@ -13,12 +15,12 @@
 //! process's own credentials, or with those of the pool's role in another account (`platform.aws.roleArn`,
 //! assumed with the pool's ExternalId: [`crate::roles`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{external_id, AwsPlatform, Machine, Platform, PoolSpec, Timestamp};
+use apiary_planner::{external_id, AwsPlatform, Cluster, Machine, Platform, PoolSpec, Timestamp};
 use async_trait::async_trait;
 use aws_sdk_ec2::types::{
     DeviceType, Filter, InstanceStateName, LaunchTemplateSpecification, ResourceType, SummaryStatus, Tag,
@@ -27,7 +29,7 @@ use aws_sdk_ec2::types::{
 use aws_sdk_ec2::Client;
 
 use apiary_ports::platform::{
-    client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target,
+    client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Seen, Target,
 };
 use apiary_ports::{Error, Result};
 
@@ -40,6 +42,10 @@ pub const BATCH: usize = 50;
 pub const POOL_TAG: &str = "apiary:pool";
 /// Tag naming the cluster id of an instance.
 pub const CLUSTER_TAG: &str = "apiary:cluster";
+/// Values one DescribeInstances filter takes at most.
+const FILTER_VALUES: usize = 200;
+/// Why an instance cannot be stopped.
+const INSTANCE_STORE: &str = "its root volume is an instance store, which EC2 cannot stop";
 
 /// The tag key of a cluster's machines.
 pub fn cluster_tag(infra_id: &str) -> String {
@@ -114,13 +120,19 @@ impl Ec2Platform {
 
     /// The instances tagged `key = value`, all pages, terminated ones left out, with the infraId each belongs to.
     async fn tagged(&self, client: &Client, key: &str, value: &str) -> Result<Vec<Instance>> {
+        self.described(client, Filter::builder().name(format!("tag:{key}")).values(value).build()).await
+    }
+
+    /// The instances `filter` selects, all pages, terminated ones left out, with the infraId each belongs to, in
+    /// id order.
+    async fn described(&self, client: &Client, filter: Filter) -> Result<Vec<Instance>> {
         let mut out = vec![];
         let mut token = None;
         loop {
             count("ec2:DescribeInstances");
             let page = client
                 .describe_instances()
-                .filters(Filter::builder().name(format!("tag:{key}")).values(value).build())
+                .filters(filter.clone())
                 .filters(
                     Filter::builder()
                         .name("instance-state-name")
@@ -263,6 +275,33 @@ fn machines(instances: &[Instance], want: MachineState, acts: fn(MachineState) -
 
 #[async_trait]
 impl Actuator for Ec2Platform {
+    async fn look_many(
+        &self,
+        pool: &str,
+        spec: &PoolSpec,
+        clusters: &[Cluster],
+        now: Timestamp,
+    ) -> Result<Option<BTreeMap<String, Seen>>> {
+        let client = self.client(pool, spec, now).await?;
+        let keys: Vec<String> = clusters.iter().map(|c| cluster_tag(&c.infra_id)).collect();
+        let mut found: HashMap<String, Vec<Instance>> = HashMap::new();
+        for batch in keys.chunks(FILTER_VALUES) {
+            let filter = Filter::builder().name("tag-key").set_values(Some(batch.to_vec())).build();
+            // Only instances the cluster owns count, as for one cluster (`tag:<key> = owned`).
+            for i in self.described(&client, filter).await? {
+                if let Some(infra_id) = i.infra_id.clone() {
+                    found.entry(infra_id).or_default().push(i);
+                }
+            }
+        }
+        let seen = |list: &[Instance]| {
+            Seen::of(list.iter().map(|i| (i.id.as_str(), i.state, i.instance_store.then_some(INSTANCE_STORE))))
+        };
+        Ok(Some(
+            clusters.iter().map(|c| (c.id.clone(), seen(found.get(&c.infra_id).map_or(&[], Vec::as_slice)))).collect(),
+        ))
+    }
+
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         let client = self.client(t.pool, t.spec, t.now).await?;
         Ok(machines(
@@ -279,7 +318,7 @@ impl Actuator for Ec2Platform {
         m.unsupported = instances
             .iter()
             .filter(|i| i.instance_store && i.state != MachineState::Stopped)
-            .map(|i| (i.id.clone(), "its root volume is an instance store, which EC2 cannot stop".to_owned()))
+            .map(|i| (i.id.clone(), INSTANCE_STORE.to_owned()))
             .collect();
         Ok(m)
     }

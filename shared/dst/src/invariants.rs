@@ -8,7 +8,8 @@
 //! - **maxSize** and **maxConcurrent** as the planner promises: all clusters never above maxSize (the inventory
 //!   caps it), installing + deleting never above maxConcurrent, and if a spec change left a pool above either,
 //!   the count never grows;
-//! - **bounded re-checks**: at most two of the power function's re-check messages in flight per cluster;
+//! - **bounded re-checks**: at most two links of a pool's tick in flight (and of a cluster's own chain, while its
+//!   links from before the tick arrive);
 //! - **no 500**: the API never answers a server error but 503 (busy, try again);
 //! - **every end told**: a cluster whose item is gone has, in its pool's trail, a `ClusterDeleting` event saying
 //!   why and a `ClusterRemoved` event (written in the same transactions as the changes they tell of), unless the
@@ -24,6 +25,7 @@ use apiary_planner::machines::MachineState;
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::{plan, Action, Snapshot, Timestamp};
 use apiary_ports::messages::PowerMessage;
+use apiary_ports::store::{Item, Key};
 use apiary_testkit::queue::QueueName;
 use apiary_testkit::store::Tables;
 use chrono::TimeDelta;
@@ -231,7 +233,7 @@ impl Checker {
 }
 
 /// Re-check chains never multiply: of the power function's re-check messages in the queue (waiting, delayed or
-/// being handled), at most two links per cluster can still act on arrival (the live one, and the one it
+/// being handled), at most two links of a pool's tick can still act on arrival (the live one, and the one it
 /// replaced, which only clears its own record); every other copy (an SQS duplicate of an old link, a link whose
 /// handling failed after the chain moved on) ends on arrival without a look.
 fn rechecks(sim: &Sim, now: Timestamp) -> Result<(), Violation> {
@@ -240,20 +242,28 @@ fn rechecks(sim: &Sim, now: Timestamp) -> Result<(), Violation> {
     for m in sim.world.queue.messages(QueueName::Power) {
         let Ok(msg) = serde_json::from_str::<PowerMessage>(&m.body) else { continue };
         let Some(token) = msg.check else { continue };
-        let Some(cluster) =
-            tables.snapshot(&msg.pool).and_then(|s| s.clusters.into_iter().find(|c| c.id == msg.cluster))
-        else {
-            continue; // the cluster is gone: every message for it ends on arrival
+        let partition = tables.pools.get(&msg.pool);
+        let admission = if msg.tick {
+            match partition.and_then(|p| p.get(&Key::Tick.sort_key())) {
+                Some(Item::Tick(tick)) => chain::admit(tick.as_ref(), Some(token)),
+                _ => continue, // no tick: every link ends on arrival
+            }
+        } else {
+            match partition.and_then(|p| p.get(&Key::Cluster(msg.cluster.clone()).sort_key())) {
+                Some(Item::Cluster(cluster)) => chain::admit(cluster.as_ref(), Some(token)),
+                _ => continue, // the cluster is gone: every message for it ends on arrival
+            }
         };
-        if chain::admit(&cluster, Some(token)) != Admission::Drop {
-            acting.entry((msg.pool, msg.cluster)).or_default().insert(token);
+        if admission != Admission::Drop {
+            let chain = if msg.tick { "tick".to_owned() } else { msg.cluster };
+            acting.entry((msg.pool, chain)).or_default().insert(token);
         }
     }
     match acting.into_iter().find(|(_, tokens)| tokens.len() > 2) {
-        Some(((pool, cluster), tokens)) => violation(
+        Some(((pool, chain), tokens)) => violation(
             now,
             "bounded re-checks",
-            format!("{pool}/{cluster} has {} acting re-checks in flight: {tokens:?}", tokens.len()),
+            format!("{pool}/{chain} has {} acting re-checks in flight: {tokens:?}", tokens.len()),
         ),
         None => Ok(()),
     }

@@ -2,7 +2,8 @@
 //!
 //! Served: `POST /token` (the JWT bearer grant: the assertion's RS256 signature is checked against the service
 //! account's public key, and its issuer, audience, scope and expiry), and under `/compute/v1/projects/{p}`:
-//! `GET aggregated/instances` (`filter` of the form `labels.KEY = "VALUE"`, pages of [`FakeGcp::set_page_size`]
+//! `GET aggregated/instances` (`filter` of the form `labels.KEY = "VALUE"`, or such terms in parentheses joined by
+//! `OR`; pages of [`FakeGcp::set_page_size`]
 //! with `nextPageToken`), `POST zones/{z}/instances/bulkInsert` (`sourceInstanceTemplate`,
 //! `perInstanceProperties`, `instanceProperties.labels`, `requestId`), `POST zones/{z}/instances/{i}/start`,
 //! `/stop`, `/resume`, `DELETE zones/{z}/instances/{i}`. Every Compute call needs a live bearer token (else 401).
@@ -483,12 +484,20 @@ fn token(s: &mut State, req: &Request) -> Response {
     Response::json(200, &json!({"access_token": token, "expires_in": 3599, "token_type": "Bearer"}))
 }
 
-/// `labels.KEY = "VALUE"` (spaces optional).
-fn label_filter(filter: &str) -> Option<(String, String)> {
-    let (k, v) = filter.split_once('=')?;
-    let k = k.trim().strip_prefix("labels.")?;
-    let v = v.trim().strip_prefix('"')?.strip_suffix('"')?;
-    Some((k.to_owned(), v.to_owned()))
+/// `labels.KEY = "VALUE"` (spaces optional), or several such terms each in parentheses joined by `OR`, as
+/// Compute Engine's list filter writes a choice: `(labels.a = "x") OR (labels.b = "y")`. The label pairs, any
+/// of which selects an instance.
+fn label_filter(filter: &str) -> Option<Vec<(String, String)>> {
+    let term = |t: &str| -> Option<(String, String)> {
+        let (k, v) = t.split_once('=')?;
+        let k = k.trim().strip_prefix("labels.")?;
+        let v = v.trim().strip_prefix('"')?.strip_suffix('"')?;
+        Some((k.to_owned(), v.to_owned()))
+    };
+    if !filter.trim_start().starts_with('(') {
+        return term(filter).map(|t| vec![t]);
+    }
+    filter.split(" OR ").map(|t| term(t.trim().strip_prefix('(')?.strip_suffix(')')?)).collect()
 }
 
 fn list(s: &mut State, project: &str, req: &Request) -> Response {
@@ -507,7 +516,7 @@ fn list(s: &mut State, project: &str, req: &Request) -> Response {
         .filter(|((p, z, _), i)| {
             p == project
                 && !s.unreachable.contains(z)
-                && filter.as_ref().is_none_or(|(k, v)| i.labels.get(k) == Some(v))
+                && filter.as_ref().is_none_or(|any| any.iter().any(|(k, v)| i.labels.get(k) == Some(v)))
         })
         .collect();
     let mut items: BTreeMap<String, Value> = BTreeMap::new();

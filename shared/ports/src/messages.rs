@@ -67,17 +67,26 @@ pub struct PowerMessage {
     /// makes it, being the one that reaches the pool's cloud.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reap: bool,
+    /// Not about one cluster: the pool's tick (`cluster` is empty), which looks at every cluster of the pool in
+    /// motion (`apiary_planner::power::tick`); `check` is its chain's link, or `None` for a nudge of the tick.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tick: bool,
 }
 
 impl PowerMessage {
     /// A nudge of cluster `cluster` of `pool`: step it now.
     pub fn nudge(pool: impl Into<String>, cluster: impl Into<String>) -> Self {
-        Self { pool: pool.into(), cluster: cluster.into(), check: None, reap: false }
+        Self { pool: pool.into(), cluster: cluster.into(), check: None, reap: false, tick: false }
+    }
+
+    /// A link of `pool`'s tick (`check`), or a nudge of it (`None`): look at the pool's clusters in motion.
+    pub fn tick(pool: impl Into<String>, check: Option<u64>) -> Self {
+        Self { pool: pool.into(), cluster: String::new(), check, reap: false, tick: true }
     }
 
     /// The reaper's pass over `pool`.
     pub fn reap(pool: impl Into<String>) -> Self {
-        Self { pool: pool.into(), cluster: String::new(), check: None, reap: true }
+        Self { pool: pool.into(), cluster: String::new(), check: None, reap: true, tick: false }
     }
 }
 

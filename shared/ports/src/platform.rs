@@ -68,6 +68,37 @@ impl Machines {
     }
 }
 
+/// What one look at many clusters of a pool found for one of them ([`Actuator::look_many`]): the answers to the
+/// questions the power function asks of a cluster's machines, as the one-cluster calls would give them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// [`Actuator::machines_running`]'s answer.
+    pub running: Machines,
+    /// [`Actuator::machines_stopped`]'s answer.
+    pub stopped: Machines,
+    /// [`Provisioner::install_state`]'s answer, when the platform's install is judged by its machines (`None`:
+    /// ask the provisioner).
+    pub install: Option<Install>,
+}
+
+impl Seen {
+    /// The answers for a cluster whose machines are `states` (id, state, why it cannot be stopped if it cannot),
+    /// on a platform whose install is done once every machine runs.
+    pub fn of<'a>(states: impl IntoIterator<Item = (&'a str, MachineState, Option<&'a str>)>) -> Self {
+        let states: Vec<_> = states.into_iter().collect();
+        let pairs = || states.iter().map(|(id, state, _)| (*id, *state));
+        let running = Machines::of(pairs(), MachineState::Running, MachineState::start_acts);
+        let mut stopped = Machines::of(pairs(), MachineState::Stopped, MachineState::stop_acts);
+        stopped.unsupported = states
+            .iter()
+            .filter(|(_, state, _)| *state != MachineState::Stopped)
+            .filter_map(|(id, _, why)| why.map(|w| ((*id).to_owned(), w.to_owned())))
+            .collect();
+        let install = Some(running.install());
+        Self { running, stopped, install }
+    }
+}
+
 /// Whether a cluster's nodes are ready, as its platform finds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Nodes {
@@ -124,6 +155,19 @@ impl Target<'_> {
 /// Powers a cluster's machines (seed 004's actuator).
 #[async_trait]
 pub trait Actuator: Send + Sync {
+    /// The machines of each of `clusters` (all of pool `pool`), found in as few calls as the cloud allows, by
+    /// cluster id; a cluster with no machines is there with none. `None` when the platform looks at one cluster
+    /// at a time (the default): the pool's tick then asks for each cluster alone.
+    async fn look_many(
+        &self,
+        pool: &str,
+        spec: &PoolSpec,
+        clusters: &[Cluster],
+        now: Timestamp,
+    ) -> Result<Option<BTreeMap<String, Seen>>> {
+        let _ = (pool, spec, clusters, now);
+        Ok(None)
+    }
     /// Machines found, and those not running yet.
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines>;
     /// Machines found, and those not stopped yet.
@@ -269,6 +313,20 @@ impl Composed {
 
 #[async_trait]
 impl Actuator for Composed {
+    async fn look_many(
+        &self,
+        pool: &str,
+        spec: &PoolSpec,
+        clusters: &[Cluster],
+        now: Timestamp,
+    ) -> Result<Option<BTreeMap<String, Seen>>> {
+        let mut seen = self.platform.look_many(pool, spec, clusters, now).await?;
+        if self.installer.is_some() {
+            // The installer says how an install stands, not the machines.
+            seen.iter_mut().flat_map(|s| s.values_mut()).for_each(|s| s.install = None);
+        }
+        Ok(seen)
+    }
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         self.platform.machines_running(t).await
     }

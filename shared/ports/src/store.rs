@@ -20,6 +20,7 @@
 //! a larger one with [`Error::TooLarge`] before it reaches the table ([`check_size`]).
 
 use apiary_planner::events::Event;
+use apiary_planner::power::{in_progress, tick::Tick};
 use apiary_planner::{apply_mut, Action, Claim, Cluster, NameLease, Plan, Pool, Snapshot, Timestamp};
 use async_trait::async_trait;
 use serde_json::Value;
@@ -37,6 +38,8 @@ pub enum Item {
     Claim(Box<Claim>),
     /// A `NAME#<name>` lease.
     Lease(NameLease),
+    /// The `TICK` item: the pool's look at its clusters in motion.
+    Tick(Box<Tick>),
 }
 
 /// An item's key within a pool's partition.
@@ -50,6 +53,8 @@ pub enum Key {
     Claim(String),
     /// `NAME#<name>`.
     Lease(String),
+    /// `TICK`.
+    Tick,
     /// An event of the pool's trail: its shard ([`event_shard`]) and its sort key there ([`event_sort_key`]).
     Event(u8, String),
 }
@@ -62,6 +67,7 @@ impl Item {
             Item::Cluster(c) => Key::Cluster(c.id.clone()),
             Item::Claim(c) => Key::Claim(c.name.clone()),
             Item::Lease(l) => Key::Lease(l.name.clone()),
+            Item::Tick(_) => Key::Tick,
         }
     }
 
@@ -71,6 +77,7 @@ impl Item {
             Item::Pool(p) => Some(p.rev),
             Item::Cluster(c) => Some(c.rev),
             Item::Claim(c) => Some(c.rev),
+            Item::Tick(t) => Some(t.rev),
             Item::Lease(_) => None,
         }
     }
@@ -82,18 +89,21 @@ impl Item {
             Item::Cluster(c) => serde_json::to_value(c)?,
             Item::Claim(c) => serde_json::to_value(c)?,
             Item::Lease(l) => serde_json::to_value(l)?,
+            Item::Tick(t) => serde_json::to_value(t)?,
         })
     }
 }
 
 impl Key {
-    /// The item's sort key within its pool's partition: `POOL`, `CLUSTER#<id>`, `CLAIM#<name>`, `NAME#<name>`.
+    /// The item's sort key within its pool's partition: `POOL`, `CLUSTER#<id>`, `CLAIM#<name>`, `NAME#<name>`,
+    /// `TICK`.
     pub fn sort_key(&self) -> String {
         match self {
             Key::Pool => "POOL".into(),
             Key::Cluster(id) => format!("CLUSTER#{id}"),
             Key::Claim(name) => format!("CLAIM#{name}"),
             Key::Lease(name) => format!("NAME#{name}"),
+            Key::Tick => "TICK".into(),
             Key::Event(_, sort) => sort.clone(),
         }
     }
@@ -273,11 +283,29 @@ pub struct EventPage {
 pub const SPREAD: u16 = 256;
 
 /// Where `cluster` stands in its pool's sparse index of what a claim needs, if it is there at all: a spare
-/// ([`Cluster::is_assignable`]) is `S#<place>#<id>`, its place ([`spread`] of its id, two hex digits) spreading
-/// the spares evenly over [`SPREAD`] places. Every adapter stores exactly these keys, so the index and the items
-/// can never disagree on what is a spare.
+/// ([`Cluster::is_assignable`], and no power transition under way) is `S#<place>#<id>`, its place ([`spread`]
+/// of its id, two hex digits) spreading the spares evenly over [`SPREAD`] places. Every adapter stores exactly
+/// these keys, so the index and the items can never disagree on what is a spare. A Running spare the reconcile
+/// has just asked to hibernate is not one: it is in motion ([`moving_key`]), and a claim waiting for it is
+/// served by the reconcile, which asks it to run again.
 pub fn spare_key(cluster: &Cluster) -> Option<String> {
-    cluster.is_assignable().then(|| format!("S#{:02x}#{}", spread(&cluster.id), cluster.id))
+    (cluster.is_assignable() && !in_progress(cluster)).then(|| format!("S#{:02x}#{}", spread(&cluster.id), cluster.id))
+}
+
+/// Where `cluster` stands in the same index when the power function has work on it ([`in_progress`]: installing,
+/// resuming, stopping, being deprovisioned): `M#<id>`. The pool's tick reads this part of the index to find the
+/// clusters it looks at ([`Store::moving`]).
+pub fn moving_key(cluster: &Cluster) -> Option<String> {
+    in_progress(cluster).then(|| format!("M#{}", cluster.id))
+}
+
+/// The key `item` has in its pool's sparse index, if any: a spare or a cluster in motion, or a pending claim.
+pub fn index_key(item: &Item) -> Option<String> {
+    match item {
+        Item::Cluster(c) => spare_key(c).or_else(|| moving_key(c)),
+        Item::Claim(c) => pending_key(c),
+        Item::Pool(_) | Item::Lease(_) | Item::Tick(_) => None,
+    }
 }
 
 /// Where `claim` stands in the same index: a pending claim ([`Claim::is_pending`]) is `P#<createdAt>#<name>`
@@ -324,6 +352,9 @@ pub trait Store: Send + Sync {
     async fn spares(&self, pool: &str, from: u16, limit: usize) -> Result<Vec<String>>;
     /// The name of `pool`'s oldest pending claim ([`pending_key`]), read strongly consistently from the same index.
     async fn oldest_pending(&self, pool: &str) -> Result<Option<String>>;
+    /// The ids of `pool`'s clusters in motion ([`moving_key`]), read strongly consistently from the same index, in
+    /// id order: index entries only, so its cost follows how many clusters move, not the pool's size.
+    async fn moving(&self, pool: &str) -> Result<Vec<String>>;
     /// Every pool item (not their partitions).
     async fn list_pools(&self) -> Result<Vec<Pool>>;
     /// Writes all of `writes` or none: one write alone, several in one transaction. A failed condition is

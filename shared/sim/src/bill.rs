@@ -69,6 +69,11 @@ pub struct Assumptions {
     pub reconcile: TimeDelta,
     /// Of a power run (256 MB): a cloud call or two.
     pub power: TimeDelta,
+    /// Added to a tick's by each further cluster it looks at (the looks run at once: each adds its share of the
+    /// work, not its wait).
+    pub look: TimeDelta,
+    /// Log bytes each look of a tick adds.
+    pub look_log_bytes: f64,
     /// Of a claim request (256 MB).
     pub api: TimeDelta,
     /// Of a timeouts sweep (256 MB).
@@ -96,6 +101,8 @@ impl Default for Assumptions {
         Self {
             reconcile: TimeDelta::milliseconds(150),
             power: TimeDelta::milliseconds(300),
+            look: TimeDelta::milliseconds(20),
+            look_log_bytes: 200.0,
             api: TimeDelta::milliseconds(60),
             sweep: TimeDelta::milliseconds(100),
             sweeps_per_hour: 60.0,
@@ -144,10 +151,12 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let create_reads = pool_read + 3.0 + item_read;
     let release_reads = pool_read + item_read;
     let poll_reads = pool_read + 2.0 * item_read * a.looks_per_poll;
-    // A power run reads the pool item and the cluster, both strongly.
-    let power_reads = pool_read + item_read;
+    // A nudge reads the pool item, the cluster and the tick item; a tick the pool item, the tick item and a page of
+    // the index of clusters in motion (keys only), then each cluster it looks at; all strongly.
+    let (nudges, ticks, looks) = (u.nudges as f64, u.ticks as f64, u.tick_looks as f64);
+    let power_reads = nudges * (pool_read + item_read + 1.0) + ticks * (pool_read + 2.0) + looks * item_read;
     let read_units =
-        reconciles * query_units + claims * (create_reads + release_reads) + power * power_reads + polls * poll_reads;
+        reconciles * query_units + claims * (create_reads + release_reads) + power_reads + polls * poll_reads;
     // Writes: a unit per KB, doubled in a transaction (creates, deletes, assignments); the pool item in full, and
     // again in the `pools` index, which projects all of its attributes. A
     // write that puts a cluster in or out of the spares index writes the index too (one unit, counted for every
@@ -160,11 +169,9 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // assignment, release asked and release; a cluster of its creation, install, deletion and removal; each start
     // and stop of its transition's start and end; a broken cluster of its breaking.
     let events = 4.0 * claims + 4.0 * o.installs as f64 + 2.0 * (o.calls.start + o.calls.stop) as f64 + o.broken as f64;
-    // A write that only records a cluster's re-check link is one conditional put of the cluster: no transaction,
-    // no index entry.
-    let chain = u.chain_writes.min(o.store_writes) as f64;
-    let write_units = 3.0 * (o.store_writes as f64 - chain)
-        + item_units * chain
+    // The tick item is one conditional put (no transaction, no index entry), counted by its units.
+    let write_units = 3.0 * o.store_writes as f64
+        + u.tick_write_units as f64
         + u.pool_writes as f64 * (2.0 * pool_units - 1.0)
         + claims * (assignment_units + 1.0)
         + 2.0 * events;
@@ -173,6 +180,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let invocations = reconciles + power + api_requests;
     let gb_seconds = reconciles * 0.5 * a.reconcile.as_seconds_f64()
         + power * 0.25 * a.power.as_seconds_f64()
+        + looks * 0.25 * a.look.as_seconds_f64()
         + api_requests * 0.25 * a.api.as_seconds_f64();
     let sweeps = a.sweeps_per_hour * MONTH_HOURS;
     vec![
@@ -207,7 +215,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         Line { item: "API Gateway requests", per_pool: api_requests * scale, fixed: 0.0, price: prices.api_request },
         Line {
             item: "CloudWatch Logs GB",
-            per_pool: invocations * a.log_bytes / 1e9 * scale,
+            per_pool: (invocations * a.log_bytes + looks * a.look_log_bytes) / 1e9 * scale,
             fixed: sweeps * a.log_bytes / 1e9,
             price: prices.log_gb,
         },

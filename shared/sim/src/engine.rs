@@ -2,9 +2,12 @@
 //! and a simulated platform.
 //!
 //! It stands in for the Lambda functions exactly where they would act: a claim arriving or being released, a
-//! machine finishing a transition, a power re-check coming due, or the pool's own wake-up time all lead to
-//! `plan` + `apply` (the reconcile) or to `power::probe` + `power::step` (the power function). Time moves from
-//! event to event; nothing waits. The same trace, platform and seed give the same report.
+//! machine finishing a transition, the pool's tick coming due, or the pool's own wake-up time all lead to
+//! `plan` + `apply` (the reconcile) or to `power::probe` + `power::step` (the power function). The power
+//! function's looks are the pool's tick, carried by the planner's own `tick` and `chain` rules: a nudge steps its
+//! cluster and starts or brings the tick forward only when it must; a tick looks at the clusters in motion whose
+//! look is due. Time moves from event to event; nothing waits. The same trace, platform and seed give the same
+//! report.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
@@ -12,6 +15,8 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use chrono::TimeDelta;
 
 use apiary_planner::duration::hours;
+use apiary_planner::power::chain::{self, Admission};
+use apiary_planner::power::tick::{self, Tick};
 use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
 use apiary_planner::{apply_mut, plan, Action, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
 
@@ -83,6 +88,12 @@ impl Default for Platform {
     }
 }
 
+/// The longest a delayed message waits (SQS's limit): a look wanted later comes then.
+const MAX_DELAY: TimeDelta = TimeDelta::minutes(15);
+
+/// The tick item's key attributes, as DynamoDB counts them (`PK`, `POOL#sim`, `SK`, `TICK`).
+const TICK_KEY_BYTES: usize = 2 + 8 + 2 + 4;
+
 /// How long the pool runs before the trace starts, so it is filled and settled when measuring begins.
 pub const WARM_UP: TimeDelta = TimeDelta::hours(2);
 
@@ -124,7 +135,8 @@ enum Event {
     SetRunning(i64),
     Release(String),
     MachinesDone(String, Timestamp),
-    PowerCheck(String),
+    /// A link of the pool's tick arrives.
+    Tick(u64),
     Deprovisioned(String),
     Wake,
     /// The learning weeks are over: what happened so far is not measured.
@@ -142,7 +154,14 @@ pub struct Simulation<'t> {
     rng: Rng,
     plan_seed: u64,
     holds: HashMap<String, TimeDelta>,
-    power_due: HashMap<String, Timestamp>,
+    /// The pool's tick item: its chain, and each cluster's next look.
+    tick: Tick,
+    /// Tokens drawn for the tick's links.
+    tokens: u64,
+    /// Transitions whose machines are done and which no look has noticed yet: which kind (install, resume, stop)
+    /// and when they were done. The simulation acts on them at once; the pool's tick looks at them as it would
+    /// at a cluster still in motion, and the look that notices each is measured.
+    noticing: HashMap<String, (usize, Timestamp)>,
     wakes: BTreeSet<Timestamp>,
     deprovisioning: HashSet<String>,
     /// Where each cluster sits in `snap.clusters`; checked on use and rebuilt when stale.
@@ -194,7 +213,9 @@ impl<'t> Simulation<'t> {
             rng,
             plan_seed: setup.seed,
             holds: HashMap::new(),
-            power_due: HashMap::new(),
+            tick: Tick::default(),
+            tokens: 0,
+            noticing: HashMap::new(),
             wakes: BTreeSet::new(),
             deprovisioning: HashSet::new(),
             index: HashMap::new(),
@@ -286,7 +307,7 @@ impl<'t> Simulation<'t> {
                 true
             }
             Event::MachinesDone(id, when) => {
-                self.note_lateness(&id, when, now);
+                self.note_lateness(&id, when);
                 let next = match self.machines.get(&id) {
                     Some(Machines::Installing(t)) | Some(Machines::Starting(Some(t))) if *t == when => {
                         Some(Machines::Running)
@@ -298,27 +319,33 @@ impl<'t> Simulation<'t> {
                     Some(state) => {
                         self.machines.insert(id.clone(), state);
                         self.dirty = true;
-                        self.drive(&id, now, false)
+                        self.at_once(&id, now)
                     }
                     None => false,
                 }
             }
-            Event::PowerCheck(id) => {
-                // A re-check is a delayed message to the power function; only the live link carries the chain on
-                // (a stale one ends on arrival).
-                let live = self.power_due.get(&id) == Some(&now);
-                if live {
-                    self.power_due.remove(&id);
-                }
+            Event::Tick(token) => {
+                // A tick link is a delayed message to the power function; only the live link looks (a stale one
+                // ends on arrival, the superseded one clears its record).
                 self.usage.power_runs += 1;
-                self.drive(&id, now, live)
+                self.usage.ticks += 1;
+                match chain::admit(&self.tick, Some(token)) {
+                    Admission::Drop => false,
+                    Admission::Forget => {
+                        self.tick.superseded = None;
+                        self.write_tick();
+                        false
+                    }
+                    admission @ (Admission::Own | Admission::Nudge) => self.tick_run(admission, now),
+                }
             }
             Event::Deprovisioned(id) => {
                 self.snap.clusters.retain(|c| c.id != id);
                 self.snap.leases.retain(|l| l.holder != id);
                 self.machines.remove(&id);
                 self.deprovisioning.remove(&id);
-                self.power_due.remove(&id);
+                self.tick.due.remove(&id);
+                self.noticing.remove(&id);
                 self.dirty = true;
                 true
             }
@@ -385,7 +412,7 @@ impl<'t> Simulation<'t> {
         self.usage.power_runs += drive.len();
         let mut again = false;
         for id in drive {
-            again |= self.drive(&id, now, false);
+            again |= self.nudge(&id, now);
         }
         if again {
             self.wake(now);
@@ -401,24 +428,93 @@ impl<'t> Simulation<'t> {
         }
     }
 
-    /// The power function for one cluster, run by its live re-check `link` or a nudge; true when it reached a
-    /// state the pool acts on. Its writes are counted as the function makes them: the intent before each call and
-    /// the outcome after, and the cluster's re-check chain (recorded with the step's changes, or alone when a link
-    /// carries on or a nudge starts one).
-    fn drive(&mut self, id: &str, now: Timestamp, link: bool) -> bool {
-        let (notable, wrote, chained) = self.steps(id, now);
-        if (link || chained) && !wrote {
-            self.writes += 1;
-            self.usage.chain_writes += 1;
+    /// A nudge of the power function for `id`: it steps the cluster, and makes sure the pool's tick comes soon
+    /// enough for the look it wants next (writing the tick item only when it starts or brings the tick forward).
+    /// True when it reached a state the pool acts on.
+    fn nudge(&mut self, id: &str, now: Timestamp) -> bool {
+        self.usage.nudges += 1;
+        let (notable, want) = self.steps(id, now);
+        if let Some(want) = want {
+            self.tokens += 1;
+            let next = chain::next(&self.tick, Admission::Nudge, Some(want), now, self.tokens);
+            if let Some(link) = next.send {
+                (self.tick.check, self.tick.superseded) = (next.check, next.superseded);
+                self.tick.due.insert(id.to_string(), want);
+                self.write_tick();
+                self.at(link.due, Event::Tick(link.token));
+            }
         }
         notable
     }
 
-    /// The steps of one power run: whether it reached a state the pool acts on, wrote the cluster, and sent a
-    /// re-check.
-    fn steps(&mut self, id: &str, now: Timestamp) -> (bool, bool, bool) {
+    /// A step the simulation takes the moment machines finish (a deployed pool takes it at the first look at `id`
+    /// after that, which [`Self::noticed`] measures); the tick's record of `id` is left as that look will find it.
+    fn at_once(&mut self, id: &str, now: Timestamp) -> bool {
+        self.steps(id, now).0
+    }
+
+    /// The tick's look at `id` at `now`: if it notices a transition done since the last look, how long after it
+    /// came. (A nudge may look sooner; the simulation, acting at once, makes some nudges at the very moment machines
+    /// are done that a deployed pool makes only after the tick noticed them, so only the tick's looks count.)
+    fn noticed(&mut self, id: &str, now: Timestamp) {
+        if let Some((kind, done)) = self.noticing.remove(id) {
+            self.late[kind].push((now - done).as_seconds_f64());
+        }
+    }
+
+    /// The pool's tick, admitted: looks at the clusters in motion whose look is due, records their next looks
+    /// and sends the next link. True when a look reached a state the pool acts on.
+    fn tick_run(&mut self, admission: Admission, now: Timestamp) -> bool {
+        let moving = self.moving();
+        let mut looked = Vec::new();
+        let mut notable = false;
+        for id in tick::looks(&self.tick, &moving, now) {
+            self.usage.tick_looks += 1;
+            self.noticed(&id, now);
+            let (n, want) = self.steps(&id, now);
+            notable |= n;
+            looked.push((id, want));
+        }
+        let moving = self.moving();
+        self.tick.due = tick::after(&self.tick, &moving, &looked);
+        let want = tick::next_due(&self.tick.due, &moving, now).map(|at| at.min(now + MAX_DELAY));
+        self.tokens += 1;
+        let next = chain::next(&self.tick, admission, want, now, self.tokens);
+        (self.tick.check, self.tick.superseded) = (next.check, next.superseded);
+        self.write_tick();
+        if let Some(link) = next.send {
+            self.at(link.due, Event::Tick(link.token));
+        }
+        notable
+    }
+
+    /// The clusters the pool's index says are in motion: those the power function has work on (the simulation
+    /// deprovisions clusters itself, without its looks), and those whose done transition no look has noticed yet
+    /// (to the table, still in motion).
+    fn moving(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .snap
+            .clusters
+            .iter()
+            .filter(|c| (power::in_progress(c) && !c.deleting) || self.noticing.contains_key(&c.id))
+            .map(|c| c.id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// Counts a write of the tick item: one conditional put, a unit per KB of it.
+    fn write_tick(&mut self) {
+        let bytes = serde_json::to_vec(&self.tick).map_or(0, |v| v.len()) + TICK_KEY_BYTES;
+        self.usage.tick_writes += 1;
+        self.usage.tick_write_units += bytes.div_ceil(1024).max(1);
+    }
+
+    /// The steps of one look at `id`: whether it reached a state the pool acts on, and when it wants its next
+    /// look. The intent before each call and the outcome after it are counted as table writes.
+    fn steps(&mut self, id: &str, now: Timestamp) -> (bool, Option<Timestamp>) {
         let timeouts = self.snap.pool.power_limits();
-        let (mut notable, mut wrote, mut chained) = (false, false, false);
+        let mut notable = false;
         for _ in 0..4 {
             let Some(idx) = self.position(id) else { break };
             let Some(probe) = power::probe(&self.snap.clusters[idx]) else { break };
@@ -428,7 +524,6 @@ impl<'t> Simulation<'t> {
             if let Some(call) = step.call {
                 // The intent is written before the call.
                 self.writes += 1;
-                wrote = true;
                 let outcome = self.call(id, call, now);
                 let (changed, wakes) = (step.changed, step.wakes_pool);
                 step = power::step(&step.cluster, &outcome, now, timeouts);
@@ -442,7 +537,6 @@ impl<'t> Simulation<'t> {
                 self.dirty = true;
                 after.rev = before.rev + 1;
                 self.writes += 1;
-                wrote = true;
                 if after.is_broken() && !before.is_broken() {
                     self.broken += 1;
                 }
@@ -450,33 +544,25 @@ impl<'t> Simulation<'t> {
             }
             match step.recheck_after {
                 Some(d) if d <= TimeDelta::zero() => continue,
-                Some(d) => {
-                    let t = now + d;
-                    if self.power_due.get(id).is_none_or(|due| *due > t || *due <= now) {
-                        self.power_due.insert(id.to_string(), t);
-                        self.at(t, Event::PowerCheck(id.to_string()));
-                        chained = true;
-                    }
-                }
-                None => {}
+                Some(d) => return (notable, Some(now + d.min(MAX_DELAY))),
+                None => return (notable, None),
             }
-            break;
         }
-        (notable, wrote, chained)
+        // The step budget ran out: come back after the short poll.
+        let more = self.position(id).is_some_and(|i| power::in_progress(&self.snap.clusters[i]));
+        (notable, more.then(|| now + power::POLL))
     }
 
-    /// Notes how long after `done` the power function's next look at `id` comes (the simulation acts on machines
-    /// at once; a deployed pool acts at that look).
-    fn note_lateness(&mut self, id: &str, done: Timestamp, now: Timestamp) {
+    /// Notes that `id`'s machines finished their transition at `done`: the power function's next look at it
+    /// notices it ([`Self::noticed`]; the simulation acts on machines at once, a deployed pool at that look).
+    fn note_lateness(&mut self, id: &str, done: Timestamp) {
         let kind = match self.machines.get(id) {
             Some(Machines::Installing(t)) if *t == done => 0,
             Some(Machines::Starting(Some(t))) if *t == done => 1,
             Some(Machines::Stopping(t)) if *t == done => 2,
             _ => return,
         };
-        if let Some(due) = self.power_due.get(id).filter(|due| **due >= now) {
-            self.late[kind].push((*due - now).as_seconds_f64());
-        }
+        self.noticing.insert(id.to_string(), (kind, done));
     }
 
     /// The index of cluster `id` in the snapshot.

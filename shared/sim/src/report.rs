@@ -39,11 +39,19 @@ pub struct Calls {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
-    /// Power function invocations: one per cluster a reconcile touches, one per re-check.
+    /// Power function invocations: one per cluster a reconcile touches (a nudge), one per tick link.
     pub power_runs: usize,
-    /// Writes of a cluster that only recorded its re-check chain (a look that found nothing new): counted in the
+    /// Of those, nudges.
+    pub nudges: usize,
+    /// Of those, tick links (stale and superseded ones included).
+    pub ticks: usize,
+    /// Looks the ticks took at clusters in motion.
+    pub tick_looks: usize,
+    /// Writes of the pool's tick item (each tick, and each nudge that started or brought it forward): not in the
     /// outcome's writes.
-    pub chain_writes: usize,
+    pub tick_writes: usize,
+    /// Their write units (a unit per KB of the item).
+    pub tick_write_units: usize,
     /// Scheduled wake-ups that fired.
     pub wakes: usize,
     /// Reconciles that rewrote the pool item (its status).

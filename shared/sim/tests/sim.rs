@@ -224,12 +224,16 @@ fn apiarys_own_bill_grows_with_its_pools_and_their_claims() {
 }
 
 #[test]
-fn each_look_that_carries_a_re_check_on_is_a_write_for_the_bill() {
-    // The power function records each re-check link on the cluster before it sends it, and writes the intent
-    // before each call: a pool's writes outnumber its power runs (runs that write nothing are only nudges that
-    // found a live chain, and stale links).
+fn the_pools_tick_shares_its_invocations_among_the_clusters_in_motion_and_writes_only_its_own_item() {
+    // Each tick looks at every cluster whose look is due, so there are fewer ticks than looks; a look that finds
+    // nothing new writes nothing, so the table's writes are the transitions' (their intents and outcomes), not
+    // one a look; the tick item is written once a tick, and by the nudges that start or bring it forward.
     let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
-    assert!(o.store_writes > o.usage.power_runs, "{} writes for {} power runs", o.store_writes, o.usage.power_runs);
+    let u = o.usage;
+    assert_eq!(u.power_runs, u.nudges + u.ticks, "{u:?}");
+    assert!(u.tick_looks > 2 * u.ticks, "{u:?}");
+    assert!(o.store_writes < u.tick_looks, "{} writes for {} looks", o.store_writes, u.tick_looks);
+    assert!(u.tick_writes <= u.ticks + u.nudges && u.tick_write_units >= u.tick_writes, "{u:?}");
 }
 
 #[test]
@@ -268,22 +272,27 @@ fn a_pool_item_write_is_billed_with_its_copy_in_the_pools_index() {
 }
 
 #[test]
-fn a_power_run_is_billed_its_strongly_consistent_reads_of_the_pool_and_the_cluster() {
-    // A run reads the pool item (6.5 KB: 2 units) and the cluster (1.2 KB: 1 unit), both strongly.
+fn a_power_run_is_billed_its_strongly_consistent_reads() {
+    // A nudge reads the pool item (6.5 KB: 2 units), the cluster (1.2 KB: 1 unit) and the tick item (1 unit).
     let units = units_per("DynamoDB read units", 1000.0, |o| {
-        o.usage.power_runs = 1000;
+        (o.usage.power_runs, o.usage.nudges) = (1000, 1000);
         o.usage.pool_item_bytes = 6500;
     });
-    assert!(units >= 3.0, "{units} read units a power run");
+    assert!(units >= 4.0, "{units} read units a nudge");
+    // A tick reads the pool item, the tick item and a page of the index; then each cluster it looks at.
+    let units = units_per("DynamoDB read units", 1000.0, |o| {
+        (o.usage.power_runs, o.usage.ticks, o.usage.tick_looks) = (1000, 1000, 3000);
+        o.usage.pool_item_bytes = 6500;
+    });
+    assert!(units >= 7.0, "{units} read units a tick of three looks");
 }
 
 #[test]
-fn a_look_that_records_only_its_re_check_link_is_one_plain_write_of_the_cluster() {
-    // A single conditional PutItem of a 1.2 KB cluster (2 units): no transaction (no event goes with it) and no
-    // write to the `assign` index (a cluster in transition is not a spare, and its index key does not change).
+fn a_write_of_the_tick_item_is_billed_its_own_units_alone() {
+    // A single conditional PutItem of the tick item: no transaction (no event goes with it), no index entry, and
+    // no write of any cluster.
     let units = units_per("DynamoDB write units", 1000.0, |o| {
-        o.store_writes = 1000;
-        o.usage.chain_writes = 1000;
+        (o.usage.tick_writes, o.usage.tick_write_units) = (1000, 2000);
     });
-    assert!(units <= 2.0, "{units} write units a re-check link");
+    assert!((units - 2.0).abs() < 1e-9, "{units} write units a tick write of 2 KB");
 }

@@ -10,6 +10,7 @@
 //!   started, a `pending` one cannot be stopped: the actuator acts only on the machines the planner's
 //!   [`MachineState`] rules select, and re-issues on later checks.
 //! - A machine's status checks pass [`Timings::status_checks`] after it started running ("nodes ready").
+//! - A look at many clusters is one describe ([`Actuator::look_many`]), as EC2 makes it.
 //! - The hook may refuse a change per machine; the others proceed.
 //! - A machine made [`Cloud::unstoppable`] (an instance-store root volume) is reported by `machines_stopped` as
 //!   one the platform cannot stop, and a stop never acts on it.
@@ -20,9 +21,9 @@ use std::sync::{Arc, Mutex};
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
 use apiary_planner::Machine as Addressed;
-use apiary_planner::{Platform, PoolSpec, Timestamp};
+use apiary_planner::{Cluster, Platform, PoolSpec, Timestamp};
 use apiary_ports::platform::{
-    client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target,
+    client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Seen, Target,
 };
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -267,12 +268,37 @@ fn settle(s: &mut State, now: Timestamp) {
     }
 }
 
+/// Why a machine of an unstoppable cluster cannot be stopped.
+const UNSTOPPABLE: &str = "its root volume is an instance store, which cannot be stopped";
+
 fn machines(list: &[Machine], want: MachineState, acts: fn(MachineState) -> bool) -> Machines {
     Machines::of(list.iter().map(|m| (m.id.as_str(), m.state)), want, acts)
 }
 
 #[async_trait]
 impl Actuator for Cloud {
+    async fn look_many(
+        &self,
+        pool: &str,
+        _spec: &PoolSpec,
+        clusters: &[Cluster],
+        _now: Timestamp,
+    ) -> Result<Option<BTreeMap<String, Seen>>> {
+        enter(self.hook.as_ref(), Op::Describe).await?;
+        self.authenticate(pool)?;
+        self.count("describe");
+        let unstoppable = self.lock().unstoppable.clone();
+        let seen = clusters
+            .iter()
+            .map(|c| {
+                let list = self.cluster(&c.infra_id);
+                let why = unstoppable.contains(&c.infra_id).then_some(UNSTOPPABLE);
+                (c.id.clone(), Seen::of(list.iter().map(|m| (m.id.as_str(), m.state, why))))
+            })
+            .collect();
+        leave(self.hook.as_ref(), Op::Describe, Ok(Some(seen)))
+    }
+
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         enter(self.hook.as_ref(), Op::Describe).await?;
         self.authenticate(t.pool)?;
@@ -291,7 +317,7 @@ impl Actuator for Cloud {
             found.unsupported = list
                 .iter()
                 .filter(|m| m.state != MachineState::Stopped)
-                .map(|m| (m.id.clone(), "its root volume is an instance store, which cannot be stopped".to_owned()))
+                .map(|m| (m.id.clone(), UNSTOPPABLE.to_owned()))
                 .collect();
         }
         leave(self.hook.as_ref(), Op::Describe, Ok(found))

@@ -1,6 +1,6 @@
 //! The [`Store`] port in memory, with DynamoDB's semantics: every write conditional ([`Cond::holds`]), several
 //! writes all or nothing, at most one write per item in a transaction, items over 400 KB refused, reads strongly
-//! consistent, and the partition's sparse index of spares and pending claims ([`spare_key`], [`pending_key`]).
+//! consistent, and the partition's sparse index of spares, clusters in motion and pending claims ([`index_key`]).
 //!
 //! A pool's trail is kept beside its partition, by shard and sort key as the adapter keeps it, and read newest
 //! first a page at a time ([`Store::events`]).
@@ -15,8 +15,7 @@ use std::sync::{Arc, Mutex};
 use apiary_planner::events::Event;
 use apiary_planner::{Pool, Snapshot, Timestamp};
 use apiary_ports::store::{
-    check_size, event_shard, event_sort_key, pending_key, spare_key, spare_place, EventPage, EventQuery, Item, Key,
-    Store, Write,
+    check_size, event_shard, event_sort_key, index_key, spare_place, EventPage, EventQuery, Item, Key, Store, Write,
 };
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -59,6 +58,7 @@ fn snapshot(items: &BTreeMap<String, Item>) -> Option<Snapshot> {
             Item::Cluster(c) => clusters.push((**c).clone()),
             Item::Claim(c) => claims.push((**c).clone()),
             Item::Lease(l) => leases.push(l.clone()),
+            Item::Tick(_) => {}
         }
     }
     pool.map(|pool| Snapshot { pool, clusters, claims, leases })
@@ -160,7 +160,8 @@ impl MemStore {
         stats.conflicts += u64::from(matches!(result, Err(Error::Conflict(_))));
     }
 
-    /// The index entries of `pool` in key order: each spare's and each pending claim's key, with its id or name.
+    /// The index entries of `pool` in key order: each spare's, each cluster's in motion and each pending claim's
+    /// key, with its id or name.
     fn index(&self, pool: &str) -> Vec<(String, String)> {
         let tables = self.lock();
         let mut entries: Vec<(String, String)> = tables
@@ -168,10 +169,13 @@ impl MemStore {
             .get(pool)
             .into_iter()
             .flat_map(|p| p.values())
-            .filter_map(|item| match item {
-                Item::Cluster(c) => spare_key(c).map(|k| (k, c.id.clone())),
-                Item::Claim(c) => pending_key(c).map(|k| (k, c.name.clone())),
-                _ => None,
+            .filter_map(|item| {
+                let id = match item {
+                    Item::Cluster(c) => c.id.clone(),
+                    Item::Claim(c) => c.name.clone(),
+                    _ => return None,
+                };
+                index_key(item).map(|k| (k, id))
             })
             .collect();
         entries.sort();
@@ -280,6 +284,14 @@ impl Store for MemStore {
         let oldest = self.index(pool).into_iter().find(|(k, _)| k.starts_with("P#")).map(|(_, name)| name);
         self.count_read(usize::from(oldest.is_some()));
         leave(self.hook.as_ref(), Op::Read, Ok(oldest))
+    }
+
+    async fn moving(&self, pool: &str) -> Result<Vec<String>> {
+        enter(self.hook.as_ref(), Op::Read).await?;
+        let ids: Vec<String> =
+            self.index(pool).into_iter().filter(|(k, _)| k.starts_with("M#")).map(|(_, id)| id).collect();
+        self.count_read(ids.len());
+        leave(self.hook.as_ref(), Op::Read, Ok(ids))
     }
 
     async fn list_pools(&self) -> Result<Vec<Pool>> {

@@ -1,5 +1,6 @@
 //! Compute Engine: a cluster's machines are the instances labelled `kubernetes-io-cluster-<infraId>=owned`
-//! (openshift-install's label), found with one filtered aggregated list of the project, every page.
+//! (openshift-install's label), found with one filtered aggregated list of the project, every page. A pool's tick
+//! looks at many clusters with one such list, its filter a choice of their labels ([`Actuator::look_many`]).
 //!
 //! - Start: `POST …/instances/{name}/start` on TERMINATED and STOPPED instances, `…/resume` on SUSPENDED ones.
 //! - Stop: `POST …/instances/{name}/stop` on RUNNING ones.
@@ -24,9 +25,9 @@ use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{Install, Termination};
-use apiary_planner::{GcpPlatform, Machine, Platform, PoolSpec, Timestamp};
+use apiary_planner::{Cluster, GcpPlatform, Machine, Platform, PoolSpec, Timestamp};
 use apiary_ports::platform::{
-    client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target,
+    client_token, Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Seen, Target,
 };
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
@@ -46,6 +47,8 @@ use auth::ServiceAccountKey;
 pub const DEFAULT_ENDPOINT: &str = "https://compute.googleapis.com/compute/v1";
 /// Largest page the aggregated list is asked for (the API's maximum).
 const PAGE: u32 = 500;
+/// Clusters one filtered list looks at, at most (a filter stays well within the URL's length).
+const CLUSTERS_A_LIST: usize = 20;
 
 /// The label openshift-install puts on a cluster's instances.
 pub fn cluster_label(infra_id: &str) -> String {
@@ -216,8 +219,12 @@ impl Gcp {
 
     /// The instances labelled `key = value`, in every zone (one aggregated list, all pages), with their labels.
     async fn labelled(&self, gcp: Settings<'_>, key: &str, value: &str) -> Result<Vec<Instance>> {
+        self.filtered(gcp, format!("labels.{key} = \"{value}\"")).await
+    }
+
+    /// The instances `filter` selects, in every zone (one aggregated list, all pages), with their labels.
+    async fn filtered(&self, gcp: Settings<'_>, filter: String) -> Result<Vec<Instance>> {
         let url = format!("{}/projects/{}/aggregated/instances", self.endpoint, escape(&gcp.project));
-        let filter = format!("labels.{key} = \"{value}\"");
         let mut found = Vec::new();
         let mut page: Option<String> = None;
         loop {
@@ -327,6 +334,40 @@ fn template_path(template: &str) -> String {
 
 #[async_trait]
 impl Actuator for Gcp {
+    async fn look_many(
+        &self,
+        pool: &str,
+        spec: &PoolSpec,
+        clusters: &[Cluster],
+        _now: Timestamp,
+    ) -> Result<Option<BTreeMap<String, Seen>>> {
+        let gcp = Self::platform(pool, spec)?;
+        let mut found: BTreeMap<String, Vec<Instance>> = BTreeMap::new();
+        for batch in clusters.chunks(CLUSTERS_A_LIST) {
+            let terms: Vec<String> =
+                batch.iter().map(|c| format!("(labels.{} = \"owned\")", cluster_label(&c.infra_id))).collect();
+            for i in self.filtered(gcp, terms.join(" OR ")).await? {
+                if i.state().is_gone() {
+                    continue;
+                }
+                let owner =
+                    batch.iter().find(|c| i.labels.get(&cluster_label(&c.infra_id)).is_some_and(|v| v == "owned"));
+                if let Some(c) = owner {
+                    found.entry(c.id.clone()).or_default().push(i);
+                }
+            }
+        }
+        Ok(Some(
+            clusters
+                .iter()
+                .map(|c| {
+                    let list = found.get(&c.id).map_or(&[][..], Vec::as_slice);
+                    (c.id.clone(), Seen::of(list.iter().map(|i| (i.name.as_str(), i.state(), None))))
+                })
+                .collect(),
+        ))
+    }
+
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         self.machines(&t, MachineState::Running, MachineState::start_acts).await
     }

@@ -314,3 +314,33 @@ async fn a_pool_the_secret_is_not_tagged_for_is_refused_though_another_pool_hold
     assert_eq!(w.statuses().len(), made, "nothing made for the intruder");
     assert!(w.gcp.machines_running(w.target()).await.is_ok(), "the pool the secret names still uses it");
 }
+
+/// A pool's tick looks at many clusters with one aggregated list, its filter a choice of their labels, across
+/// zones and pages; each cluster's answer is what the one-cluster calls give, and a cluster with no instance has
+/// none.
+#[tokio::test]
+async fn one_list_looks_at_many_clusters_as_the_one_cluster_calls_do() {
+    let w = World::new(3, &["europe-west1-b", "europe-west1-c"]).await;
+    w.provisioned().await;
+    w.fake.set_page_size(2);
+    let second = [(cluster_label("ci-second").leak() as &str, "owned")];
+    w.fake.add_instance(PROJECT, "europe-west1-c", "ci-second-0", "TERMINATED", &second);
+    w.fake.add_instance(PROJECT, "europe-west1-b", "ci-second-1", "RUNNING", &second);
+    w.fake.add_instance(PROJECT, "europe-west1-b", "other-0", "RUNNING", &[(&cluster_label("other"), "owned")]);
+    let now = w.cluster.created_at;
+    let clusters =
+        vec![w.cluster.clone(), Cluster::new("c2", "c2", "ci-second", now), Cluster::new("c3", "c3", "ci-none", now)];
+    w.fake.take_log();
+    let seen = w.gcp.look_many("gcp-ci", &w.spec, &clusters, now).await.expect("list").expect("GCP looks at many");
+    let log = w.fake.take_log();
+    assert!(log.iter().all(|l| l.contains("aggregated/instances")), "{log:?}");
+    assert_eq!(log.len(), 3, "five instances in pages of two: one list");
+    for c in &clusters {
+        let t = Target { pool: "gcp-ci", spec: &w.spec, cluster: c, now };
+        assert_eq!(seen[&c.id].running, w.gcp.machines_running(t).await.expect("running"), "{}", c.id);
+        assert_eq!(seen[&c.id].stopped, w.gcp.machines_stopped(t).await.expect("stopped"), "{}", c.id);
+        assert_eq!(seen[&c.id].install, Some(w.gcp.install_state(t).await.expect("install")), "{}", c.id);
+    }
+    assert_eq!((seen["c2"].running.total, seen["c2"].running.not_ready.len()), (2, 1));
+    assert_eq!(seen["c3"].install, Some(apiary_planner::power::Install::Absent));
+}

@@ -1,24 +1,47 @@
-//! Re-check chains: the power function looks at a cluster again by sending itself a delayed message, and each
-//! such message names the chain link it is ([`Recheck`]'s token). The cluster item records the live link
-//! (`check`), so of all the messages that may be in flight for one cluster, only one keeps the work going:
+//! Re-check chains: the power function looks again by sending itself a delayed message, and each such message
+//! names the chain link it is ([`Recheck`]'s token). What carries the chain ([`Links`]: the pool's tick item,
+//! [`super::tick::Tick`]) records the live link (`check`), so of all the messages that may be in flight for it,
+//! only one keeps the work going:
 //!
-//! - the live link's message steps the cluster and, if more is to do, records and sends the next link;
-//! - a nudge (a message without a token, from a reconcile, the claim API or the sweep) steps the cluster at once,
-//!   and starts a chain only when none is live, or the live one is due too late for what the nudge found (a
-//!   claim waiting on a cluster in a five-minute backoff), or presumed lost ([`LOST_AFTER`] overdue);
+//! - the live link's message does the work and, if more is to do, records and sends the next link;
+//! - a nudge (a message without a token, from a reconcile, the claim API or the sweep) acts at once, and starts a
+//!   chain only when none is live, or the live one is due too late for what the nudge found (a claim waiting on
+//!   a cluster that began resuming while the tick slept for five minutes), or presumed lost ([`LOST_AFTER`]
+//!   overdue);
 //! - any other link is stale (an SQS duplicate of an old link, or a link whose handling failed after the chain
 //!   moved on) and ends on arrival without a look. A chain that is lost (its next link never sent) is taken over
-//!   by the next nudge: the sweep's full pass nudges every unsettled cluster whose chain is not live.
+//!   by the next nudge: the sweep's full pass starts the tick of every pool with work under way and no live tick.
 //!
-//! Replacing a live link leaves its message in flight until it arrives: the cluster records it as
-//! `superseded`, and a chain is replaced only while no superseded link is in flight. So at most two re-checks are
-//! in flight per cluster: the live link and one superseded one. A superseded link is forgotten when it arrives,
-//! or [`FORGET_AFTER`] past its due (by then SQS has delivered it or moved it to the dead-letter queue: five
-//! receives, six minutes apart).
+//! Replacing a live link leaves its message in flight until it arrives: it is recorded as `superseded`, and a
+//! chain is replaced only while no superseded link is in flight. So at most two links are in flight per chain:
+//! the live one and one superseded one. A superseded link is forgotten when it arrives, or [`FORGET_AFTER`] past
+//! its due (by then SQS has delivered it or moved it to the dead-letter queue: five receives, six minutes apart).
+//!
+//! Clusters carried their own chains before the pool's tick took their looks over; a cluster's recorded links are
+//! still honoured (its live link steps it once and ends) while they arrive.
 
 use chrono::TimeDelta;
 
 use crate::model::{Cluster, Recheck, Timestamp};
+
+/// What carries a chain: its live link and the superseded one that may still arrive. A pool's tick
+/// ([`super::tick::Tick`]) carries the chain that looks at its clusters; a cluster's own links are those it
+/// recorded before the tick took its looks over, still honoured while they arrive.
+pub trait Links {
+    /// The live link.
+    fn check(&self) -> Option<Recheck>;
+    /// The superseded link that may still arrive.
+    fn superseded(&self) -> Option<Recheck>;
+}
+
+impl Links for Cluster {
+    fn check(&self) -> Option<Recheck> {
+        self.check
+    }
+    fn superseded(&self) -> Option<Recheck> {
+        self.superseded
+    }
+}
 
 /// A live link this far past its due is presumed lost (its invocation died between recording it and sending
 /// it): a nudge may take over.
@@ -41,17 +64,17 @@ pub enum Admission {
     Drop,
 }
 
-/// Whether `cluster` has a live chain at `now`: a link recorded and not yet [`LOST_AFTER`] overdue.
-pub fn live(cluster: &Cluster, now: Timestamp) -> bool {
-    cluster.check.is_some_and(|c| now <= c.due + LOST_AFTER)
+/// Whether `links` has a live chain at `now`: a link recorded and not yet [`LOST_AFTER`] overdue.
+pub fn live(links: &impl Links, now: Timestamp) -> bool {
+    links.check().is_some_and(|c| now <= c.due + LOST_AFTER)
 }
 
-/// What a message carrying `token` (`None`: a nudge) may do on `cluster`.
-pub fn admit(cluster: &Cluster, token: Option<u64>) -> Admission {
+/// What a message carrying `token` (`None`: a nudge) may do on `links`.
+pub fn admit(links: &impl Links, token: Option<u64>) -> Admission {
     let Some(token) = token else { return Admission::Nudge };
-    if cluster.check.is_some_and(|c| c.token == token) {
+    if links.check().is_some_and(|c| c.token == token) {
         Admission::Own
-    } else if cluster.superseded.is_some_and(|c| c.token == token) {
+    } else if links.superseded().is_some_and(|c| c.token == token) {
         Admission::Forget
     } else {
         Admission::Drop
@@ -69,11 +92,11 @@ pub struct Next {
     pub send: Option<Recheck>,
 }
 
-/// The chain of `cluster` after a message admitted as `admission` stepped it and wants a look at `want` (`None`:
+/// The chain of `links` after a message admitted as `admission` did its work and wants a look at `want` (`None`:
 /// nothing left to do); `token` is a fresh token, used if a link is started.
-pub fn next(cluster: &Cluster, admission: Admission, want: Option<Timestamp>, now: Timestamp, token: u64) -> Next {
-    let superseded = cluster.superseded.filter(|s| now <= s.due + FORGET_AFTER);
-    let keep = Next { check: cluster.check, superseded, send: None };
+pub fn next(links: &impl Links, admission: Admission, want: Option<Timestamp>, now: Timestamp, token: u64) -> Next {
+    let superseded = links.superseded().filter(|s| now <= s.due + FORGET_AFTER);
+    let keep = Next { check: links.check(), superseded, send: None };
     let start = |superseded| {
         let link = want.map(|due| Recheck { token, due });
         Next { check: link, superseded, send: link }
@@ -85,9 +108,9 @@ pub fn next(cluster: &Cluster, admission: Admission, want: Option<Timestamp>, no
         Admission::Own => start(superseded),
         Admission::Nudge => {
             let Some(want) = want else { return keep };
-            match cluster.check {
+            match links.check() {
                 None => start(superseded),
-                Some(c) if live(cluster, now) && c.due <= want + SLACK => keep,
+                Some(c) if live(links, now) && c.due <= want + SLACK => keep,
                 // Too late for what the nudge found, or lost: replace it, unless a replaced link is still in flight.
                 Some(c) if superseded.is_none() => start(Some(c)),
                 Some(_) => keep,

@@ -22,9 +22,11 @@
 //! [`Install::Failed`]) is retried with an exponential backoff up to the pool's `installAttemptsLimit`; an install
 //! that outlives `installTimeout` breaks the cluster. A deleting cluster whose
 //! machines the cloud refuses to terminate is retried with an exponential backoff and says so
-//! ([`deprovision_step`]). Re-checks travel as chains of delayed messages ([`chain`]).
+//! ([`deprovision_step`]). Re-checks travel as one chain of delayed messages per pool, its [`tick`], which looks
+//! at every cluster in motion ([`chain`]).
 
 pub mod chain;
+pub mod tick;
 
 use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
@@ -246,10 +248,11 @@ pub fn in_progress(cluster: &Cluster) -> bool {
     !settled
 }
 
-/// Whether the sweep's full pass must nudge `cluster`: the power function has work on it and no live re-check
-/// chain is carrying that work (none was started, or its next link is overdue and presumed lost).
-pub fn needs_nudge(cluster: &Cluster, now: Timestamp) -> bool {
-    in_progress(cluster) && !chain::live(cluster, now)
+/// Whether the sweep's full pass must start `clusters`' pool's tick: the power function has work on one of them
+/// and no live tick ([`tick::Tick`]) is carrying that work (none was started, or its next link is overdue and
+/// presumed lost).
+pub fn needs_tick(clusters: &[Cluster], tick: Option<&tick::Tick>, now: Timestamp) -> bool {
+    clusters.iter().any(in_progress) && !tick.is_some_and(|t| chain::live(t, now))
 }
 
 /// One step of the state machine for `cluster` given what the actuator reported.

@@ -1,0 +1,152 @@
+//! The pool's tick: one chain of delayed messages per pool looks at every cluster of the pool that is in motion
+//! (installing, resuming, stopping, being deprovisioned), instead of one chain per cluster.
+//!
+//! A tick reads the clusters in motion from the pool's sparse index (the store's `moving`), looks at each whose
+//! next look is due ([`looks`]), records when each wants its next one ([`after`]) and sends itself the next link
+//! for the earliest of them ([`next_due`]). Looks due within [`WINDOW`] of a tick are taken by it, a little early,
+//! so clusters whose looks fall close together share one invocation; a look is never taken later than its step
+//! asked. The chain is the one of [`super::chain`], carried by the pool's [`Tick`] item: a nudge (a message from a
+//! reconcile, the claim API or the sweep) steps its cluster at once and starts or brings forward the tick when
+//! none is live or the live one comes too late for it; at most two tick links are ever in flight per pool.
+//!
+//! Nothing here is stored per cluster: a look that finds nothing new writes nothing to the cluster, and the
+//! pool's one tick item carries every cluster's next look. A tick that finds nothing in motion ends the chain,
+//! then reads the index once more: a cluster put in motion meanwhile, by a nudge that read the tick while it was
+//! still live, starts it again.
+
+use std::collections::BTreeMap;
+
+use chrono::TimeDelta;
+use serde::{Deserialize, Serialize};
+
+use super::chain::Links;
+use super::POLL;
+use crate::model::{Recheck, Timestamp};
+
+/// A look due this soon after a tick is taken by that tick.
+pub const WINDOW: TimeDelta = POLL;
+/// Clusters one tick looks at, at most (the most overdue first); the rest are looked at by the next tick,
+/// [`MIN_GAP`] later. With one describe a tick where the cloud allows it, a look is a read of its cluster and a
+/// step: a pool's tick keeps up with some 20 looks a second (a burst of 500 resumes, each looked at every 15 s
+/// near its end, wants about 33, and gets the rest a tick later).
+pub const MAX_LOOKS: usize = 100;
+/// Looks of one tick under way at once: a tick of [`MAX_LOOKS`] that each make a cloud call of a second ends in
+/// some 4 s, far inside the function's minute.
+pub const CONCURRENT_LOOKS: usize = 25;
+/// Two ticks of a pool are at least this far apart.
+pub const MIN_GAP: TimeDelta = TimeDelta::seconds(5);
+
+/// The pool's tick item (`TICK` in its partition): its chain, and when each cluster in motion is to be looked at
+/// next.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tick {
+    /// The item's revision, for conditional writes.
+    #[serde(default)]
+    pub rev: u64,
+    /// The live link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Recheck>,
+    /// A superseded link that may still arrive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded: Option<Recheck>,
+    /// When each cluster in motion wants its next look, as its last look asked. A cluster in motion missing here
+    /// (a nudge stepped it, or it began moving otherwise) is looked at by the next tick.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub due: BTreeMap<String, Timestamp>,
+}
+
+impl Links for Tick {
+    fn check(&self) -> Option<Recheck> {
+        self.check
+    }
+    fn superseded(&self) -> Option<Recheck> {
+        self.superseded
+    }
+}
+
+/// The clusters a tick at `now` looks at, of those in motion (`moving`): each whose look is due by `now` +
+/// [`WINDOW`], or that the tick has no look recorded for; the most overdue first (those without a record before
+/// all), at most [`MAX_LOOKS`].
+pub fn looks(tick: &Tick, moving: &[String], now: Timestamp) -> Vec<String> {
+    let mut due: Vec<(Option<Timestamp>, &String)> = moving
+        .iter()
+        .map(|id| (tick.due.get(id).copied(), id))
+        .filter(|(at, _)| at.is_none_or(|at| at <= now + WINDOW))
+        .collect();
+    due.sort();
+    due.dedup_by(|a, b| a.1 == b.1);
+    due.into_iter().take(MAX_LOOKS).map(|(_, id)| id.clone()).collect()
+}
+
+/// The looks recorded after a tick: each cluster it looked at (`looked`, with when its step wants the next look,
+/// `None` when nothing is left to do) takes its new one; the others still in motion keep theirs; a cluster no
+/// longer in motion leaves.
+pub fn after(tick: &Tick, moving: &[String], looked: &[(String, Option<Timestamp>)]) -> BTreeMap<String, Timestamp> {
+    let mut due: BTreeMap<String, Timestamp> =
+        moving.iter().filter_map(|id| tick.due.get(id).map(|at| (id.clone(), *at))).collect();
+    for (id, want) in looked {
+        match want {
+            Some(at) => due.insert(id.clone(), *at),
+            None => due.remove(id),
+        };
+    }
+    due
+}
+
+/// When the next tick is due, given the looks recorded (`due`) and the clusters in motion (`moving`): the
+/// earliest look, and a cluster in motion without one as soon as may be; never sooner than [`MIN_GAP`] after `now`.
+/// `None` when nothing is in motion: the chain ends, and the next nudge starts it again.
+pub fn next_due(due: &BTreeMap<String, Timestamp>, moving: &[String], now: Timestamp) -> Option<Timestamp> {
+    let unrecorded = moving.iter().any(|id| !due.contains_key(id));
+    let earliest = due.values().min().copied();
+    let at = if unrecorded { Some(now) } else { earliest };
+    at.map(|at| at.max(now + MIN_GAP))
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+
+    fn t(s: i64) -> Timestamp {
+        Utc.with_ymd_and_hms(2026, 11, 26, 9, 0, 0).single().expect("time") + TimeDelta::seconds(s)
+    }
+
+    fn ids(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn tick(due: &[(&str, i64)]) -> Tick {
+        Tick { due: due.iter().map(|(id, s)| (id.to_string(), t(*s))).collect(), ..Tick::default() }
+    }
+
+    #[test]
+    fn a_tick_takes_the_looks_due_within_its_window_and_the_unrecorded_first() {
+        let k = tick(&[("a", 0), ("b", 14), ("c", 16), ("d", 300)]);
+        let moving = ids(&["a", "b", "c", "d", "new"]);
+        assert_eq!(looks(&k, &moving, t(0)), ids(&["new", "a", "b"]), "c is due after the window, d much later");
+        // A cluster recorded but no longer in motion is not looked at.
+        assert_eq!(looks(&k, &ids(&["b"]), t(0)), ids(&["b"]));
+        let many: Vec<String> = (0..2 * MAX_LOOKS).map(|i| format!("c{i:04}")).collect();
+        assert_eq!(looks(&Tick::default(), &many, t(0)).len(), MAX_LOOKS, "the rest wait for the next tick");
+    }
+
+    #[test]
+    fn the_looks_recorded_follow_what_is_in_motion_and_what_each_step_asked() {
+        let k = tick(&[("a", 0), ("b", 14), ("gone", 5)]);
+        let moving = ids(&["a", "b", "new"]);
+        let looked = vec![("a".to_string(), Some(t(60))), ("new".to_string(), Some(t(15)))];
+        let due = after(&k, &moving, &looked);
+        assert_eq!(due, tick(&[("a", 60), ("b", 14), ("new", 15)]).due, "gone left, b kept its look");
+        assert_eq!(next_due(&due, &moving, t(0)), Some(t(14)));
+        // A look that leaves nothing to do drops the cluster.
+        let due = after(&k, &ids(&["a"]), &[("a".to_string(), None)]);
+        assert!(due.is_empty());
+        assert_eq!(next_due(&due, &[], t(0)), None, "nothing in motion: the chain ends");
+        // A cluster in motion that no look recorded (the tick's look cap) brings the next tick as near as may be.
+        assert_eq!(next_due(&tick(&[("a", 600)]).due, &ids(&["a", "b"]), t(0)), Some(t(0) + MIN_GAP));
+        assert_eq!(next_due(&tick(&[("a", 1)]).due, &ids(&["a"]), t(0)), Some(t(0) + MIN_GAP), "never closer");
+    }
+}
