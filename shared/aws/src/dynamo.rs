@@ -30,6 +30,7 @@ use apiary_planner::events::Event;
 use apiary_planner::{Pool, Snapshot};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
@@ -239,15 +240,9 @@ impl DynamoStore {
         }
     }
 
-    /// Up to `limit` entries of the `assign` index between `low` and `high` (bounds that are never keys themselves),
-    /// as (key, id or name), in one page.
-    async fn assign_entries(&self, pool: &str, low: &str, high: &str, limit: usize) -> Result<Vec<(String, String)>> {
-        if limit == 0 {
-            return Ok(vec![]);
-        }
-        count("dynamodb:Query");
-        let page = self
-            .client
+    /// A strongly consistent Query of `pool`'s entries of the `assign` index between `low` and `high`.
+    fn assign_query(&self, pool: &str, low: &str, high: &str) -> QueryFluentBuilder {
+        self.client
             .query()
             .table_name(&self.table)
             .index_name(ASSIGN_INDEX)
@@ -257,10 +252,16 @@ impl DynamoStore {
             .expression_attribute_values(":pk", s(pk(pool)))
             .expression_attribute_values(":low", s(low))
             .expression_attribute_values(":high", s(high))
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(|e| crate::error::aws("dynamodb:Query", e))?;
+    }
+
+    /// Up to `limit` entries of the `assign` index between `low` and `high` (bounds that are never keys themselves),
+    /// as (key, id or name), in one page.
+    async fn assign_entries(&self, pool: &str, low: &str, high: &str, limit: usize) -> Result<Vec<(String, String)>> {
+        if limit == 0 {
+            return Ok(vec![]);
+        }
+        let query = self.assign_query(pool, low, high).limit(i32::try_from(limit).unwrap_or(i32::MAX));
+        let page = query_page(&query, None).await?;
         let mut entries = vec![];
         for attrs in page.items.unwrap_or_default() {
             let (Some(AttributeValue::S(key)), Some(AttributeValue::S(sk))) =
@@ -451,7 +452,7 @@ fn throttled(err: &TransactWriteItemsError) -> bool {
 
 /// One page of `query` from `start` (none: the first).
 async fn query_page(
-    query: &aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    query: &QueryFluentBuilder,
     start: Option<Attrs>,
 ) -> Result<aws_sdk_dynamodb::operation::query::QueryOutput> {
     count("dynamodb:Query");
@@ -459,7 +460,7 @@ async fn query_page(
 }
 
 /// Every item `query` finds, all pages, decoded.
-async fn query_all(query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder) -> Result<Vec<Item>> {
+async fn query_all(query: QueryFluentBuilder) -> Result<Vec<Item>> {
     let mut start = None;
     let mut items = vec![];
     loop {
@@ -531,17 +532,7 @@ impl Store for DynamoStore {
     }
 
     async fn moving(&self, pool: &str) -> Result<Vec<String>> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(ASSIGN_INDEX)
-            .consistent_read(true)
-            .key_condition_expression("PK = :pk AND #assign BETWEEN :low AND :high")
-            .expression_attribute_names("#assign", ASSIGN_INDEX)
-            .expression_attribute_values(":pk", s(pk(pool)))
-            .expression_attribute_values(":low", s("M#"))
-            .expression_attribute_values(":high", s("M#~"));
+        let query = self.assign_query(pool, "M#", "M#~");
         let (mut start, mut ids) = (None, vec![]);
         loop {
             let page = query_page(&query, start).await?;
