@@ -34,7 +34,8 @@ pub struct Outcome {
     pub gone: bool,
 }
 
-/// The reason of the sweep's periodic full pass: its reconciles also nudge every unsettled cluster.
+/// The reason of the sweep's periodic full pass: its reconciles also start the tick of a pool with clusters in
+/// motion and none live.
 pub const FULL_SWEEP: &str = "sweep-full";
 
 /// Reconciles `pool` once. With `nudge`, a pool with clusters in motion and no live tick also gets its tick

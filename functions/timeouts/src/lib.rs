@@ -5,7 +5,8 @@
 //! `nextWakeAt` has passed, it has no status yet, it is being deleted, or work is under way whose follow-up
 //! message may have been lost. A run is a full pass when the last recorded one is old enough
 //! ([`apiary_planner::sweep::full_due`], every `APIARY_FULL_SWEEP_SECONDS`): it enqueues every pool, and those
-//! reconciles nudge every unsettled cluster, so a lost message delays work, never loses it. The time of the last
+//! reconciles start the tick of a pool with clusters in motion and none live, so a lost message delays work,
+//! never loses it. The time of the last
 //! full pass is kept in the table, written conditionally, so concurrent or early runs cannot skip or double it
 //! whatever the sweep's rate.
 

@@ -33,8 +33,8 @@ use chrono::TimeDelta;
 use crate::sim::Sim;
 
 /// Once faults stop, a claim that can be served is served within this (a lost reconcile comes back after the
-/// six-minute visibility timeout; a lost re-check chain is re-nudged within the ten-minute full sweep and its
-/// two-minute grace; then an install and two resumes, each a few minutes at most).
+/// six-minute visibility timeout; a lost tick is started again by the ten-minute full sweep after its two-minute
+/// grace; then an install and two resumes, each a few minutes at most).
 pub const CLAIM_BOUND: TimeDelta = TimeDelta::minutes(30);
 /// Once faults stop, every pool converges within this: [`CLAIM_BOUND`], and a termination refused many times
 /// retried after its longest backoff (fifteen minutes).

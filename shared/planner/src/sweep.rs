@@ -2,9 +2,9 @@
 //!
 //! The sweep is the level-triggered safety net. A pool is due when its wake-up time has passed, it has no status
 //! yet, it is being deleted, or work is under way whose follow-up message may have been lost. A full pass
-//! enqueues every pool and nudges every unsettled cluster; it is due when the last recorded full pass is at least
-//! nine tenths of the interval old (so a pass that fires a little early does not slip a whole period), whatever
-//! the sweep's own rate.
+//! enqueues every pool and starts the tick of every pool with clusters in motion and none live; it is due when the
+//! last recorded full pass is at least nine tenths of the interval old (so a pass that fires a little early does
+//! not slip a whole period), whatever the sweep's own rate.
 
 use chrono::TimeDelta;
 

@@ -26,8 +26,8 @@ pub struct Config {
     /// `APIARY_MAX_RECHECK_SECONDS`: longest wait between two looks at a cluster (default and maximum 900, the
     /// SQS delay limit). Lower it to make transitions on a fast cloud or emulator observable sooner.
     pub max_recheck_seconds: u32,
-    /// `APIARY_FULL_SWEEP_SECONDS`: how often the sweep makes a full pass, enqueueing every pool and nudging every
-    /// unsettled cluster (default 600).
+    /// `APIARY_FULL_SWEEP_SECONDS`: how often the sweep makes a full pass, enqueueing every pool and starting the
+    /// tick of every pool with clusters in motion and none live (default 600).
     pub full_sweep_every: chrono::TimeDelta,
     /// `APIARY_STACK`: the deployment's name, the `Stack` dimension of its metrics (default `apiary`).
     pub stack: String,

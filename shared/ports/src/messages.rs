@@ -59,8 +59,9 @@ pub struct PowerMessage {
     pub pool: String,
     /// The cluster id.
     pub cluster: String,
-    /// The re-check chain this message continues (the power function's own delayed look), or `None` for a nudge
-    /// (from a reconcile, the claim API or the sweep): see `apiary_planner::power::chain`.
+    /// The link of the chain this message continues (the pool's tick; or, for a message sent before the tick took
+    /// the looks over, the cluster's own), or `None` for a nudge (from a reconcile, the claim API or the sweep):
+    /// see `apiary_planner::power::chain`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<u64>,
     /// Not about one cluster: the reaper's pass over the pool is due (`cluster` is empty). The power function
