@@ -143,17 +143,25 @@ async fn the_reaper_lists_a_pools_instances_by_its_tag_and_no_other_pools() {
 /// instances are not there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_describe_looks_at_many_clusters_as_the_one_cluster_calls_do() {
-    let s = stack().await;
+    let mut s = stack().await;
     s.put_pool("many", &aws_pool(3, 1)).await;
     s.converged("many", 3, 1).await;
+    s.halt().await;
     let spec: apiary_planner::PoolSpec = serde_json::from_value(aws_pool(3, 1)).expect("spec");
     let ec2 = s.deps.platforms.of(&spec).expect("EC2");
     let mut clusters = s.deps.store.read_pool("many").await.expect("read").expect("pool").clusters;
     clusters.push(Cluster::new("gone", "gone", "gone-infra", chrono::Utc::now()));
     let now = chrono::Utc::now();
-    let before = apiary_aws::calls::snapshot();
-    let seen = ec2.look_many("many", &spec, &clusters, now).await.expect("looked").expect("EC2 looks at many");
-    assert_eq!(apiary_aws::calls::since(&before).get("ec2:DescribeInstances"), Some(&1), "one call for four");
+    // The counter is the process's, and the other tests' functions run beside this one: the fewest calls of a few
+    // looks is this look's.
+    let mut calls = Vec::new();
+    let mut seen = BTreeMap::new();
+    for _ in 0..5 {
+        let before = apiary_aws::calls::snapshot();
+        seen = ec2.look_many("many", &spec, &clusters, now).await.expect("looked").expect("EC2 looks at many");
+        calls.push(apiary_aws::calls::since(&before).get("ec2:DescribeInstances").copied().unwrap_or_default());
+    }
+    assert_eq!(calls.iter().min(), Some(&1), "one call for four: {calls:?}");
     for c in &clusters {
         let t = apiary_ports::platform::Target { pool: "many", spec: &spec, cluster: c, now };
         let one = &seen[&c.id];

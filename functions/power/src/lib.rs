@@ -63,7 +63,7 @@ const MAX_MACHINES: usize = 200;
 /// What one power message did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
-    /// The cluster was written.
+    /// The cluster was written (for a tick: some cluster it looked at).
     pub written: bool,
     /// When the cluster's next look is wanted (the pool's tick makes it), if any; for a tick, when its next link
     /// is due.
@@ -614,16 +614,15 @@ async fn look_many(
 /// The clusters a tick looked at, each with when it wants its next look.
 type Looked = Vec<(String, Option<Timestamp>)>;
 
-/// One look at cluster `id` for its pool's tick: when it wants the next one (`None`: nothing left to do), what the
-/// platform said of the credentials, and why the pool must reconcile. A look that fails is tried again by the
-/// next tick, after [`POLL`]: it never stops the tick's other looks.
+/// One look at cluster `id` for its pool's tick. A look that fails is tried again by the next tick, after
+/// [`POLL`]: it never stops the tick's other looks.
 async fn look(
     deps: &Deps,
     pool: &Pool,
     platform: &dyn Machinery,
     id: String,
     (preread, seen): (Option<Cluster>, Option<Seen>),
-) -> (String, Option<Timestamp>, Credentials, Option<&'static str>) {
+) -> Look {
     let mut run = Run::new(deps, pool, platform, PowerMessage::nudge(pool.name.clone(), id.clone()));
     (run.preread, run.seen) = (preread, seen);
     let span = tracing::info_span!("look", cluster = %id);
@@ -634,7 +633,21 @@ async fn look(
             Some(deps.clock.now() + POLL)
         }
     };
-    (id, want, run.creds, run.wake)
+    Look { id, want, creds: run.creds, wake: run.wake, written: run.outcome.written }
+}
+
+/// What one look of a tick came to.
+struct Look {
+    /// The cluster.
+    id: String,
+    /// When it wants its next look (`None`: nothing left to do).
+    want: Option<Timestamp>,
+    /// What the platform's answers said of the pool's credentials.
+    creds: Credentials,
+    /// Why the pool must reconcile, if it must.
+    wake: Option<&'static str>,
+    /// The cluster was written.
+    written: bool,
 }
 
 /// The pool's tick: looks at the clusters in motion whose look is due, records their next looks and sends the next
@@ -679,10 +692,11 @@ async fn tick_run(
             let results: Vec<_> = looks.buffer_unordered(tick::CONCURRENT_LOOKS).collect().await;
             let mut looked = Vec::new();
             let mut wake = None;
-            for (id, want, c, w) in results {
-                creds = creds.merge(c);
-                wake = wake.or(w);
-                looked.push((id, want));
+            for l in results {
+                creds = creds.merge(l.creds);
+                wake = wake.or(l.wake);
+                outcome.written |= l.written;
+                looked.push((l.id, l.want));
             }
             record_credentials(deps, pool, &creds).await;
             if let Some(reason) = wake {
