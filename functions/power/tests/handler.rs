@@ -498,6 +498,32 @@ fn tick_of(w: &World) -> apiary_planner::power::tick::Tick {
     }
 }
 
+/// The tick links in the power queue that can still act: the live one and the one it replaced.
+fn acting_links(w: &World) -> usize {
+    let tick = tick_of(w);
+    let tokens: Vec<u64> = [tick.check, tick.superseded].iter().flatten().map(|l| l.token).collect();
+    w.queue
+        .messages(QueueName::Power)
+        .iter()
+        .filter_map(|m| serde_json::from_str::<PowerMessage>(&m.body).ok())
+        .filter(|m| m.tick && m.check.is_some_and(|t| tokens.contains(&t)))
+        .count()
+}
+
+/// `messages` as one batch from the power queue.
+fn batch(messages: &[PowerMessage]) -> SqsEvent {
+    let records = messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| SqsMessage {
+            message_id: Some(format!("m{i}")),
+            body: Some(serde_json::to_string(m).expect("json")),
+            ..Default::default()
+        })
+        .collect();
+    SqsEvent { records }
+}
+
 /// `n` installing clusters in pool `ci`, each nudged once (as the reconcile that created them does); their
 /// machines take five minutes to launch.
 async fn installing(w: &World, deps: &Deps, n: usize) {
@@ -633,22 +659,13 @@ async fn a_tick_delivered_twice_looks_once_and_never_forks_the_chain() {
     interleave.0.store(true, std::sync::atomic::Ordering::SeqCst);
     let link = tick_of(&w).check.expect("live");
     w.time.set(link.due);
-    let body = serde_json::to_string(&PowerMessage::tick("ci", Some(link.token))).expect("json");
-    let records = ["a", "b"]
-        .map(|id| SqsMessage { message_id: Some(id.into()), body: Some(body.clone()), ..Default::default() })
-        .to_vec();
+    let copy = PowerMessage::tick("ci", Some(link.token));
     let sent = w.queue.sent();
-    let response = power::handle(&deps, SqsEvent { records }).await;
+    let response = power::handle(&deps, batch(&[copy.clone(), copy])).await;
     assert!(response.batch_item_failures.len() <= 1, "{response:?}");
     assert_eq!(w.queue.sent() - sent, 1, "one next link");
-    let live = tick_of(&w).check.expect("live");
-    let acting = w
-        .queue
-        .messages(QueueName::Power)
-        .iter()
-        .filter_map(|m| serde_json::from_str::<PowerMessage>(&m.body).ok())
-        .filter(|m| m.tick && m.check == Some(live.token))
-        .count();
+    assert!(tick_of(&w).superseded.is_none());
+    let acting = acting_links(&w);
     assert_eq!(acting, 1, "one live link in flight");
 }
 
@@ -681,26 +698,12 @@ async fn a_burst_of_nudges_handled_at_once_starts_one_tick_and_none_fails() {
         w.put_cluster("ci", c);
     }
     interleave.0.store(true, std::sync::atomic::Ordering::SeqCst);
-    for batch in ids.chunks(10) {
-        let records = batch
-            .iter()
-            .map(|id| SqsMessage {
-                message_id: Some(id.clone()),
-                body: Some(serde_json::to_string(&nudge(id)).expect("json")),
-                ..Default::default()
-            })
-            .collect();
-        let response = power::handle(&deps, SqsEvent { records }).await;
+    for chunk in ids.chunks(10) {
+        let nudges: Vec<PowerMessage> = chunk.iter().map(|id| nudge(id)).collect();
+        let response = power::handle(&deps, batch(&nudges)).await;
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
     }
-    let live = tick_of(&w);
-    let acting = w
-        .queue
-        .messages(QueueName::Power)
-        .iter()
-        .filter_map(|m| serde_json::from_str::<PowerMessage>(&m.body).ok())
-        .filter(|m| m.tick && [live.check, live.superseded].iter().flatten().any(|l| Some(l.token) == m.check))
-        .count();
+    let acting = acting_links(&w);
     assert!((1..=2).contains(&acting), "{acting} acting tick links");
     interleave.0.store(false, std::sync::atomic::Ordering::SeqCst);
     drive(&w, &deps, t0() + TimeDelta::minutes(30)).await;

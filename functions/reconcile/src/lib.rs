@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use apiary_planner::power::needs_tick;
+use apiary_planner::power::{in_progress, needs_tick};
 use apiary_planner::{plan, reaper, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
@@ -52,7 +52,8 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         let now = deps.clock.now();
         let plan = plan(&snapshot, now, deps.clock.seed());
         let mut power = BTreeSet::new();
-        if nudge && outcome.attempts == 1 {
+        // The tick item is read only when something moves: a settled pool's full pass reads nothing more.
+        if nudge && outcome.attempts == 1 && snapshot.clusters.iter().any(in_progress) {
             let tick = match deps.store.get(pool, &Key::Tick).await? {
                 Some(Item::Tick(t)) => Some(*t),
                 _ => None,
