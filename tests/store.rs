@@ -5,8 +5,11 @@
 mod support;
 
 use apiary_planner::power::tick::Tick;
-use apiary_planner::{Claim, Cluster, DesiredPower, NameLease, PowerState, Recheck, Timestamp};
-use apiary_ports::store::{Cond, Item, Key, Store, Write};
+use apiary_planner::{
+    Action, Buckets, Claim, Cluster, Demand, DesiredPower, NameLease, Pool, PowerState, Profile, Recheck, Snapshot,
+    Timestamp, BUCKETS,
+};
+use apiary_ports::store::{item_bytes, writes_for, Cond, Item, Key, Store, Write};
 use apiary_ports::Error;
 use apiary_testkit::World;
 use chrono::{TimeZone, Utc};
@@ -240,6 +243,106 @@ async fn dynamodb_indexes_spares_clusters_in_motion_and_pending_claims_exactly_a
         assert_eq!(store.get("idx", &Key::Tick).await.expect("get"), Some(Item::Tick(Box::new(tick.clone()))));
         // Reading the partition reads the tick item too, and leaves it out (there is no pool item here).
         assert!(store.read_pool("idx").await.expect("read").is_none());
+    }
+    s.stop().await;
+}
+
+/// A pool whose forecast has learned a profile, held in the pool item itself as pools written before the profile
+/// item were.
+fn learned_pool(name: &str) -> Pool {
+    let mut pool = apiary_testkit::fixtures::pool(name, apiary_testkit::fixtures::aws_spec(4, 1), t0());
+    let ramp = |k: u16| Buckets((0..BUCKETS as u16).map(|b| b.wrapping_mul(k)).collect());
+    pool.status.demand = Some(Demand {
+        claims_per_hour: 3.5,
+        at: t0(),
+        counted_until: t0(),
+        counted_at_edge: vec![],
+        profile: Some(Profile {
+            time_zone: "Europe/Berlin".into(),
+            since: t0(),
+            open: t0(),
+            open_count: 2,
+            mean: ramp(7),
+            spread: ramp(3),
+            worth: Some(0.4),
+            kept: None,
+        }),
+    });
+    pool
+}
+
+/// The pool's status rewritten (a count changed), its profile's buckets changed by `change` as a closing bucket
+/// changes them, or the profile gone: the writes the reconcile makes of it.
+fn rewrite(snap: &mut Snapshot, change: impl FnOnce(&mut Option<Profile>)) -> Vec<Write> {
+    let mut status = snap.pool.status.clone();
+    status.ready += 1;
+    change(&mut status.demand.as_mut().expect("demand").profile);
+    let action = Action::UpdatePool { expected_rev: snap.pool.rev, status: Box::new(status), next_wake_at: None };
+    writes_for(snap, &action).expect("writes")
+}
+
+fn profile_of(pool: &Pool) -> Option<&Profile> {
+    pool.status.demand.as_ref().and_then(|d| d.profile.as_ref())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_keeps_a_profiles_buckets_apart_and_reads_them_back_as_the_reference_does() {
+    let mut s = support::stack().await;
+    s.halt().await;
+    let reference = World::new(t0());
+    let learned = learned_pool("prof");
+    let buckets = |p: &Pool| profile_of(p).map(|p| (p.mean.clone(), p.spread.clone()));
+    for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
+        let bytes_inline = item_bytes("prof", &Item::Pool(Box::new(learned.clone()))).expect("size");
+        store.write("prof", vec![Write::Put(Item::Pool(Box::new(learned.clone())), Cond::Absent)]).await.expect("old");
+        let mut snap = store.read_pool("prof").await.expect("read").expect("pool");
+        assert_eq!(snap.pool, learned, "a pool item that holds its buckets is read as it is");
+
+        // The first rewrite moves the buckets into the profile's own item.
+        let writes = rewrite(&mut snap, |_| {});
+        assert_eq!(writes.len(), 2, "{writes:?}");
+        assert!(matches!(&writes[1], Write::Put(Item::Profile(p), Cond::Absent) if p.rev == snap.pool.rev));
+        store.write("prof", writes).await.expect("moved");
+        let Some(Item::Pool(alone)) = store.get("prof", &Key::Pool).await.expect("get") else { panic!("no pool") };
+        let kept = profile_of(&alone).expect("profile");
+        assert!(kept.mean.is_empty() && kept.spread.is_empty(), "the pool item holds no buckets");
+        assert_eq!(kept.kept, Some(snap.pool.rev));
+        let bytes = item_bytes("prof", &Item::Pool(alone.clone())).expect("size");
+        assert!(bytes * 4 < bytes_inline && bytes < 1024, "{bytes} bytes alone, {bytes_inline} with the buckets");
+        let read = store.read_pool("prof").await.expect("read").expect("pool");
+        assert_eq!(read.pool, snap.pool, "the partition gives the buckets back");
+        assert_eq!(buckets(&read.pool), buckets(&learned));
+
+        // Rewritten with the same buckets: the pool item alone.
+        let mut snap = read;
+        let writes = rewrite(&mut snap, |_| {});
+        assert!(matches!(writes.as_slice(), [Write::Put(Item::Pool(_), _)]), "{writes:?}");
+        store.write("prof", writes).await.expect("pool alone");
+        // Written back as read alone (an API update, a power run's condition): the buckets stay where they are.
+        let Some(Item::Pool(mut alone)) = store.get("prof", &Key::Pool).await.expect("get") else { panic!() };
+        let rev = alone.rev;
+        alone.rev += 1;
+        alone.status.ready += 1;
+        store.write("prof", vec![Write::Put(Item::Pool(alone), Cond::Rev(rev))]).await.expect("alone");
+        let mut snap = store.read_pool("prof").await.expect("read").expect("pool");
+        assert_eq!(buckets(&snap.pool), buckets(&learned), "a pool written without buckets leaves them");
+
+        // A bucket closes: the profile item again, on its own revision.
+        let found = profile_of(&snap.pool).and_then(|p| p.kept).expect("kept");
+        let writes = rewrite(&mut snap, |p| p.as_mut().expect("profile").mean.0[5] += 1);
+        assert!(matches!(&writes[1], Write::Put(Item::Profile(_), Cond::Rev(r)) if *r == found), "{writes:?}");
+        store.write("prof", writes).await.expect("closed");
+        let read = store.read_pool("prof").await.expect("read").expect("pool");
+        assert_eq!(read.pool, snap.pool);
+        assert_eq!(profile_of(&read.pool).map(|p| p.mean.0[5]), Some(35 + 1));
+
+        // The forecast turned off: the profile's item goes with it.
+        let mut snap = read;
+        let writes = rewrite(&mut snap, |p| *p = None);
+        assert!(matches!(&writes[1], Write::Delete(Key::Profile, Cond::Rev(_))), "{writes:?}");
+        store.write("prof", writes).await.expect("gone");
+        assert_eq!(store.get("prof", &Key::Profile).await.expect("get"), None);
+        assert_eq!(store.read_pool("prof").await.expect("read").expect("pool").pool, snap.pool);
     }
     s.stop().await;
 }

@@ -37,8 +37,8 @@ use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
 use apiary_ports::store::{
-    check_size, event_sort_key, index_key, spare_place, Cond, EventPage, EventQuery, Item, Key, Store, Write,
-    EVENT_RETENTION,
+    check_size, event_sort_key, index_key, spare_place, stored, with_profile, Cond, EventPage, EventQuery, Item, Key,
+    Store, Write, EVENT_RETENTION,
 };
 use apiary_ports::{Error, Result};
 
@@ -109,11 +109,12 @@ fn encode_event(pool: &str, event: &Event, key: &Key) -> Result<Attrs> {
 fn encode(pool: &str, item: &Item) -> Result<Attrs> {
     let key = item.key();
     let encoded = match item {
-        Item::Pool(p) => serde_dynamo::to_item(p.as_ref()),
+        Item::Pool(p) => serde_dynamo::to_item(stored(p).as_ref()),
         Item::Cluster(c) => serde_dynamo::to_item(c.as_ref()),
         Item::Claim(c) => serde_dynamo::to_item(c.as_ref()),
         Item::Lease(l) => serde_dynamo::to_item(l),
         Item::Tick(t) => serde_dynamo::to_item(t.as_ref()),
+        Item::Profile(p) => serde_dynamo::to_item(p.as_ref()),
     };
     let mut attrs: Attrs = encoded.map_err(|source| Error::Decode { key: sk(&key), source: Box::new(source) })?;
     attrs.extend(key_attrs(pool, &key));
@@ -142,6 +143,8 @@ fn decode(attrs: Attrs) -> Result<Option<Item>> {
         Item::Lease(serde_dynamo::from_item(attrs).map_err(bad)?)
     } else if sk == "TICK" {
         Item::Tick(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
+    } else if sk == "PROFILE" {
+        Item::Profile(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
     } else {
         return Ok(None);
     };
@@ -485,18 +488,19 @@ impl Store for DynamoStore {
             .consistent_read(true)
             .key_condition_expression("PK = :pk")
             .expression_attribute_values(":pk", s(pk(pool)));
-        let (mut found, mut clusters, mut claims, mut leases) = (None, vec![], vec![], vec![]);
+        let (mut found, mut clusters, mut claims, mut leases, mut profile) = (None, vec![], vec![], vec![], None);
         for item in query_all(query).await? {
             match item {
                 Item::Pool(p) => found = Some(*p),
                 Item::Cluster(c) => clusters.push(*c),
                 Item::Claim(c) => claims.push(*c),
                 Item::Lease(l) => leases.push(l),
+                Item::Profile(p) => profile = Some(*p),
                 // The tick's own item is read by the tick alone.
                 Item::Tick(_) => {}
             }
         }
-        Ok(found.map(|pool| Snapshot { pool, clusters, claims, leases }))
+        Ok(found.map(|pool| Snapshot { pool: with_profile(pool, profile), clusters, claims, leases }))
     }
 
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>> {

@@ -79,6 +79,7 @@ pub fn forecasting_pool(n: usize) -> Snapshot {
             mean: Buckets((0..BUCKETS).map(&mut draw).collect()),
             spread: Buckets((0..BUCKETS).map(&mut draw).collect()),
             worth: Some(0.5),
+            kept: None,
         }),
     });
     snap

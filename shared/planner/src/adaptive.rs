@@ -204,9 +204,11 @@ fn update(
         .map(|c| (c.created_at, c.name.as_str()))
         .collect();
     fresh.sort();
-    // The profile learns while the forecast is on; one kept in another time zone starts afresh.
+    // The profile learns while the forecast is on; one kept in another time zone starts afresh, and so does one
+    // read without its buckets (the store reads them with the pool's partition: only a store that lost the
+    // profile's own item gives none).
     let mut profile = learn.map(|(forecast, _)| match stored.and_then(|d| d.profile.as_ref()) {
-        Some(p) if p.time_zone == forecast.zone().name() => p.clone(),
+        Some(p) if p.time_zone == forecast.zone().name() && p.has_buckets() => p.clone(),
         _ => Profile::new(forecast, fresh.first().map_or(now, |(t, _)| *t)),
     });
     if fresh.is_empty() {

@@ -153,6 +153,7 @@ impl Profile {
             mean: Buckets::zero(),
             spread: Buckets::zero(),
             worth: None,
+            kept: None,
         }
     }
 

@@ -140,6 +140,22 @@ fn a_new_time_zone_starts_the_profile_afresh_and_turning_forecast_off_drops_it()
 }
 
 #[test]
+fn a_profile_read_without_its_buckets_is_learned_afresh_not_read_out_of_bounds() {
+    // The store keeps the buckets in an item of their own and puts them back when it reads the partition; a
+    // store that lost that item hands the planner a profile without them.
+    let mut snap = learn(pool().size(30).adaptive(0.95, "3m").forecast("UTC"), &monday_bursts(2));
+    let profile = snap.pool.status.demand.as_mut().unwrap().profile.as_mut().unwrap();
+    (profile.mean, profile.spread, profile.kept) = (Buckets::default(), Buckets::default(), Some(3));
+    assert!(!profile.has_buckets());
+    let plan1 = plan(&snap, at(2 * WEEK + 9 * 60 - 4), 1);
+    let after = apply(&snap, &plan1).unwrap().unwrap();
+    let profile = after.pool.status.demand.as_ref().unwrap().profile.as_ref().unwrap();
+    assert!(profile.has_buckets());
+    assert_eq!(profile.mean, Buckets(vec![0; BUCKETS]), "nothing learned is made up");
+    assert_eq!(profile.kept, None);
+}
+
+#[test]
 fn bad_forecast_settings_are_refused_by_field() {
     let mut spec = pool().size(3).adaptive(0.95, "3m").spec;
     spec.adaptive_running_count.as_mut().unwrap().forecast =

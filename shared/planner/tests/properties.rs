@@ -257,6 +257,7 @@ fn learned_demand(seed: u64, weeks: u8) -> Demand {
             mean,
             spread,
             worth: Some((next() % 1000) as f64 / 100.0),
+            kept: None,
         }),
     }
 }

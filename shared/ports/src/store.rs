@@ -16,13 +16,21 @@
 //! claims spreads its events' writes), and [`Store::events`] reads it newest first. No read of the pool's partition
 //! ever returns an event.
 //!
+//! The forecast's profile keeps its two weeks' worth of buckets (some 5.4 KB) in an item of its own, `PROFILE`,
+//! written only when a bucket closes: the pool item, which every claim and power run reads and every reconcile that
+//! changes the status writes (with its copy in the `pools` index), stays a kilobyte or so. [`writes_for`] decides
+//! when the buckets are written, [`stored`] is what every adapter keeps of a pool, and [`Store::read_pool`] puts the
+//! buckets back ([`with_profile`]); a pool read alone ([`Store::get`], [`Store::list_pools`]) has none, and a pool
+//! written with them leaves the profile item as it is.
+//!
 //! No item may exceed [`MAX_ITEM_BYTES`] (DynamoDB's limit, counted as DynamoDB counts it): every adapter refuses
 //! a larger one with [`Error::TooLarge`] before it reaches the table ([`check_size`]).
 
 use apiary_planner::events::Event;
 use apiary_planner::power::{in_progress, tick::Tick};
-use apiary_planner::{apply_mut, Action, Claim, Cluster, NameLease, Plan, Pool, Snapshot, Timestamp};
+use apiary_planner::{apply_mut, Action, Buckets, Claim, Cluster, NameLease, Plan, Pool, Profile, Snapshot, Timestamp};
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -40,6 +48,20 @@ pub enum Item {
     Lease(NameLease),
     /// The `TICK` item: the pool's look at its clusters in motion.
     Tick(Box<Tick>),
+    /// The `PROFILE` item: the buckets of the forecast's profile.
+    Profile(Box<ProfileItem>),
+}
+
+/// The buckets of a pool's forecast profile, in an item of their own ([`Profile::kept`] names its revision).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProfileItem {
+    /// The pool's revision when they were written.
+    pub rev: u64,
+    /// [`Profile::mean`].
+    pub mean: Buckets,
+    /// [`Profile::spread`].
+    pub spread: Buckets,
 }
 
 /// An item's key within a pool's partition.
@@ -55,6 +77,8 @@ pub enum Key {
     Lease(String),
     /// `TICK`.
     Tick,
+    /// `PROFILE`.
+    Profile,
     /// An event of the pool's trail: its shard ([`event_shard`]) and its sort key there ([`event_sort_key`]).
     Event(u8, String),
 }
@@ -68,6 +92,7 @@ impl Item {
             Item::Claim(c) => Key::Claim(c.name.clone()),
             Item::Lease(l) => Key::Lease(l.name.clone()),
             Item::Tick(_) => Key::Tick,
+            Item::Profile(_) => Key::Profile,
         }
     }
 
@@ -78,25 +103,27 @@ impl Item {
             Item::Cluster(c) => Some(c.rev),
             Item::Claim(c) => Some(c.rev),
             Item::Tick(t) => Some(t.rev),
+            Item::Profile(p) => Some(p.rev),
             Item::Lease(_) => None,
         }
     }
 
-    /// The item as the table stores it: the domain type's own fields, camelCase.
+    /// The item as the table stores it ([`stored`]): the domain type's own fields, camelCase.
     pub fn to_value(&self) -> Result<Value> {
         Ok(match self {
-            Item::Pool(p) => serde_json::to_value(p)?,
+            Item::Pool(p) => serde_json::to_value(stored(p).as_ref())?,
             Item::Cluster(c) => serde_json::to_value(c)?,
             Item::Claim(c) => serde_json::to_value(c)?,
             Item::Lease(l) => serde_json::to_value(l)?,
             Item::Tick(t) => serde_json::to_value(t)?,
+            Item::Profile(p) => serde_json::to_value(p)?,
         })
     }
 }
 
 impl Key {
     /// The item's sort key within its pool's partition: `POOL`, `CLUSTER#<id>`, `CLAIM#<name>`, `NAME#<name>`,
-    /// `TICK`.
+    /// `TICK`, `PROFILE`.
     pub fn sort_key(&self) -> String {
         match self {
             Key::Pool => "POOL".into(),
@@ -104,6 +131,7 @@ impl Key {
             Key::Claim(name) => format!("CLAIM#{name}"),
             Key::Lease(name) => format!("NAME#{name}"),
             Key::Tick => "TICK".into(),
+            Key::Profile => "PROFILE".into(),
             Key::Event(_, sort) => sort.clone(),
         }
     }
@@ -304,7 +332,7 @@ pub fn index_key(item: &Item) -> Option<String> {
     match item {
         Item::Cluster(c) => spare_key(c).or_else(|| moving_key(c)),
         Item::Claim(c) => pending_key(c),
-        Item::Pool(_) | Item::Lease(_) | Item::Tick(_) => None,
+        Item::Pool(_) | Item::Lease(_) | Item::Tick(_) | Item::Profile(_) => None,
     }
 }
 
@@ -339,12 +367,79 @@ pub fn draw(name: &str) -> u64 {
     h ^ (h >> 31)
 }
 
+/// What the table keeps of `pool` in its own item: all of it, but the profile's buckets when they are kept in the
+/// profile's item ([`Profile::kept`]). Every adapter stores exactly this, whatever a writer hands it: a pool read
+/// with its partition and written back as it is leaves the profile item to [`writes_for`].
+pub fn stored(pool: &Pool) -> std::borrow::Cow<'_, Pool> {
+    match pool.status.demand.as_ref().and_then(|d| d.profile.as_ref()) {
+        Some(p) if p.kept.is_some() && !(p.mean.is_empty() && p.spread.is_empty()) => {
+            let mut bare = pool.clone();
+            if let Some(p) = bare.status.demand.as_mut().and_then(|d| d.profile.as_mut()) {
+                (p.mean, p.spread) = (Buckets::default(), Buckets::default());
+            }
+            std::borrow::Cow::Owned(bare)
+        }
+        _ => std::borrow::Cow::Borrowed(pool),
+    }
+}
+
+/// `pool` as its partition holds it: the buckets of its profile's own item put back, when the pool keeps them
+/// there. A pool whose item is missing keeps none, and the planner learns its profile afresh.
+pub fn with_profile(mut pool: Pool, item: Option<ProfileItem>) -> Pool {
+    if let (Some(p), Some(item)) = (pool.status.demand.as_mut().and_then(|d| d.profile.as_mut()), item) {
+        if p.kept.is_some() {
+            (p.mean, p.spread) = (item.mean, item.spread);
+        }
+    }
+    pool
+}
+
+fn profile(pool: &Pool) -> Option<&Profile> {
+    pool.status.demand.as_ref().and_then(|d| d.profile.as_ref())
+}
+
+/// The revision of `pool`'s profile item as the read found it: `None` when the pool keeps its buckets itself, or
+/// when the item was missing (the buckets did not come back with the partition).
+fn profile_found(pool: &Pool) -> Option<u64> {
+    profile(pool).filter(|p| p.has_buckets()).and_then(|p| p.kept)
+}
+
+/// The writes of a pool going from `before` to `after` at revision `expected_rev` (its new revision is
+/// `after.rev`): the pool item, and the profile's item when its buckets changed (a bucket closed, or the profile
+/// started afresh), when the pool held them in its own item until now (which moves them out), or when the profile
+/// is gone. `after`'s profile is marked as kept at its new revision when the buckets are written.
+fn pool_writes(before: &Pool, after: &mut Pool, expected_rev: u64) -> Vec<Write> {
+    let found = profile_found(before);
+    let cond = found.map_or(Cond::Absent, Cond::Rev);
+    let rev = after.rev;
+    let mut profile_write = None;
+    match after.status.demand.as_mut().and_then(|d| d.profile.as_mut()) {
+        Some(p) if p.has_buckets() => {
+            let same = found.is_some() && profile(before).is_some_and(|b| b.mean == p.mean && b.spread == p.spread);
+            if same {
+                p.kept = found;
+            } else {
+                p.kept = Some(rev);
+                let item = ProfileItem { rev, mean: p.mean.clone(), spread: p.spread.clone() };
+                profile_write = Some(Write::Put(Item::Profile(Box::new(item)), cond));
+            }
+        }
+        // Read without its buckets: they stay where they are.
+        Some(_) => {}
+        None => profile_write = found.map(|_| Write::Delete(Key::Profile, cond)),
+    }
+    let mut writes = vec![Write::Put(Item::Pool(Box::new(after.clone())), Cond::Rev(expected_rev))];
+    writes.extend(profile_write);
+    writes
+}
+
 /// One pool's partition in the table.
 #[async_trait]
 pub trait Store: Send + Sync {
-    /// The pool and everything in its partition, read strongly consistently; `None` if the pool does not exist.
+    /// The pool and everything in its partition, read strongly consistently, its profile's buckets put back
+    /// ([`with_profile`]); `None` if the pool does not exist.
     async fn read_pool(&self, pool: &str) -> Result<Option<Snapshot>>;
-    /// One item, read strongly consistently.
+    /// One item, read strongly consistently, as it is stored (a pool without the buckets its profile keeps apart).
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>>;
     /// The ids of up to `limit` spares of `pool` ([`spare_key`]), read strongly consistently from the pool's sparse
     /// index: in index order from place `from` ([`spare_place`]) on, wrapping round to the first place. Reads
@@ -402,6 +497,7 @@ pub fn writes_with_events(snapshot: &mut Snapshot, action: &Action, now: Timesta
 /// it (as the reference [`apply_mut`] defines it). Non-write actions give no writes.
 pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>> {
     let one = Plan { actions: vec![action.clone()], status: Default::default(), wake_at: None };
+    let before = matches!(action, Action::UpdatePool { .. } | Action::DeletePool { .. }).then(|| snapshot.pool.clone());
     let kept = apply_mut(snapshot, &one).map_err(|c| Error::Conflict(c.what))?;
     let cluster = |s: &Snapshot, id: &str| s.clusters.iter().find(|c| c.id == id).cloned().map(Box::new);
     let claim = |s: &Snapshot, name: &str| s.claims.iter().find(|c| c.name == name).cloned().map(Box::new);
@@ -445,12 +541,17 @@ pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>
         Action::SetPowerState { cluster: id, expected_rev, .. } => {
             vec![Write::Put(Item::Cluster(cluster(snapshot, id).ok_or_else(|| missing(id))?), Cond::Rev(*expected_rev))]
         }
-        Action::UpdatePool { expected_rev, .. } => {
-            vec![Write::Put(Item::Pool(Box::new(snapshot.pool.clone())), Cond::Rev(*expected_rev))]
-        }
+        Action::UpdatePool { expected_rev, .. } => match before {
+            Some(before) => pool_writes(&before, &mut snapshot.pool, *expected_rev),
+            None => vec![],
+        },
+        // The profile's item goes with the pool (a pool made again under its name starts without one).
         Action::DeletePool { expected_rev } => {
             debug_assert!(!kept);
-            vec![Write::Delete(Key::Pool, Cond::Rev(*expected_rev))]
+            let found = before.as_ref().and_then(profile_found);
+            let mut w = vec![Write::Delete(Key::Pool, Cond::Rev(*expected_rev))];
+            w.extend(found.map(|r| Write::Delete(Key::Profile, Cond::Rev(r))));
+            w
         }
         Action::Deprovision { .. } | Action::CheckPower { .. } => vec![],
     })
@@ -473,5 +574,69 @@ mod tests {
         let sizes: Vec<usize> = transactions(&actions).iter().map(|g| g.len()).collect();
         assert_eq!(sizes, [1, 2, 1, 1, 1], "b's lease with b; d's lease is not e's");
         assert!(transactions(&[]).is_empty());
+    }
+
+    fn learned(kept: Option<u64>, buckets: bool) -> Snapshot {
+        let at = DateTime::UNIX_EPOCH;
+        let full = || apiary_planner::Buckets(vec![1; apiary_planner::BUCKETS]);
+        let profile = Profile {
+            time_zone: "UTC".into(),
+            since: at,
+            open: at,
+            open_count: 0,
+            mean: if buckets { full() } else { Buckets::default() },
+            spread: if buckets { full() } else { Buckets::default() },
+            worth: None,
+            kept,
+        };
+        let demand = apiary_planner::Demand {
+            claims_per_hour: 1.0,
+            at,
+            counted_until: at,
+            counted_at_edge: vec![],
+            profile: Some(profile),
+        };
+        let mut pool: Pool = serde_json::from_value(serde_json::json!({
+            "name": "p", "createdAt": at, "rev": 7,
+            "spec": {"size": 1, "platform": {"aws": {"region": "us-east-1", "roleArn": "arn:aws:iam::123456789012:role/r"}}}
+        }))
+        .expect("pool");
+        pool.status.demand = Some(demand);
+        Snapshot { pool, clusters: vec![], claims: vec![], leases: vec![] }
+    }
+
+    #[test]
+    fn a_profile_whose_item_was_missing_is_written_afresh_and_a_deleted_pool_takes_its_profile_along() {
+        // The pool keeps its buckets apart, but the read found no profile item: the planner learns afresh, and the
+        // new buckets are written where nothing is (a condition on the missing revision would lose forever).
+        let mut snap = learned(Some(3), false);
+        let mut status = snap.pool.status.clone();
+        let fresh = status.demand.as_mut().and_then(|d| d.profile.as_mut()).expect("profile");
+        let full = learned(None, true).pool.status.demand.and_then(|d| d.profile).expect("profile");
+        (fresh.mean, fresh.spread, fresh.kept) = (full.mean, full.spread, None);
+        let action = Action::UpdatePool { expected_rev: 7, status: Box::new(status), next_wake_at: None };
+        let writes = writes_for(&mut snap, &action).expect("writes");
+        assert!(matches!(&writes[1], Write::Put(Item::Profile(p), Cond::Absent) if p.rev == 8), "{writes:?}");
+        assert_eq!(snap.pool.status.demand.as_ref().and_then(|d| d.profile.as_ref()).and_then(|p| p.kept), Some(8));
+
+        let mut snap = learned(Some(3), true);
+        let writes = writes_for(&mut snap, &Action::DeletePool { expected_rev: 7 }).expect("writes");
+        assert_eq!(writes, [Write::Delete(Key::Pool, Cond::Rev(7)), Write::Delete(Key::Profile, Cond::Rev(3))]);
+        let mut inline = learned(None, true);
+        let writes = writes_for(&mut inline, &Action::DeletePool { expected_rev: 7 }).expect("writes");
+        assert_eq!(writes, [Write::Delete(Key::Pool, Cond::Rev(7))], "a pool holding its own buckets has no item");
+    }
+
+    #[test]
+    fn the_pool_item_never_holds_buckets_it_keeps_apart() {
+        let apart = learned(Some(3), true).pool;
+        let bare = stored(&apart);
+        let p = bare.status.demand.as_ref().and_then(|d| d.profile.as_ref()).expect("profile");
+        assert!(p.mean.is_empty() && p.spread.is_empty() && p.kept == Some(3));
+        let bytes = item_bytes("p", &Item::Pool(Box::new(apart.clone()))).expect("size");
+        assert!(bytes < 1024, "{bytes}");
+        let inline = learned(None, true).pool;
+        assert_eq!(stored(&inline).as_ref(), &inline, "a pool holding its own buckets is stored as it is");
+        assert!(item_bytes("p", &Item::Pool(Box::new(inline))).expect("size") > 5 * 1024);
     }
 }

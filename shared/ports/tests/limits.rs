@@ -163,6 +163,7 @@ fn full_profile() -> Demand {
             mean: full(),
             spread: full(),
             worth: Some(f64::MAX),
+            kept: None,
         }),
     }
 }

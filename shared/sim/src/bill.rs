@@ -140,7 +140,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // A reconcile reads the partition; a claim request reads single items and index pages, never the partition.
     let reconciles = o.reconciles as f64;
     let power = u.power_runs as f64;
-    let partition = u.pool_item_bytes as f64 + a.item_bytes * u.clusters as f64;
+    let partition = (u.pool_item_bytes + u.profile_item_bytes) as f64 + a.item_bytes * u.clusters as f64;
     let query_units = (partition / 4096.0).ceil().max(1.0);
     // Strongly consistent reads: a unit per 4 KB of an item, one per index page (keys only, 16 to a page).
     let pool_read = (u.pool_item_bytes as f64 / 4096.0).ceil().max(1.0);
@@ -163,6 +163,9 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // planner write, an upper bound). An assignment is a transaction of the claim and the cluster plus the
     // index entry it removes; a release one write of the claim.
     let pool_units = (u.pool_item_bytes as f64 / 1024.0).ceil().max(1.0);
+    // When a bucket closes, the profile's own item is written in the same transaction as the pool item (no index
+    // entry): both at twice their units.
+    let profile_units = (u.profile_item_bytes as f64 / 1024.0).ceil();
     let item_units = (a.item_bytes / 1024.0).ceil().max(1.0);
     let assignment_units = 2.0 * (1.0 + item_units) + 1.0;
     // The pool's trail: each event an item under 1 KB in a transaction, two units. A claim tells of its making,
@@ -173,6 +176,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let write_units = 3.0 * o.store_writes as f64
         + u.tick_write_units as f64
         + u.pool_writes as f64 * (2.0 * pool_units - 1.0)
+        + u.profile_writes as f64 * (2.0 * profile_units + pool_units)
         + claims * (assignment_units + 1.0)
         + 2.0 * events;
     // Messages: claims and releases to reconcile, each power run; a send and a delete each.

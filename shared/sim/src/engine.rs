@@ -18,7 +18,9 @@ use apiary_planner::duration::hours;
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::power::tick::{self, Tick};
 use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
-use apiary_planner::{apply_mut, plan, Action, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp};
+use apiary_planner::{
+    apply_mut, plan, Action, Buckets, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp,
+};
 
 use crate::report::{Calls, Costs, Lateness, Noticed, Outcome, Sample, Usage};
 use crate::rng::Rng;
@@ -364,16 +366,29 @@ impl<'t> Simulation<'t> {
         }
     }
 
+    /// A reconcile wrote the pool item, and with it the profile's own item when its buckets are not what they were
+    /// (`before`), as the store writes them.
+    fn count_pool_write(&mut self, before: Option<(Buckets, Buckets)>) {
+        self.usage.pool_writes += 1;
+        let mut bare = self.snap.pool.clone();
+        if let Some(p) = bare.status.demand.as_mut().and_then(|d| d.profile.as_mut()) {
+            let buckets = (std::mem::take(&mut p.mean), std::mem::take(&mut p.spread));
+            if before.as_ref() != Some(&buckets) {
+                self.usage.profile_writes += 1;
+                self.usage.profile_item_bytes = serde_json::to_vec(&buckets).map_or(0, |v| v.len());
+            }
+        }
+        self.usage.pool_item_bytes = serde_json::to_vec(&bare).map_or(0, |v| v.len());
+    }
+
     /// The reconcile function: plan, apply, carry out.
     fn reconcile(&mut self, now: Timestamp) {
         self.plan_seed = self.plan_seed.wrapping_add(1);
         let plan = plan(&self.snap, now, self.plan_seed);
         self.reconciles += 1;
         self.writes += plan.writes().count();
-        if plan.actions.iter().any(|a| matches!(a, Action::UpdatePool { .. })) {
-            self.usage.pool_writes += 1;
-            self.usage.pool_item_bytes = serde_json::to_vec(&self.snap.pool).map_or(0, |v| v.len());
-        }
+        let updates = plan.actions.iter().any(|a| matches!(a, Action::UpdatePool { .. }));
+        let buckets_before = updates.then(|| profile_buckets(&self.snap.pool)).flatten();
         for action in &plan.actions {
             if let Action::AssignClaim { claim, at, .. } = action {
                 if let Some(c) = self.snap.claims.iter().find(|c| &c.name == claim) {
@@ -387,6 +402,9 @@ impl<'t> Simulation<'t> {
         // A single writer never loses a condition; a conflict here is a planner bug, and the next event re-plans.
         if apply_mut(&mut self.snap, &plan).is_err() {
             return;
+        }
+        if updates {
+            self.count_pool_write(buckets_before);
         }
         let mut drive = Vec::new();
         for action in plan.actions {
@@ -735,4 +753,9 @@ impl<'t> Simulation<'t> {
         outcome.claims_hit_broken = timeout.map_or(0, |t| outcome.waits.iter().filter(|(_, w)| *w >= t).count());
         outcome
     }
+}
+
+/// The buckets of `pool`'s forecast profile, if it has one.
+fn profile_buckets(pool: &Pool) -> Option<(Buckets, Buckets)> {
+    pool.status.demand.as_ref().and_then(|d| d.profile.as_ref()).map(|p| (p.mean.clone(), p.spread.clone()))
 }

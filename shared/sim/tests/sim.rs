@@ -272,6 +272,24 @@ fn a_pool_item_write_is_billed_with_its_copy_in_the_pools_index() {
 }
 
 #[test]
+fn the_profile_item_is_billed_only_when_a_bucket_closes() {
+    // A 1.1 KB pool item: 2 units, and 2 in the index. A closing bucket writes the 5.4 KB profile item too, in a
+    // transaction with the pool item: 2 × 6 units for it, and the pool item's units again.
+    let bare = units_per("DynamoDB write units", 1000.0, |o| {
+        o.store_writes = 1000;
+        o.usage.pool_writes = 1000;
+        o.usage.pool_item_bytes = 1100;
+    });
+    let closing = units_per("DynamoDB write units", 1000.0, |o| {
+        o.store_writes = 1000;
+        (o.usage.pool_writes, o.usage.profile_writes) = (1000, 1000);
+        (o.usage.pool_item_bytes, o.usage.profile_item_bytes) = (1100, 5400);
+    });
+    assert!((closing - bare - 14.0).abs() < 1e-9, "{bare} units a pool write, {closing} with its profile");
+    assert!(bare < 7.0, "{bare} units a pool write without its buckets");
+}
+
+#[test]
 fn a_power_run_is_billed_its_strongly_consistent_reads() {
     // A nudge reads the pool item (6.5 KB: 2 units), the cluster (1.2 KB: 1 unit) and the tick item (1 unit).
     let units = units_per("DynamoDB read units", 1000.0, |o| {

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use apiary_planner::events::Event;
 use apiary_planner::{Pool, Snapshot, Timestamp};
 use apiary_ports::store::{
-    check_size, event_shard, event_sort_key, index_key, spare_place, EventPage, EventQuery, Item, Key, Store, Write,
+    check_size, event_shard, event_sort_key, index_key, spare_place, stored, with_profile, EventPage, EventQuery, Item,
+    Key, Store, Write,
 };
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -51,17 +52,26 @@ impl Tables {
 }
 
 fn snapshot(items: &BTreeMap<String, Item>) -> Option<Snapshot> {
-    let (mut pool, mut clusters, mut claims, mut leases) = (None, vec![], vec![], vec![]);
+    let (mut pool, mut clusters, mut claims, mut leases, mut profile) = (None, vec![], vec![], vec![], None);
     for item in items.values() {
         match item {
             Item::Pool(p) => pool = Some((**p).clone()),
             Item::Cluster(c) => clusters.push((**c).clone()),
             Item::Claim(c) => claims.push((**c).clone()),
             Item::Lease(l) => leases.push(l.clone()),
+            Item::Profile(p) => profile = Some((**p).clone()),
             Item::Tick(_) => {}
         }
     }
-    pool.map(|pool| Snapshot { pool, clusters, claims, leases })
+    pool.map(|pool| Snapshot { pool: with_profile(pool, profile), clusters, claims, leases })
+}
+
+/// `item` as the table keeps it ([`stored`]).
+fn as_stored(item: Item) -> Item {
+    match item {
+        Item::Pool(p) => Item::Pool(Box::new(stored(&p).into_owned())),
+        other => other,
+    }
 }
 
 /// What the table was asked for, counted as DynamoDB bills it.
@@ -131,7 +141,7 @@ impl MemStore {
 
     /// Stores `item` in `pool`'s partition unconditionally (test setup; no hook).
     pub fn put(&self, pool: &str, item: Item) {
-        self.lock().pools.entry(pool.to_owned()).or_default().insert(item.key().sort_key(), item);
+        self.lock().pools.entry(pool.to_owned()).or_default().insert(item.key().sort_key(), as_stored(item));
         self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
@@ -223,7 +233,7 @@ impl MemStore {
         for w in writes {
             match w {
                 Write::Put(item, _) => {
-                    partition.insert(item.key().sort_key(), item);
+                    partition.insert(item.key().sort_key(), as_stored(item));
                 }
                 Write::Delete(key, _) => {
                     partition.remove(&key.sort_key());

@@ -159,9 +159,17 @@ pub struct Demand {
 /// Buckets in a week.
 pub const BUCKETS: usize = 7 * 24 * 6;
 
-/// One value per bucket of the week, in hundredths of a claim.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One value per bucket of the week, in hundredths of a claim; none at all when the pool was read without its
+/// profile's own item ([`Profile::kept`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Buckets(pub Vec<u16>);
+
+impl Buckets {
+    /// Whether it holds no buckets (read without them).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 impl Serialize for Buckets {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -200,13 +208,29 @@ pub struct Profile {
     /// Claims counted in it.
     pub open_count: u32,
     /// Per bucket, the weighted mean of its claims per week (not yet corrected for the weeks learned).
+    #[serde(default, skip_serializing_if = "Buckets::is_empty")]
     pub mean: Buckets,
     /// Per bucket, the weighted mean absolute deviation of its claims from the mean.
+    #[serde(default, skip_serializing_if = "Buckets::is_empty")]
     pub spread: Buckets,
     /// Claims per hour a spare must serve at once to be kept, calibrated on the profile when a bucket closes;
     /// none before the first close, or when the profile holds no flow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worth: Option<f64>,
+    /// Where the table keeps `mean` and `spread`: the revision of the pool's own profile item that holds them,
+    /// written only when a bucket closes, so the pool item every claim and power run reads stays a kilobyte or
+    /// so; `None` for a pool item that holds them itself (as every pool written before the profile item did).
+    /// The store reads the buckets back with the pool's partition; a pool read alone has none. The planner keeps
+    /// it as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<u64>,
+}
+
+impl Profile {
+    /// Whether it holds its buckets (a pool read with its whole partition does; one read alone may not).
+    pub fn has_buckets(&self) -> bool {
+        self.mean.0.len() == BUCKETS && self.spread.0.len() == BUCKETS
+    }
 }
 
 /// The schedules' answer as of one evaluation, kept in the pool's status.
