@@ -247,6 +247,45 @@ async fn dynamodb_indexes_spares_clusters_in_motion_and_pending_claims_exactly_a
     s.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_reads_many_items_in_batches_as_the_reference_reads_them_one_by_one() {
+    let mut s = support::stack().await;
+    s.halt().await;
+    let reference = World::new(t0());
+    // More than one batch of keys (100), some of them of items that are not there, and an item of each kind.
+    let mut keys: Vec<Key> = (0..130).map(|i| Key::Cluster(format!("c{i}"))).collect();
+    keys.extend([Key::Claim("k".into()), Key::Lease("foo".into()), Key::Claim("gone".into())]);
+    let mut answers = vec![];
+    for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
+        for i in (0..130).filter(|i| i % 7 != 3) {
+            store
+                .write("many", vec![Write::Put(cluster(&format!("c{i}"), 0, false, None, None), Cond::Absent)])
+                .await
+                .expect("put");
+        }
+        store
+            .write(
+                "many",
+                vec![Write::Put(claim("k", 2, None), Cond::Absent), Write::Put(lease("foo", "c1"), Cond::Absent)],
+            )
+            .await
+            .expect("put");
+        let mut got: Vec<String> =
+            store.get_many("many", &keys).await.expect("batch").iter().map(|i| i.key().sort_key()).collect();
+        got.sort();
+        let mut one_by_one = vec![];
+        for key in &keys {
+            one_by_one.extend(store.get("many", key).await.expect("get").map(|i| i.key().sort_key()));
+        }
+        one_by_one.sort();
+        assert_eq!(got, one_by_one);
+        answers.push(got);
+    }
+    assert_eq!(answers[0].len(), 130 - 19 + 2, "{:?}", answers[0]);
+    assert_eq!(answers[1], answers[0]);
+    s.stop().await;
+}
+
 /// A pool whose forecast has learned a profile, held in the pool item itself as pools written before the profile
 /// item were.
 fn learned_pool(name: &str) -> Pool {

@@ -587,11 +587,11 @@ async fn look_many(
     platform: &dyn Machinery,
     ids: &[String],
 ) -> Result<(BTreeMap<String, Cluster>, BTreeMap<String, Seen>, Credentials)> {
-    let reads = futures::future::join_all(ids.iter().map(|id| get_cluster(deps, &pool.name, id))).await;
+    let keys: Vec<Key> = ids.iter().map(|id| Key::Cluster(id.clone())).collect();
     let mut read = BTreeMap::new();
-    for cluster in reads {
-        if let Some(c) = cluster? {
-            read.insert(c.id.clone(), c);
+    for item in deps.store.get_many(&pool.name, &keys).await? {
+        if let Item::Cluster(c) = item {
+            read.insert(c.id.clone(), *c);
         }
     }
     let mut creds = Credentials::Untried;

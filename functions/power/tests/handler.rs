@@ -568,6 +568,26 @@ async fn one_tick_looks_at_every_cluster_in_motion_and_a_look_that_finds_nothing
     assert!(tick_of(&w).check.is_none() && tick_of(&w).due.is_empty(), "nothing moves: the tick ends");
 }
 
+/// What one tick at `n` installing clusters asks of the table: its reads, and the clusters it looked at.
+async fn tick_reads(n: usize) -> (u64, usize) {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    installing(&w, &deps, n).await;
+    let link = tick_of(&w).check.expect("a live tick");
+    w.time.set(link.due);
+    let before = w.store.stats();
+    let out = power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
+    ((w.store.stats() - before).reads, out.looked.len())
+}
+
+#[tokio::test]
+async fn a_ticks_reads_stay_flat_as_the_clusters_it_looks_at_grow() {
+    let (few, looked_few) = tick_reads(2).await;
+    let (many, looked_many) = tick_reads(40).await;
+    assert_eq!((looked_few, looked_many), (2, 40));
+    assert_eq!(few, many, "{few} reads for 2 looks, {many} for 40: the clusters are read with one request");
+}
+
 /// Fails every look at machines while `on`, as a cloud that is down would (an error worth trying again).
 struct DescribeDown(std::sync::atomic::AtomicBool);
 

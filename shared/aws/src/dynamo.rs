@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, TransactWriteItem};
 use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
@@ -87,6 +87,11 @@ fn key_attrs(pool: &str, key: &Key) -> Attrs {
     };
     HashMap::from([("PK".to_owned(), s(partition)), ("SK".to_owned(), s(sk(key)))])
 }
+
+/// The keys one BatchGetItem takes.
+const BATCH_GET_KEYS: usize = 100;
+/// Requests for one batch's keys, the first included, before the keys still unprocessed are an error.
+const BATCH_GET_ATTEMPTS: u32 = 5;
 
 /// How many events a filtered read of one shard looks at a page.
 const EVENT_PAGE: usize = 100;
@@ -518,6 +523,44 @@ impl Store for DynamoStore {
             Some(attrs) => decode(attrs),
             None => Ok(None),
         }
+    }
+
+    async fn get_many(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
+        let mut found = Vec::new();
+        for chunk in keys.chunks(BATCH_GET_KEYS) {
+            let mut pending: Vec<Attrs> = chunk.iter().map(|key| key_attrs(pool, key)).collect();
+            let mut attempts = 0;
+            while !pending.is_empty() {
+                if attempts == BATCH_GET_ATTEMPTS {
+                    let message = format!("{} keys of {pool} left unprocessed", pending.len());
+                    return Err(Error::service("dynamodb:BatchGetItem", message, true));
+                }
+                if attempts > 0 {
+                    // What the table could not read at once (throttled, or over 16 MB) is asked for again.
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempts)).await;
+                }
+                attempts += 1;
+                let wanted = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| crate::error::build("dynamodb:BatchGetItem", e))?;
+                count("dynamodb:BatchGetItem");
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, wanted)
+                    .send()
+                    .await
+                    .map_err(|e| crate::error::aws("dynamodb:BatchGetItem", e))?;
+                for attrs in out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default() {
+                    found.extend(decode(attrs)?);
+                }
+                pending =
+                    out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).map(|k| k.keys).unwrap_or_default();
+            }
+        }
+        Ok(found)
     }
 
     async fn spares(&self, pool: &str, from: u16, limit: usize) -> Result<Vec<String>> {

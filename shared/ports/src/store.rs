@@ -441,6 +441,16 @@ pub trait Store: Send + Sync {
     async fn read_pool(&self, pool: &str) -> Result<Option<Snapshot>>;
     /// One item, read strongly consistently, as it is stored (a pool without the buckets its profile keeps apart).
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>>;
+    /// The items of `keys` that exist, read strongly consistently as [`Store::get`] reads them, in as few requests
+    /// as the table allows (DynamoDB's BatchGetItem takes 100 keys): a pool's tick reads the clusters it looks at
+    /// with one request, not one each. In no particular order. Without a batch read, one [`Store::get`] each.
+    async fn get_many(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
+        let mut found = Vec::new();
+        for key in keys {
+            found.extend(self.get(pool, key).await?);
+        }
+        Ok(found)
+    }
     /// The ids of up to `limit` spares of `pool` ([`spare_key`]), read strongly consistently from the pool's sparse
     /// index: in index order from place `from` ([`spare_place`]) on, wrapping round to the first place. Reads
     /// index entries only, never the rest of the partition: its cost follows `limit`, not the pool's size.

@@ -272,6 +272,17 @@ impl Store for MemStore {
         leave(self.hook.as_ref(), Op::Read, Ok(item))
     }
 
+    async fn get_many(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
+        enter(self.hook.as_ref(), Op::Read).await?;
+        let found: Vec<Item> = {
+            let tables = self.lock();
+            let partition = tables.pools.get(pool);
+            keys.iter().filter_map(|k| partition.and_then(|p| p.get(&k.sort_key())).cloned()).collect()
+        };
+        self.count_read(found.len());
+        leave(self.hook.as_ref(), Op::Read, Ok(found))
+    }
+
     async fn spares(&self, pool: &str, from: u16, limit: usize) -> Result<Vec<String>> {
         enter(self.hook.as_ref(), Op::Read).await?;
         let start = spare_place(from);
