@@ -259,15 +259,20 @@ fn units_per(item: &str, operations: f64, f: impl FnOnce(&mut Outcome)) -> f64 {
     line.unwrap().per_pool / (MONTH_HOURS / 336.0) / operations
 }
 
+/// The write units billed for each of 1 000 reconciles that rewrote a pool item of `bytes`.
+fn pool_write_units(bytes: usize) -> f64 {
+    units_per("DynamoDB write units", 1000.0, |o| {
+        o.store_writes = 1000;
+        o.usage.pool_writes = 1000;
+        o.usage.pool_item_bytes = bytes;
+    })
+}
+
 #[test]
 fn a_pool_item_write_is_billed_with_its_copy_in_the_pools_index() {
     // The `pools` index projects every attribute of a pool item: each write of a 6.5 KB pool item writes 7 units
     // to the table and 7 to the index, on top of the write it is counted as.
-    let units = units_per("DynamoDB write units", 1000.0, |o| {
-        o.store_writes = 1000;
-        o.usage.pool_writes = 1000;
-        o.usage.pool_item_bytes = 6500;
-    });
+    let units = pool_write_units(6500);
     assert!(units >= 14.0, "{units} write units a pool write");
 }
 
@@ -275,11 +280,7 @@ fn a_pool_item_write_is_billed_with_its_copy_in_the_pools_index() {
 fn the_profile_item_is_billed_only_when_a_bucket_closes() {
     // A 1.1 KB pool item: 2 units, and 2 in the index. A closing bucket writes the 5.4 KB profile item too, in a
     // transaction with the pool item: 2 × 6 units for it, and the pool item's units again.
-    let bare = units_per("DynamoDB write units", 1000.0, |o| {
-        o.store_writes = 1000;
-        o.usage.pool_writes = 1000;
-        o.usage.pool_item_bytes = 1100;
-    });
+    let bare = pool_write_units(1100);
     let closing = units_per("DynamoDB write units", 1000.0, |o| {
         o.store_writes = 1000;
         (o.usage.pool_writes, o.usage.profile_writes) = (1000, 1000);
