@@ -371,8 +371,8 @@ pub fn draw(name: &str) -> u64 {
 /// profile's item ([`Profile::kept`]). Every adapter stores exactly this, whatever a writer hands it: a pool read
 /// with its partition and written back as it is leaves the profile item to [`writes_for`].
 pub fn stored(pool: &Pool) -> std::borrow::Cow<'_, Pool> {
-    match pool.status.demand.as_ref().and_then(|d| d.profile.as_ref()) {
-        Some(p) if p.kept.is_some() && !(p.mean.is_empty() && p.spread.is_empty()) => {
+    match profile(pool) {
+        Some(p) if p.kept.is_some() && (!p.mean.is_empty() || !p.spread.is_empty()) => {
             let mut bare = pool.clone();
             if let Some(p) = bare.status.demand.as_mut().and_then(|d| d.profile.as_mut()) {
                 (p.mean, p.spread) = (Buckets::default(), Buckets::default());
@@ -384,11 +384,12 @@ pub fn stored(pool: &Pool) -> std::borrow::Cow<'_, Pool> {
 }
 
 /// `pool` as its partition holds it: the buckets of its profile's own item put back, when the pool keeps them
-/// there. A pool whose item is missing keeps none, and the planner learns its profile afresh.
+/// there, with the revision the read found (what the next write of the item holds on). A pool whose item is
+/// missing keeps none, and the planner learns its profile afresh.
 pub fn with_profile(mut pool: Pool, item: Option<ProfileItem>) -> Pool {
     if let (Some(p), Some(item)) = (pool.status.demand.as_mut().and_then(|d| d.profile.as_mut()), item) {
         if p.kept.is_some() {
-            (p.mean, p.spread) = (item.mean, item.spread);
+            (p.mean, p.spread, p.kept) = (item.mean, item.spread, Some(item.rev));
         }
     }
     pool
@@ -645,6 +646,11 @@ mod tests {
         assert!(p.mean.is_empty() && p.spread.is_empty() && p.kept == Some(3));
         let bytes = item_bytes("p", &Item::Pool(Box::new(apart.clone()))).expect("size");
         assert!(bytes < 1024, "{bytes}");
+        // Read back with its item, the pool holds on the revision the read found.
+        let item = ProfileItem { rev: 5, mean: Buckets(vec![2; apiary_planner::BUCKETS]), spread: Buckets::default() };
+        let back = with_profile(bare.into_owned(), Some(item.clone()));
+        let p = back.status.demand.as_ref().and_then(|d| d.profile.as_ref()).expect("profile");
+        assert_eq!((p.kept, &p.mean, &p.spread), (Some(5), &item.mean, &item.spread));
         let inline = learned(None, true).pool;
         assert_eq!(stored(&inline).as_ref(), &inline, "a pool holding its own buckets is stored as it is");
         assert!(item_bytes("p", &Item::Pool(Box::new(inline))).expect("size") > 5 * 1024);
