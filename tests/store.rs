@@ -320,17 +320,13 @@ fn rewrite(snap: &mut Snapshot, change: impl FnOnce(&mut Option<Profile>)) -> Ve
     writes_for(snap, &action).expect("writes")
 }
 
-fn profile_of(pool: &Pool) -> Option<&Profile> {
-    pool.status.demand.as_ref().and_then(|d| d.profile.as_ref())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_keeps_a_profiles_buckets_apart_and_reads_them_back_as_the_reference_does() {
     let mut s = support::stack().await;
     s.halt().await;
     let reference = World::new(t0());
     let learned = learned_pool("prof");
-    let buckets = |p: &Pool| profile_of(p).map(|p| (p.mean.clone(), p.spread.clone()));
+    let buckets = |p: &Pool| p.status.profile().map(|p| (p.mean.clone(), p.spread.clone()));
     for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
         let bytes_inline = item_bytes("prof", &Item::Pool(Box::new(learned.clone()))).expect("size");
         store.write("prof", vec![Write::Put(Item::Pool(Box::new(learned.clone())), Cond::Absent)]).await.expect("old");
@@ -343,7 +339,7 @@ async fn dynamodb_keeps_a_profiles_buckets_apart_and_reads_them_back_as_the_refe
         assert!(matches!(&writes[1], Write::Put(Item::Profile(p), Cond::Absent) if p.rev == snap.pool.rev));
         store.write("prof", writes).await.expect("moved");
         let Some(Item::Pool(alone)) = store.get("prof", &Key::Pool).await.expect("get") else { panic!("no pool") };
-        let kept = profile_of(&alone).expect("profile");
+        let kept = alone.status.profile().expect("profile");
         assert!(kept.mean.is_empty() && kept.spread.is_empty(), "the pool item holds no buckets");
         assert_eq!(kept.kept, Some(snap.pool.rev));
         let bytes = item_bytes("prof", &Item::Pool(alone.clone())).expect("size");
@@ -367,13 +363,13 @@ async fn dynamodb_keeps_a_profiles_buckets_apart_and_reads_them_back_as_the_refe
         assert_eq!(buckets(&snap.pool), buckets(&learned), "a pool written without buckets leaves them");
 
         // A bucket closes: the profile item again, on its own revision.
-        let found = profile_of(&snap.pool).and_then(|p| p.kept).expect("kept");
+        let found = snap.pool.status.profile().and_then(|p| p.kept).expect("kept");
         let writes = rewrite(&mut snap, |p| p.as_mut().expect("profile").mean.0[5] += 1);
         assert!(matches!(&writes[1], Write::Put(Item::Profile(_), Cond::Rev(r)) if *r == found), "{writes:?}");
         store.write("prof", writes).await.expect("closed");
         let read = store.read_pool("prof").await.expect("read").expect("pool");
         assert_eq!(read.pool, snap.pool);
-        assert_eq!(profile_of(&read.pool).map(|p| p.mean.0[5]), Some(35 + 1));
+        assert_eq!(read.pool.status.profile().map(|p| p.mean.0[5]), Some(35 + 1));
 
         // The forecast turned off: the profile's item goes with it.
         let mut snap = read;

@@ -28,7 +28,7 @@
 
 use apiary_planner::events::Event;
 use apiary_planner::power::{in_progress, tick::Tick};
-use apiary_planner::{apply_mut, Action, Buckets, Claim, Cluster, NameLease, Plan, Pool, Profile, Snapshot, Timestamp};
+use apiary_planner::{apply_mut, Action, Buckets, Claim, Cluster, NameLease, Plan, Pool, Snapshot, Timestamp};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -52,15 +52,16 @@ pub enum Item {
     Profile(Box<ProfileItem>),
 }
 
-/// The buckets of a pool's forecast profile, in an item of their own ([`Profile::kept`] names its revision).
+/// The buckets of a pool's forecast profile, in an item of their own
+/// ([`Profile::kept`](apiary_planner::Profile::kept) names its revision).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProfileItem {
     /// The pool's revision when they were written.
     pub rev: u64,
-    /// [`Profile::mean`].
+    /// [`Profile::mean`](apiary_planner::Profile::mean).
     pub mean: Buckets,
-    /// [`Profile::spread`].
+    /// [`Profile::spread`](apiary_planner::Profile::spread).
     pub spread: Buckets,
 }
 
@@ -368,14 +369,15 @@ pub fn draw(name: &str) -> u64 {
 }
 
 /// What the table keeps of `pool` in its own item: all of it, but the profile's buckets when they are kept in the
-/// profile's item ([`Profile::kept`]). Every adapter stores exactly this, whatever a writer hands it: a pool read
-/// with its partition and written back as it is leaves the profile item to [`writes_for`].
+/// profile's item ([`Profile::kept`](apiary_planner::Profile::kept)). Every adapter stores exactly this, whatever
+/// a writer hands it: a pool read with its partition and written back as it is leaves the profile item to
+/// [`writes_for`].
 pub fn stored(pool: &Pool) -> std::borrow::Cow<'_, Pool> {
-    match profile(pool) {
+    match pool.status.profile() {
         Some(p) if p.kept.is_some() && (!p.mean.is_empty() || !p.spread.is_empty()) => {
             let mut bare = pool.clone();
-            if let Some(p) = bare.status.demand.as_mut().and_then(|d| d.profile.as_mut()) {
-                (p.mean, p.spread) = (Buckets::default(), Buckets::default());
+            if let Some(p) = bare.status.profile_mut() {
+                p.take_buckets();
             }
             std::borrow::Cow::Owned(bare)
         }
@@ -387,7 +389,7 @@ pub fn stored(pool: &Pool) -> std::borrow::Cow<'_, Pool> {
 /// there, with the revision the read found (what the next write of the item holds on). A pool whose item is
 /// missing keeps none, and the planner learns its profile afresh.
 pub fn with_profile(mut pool: Pool, item: Option<ProfileItem>) -> Pool {
-    if let (Some(p), Some(item)) = (pool.status.demand.as_mut().and_then(|d| d.profile.as_mut()), item) {
+    if let (Some(p), Some(item)) = (pool.status.profile_mut(), item) {
         if p.kept.is_some() {
             (p.mean, p.spread, p.kept) = (item.mean, item.spread, Some(item.rev));
         }
@@ -395,14 +397,10 @@ pub fn with_profile(mut pool: Pool, item: Option<ProfileItem>) -> Pool {
     pool
 }
 
-fn profile(pool: &Pool) -> Option<&Profile> {
-    pool.status.demand.as_ref().and_then(|d| d.profile.as_ref())
-}
-
 /// The revision of `pool`'s profile item as the read found it: `None` when the pool keeps its buckets itself, or
 /// when the item was missing (the buckets did not come back with the partition).
 fn profile_found(pool: &Pool) -> Option<u64> {
-    profile(pool).filter(|p| p.has_buckets()).and_then(|p| p.kept)
+    pool.status.profile().filter(|p| p.has_buckets()).and_then(|p| p.kept)
 }
 
 /// The writes of a pool going from `before` to `after` at revision `expected_rev` (its new revision is
@@ -414,9 +412,10 @@ fn pool_writes(before: &Pool, after: &mut Pool, expected_rev: u64) -> Vec<Write>
     let cond = found.map_or(Cond::Absent, Cond::Rev);
     let rev = after.rev;
     let mut profile_write = None;
-    match after.status.demand.as_mut().and_then(|d| d.profile.as_mut()) {
+    match after.status.profile_mut() {
         Some(p) if p.has_buckets() => {
-            let same = found.is_some() && profile(before).is_some_and(|b| b.mean == p.mean && b.spread == p.spread);
+            let same =
+                found.is_some() && before.status.profile().is_some_and(|b| b.mean == p.mean && b.spread == p.spread);
             if same {
                 p.kept = found;
             } else {
@@ -571,6 +570,7 @@ pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apiary_planner::Profile;
     use chrono::DateTime;
 
     #[test]
@@ -609,7 +609,8 @@ mod tests {
         };
         let mut pool: Pool = serde_json::from_value(serde_json::json!({
             "name": "p", "createdAt": at, "rev": 7,
-            "spec": {"size": 1, "platform": {"aws": {"region": "us-east-1", "roleArn": "arn:aws:iam::123456789012:role/r"}}}
+            "spec": {"size": 1, "platform": {"aws": {
+                "region": "us-east-1", "roleArn": "arn:aws:iam::123456789012:role/r"}}}
         }))
         .expect("pool");
         pool.status.demand = Some(demand);
@@ -622,13 +623,13 @@ mod tests {
         // new buckets are written where nothing is (a condition on the missing revision would lose forever).
         let mut snap = learned(Some(3), false);
         let mut status = snap.pool.status.clone();
-        let fresh = status.demand.as_mut().and_then(|d| d.profile.as_mut()).expect("profile");
+        let fresh = status.profile_mut().expect("profile");
         let full = learned(None, true).pool.status.demand.and_then(|d| d.profile).expect("profile");
         (fresh.mean, fresh.spread, fresh.kept) = (full.mean, full.spread, None);
         let action = Action::UpdatePool { expected_rev: 7, status: Box::new(status), next_wake_at: None };
         let writes = writes_for(&mut snap, &action).expect("writes");
         assert!(matches!(&writes[1], Write::Put(Item::Profile(p), Cond::Absent) if p.rev == 8), "{writes:?}");
-        assert_eq!(snap.pool.status.demand.as_ref().and_then(|d| d.profile.as_ref()).and_then(|p| p.kept), Some(8));
+        assert_eq!(snap.pool.status.profile().and_then(|p| p.kept), Some(8));
 
         let mut snap = learned(Some(3), true);
         let writes = writes_for(&mut snap, &Action::DeletePool { expected_rev: 7 }).expect("writes");
@@ -642,14 +643,14 @@ mod tests {
     fn the_pool_item_never_holds_buckets_it_keeps_apart() {
         let apart = learned(Some(3), true).pool;
         let bare = stored(&apart);
-        let p = bare.status.demand.as_ref().and_then(|d| d.profile.as_ref()).expect("profile");
+        let p = bare.status.profile().expect("profile");
         assert!(p.mean.is_empty() && p.spread.is_empty() && p.kept == Some(3));
         let bytes = item_bytes("p", &Item::Pool(Box::new(apart.clone()))).expect("size");
         assert!(bytes < 1024, "{bytes}");
         // Read back with its item, the pool holds on the revision the read found.
         let item = ProfileItem { rev: 5, mean: Buckets(vec![2; apiary_planner::BUCKETS]), spread: Buckets::default() };
         let back = with_profile(bare.into_owned(), Some(item.clone()));
-        let p = back.status.demand.as_ref().and_then(|d| d.profile.as_ref()).expect("profile");
+        let p = back.status.profile().expect("profile");
         assert_eq!((p.kept, &p.mean, &p.spread), (Some(5), &item.mean, &item.spread));
         let inline = learned(None, true).pool;
         assert_eq!(stored(&inline).as_ref(), &inline, "a pool holding its own buckets is stored as it is");

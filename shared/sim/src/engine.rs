@@ -19,7 +19,7 @@ use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::power::tick::{self, Tick};
 use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
 use apiary_planner::{
-    apply_mut, plan, Action, Buckets, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Snapshot, Timestamp,
+    apply_mut, plan, Action, Buckets, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Profile, Snapshot, Timestamp,
 };
 
 use crate::report::{Calls, Costs, Lateness, Noticed, Outcome, Sample, Usage};
@@ -371,8 +371,7 @@ impl<'t> Simulation<'t> {
     fn count_pool_write(&mut self, before: Option<(Buckets, Buckets)>) {
         self.usage.pool_writes += 1;
         let mut bare = self.snap.pool.clone();
-        if let Some(p) = bare.status.demand.as_mut().and_then(|d| d.profile.as_mut()) {
-            let buckets = (std::mem::take(&mut p.mean), std::mem::take(&mut p.spread));
+        if let Some(buckets) = bare.status.profile_mut().map(Profile::take_buckets) {
             if before.as_ref() != Some(&buckets) {
                 self.usage.profile_writes += 1;
                 self.usage.profile_item_bytes = serde_json::to_vec(&buckets).map_or(0, |v| v.len());
@@ -757,5 +756,5 @@ impl<'t> Simulation<'t> {
 
 /// The buckets of `pool`'s forecast profile, if it has one.
 fn profile_buckets(pool: &Pool) -> Option<(Buckets, Buckets)> {
-    pool.status.demand.as_ref().and_then(|d| d.profile.as_ref()).map(|p| (p.mean.clone(), p.spread.clone()))
+    pool.status.profile().map(|p| (p.mean.clone(), p.spread.clone()))
 }

@@ -76,6 +76,16 @@ pub struct PoolStatus {
 }
 
 impl PoolStatus {
+    /// The forecast's profile, when the pool learns one.
+    pub fn profile(&self) -> Option<&Profile> {
+        self.demand.as_ref().and_then(|d| d.profile.as_ref())
+    }
+
+    /// The same, to change.
+    pub fn profile_mut(&mut self) -> Option<&mut Profile> {
+        self.demand.as_mut().and_then(|d| d.profile.as_mut())
+    }
+
     /// The counts in one line, as the status views show them (`make run`, `apiary pool watch`).
     pub fn counts(&self) -> String {
         format!(
@@ -230,6 +240,11 @@ impl Profile {
     /// Whether it holds its buckets (a pool read with its whole partition does; one read alone may not).
     pub fn has_buckets(&self) -> bool {
         self.mean.0.len() == BUCKETS && self.spread.0.len() == BUCKETS
+    }
+
+    /// Its buckets, `(mean, spread)`, taken out (the profile is left without them).
+    pub fn take_buckets(&mut self) -> (Buckets, Buckets) {
+        (std::mem::take(&mut self.mean), std::mem::take(&mut self.spread))
     }
 }
 
