@@ -7,7 +7,7 @@
 //! [`crate::power::transition_look`]). A 40-minute install is then looked at some twenty times instead of forty,
 //! and a three-and-a-half-minute resume some eight times instead of fourteen; the one transition in twenty that
 //! finishes quicker than the pool's quick time is noticed then. A pool without enough measurements yet (a new one)
-//! is looked at as before, every poll. A pool whose transitions become quicker (a smaller image, another region)
+//! is looked at as before, every poll, and so is a pool whose claims wait ([`crate::Pool::power_limits`]). A pool whose transitions become quicker (a smaller image, another region)
 //! has them noticed at most one sparse gap late (5 minutes for an install, 1 for a resume or stop) until its pace,
 //! measured on what is noticed, catches up.
 

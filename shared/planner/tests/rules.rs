@@ -539,6 +539,37 @@ fn the_status_keeps_the_pools_pace_and_a_settled_pace_is_not_written_again() {
 }
 
 #[test]
+fn a_pool_with_claims_waiting_looks_at_its_transitions_every_poll_not_at_its_pace() {
+    // Six measured clusters, all hibernated; a claim arrives: one resumes for it.
+    let mut scenario = given(pool().size(6).running_count(0)).with(claim("k").created(at(100)));
+    for i in 0..6 {
+        let mut c = cluster(&format!("c{i}")).created(at(i)).hibernating();
+        c.c.installed_at = Some(at(i + 40 + i));
+        c.c.last_resume_seconds = Some(200 + 10 * i as u32);
+        scenario = scenario.with(c);
+    }
+    let snapshot = scenario.snapshot();
+    let first = plan(&snapshot, at(101), 1);
+    assert_eq!(first.status.pending_claims, 1);
+    let waiting = apply(&snapshot, &first).unwrap().unwrap();
+    let pace = waiting.pool.status.pace.expect("measured");
+    assert_eq!(pace.resume_seconds, Some(200));
+    // The claim waits on the resume: a quick one is noticed within a poll, not a sparse minute later.
+    let limits = waiting.pool.power_limits();
+    assert_eq!(limits.pace, Pace::default(), "no pace while a claim waits");
+    let resuming = waiting.clusters.iter().find(|c| c.spec_power_state == Some(Running)).expect("one resumes");
+    let started =
+        power::step(resuming, &power::Report::Machines { not_ready: 3, total: 3, actionable: 3 }, at(101), limits)
+            .cluster;
+    let s = power::step(&started, &power::Report::CallAccepted, at(101), limits);
+    assert_eq!(s.recheck_after, Some(power::POLL));
+    // Served, the pool is paced again.
+    let mut served = waiting.clone();
+    served.pool.status.pending_claims = 0;
+    assert_eq!(served.pool.power_limits().pace, pace);
+}
+
+#[test]
 fn nothing_is_written_when_nothing_changed() {
     let scenario = given(pool().size(2).running_count(1))
         .with(cluster("a").created(at(1)).running())

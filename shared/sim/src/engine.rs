@@ -92,6 +92,9 @@ impl Default for Platform {
 
 /// The longest a delayed message waits (SQS's limit): a look wanted later comes then.
 const MAX_DELAY: TimeDelta = TimeDelta::minutes(15);
+/// Where `late` keeps the installs and resumes done while a claim waited: after installs, resumes and stops, in
+/// that order.
+const WAITED_ON: usize = 3;
 
 /// The tick item's key attributes, as DynamoDB counts them (`PK`, `POOL#sim`, `SK`, `TICK`).
 const TICK_KEY_BYTES: usize = 2 + 8 + 2 + 4;
@@ -160,10 +163,10 @@ pub struct Simulation<'t> {
     tick: Tick,
     /// Tokens drawn for the tick's links.
     tokens: u64,
-    /// Transitions whose machines are done and which no look has noticed yet: which kind (install, resume, stop)
-    /// and when they were done. The simulation acts on them at once; the pool's tick looks at them as it would
-    /// at a cluster still in motion, and the look that notices each is measured.
-    noticing: HashMap<String, (usize, Timestamp)>,
+    /// Transitions whose machines are done and which no look has noticed yet: which kind (install, resume, stop),
+    /// when they were done, and whether a claim waited then. The simulation acts on them at once; the pool's tick
+    /// looks at them as it would at a cluster still in motion, and the look that notices each is measured.
+    noticing: HashMap<String, (usize, Timestamp, bool)>,
     wakes: BTreeSet<Timestamp>,
     deprovisioning: HashSet<String>,
     /// Where each cluster sits in `snap.clusters`; checked on use and rebuilt when stale.
@@ -189,7 +192,7 @@ pub struct Simulation<'t> {
     usage: Usage,
     /// Seconds from a transition's machines being done to the power function's next look (install, resume,
     /// stop): what the look schedule adds before the pool can act on it.
-    late: [Vec<f64>; 3],
+    late: [Vec<f64>; 5],
 }
 
 impl<'t> Simulation<'t> {
@@ -474,8 +477,12 @@ impl<'t> Simulation<'t> {
     /// came. (A nudge may look sooner; the simulation, acting at once, makes some nudges at the very moment machines
     /// are done that a deployed pool makes only after the tick noticed them, so only the tick's looks count.)
     fn noticed(&mut self, id: &str, now: Timestamp) {
-        if let Some((kind, done)) = self.noticing.remove(id) {
-            self.late[kind].push((now - done).as_seconds_f64());
+        if let Some((kind, done, claim_waiting)) = self.noticing.remove(id) {
+            let late = (now - done).as_seconds_f64();
+            self.late[kind].push(late);
+            if claim_waiting {
+                self.late[kind + WAITED_ON].push(late);
+            }
         }
     }
 
@@ -579,7 +586,9 @@ impl<'t> Simulation<'t> {
             Some(Machines::Stopping(t)) if *t == done => 2,
             _ => return,
         };
-        self.noticing.insert(id.to_string(), (kind, done));
+        let claim_waiting =
+            kind < 2 && self.snap.claims.iter().any(|c| c.cluster.is_none() && c.release_requested_at.is_none());
+        self.noticing.insert(id.to_string(), (kind, done, claim_waiting));
     }
 
     /// The index of cluster `id` in the snapshot.
@@ -747,8 +756,8 @@ impl<'t> Simulation<'t> {
         let timeout = self.setup.spec.powerstate_transition_to_running_timeout.as_ref().and_then(GoDuration::get);
         self.usage.clusters = self.snap.clusters.len();
         outcome.usage = self.usage;
-        let [install, resume, stop] = self.late.map(Lateness::of);
-        outcome.noticed = Noticed { install, resume, stop };
+        let [install, resume, stop, install_waited_on, resume_waited_on] = self.late.map(Lateness::of);
+        outcome.noticed = Noticed { install, resume, stop, resume_waited_on, install_waited_on };
         outcome.claims_hit_broken = timeout.map_or(0, |t| outcome.waits.iter().filter(|(_, w)| *w >= t).count());
         outcome
     }

@@ -78,6 +78,10 @@ pub struct Noticed {
     pub resume: Lateness,
     /// Stops.
     pub stop: Lateness,
+    /// Resumes done while a claim waited: what the claim waited longer (the simulation serves it at once).
+    pub resume_waited_on: Lateness,
+    /// Installs done while a claim waited.
+    pub install_waited_on: Lateness,
 }
 
 /// Delays, summarised.
@@ -92,6 +96,8 @@ pub struct Lateness {
     pub p50_s: f64,
     /// 95th percentile.
     pub p95_s: f64,
+    /// The latest.
+    pub max_s: f64,
 }
 
 impl Lateness {
@@ -106,6 +112,7 @@ impl Lateness {
             mean_s: secs.iter().sum::<f64>() / secs.len() as f64,
             p50_s: percentile(&secs, 0.5),
             p95_s: percentile(&secs, 0.95),
+            max_s: secs[secs.len() - 1],
         }
     }
 }

@@ -247,6 +247,16 @@ fn paced_looks_notice_a_resume_about_as_soon_as_a_poll_would() {
     assert!(n.stop.mean_s < 9.0 && n.install.mean_s < 40.0, "{n:?}");
 }
 
+#[test]
+fn a_claim_waiting_on_a_resume_is_not_kept_waiting_by_the_pace() {
+    // No spare runs: every claim waits on a resume. The pool's pace looks at a resume sparsely until its quick
+    // time; while a claim waits, every poll, so the one quicker than that is noticed within a poll too.
+    let o = run(&monday(), &Policy::Static { name: "static-0".into(), running: 0 }, 1);
+    let waited = o.noticed.resume_waited_on;
+    assert!(waited.count > 50, "{waited:?}");
+    assert!(waited.max_s <= 15.0 + 1e-9, "{waited:?}");
+}
+
 /// Two weeks with only `f`'s operations, billed: the month's units of `item` per operation counted.
 fn units_per(item: &str, operations: f64, f: impl FnOnce(&mut Outcome)) -> f64 {
     use apiary_sim::bill::{lines, Assumptions, Prices, MONTH_HOURS};

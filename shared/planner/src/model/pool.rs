@@ -30,9 +30,11 @@ pub struct Pool {
 
 impl Pool {
     /// What the power state machine holds this pool's clusters to: the spec's limits, paced by the status's
-    /// measured [`crate::pace::Pace`].
+    /// measured [`crate::pace::Pace`] — except while claims wait: a claim waits on whichever transition ends first,
+    /// so each is looked at every poll, and one quicker than the pool's quick time is not noticed a sparse gap late.
     pub fn power_limits(&self) -> super::PowerLimits {
-        super::PowerLimits { pace: self.status.pace.unwrap_or_default(), ..self.spec.power_limits() }
+        let pace = self.status.pace.filter(|_| self.status.pending_claims == 0);
+        super::PowerLimits { pace: pace.unwrap_or_default(), ..self.spec.power_limits() }
     }
 }
 
