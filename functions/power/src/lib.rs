@@ -683,7 +683,8 @@ async fn tick_run(
         }
         if done.is_none() {
             let moving = deps.store.moving(&pool.name).await?;
-            let ids = tick::looks(&tick, &moving, deps.clock.now());
+            let hurry = tick::hurried(admission, pool.status.pending_claims);
+            let ids = tick::looks(&tick, &moving, deps.clock.now(), hurry);
             let (mut read, mut seen, mut creds) = look_many(deps, pool, platform, &ids).await?;
             let looks = futures::stream::iter(ids).map(|id| {
                 let found = (read.remove(&id), seen.remove(&id));

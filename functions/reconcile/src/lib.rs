@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use apiary_planner::power::{in_progress, needs_tick};
+use apiary_planner::power::{in_progress, needs_tick, tick};
 use apiary_planner::{plan, reaper, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
@@ -51,6 +51,7 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         };
         let now = deps.clock.now();
         let plan = plan(&snapshot, now, deps.clock.seed());
+        let hurry = tick::hurry(snapshot.pool.status.pending_claims, plan.status.pending_claims, &snapshot.clusters);
         let mut power = BTreeSet::new();
         // The tick item is read only when something moves: a settled pool's full pass reads nothing more.
         if nudge && outcome.attempts == 1 && snapshot.clusters.iter().any(in_progress) {
@@ -110,6 +111,11 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         }
         match lost {
             None => {
+                if hurry {
+                    // Claims began to wait on clusters in motion: the tick looks at each now, not at its pace.
+                    deps.queue.power(&PowerMessage::tick(pool, None), Duration::ZERO).await?;
+                    outcome.power_messages += 1;
+                }
                 // The snapshot now holds what the plan wrote: its status is the pool's as of now.
                 deps.metrics.emit(metrics::pool_status(&deps.config.stack, &snapshot, &plan.status, now));
                 if reaper::due(&snapshot.pool, now) {

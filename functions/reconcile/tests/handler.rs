@@ -13,7 +13,7 @@ use apiary_testkit::hook::{Gate, Hook, Op};
 use apiary_testkit::queue::QueueName;
 use apiary_testkit::World;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use chrono::{TimeZone, Utc};
+use chrono::{TimeDelta, TimeZone, Utc};
 
 fn t0() -> Timestamp {
     Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time")
@@ -205,4 +205,50 @@ async fn a_deleted_pool_goes_only_once_the_reaper_finds_nothing_of_it_left() {
     power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the pass");
     reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
     assert!(w.snapshot("ci").is_none(), "nothing left: the pool is gone");
+}
+
+/// Claims that begin to wait while clusters are in motion hurry the pool's tick: its next run looks at each of
+/// them at once, not at the pool's pace (an install looked at minutes apart may be the one they wait on). Claims
+/// that went on waiting do not hurry it again: the looks are every poll since.
+#[tokio::test]
+async fn claims_that_begin_to_wait_hurry_the_tick_over_the_clusters_in_motion() {
+    use apiary_planner::power::{tick::Tick, INSTALL_POLL};
+    use apiary_planner::{Claim, Cluster, Pace};
+    use apiary_ports::store::Item;
+    let w = World::new(t0());
+    w.cloud.set_timings(apiary_testkit::cloud::Timings { launch: TimeDelta::minutes(30), ..Default::default() });
+    let mut p = pool("ci", aws_spec(1, 0), t0());
+    p.status.pace = Some(Pace { install_seconds: Some(40 * 60), ..Default::default() });
+    w.put_pool(p);
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Hibernating);
+    w.put_cluster("ci", c);
+    let deps = w.default_deps(900);
+    let tick = |w: &World| match w.store.tables().pools.get("ci").and_then(|p| p.get("TICK")).cloned() {
+        Some(Item::Tick(t)) => *t,
+        _ => Tick::default(),
+    };
+    // Provisioned, then looked at by the tick at the pool's pace until its looks are minutes apart.
+    power::power(&deps, &PowerMessage::nudge("ci", "ci-1"), None).await.expect("provision");
+    while let Some(link) = tick(&w).check.filter(|l| l.due < t0() + TimeDelta::minutes(8)) {
+        w.time.set(link.due);
+        power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
+    }
+    w.queue.take_power();
+    let now = w.time.now();
+    let sparse = tick(&w).due["ci-1"];
+    assert!(sparse > now + INSTALL_POLL, "looked at sparsely: next at {sparse}, now {now}");
+    // A claim comes, and nothing runs: it waits.
+    w.store.put("ci", Item::Claim(Box::new(Claim::new("k", "arn:aws:iam::123456789012:user/ci", now))));
+    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    let sent = w.queue.take_power();
+    let hurried: Vec<&PowerMessage> = sent.iter().filter(|m| m.tick && m.check.is_none()).collect();
+    assert_eq!(hurried.len(), 1, "{sent:?}");
+    let out = power::power(&deps, hurried[0], None).await.expect("the hurried tick");
+    assert!(out.looked.contains(&"ci-1".to_string()), "{out:?}");
+    assert!(tick(&w).due["ci-1"] <= now + INSTALL_POLL, "every poll while the claim waits");
+    // Still waiting at the next reconcile: no second hurry.
+    w.time.advance(TimeDelta::seconds(30));
+    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    assert!(!w.queue.take_power().iter().any(|m| m.tick && m.check.is_none()));
 }

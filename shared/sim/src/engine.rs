@@ -401,6 +401,7 @@ impl<'t> Simulation<'t> {
             }
         }
         self.dirty = true;
+        let hurry = tick::hurry(self.snap.pool.status.pending_claims, plan.status.pending_claims, &self.snap.clusters);
         // A single writer never loses a condition; a conflict here is a planner bug, and the next event re-plans.
         if apply_mut(&mut self.snap, &plan).is_err() {
             return;
@@ -428,9 +429,14 @@ impl<'t> Simulation<'t> {
                 _ => {}
             }
         }
-        // Each cluster the plan touches is a message to the power function.
+        // Each cluster the plan touches is a message to the power function, and so is the tick's nudge.
         self.usage.power_runs += drive.len();
         let mut again = false;
+        if hurry {
+            self.usage.power_runs += 1;
+            self.usage.ticks += 1;
+            again |= self.tick_run(Admission::Nudge, now);
+        }
         for id in drive {
             again |= self.nudge(&id, now);
         }
@@ -492,7 +498,8 @@ impl<'t> Simulation<'t> {
         let moving = self.moving();
         let mut looked = Vec::new();
         let mut notable = false;
-        for id in tick::looks(&self.tick, &moving, now) {
+        let hurry = tick::hurried(admission, self.snap.pool.status.pending_claims);
+        for id in tick::looks(&self.tick, &moving, now, hurry) {
             self.usage.tick_looks += 1;
             self.noticed(&id, now);
             let (n, want) = self.steps(&id, now);

@@ -3,6 +3,7 @@
 
 use chrono::TimeDelta;
 
+use apiary_planner::power;
 use apiary_sim::trace::{default_start, generate, Arrival};
 use apiary_sim::{
     base_spec, default_adaptive, default_forecast, policy, reference_trace, simulate, Costs, Outcome, Pattern,
@@ -248,13 +249,16 @@ fn paced_looks_notice_a_resume_about_as_soon_as_a_poll_would() {
 }
 
 #[test]
-fn a_claim_waiting_on_a_resume_is_not_kept_waiting_by_the_pace() {
-    // No spare runs: every claim waits on a resume. The pool's pace looks at a resume sparsely until its quick
-    // time; while a claim waits, every poll, so the one quicker than that is noticed within a poll too.
+fn a_claim_waiting_on_a_resume_or_an_install_is_not_kept_waiting_by_the_pace() {
+    // No spare runs: every claim waits on a resume, or on an install when none is left to resume. The pool's
+    // pace looks at a resume a minute apart and at an install up to five until its quick time; while a claim
+    // waits, every poll, so the one quicker than that is noticed within a poll too. An install looked at
+    // sparsely before the claim came is looked at when it begins to wait.
     let o = run(&monday(), &Policy::Static { name: "static-0".into(), running: 0 }, 1);
-    let waited = o.noticed.resume_waited_on;
-    assert!(waited.count > 50, "{waited:?}");
-    assert!(waited.max_s <= 15.0 + 1e-9, "{waited:?}");
+    let (resumes, installs) = (o.noticed.resume_waited_on, o.noticed.install_waited_on);
+    assert!(resumes.count > 50 && installs.count > 50, "{resumes:?} {installs:?}");
+    assert!(resumes.max_s <= power::POLL.as_seconds_f64() + 1e-9, "{resumes:?}");
+    assert!(installs.max_s <= power::INSTALL_POLL.as_seconds_f64() + 1e-9, "{installs:?}");
 }
 
 /// Two weeks with only `f`'s operations, billed: the month's units of `item` per operation counted.

@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};
 
-use super::chain::Links;
+use super::chain::{Admission, Links};
 use super::POLL;
-use crate::model::{Recheck, Timestamp};
+use crate::model::{Cluster, Recheck, Timestamp};
 
 /// A look due this soon after a tick is taken by that tick.
 pub const WINDOW: TimeDelta = POLL;
@@ -67,16 +67,31 @@ impl Links for Tick {
 
 /// The clusters a tick at `now` looks at, of those in motion (`moving`): each whose look is due by `now` +
 /// [`WINDOW`], or that the tick has no look recorded for; the most overdue first (those without a record before
-/// all), at most [`MAX_LOOKS`].
-pub fn looks(tick: &Tick, moving: &[String], now: Timestamp) -> Vec<String> {
+/// all), at most [`MAX_LOOKS`]. A tick that `hurry`s ([`hurried`]) looks at every cluster in motion.
+pub fn looks(tick: &Tick, moving: &[String], now: Timestamp, hurry: bool) -> Vec<String> {
     let mut due: Vec<(Option<Timestamp>, &String)> = moving
         .iter()
         .map(|id| (tick.due.get(id).copied(), id))
-        .filter(|(at, _)| at.is_none_or(|at| at <= now + WINDOW))
+        .filter(|(at, _)| hurry || at.is_none_or(|at| at <= now + WINDOW))
         .collect();
     due.sort();
     due.dedup_by(|a, b| a.1 == b.1);
     due.into_iter().take(MAX_LOOKS).map(|(_, id)| id.clone()).collect()
+}
+
+/// Whether a reconcile sends the pool's tick a nudge to hurry it: its plan has claims waiting (`pending`) where
+/// the pool's status had none (`was`), and some of `clusters` was in motion already. Their looks were set at the
+/// pool's pace, some minutes apart for an install; the claims wait on whichever transition ends first, so each
+/// is looked at now, and from then on every poll ([`crate::Pool::power_limits`]).
+pub fn hurry(was: u32, pending: u32, clusters: &[Cluster]) -> bool {
+    was == 0 && pending > 0 && clusters.iter().any(super::in_progress)
+}
+
+/// Whether a tick admitted as `admission`, on a pool with `pending` claims waiting, hurries: it is a nudge (the
+/// reconcile's, [`hurry`]) and claims still wait. A tick's own links never hurry, so each cluster in motion is
+/// looked at once more per time claims begin to wait, not at every tick.
+pub fn hurried(admission: Admission, pending: u32) -> bool {
+    admission == Admission::Nudge && pending > 0
 }
 
 /// The looks recorded after a tick: each cluster it looked at (`looked`, with when its step wants the next look,
@@ -126,11 +141,31 @@ mod tests {
     fn a_tick_takes_the_looks_due_within_its_window_and_the_unrecorded_first() {
         let k = tick(&[("a", 0), ("b", 14), ("c", 16), ("d", 300)]);
         let moving = ids(&["a", "b", "c", "d", "new"]);
-        assert_eq!(looks(&k, &moving, t(0)), ids(&["new", "a", "b"]), "c is due after the window, d much later");
+        assert_eq!(looks(&k, &moving, t(0), false), ids(&["new", "a", "b"]), "c is due after the window, d much later");
         // A cluster recorded but no longer in motion is not looked at.
-        assert_eq!(looks(&k, &ids(&["b"]), t(0)), ids(&["b"]));
+        assert_eq!(looks(&k, &ids(&["b"]), t(0), false), ids(&["b"]));
         let many: Vec<String> = (0..2 * MAX_LOOKS).map(|i| format!("c{i:04}")).collect();
-        assert_eq!(looks(&Tick::default(), &many, t(0)).len(), MAX_LOOKS, "the rest wait for the next tick");
+        assert_eq!(looks(&Tick::default(), &many, t(0), false).len(), MAX_LOOKS, "the rest wait for the next tick");
+        // Hurried, every cluster in motion, the most overdue first; still not one that left.
+        assert_eq!(looks(&k, &moving, t(0), true), ids(&["new", "a", "b", "c", "d"]));
+        assert_eq!(looks(&k, &ids(&["d"]), t(0), true), ids(&["d"]));
+        assert_eq!(looks(&Tick::default(), &many, t(0), true).len(), MAX_LOOKS);
+    }
+
+    #[test]
+    fn a_tick_hurries_once_when_claims_begin_to_wait_on_clusters_in_motion() {
+        let now = t(0);
+        let still = Cluster { installed_at: Some(now), ..Cluster::new("s", "s", "s", now) };
+        let installing = vec![still, Cluster::new("i", "i", "i", now)];
+        assert!(installing.iter().any(crate::power::in_progress), "a cluster installing is in motion");
+        assert!(hurry(0, 2, &installing));
+        assert!(!hurry(1, 2, &installing), "claims waited already: the looks are every poll since");
+        assert!(!hurry(0, 0, &installing), "no claim waits");
+        let settled: Vec<_> = installing.iter().filter(|c| !crate::power::in_progress(c)).cloned().collect();
+        assert!(!hurry(0, 2, &settled), "nothing in motion: the resumes the plan starts are nudged anyway");
+        assert!(hurried(Admission::Nudge, 1));
+        assert!(!hurried(Admission::Own, 1), "the tick's own links keep their pace");
+        assert!(!hurried(Admission::Nudge, 0));
     }
 
     #[test]
