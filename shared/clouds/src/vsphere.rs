@@ -10,6 +10,8 @@
 //!   power-off. A guest shutdown shows as nothing until the VM is off, so it is asked again at each look (a
 //!   second request while one is under way is refused as not allowed in the current state: not a refusal).
 //! - Nodes ready: every VM powered on and its VMware Tools running.
+//! - A pool's tick: one `list-attached-objects-on-tags` for the tags of all the clusters it looks at, then one VM
+//!   list by ids; a cluster in openshift-install's folder, or whose tag is not in the answer, is looked at alone.
 //! - Provision: the category `openshift-<infraId>` and its tag `<infraId>` are created, then each missing VM
 //!   `<infraId>-<n>` is cloned from the pool's template into its folder (powered on) as a task; the tasks are the
 //!   provisioning handle. A later call tags the clones and powers on any that is off. The install is done once
@@ -29,8 +31,8 @@ use std::time::Duration;
 
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::{ActuatorCall, Install, Termination};
-use apiary_planner::{Machine, Platform, PoolSpec, Timestamp, VspherePlatform};
-use apiary_ports::platform::{Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Target};
+use apiary_planner::{Cluster, Machine, Platform, PoolSpec, Timestamp, VspherePlatform};
+use apiary_ports::platform::{Actuator, Machines, Marked, Nodes, Provision, Provisioner, Refused, Seen, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -43,6 +45,8 @@ use crate::http::{escape, Answer, Bundles, Http};
 use crate::secrets::{ForPool, SecretCache};
 use crate::tokens::TokenCache;
 
+/// VM ids one list asks for: the query stays well under the length proxies take.
+const LIST_IDS: usize = 100;
 /// How long a session is reused: under vCenter's default idle timeout of 30 minutes.
 const SESSION_LIFETIME: Duration = Duration::from_secs(25 * 60);
 /// How long after a provisioning call whose outcome was never recorded (its invocation died) a deleted cluster
@@ -106,6 +110,21 @@ struct Vm {
     vm: String,
     name: String,
     power_state: String,
+}
+
+/// A tag and the objects it is attached to (`list-attached-objects-on-tags`).
+#[derive(Debug, Deserialize)]
+struct TagToObjects {
+    tag_id: String,
+    object_ids: Vec<DynamicId>,
+}
+
+/// An object's type and id.
+#[derive(Debug, Deserialize)]
+struct DynamicId {
+    #[serde(rename = "type")]
+    kind: String,
+    id: String,
 }
 
 impl Vm {
@@ -440,6 +459,39 @@ impl Vsphere {
         Ok(vms)
     }
 
+    /// The VMs each tag in `tags` is attached to, by tag, with one call; a tag vCenter does not answer for (it is
+    /// gone, or not readable) is not there. `None` when vCenter refuses the call as a whole (a tag among them it
+    /// will not read, say): each cluster is then looked at alone, where a tag gone is forgotten.
+    async fn attached_to_each(&self, vc: &Vc<'_>, tags: &[String]) -> Result<Option<BTreeMap<String, Vec<String>>>> {
+        let op = "vsphere:tag.listAttachedObjectsOnTags";
+        let url = format!("{}/api/cis/tagging/tag-association?action=list-attached-objects-on-tags", vc.root);
+        let body = json!({ "tag_ids": tags });
+        let answer = self.call(op, vc, |c| c.post(&url).json(&body)).await?;
+        if !answer.is_success() {
+            tracing::info!(error = %api_error(&answer).1, "vCenter refused the tags' list; looking at each cluster alone");
+            return Ok(None);
+        }
+        let found: Vec<TagToObjects> = answer.json(op)?;
+        Ok(Some(
+            found
+                .into_iter()
+                .map(|t| {
+                    (t.tag_id, t.object_ids.into_iter().filter(|o| o.kind == "VirtualMachine").map(|o| o.id).collect())
+                })
+                .collect(),
+        ))
+    }
+
+    /// The VMs of the ids `vms`, [`LIST_IDS`] to a list.
+    async fn listed(&self, vc: &Vc<'_>, vms: &[String]) -> Result<Vec<Vm>> {
+        let mut found = Vec::new();
+        for ids in vms.chunks(LIST_IDS) {
+            let filters: Vec<(&str, String)> = ids.iter().map(|id| ("vms", id.clone())).collect();
+            found.extend(self.list(vc, &filters).await?);
+        }
+        Ok(found)
+    }
+
     /// A power call on each VM: `(vm, path under /api/vcenter/vm/{vm}, op)`.
     async fn power(&self, vc: &Vc<'_>, calls: Vec<(Vm, &'static str, &'static str)>) -> Result<Refused> {
         let calls: Vec<(String, (String, &'static str))> = calls
@@ -505,6 +557,14 @@ impl Vsphere {
     }
 }
 
+/// What one look at many clusters found for a cluster whose VMs are `vms`: the one-cluster answers; its install is
+/// the provisioner's to judge.
+fn look_of(mut vms: Vec<&Vm>) -> Seen {
+    vms.sort_by(|a, b| a.name.cmp(&b.name));
+    let seen = Seen::of(vms.iter().map(|vm| (vm.name.as_str(), vm.state(), None)));
+    Seen { install: None, ..seen }
+}
+
 fn op_of(kind: &str) -> &'static str {
     match kind {
         "datacenter" => "vsphere:datacenter.list",
@@ -530,6 +590,61 @@ fn tasks_of(handle: Option<&str>) -> Vec<(usize, String)> {
 
 #[async_trait]
 impl Actuator for Vsphere {
+    /// The VMs of clusters Apiary cloned carry their cluster's tag and live in the pool's folder: one
+    /// `list-attached-objects-on-tags` for every cluster's tag and one VM list (per [`LIST_IDS`] VMs) answer
+    /// for all of them. A cluster with a folder of its own (openshift-install's), or whose tag vCenter did not
+    /// answer for, is looked at alone, as [`Actuator::machines_running`] does. Installs are judged by their clone
+    /// tasks, not by the VMs: the provisioner is asked.
+    async fn look_many(
+        &self,
+        pool: &str,
+        spec: &PoolSpec,
+        clusters: &[Cluster],
+        now: Timestamp,
+    ) -> Result<Option<BTreeMap<String, Seen>>> {
+        let vc = self.vc(Self::platform(pool, spec)?)?;
+        let dc = self.datacenter(&vc).await?;
+        let mut seen = BTreeMap::new();
+        let mut alone = Vec::new();
+        let mut tagged = Vec::new();
+        for c in clusters {
+            let t = Target { pool, spec, cluster: c, now };
+            if self.lookup(&vc, "folder", &c.infra_id, Some(&dc), true).await?.is_some() {
+                alone.push(c);
+            } else if let Some((_, tag)) = self.tag(&vc, &t, false).await? {
+                tagged.push((c, tag));
+            } else {
+                // Neither a folder nor a tag: no machines.
+                seen.insert(c.id.clone(), look_of(Vec::new()));
+            }
+        }
+        let tags: Vec<String> = tagged.iter().map(|(_, tag)| tag.clone()).collect();
+        let attached = if tags.is_empty() {
+            BTreeMap::new()
+        } else {
+            let Some(attached) = self.attached_to_each(&vc, &tags).await? else { return Ok(None) };
+            attached
+        };
+        let ids: Vec<String> =
+            tagged.iter().flat_map(|(_, tag)| attached.get(tag).into_iter().flatten()).cloned().collect();
+        let vms: BTreeMap<String, Vm> =
+            self.listed(&vc, &ids).await?.into_iter().map(|vm| (vm.vm.clone(), vm)).collect();
+        for (c, tag) in tagged {
+            match attached.get(&tag) {
+                Some(ids) => {
+                    let own: Vec<&Vm> = ids.iter().filter_map(|id| vms.get(id)).collect();
+                    seen.insert(c.id.clone(), look_of(own));
+                }
+                None => alone.push(c),
+            }
+        }
+        for c in alone {
+            let vms = self.members(&vc, &Target { pool, spec, cluster: c, now }).await?;
+            seen.insert(c.id.clone(), look_of(vms.iter().collect()));
+        }
+        Ok(Some(seen))
+    }
+
     async fn machines_running(&self, t: Target<'_>) -> Result<Machines> {
         let vc = self.vc(Self::platform(t.pool, t.spec)?)?;
         let vms = self.members(&vc, &t).await?;

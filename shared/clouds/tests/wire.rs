@@ -249,6 +249,10 @@ async fn the_vsphere_adapters_lifecycle_is_recorded_on_the_wire() {
     fake.throttle(1);
     fake.unavailable(1);
     assert_eq!(vsphere.machines_running(aim.target()).await.expect("running").not_ready.len(), 0);
+    // The pool's tick: the VMs of every cluster's tag with one call, then one VM list.
+    let now = aim.cluster.created_at;
+    let many = vsphere.look_many("ci-pool", &aim.spec, std::slice::from_ref(&aim.cluster), now).await.expect("look");
+    assert_eq!(many.expect("vSphere looks at many")[&aim.cluster.id].running.total, 3);
     let marked = vsphere.marked("ci-pool", &aim.spec, aim.cluster.created_at).await.expect("list");
     assert_eq!(marked.map(|m| m.len()), Some(1), "one category per cluster");
     loop {

@@ -8,7 +8,7 @@
 //! - `POST /api/vcenter/vm/{vm}/power?action=start|stop`, `POST …/guest/power?action=shutdown`,
 //!   `GET …/tools`, `GET …/power`, `DELETE /api/vcenter/vm/{vm}`;
 //! - tagging: categories and tags (list, get, create, delete, `list-tags-for-category`), and tag associations
-//!   (`attach`, `attach-tag-to-multiple-objects`, `list-attached-objects`).
+//!   (`attach`, `attach-tag-to-multiple-objects`, `list-attached-objects`, `list-attached-objects-on-tags`).
 //!
 //! Errors are the API's: `{error_type, messages: [{id, default_message, args}]}` with its statuses (400
 //! `ALREADY_IN_DESIRED_STATE`, `NOT_ALLOWED_IN_CURRENT_STATE`, `ALREADY_EXISTS`; 401 `UNAUTHENTICATED`; 403
@@ -606,6 +606,9 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
             Some(_) => Response { status: 204, headers: vec![], body: vec![] },
             None => not_found(&format!("Tag '{id}'")),
         },
+        ("POST", ["api", "cis", "tagging", "tag-association"]) if action == "list-attached-objects-on-tags" => {
+            attached_on_tags(&s, &req)
+        }
         ("POST", ["api", "cis", "tagging", "tag-association", tag]) => associate(&mut s, tag, &action, &req),
         _ => error(404, "NOT_FOUND", &format!("no route {} {}", req.method, req.path)),
     }
@@ -800,6 +803,23 @@ fn create_tag(s: &mut State, req: &Request) -> Response {
     let id = s.id("urn:vmomi:InventoryServiceTag:");
     s.tags.insert(id.clone(), Tag { name, category, attached: BTreeSet::new() });
     Response::json(201, &json!(id))
+}
+
+/// `list-attached-objects-on-tags`: each tag asked for that exists, with the objects it is attached to; one that
+/// does not is left out.
+fn attached_on_tags(s: &State, req: &Request) -> Response {
+    let body = req.json();
+    let Some(ids) = body["tag_ids"].as_array() else { return error(400, "INVALID_ARGUMENT", "tag_ids is required") };
+    let found: Vec<Value> = ids
+        .iter()
+        .filter_map(Value::as_str)
+        .filter_map(|id| s.tags.get(id).map(|t| (id, t)))
+        .map(|(id, t)| {
+            let objects: Vec<Value> = t.attached.iter().map(|vm| json!({"type": "VirtualMachine", "id": vm})).collect();
+            json!({"tag_id": id, "object_ids": objects})
+        })
+        .collect();
+    Response::json(200, &Value::Array(found))
 }
 
 fn associate(s: &mut State, tag: &str, action: &str, req: &Request) -> Response {

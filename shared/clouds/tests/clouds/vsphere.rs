@@ -10,7 +10,7 @@ use apiary_clouds::http::Http;
 use apiary_clouds::vsphere::{category_name, Vsphere};
 use apiary_fakeclouds::vsphere::{FakeVsphere, Timings};
 use apiary_planner::power::Install;
-use apiary_planner::{Platform, VspherePlatform};
+use apiary_planner::{Cluster, Platform, VspherePlatform};
 use apiary_ports::platform::{Actuator, Nodes, Provision, Provisioner, Target};
 
 const INFRA: &str = "ci-x7k2p";
@@ -458,4 +458,70 @@ async fn a_pool_the_secret_is_not_tagged_for_is_refused_though_another_pool_hold
     refused_to_intruder(w.vsphere.machines_running(Target { pool: "intruder", ..w.aim.target() }).await, ARN);
     refused_to_intruder(w.vsphere.provision(Target { pool: "intruder", ..w.aim.target() }).await, ARN);
     refused_to_intruder(w.vsphere.marked("intruder", &w.aim.spec, w.aim.cluster.created_at).await, ARN);
+}
+
+/// A pool's tick looks at the clusters Apiary cloned with one list of the VMs their tags are attached to and one
+/// VM list; each cluster's answer is what the one-cluster calls give, its install left to the provisioner. A
+/// cluster in openshift-install's folder is looked at alone; one with neither folder nor tag has no machines.
+#[tokio::test]
+async fn one_tag_list_looks_at_many_clusters_as_the_one_cluster_calls_do() {
+    let mut w = World::new(2).await;
+    w.installed().await;
+    w.fake.add_vm("ci-clusters", "ci-second-0", "POWERED_OFF");
+    w.fake.tag_as_installer("ci-second", "ci-second-0");
+    w.fake.add_folder("ci-installer");
+    w.fake.add_vm("ci-installer", "ci-installer-master-0", "POWERED_ON");
+    let now = w.aim.cluster.created_at;
+    let clusters = vec![
+        w.aim.cluster.clone(),
+        Cluster::new("c2", "c2", "ci-second", now),
+        Cluster::new("c3", "c3", "ci-installer", now),
+        Cluster::new("c4", "c4", "ci-none", now),
+    ];
+    let target = |c| Target { pool: "ci-pool", spec: &w.aim.spec, cluster: c, now };
+    // A warm process: each cluster's folder and tag are looked up once.
+    for c in &clusters {
+        w.vsphere.machines_running(target(c)).await.expect("one look");
+    }
+    w.fake.take_log();
+    let seen = w.vsphere.look_many("ci-pool", &w.aim.spec, &clusters, now).await.expect("look").expect("many");
+    let log = w.fake.take_log();
+    let tags: Vec<&String> = log.iter().filter(|l| l.ends_with("action=list-attached-objects-on-tags")).collect();
+    let lists: Vec<&String> = log.iter().filter(|l| *l == "GET /api/vcenter/vm").collect();
+    assert_eq!((tags.len(), lists.len()), (1, 2), "one tag list, one VM list, and the installer's folder: {log:?}");
+    for c in &clusters {
+        assert_eq!(seen[&c.id].running, w.vsphere.machines_running(target(c)).await.expect("running"), "{}", c.id);
+        assert_eq!(seen[&c.id].stopped, w.vsphere.machines_stopped(target(c)).await.expect("stopped"), "{}", c.id);
+        assert_eq!(seen[&c.id].install, None, "{}: judged by its clone tasks", c.id);
+    }
+    assert_eq!((seen["ci-abcde"].running.total, seen["c2"].running.not_ready.len()), (2, 1));
+    assert_eq!((seen["c3"].running.total, seen["c4"].running.total), (1, 0));
+}
+
+/// A cluster whose tag another process deleted between two ticks (its cluster deprovisioned) is not in the tag
+/// list's answer: it is looked at alone, its tag forgotten, and it has no machines; the others are looked at as
+/// before.
+#[tokio::test]
+async fn a_cluster_whose_tag_vanished_between_ticks_is_looked_at_alone_and_has_no_machines() {
+    let mut w = World::new(2).await;
+    w.installed().await;
+    w.fake.add_vm("ci-clusters", "ci-second-0", "POWERED_ON");
+    w.fake.tag_as_installer("ci-second", "ci-second-0");
+    let now = w.aim.cluster.created_at;
+    let clusters = vec![w.aim.cluster.clone(), Cluster::new("c2", "c2", "ci-second", now)];
+    w.vsphere.look_many("ci-pool", &w.aim.spec, &clusters, now).await.expect("look").expect("many");
+    let other = Vsphere::new(
+        Http::new(None).expect("client").with_budget(Duration::from_secs(5)),
+        MemSecrets::one(w.fake.user("apiary@vsphere.local")),
+    );
+    let mut gone = w.aim.cluster.clone();
+    gone.deleting = true;
+    while other.deprovision(Target { cluster: &gone, ..w.aim.target() }).await.expect("deprovision").remaining > 0 {
+        w.fake.advance(Duration::from_secs(30));
+    }
+    let seen = w.vsphere.look_many("ci-pool", &w.aim.spec, &clusters, now).await.expect("look").expect("many");
+    assert_eq!(seen["ci-abcde"].running.total, 0, "its tag and VMs are gone");
+    assert_eq!(seen["c2"].running.total, 1);
+    let log = w.fake.take_log();
+    assert!(log.iter().any(|l| l.ends_with("action=list-attached-objects")), "looked at alone: {log:?}");
 }
