@@ -152,16 +152,10 @@ async fn one_describe_looks_at_many_clusters_as_the_one_cluster_calls_do() {
     let mut clusters = s.deps.store.read_pool("many").await.expect("read").expect("pool").clusters;
     clusters.push(Cluster::new("gone", "gone", "gone-infra", chrono::Utc::now()));
     let now = chrono::Utc::now();
-    // The counter is the process's, and the other tests' functions run beside this one: the fewest calls of a few
-    // looks is this look's.
-    let mut calls = Vec::new();
-    let mut seen = BTreeMap::new();
-    for _ in 0..5 {
-        let before = apiary_aws::calls::snapshot();
-        seen = ec2.look_many("many", &spec, &clusters, now).await.expect("looked").expect("EC2 looks at many");
-        calls.push(apiary_aws::calls::since(&before).get("ec2:DescribeInstances").copied().unwrap_or_default());
-    }
-    assert_eq!(calls.iter().min(), Some(&1), "one call for four: {calls:?}");
+    // The calls this look makes itself, not those of the other tests' functions running beside it.
+    let (seen, calls) = apiary_aws::calls::counted(ec2.look_many("many", &spec, &clusters, now)).await;
+    let seen = seen.expect("looked").expect("EC2 looks at many");
+    assert_eq!(calls.get("ec2:DescribeInstances"), Some(&1), "one call for four: {calls:?}");
     for c in &clusters {
         let t = apiary_ports::platform::Target { pool: "many", spec: &spec, cluster: c, now };
         let one = &seen[&c.id];
