@@ -9,6 +9,10 @@
 //! reconcile, the claim API or the sweep) steps its cluster at once and starts or brings forward the tick when
 //! none is live or the live one comes too late for it; at most two tick links are ever in flight per pool.
 //!
+//! When claims begin to wait, the reconcile that finds them nudges the tick itself ([`hurry`]), and that tick looks
+//! at every cluster in motion ([`hurried`]): a look set minutes away at the pool's pace may be the transition they
+//! wait on.
+//!
 //! Nothing here is stored per cluster: a look that finds nothing new writes nothing to the cluster, and the
 //! pool's one tick item carries every cluster's next look. A tick that finds nothing in motion ends the chain,
 //! then reads the index once more: a cluster put in motion meanwhile, by a nudge that read the tick while it was
