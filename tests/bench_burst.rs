@@ -198,6 +198,17 @@ async fn main() {
         assigned.len(),
         served.elapsed().as_secs_f64()
     );
+    if !in_order {
+        // Which: each claim given a cluster before an older one, with both stamps, for the one who looks into it.
+        for (young, old) in by_assignment.iter().flat_map(|y| by_assignment.iter().map(move |o| (y, o))) {
+            if young.0 > old.0 && young.1 < old.1 {
+                println!(
+                    "  {} (created {}) assigned {}, before {} (created {}) at {}",
+                    young.2, young.0, young.1, old.2, old.0, old.1
+                );
+            }
+        }
+    }
     assert!(in_order, "waiting claims were not served oldest first");
     s.stop().await;
 }
