@@ -191,7 +191,8 @@ pub struct Simulation<'t> {
     reconciles: usize,
     usage: Usage,
     /// Seconds from a transition's machines being done to the power function's next look (install, resume,
-    /// stop): what the look schedule adds before the pool can act on it.
+    /// stop, then from [`WAITED_ON`] the installs and resumes done while a claim waited): what the look schedule
+    /// adds before the pool can act on it.
     late: [Vec<f64>; 5],
 }
 
