@@ -80,6 +80,12 @@ fn translate(file: &Path, into: Option<&Path>, name: Option<&str>) -> Result<hiv
             report.push_str(&format!("  {field}: {why}\n"));
         }
     }
+    if !import.notes.is_empty() {
+        report.push_str("Apiary options a ClusterPool has no field for, left unset (docs/policies.md):\n");
+        for (field, what) in &import.notes {
+            report.push_str(&format!("  {field}: {what}\n"));
+        }
+    }
     eprint!("{report}");
     Ok(import)
 }

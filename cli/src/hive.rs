@@ -20,7 +20,26 @@ pub struct Import {
     pub dropped: Vec<(String, String)>,
     /// `(spec field, what is wrong)`: what the spec still needs before the API will take it.
     pub needed: Vec<(String, String)>,
+    /// `(spec field, what it does)`: Apiary's options a ClusterPool has no field for, left unset ([`NOTES`]).
+    pub notes: Vec<(String, String)>,
 }
+
+/// Apiary's sizing options that a ClusterPool has no field for: the import leaves them unset, so the pool
+/// behaves as Hive's did, and names them for the team to weigh.
+pub const NOTES: &[(&str, &str)] = &[
+    (
+        "adaptiveRunningCount",
+        "sets the running count from the claims the pool sees (instantShare or waitP95), and with forecast from \
+         the week's pattern, instead of a fixed runningCount",
+    ),
+    (
+        "adaptiveRunningCount.keepFresh",
+        "keeps a just-installed cluster Running while claims are expected sooner than a stop and a resume take, \
+         and lets a cluster that is up stand in for a claimed spare; Hive (seed 000) hibernates the newest \
+         clusters beyond runningCount at once. Fewer stops and resumes, a different choice of which clusters run",
+    ),
+    ("resumeCanaries", "resumes standbys that have slept long, in hours you choose, to find the broken ones first"),
+];
 
 /// Spec fields with the same name and meaning in both.
 const SAME: &[&str] = &[
@@ -146,7 +165,17 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
     }
     merge(&mut merged, Value::Object(spec));
     let needed = check(&merged);
-    Ok(Import { name, spec: merged, dropped, needed })
+    let notes = NOTES
+        .iter()
+        .filter(|(field, _)| !set(&merged, field))
+        .map(|(field, what)| ((*field).to_owned(), (*what).to_owned()))
+        .collect();
+    Ok(Import { name, spec: merged, dropped, needed, notes })
+}
+
+/// Whether `spec` sets the dotted `field`.
+fn set(spec: &Value, field: &str) -> bool {
+    field.split('.').try_fold(spec, |v, k| v.get(k)).is_some_and(|v| !v.is_null())
 }
 
 fn platform_kind(spec: Option<&Value>) -> Option<String> {

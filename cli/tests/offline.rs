@@ -193,7 +193,25 @@ fn an_imported_hive_pool_as_yaml() {
     for (field, why) in &import.needed {
         text.push_str(&format!("# {field}: {why}\n"));
     }
+    text.push_str("# Apiary options left unset\n");
+    for (field, what) in &import.notes {
+        text.push_str(&format!("# {field}: {what}\n"));
+    }
     golden("import-hive.txt", &text);
+}
+
+#[test]
+fn an_import_names_the_sizing_options_hive_has_not_unless_the_base_sets_them() {
+    let manifest: Value = serde_saphyr::from_str(HIVE).expect("manifest");
+    let noted = |base: Option<&Value>| -> Vec<String> {
+        let import = apiary_cli::hive::translate(&manifest, base, None).expect("translated");
+        import.notes.into_iter().map(|(field, _)| field).collect()
+    };
+    assert_eq!(noted(None), ["adaptiveRunningCount", "adaptiveRunningCount.keepFresh", "resumeCanaries"]);
+    let base = json!({"adaptiveRunningCount": {"instantShare": 0.95, "keepFresh": true}});
+    assert_eq!(noted(Some(&base)), ["resumeCanaries"]);
+    let base = json!({"adaptiveRunningCount": {"instantShare": 0.95}});
+    assert_eq!(noted(Some(&base)), ["adaptiveRunningCount.keepFresh", "resumeCanaries"]);
 }
 
 #[test]

@@ -52,6 +52,7 @@ pub fn forecasting_pool(n: usize) -> Snapshot {
         window: None,
         resume_estimate: Some(apiary_planner::GoDuration::new("4m")),
         forecast: Some(Forecast::default()),
+        keep_fresh: None,
     };
     snap.pool.spec.adaptive_running_count = Some(adaptive);
     let mut x = 0x9e37_79b9_7f4a_7c15_u64;

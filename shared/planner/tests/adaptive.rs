@@ -34,6 +34,7 @@ fn the_running_count_comes_from_the_poisson_model() {
         window: None,
         resume_estimate: None,
         forecast: None,
+        keep_fresh: None,
     };
     // 12 claims/h planned as 12 + √(12 / 2τ) = 15.5/h; 5-minute resumes: mu = 1.29.
     // P(N ≤ 2) = 0.860, P(N ≤ 3) = 0.958 → 4 spares.
@@ -48,6 +49,7 @@ fn the_running_count_comes_from_the_poisson_model() {
         window: None,
         resume_estimate: None,
         forecast: None,
+        keep_fresh: None,
     };
     assert_eq!(w.running_for(120.0, TimeDelta::minutes(5), 100), 0);
     assert!(w.running_for(120.0, TimeDelta::minutes(10), 100) > 0);
@@ -134,6 +136,7 @@ fn an_adaptive_spec_needs_exactly_one_valid_target() {
         window: None,
         resume_estimate: None,
         forecast: None,
+        keep_fresh: None,
     });
     let fields =
         |s: &PoolSpec| validate_spec(s).err().unwrap_or_default().into_iter().map(|e| e.field).collect::<Vec<_>>();
@@ -144,6 +147,7 @@ fn an_adaptive_spec_needs_exactly_one_valid_target() {
         window: Some(GoDuration::new("0s")),
         resume_estimate: None,
         forecast: None,
+        keep_fresh: None,
     });
     assert_eq!(fields(&spec), ["adaptiveRunningCount.instantShare", "adaptiveRunningCount.window"]);
     spec.adaptive_running_count = Some(AdaptiveRunningCount {
@@ -152,6 +156,7 @@ fn an_adaptive_spec_needs_exactly_one_valid_target() {
         window: Some(GoDuration::new("1h")),
         resume_estimate: None,
         forecast: None,
+        keep_fresh: None,
     });
     assert_eq!(validate_spec(&spec), Ok(()));
 }

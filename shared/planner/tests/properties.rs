@@ -59,6 +59,8 @@ struct Gen {
     adaptive: bool,
     /// With the adaptive count: forecast on, with a profile drawn from this seed over this many weeks.
     forecast: Option<(u64, u8)>,
+    /// With the adaptive count: keepFresh on.
+    keep_fresh: bool,
     /// Resume canaries after 30 minutes asleep, this many at a time, in 01:00–02:00 UTC or at any time.
     canaries: Option<(i64, bool)>,
     schedule: bool,
@@ -89,6 +91,7 @@ fn gen() -> impl Strategy<Value = Gen> {
             any::<bool>(),
             proptest::option::of((any::<u64>(), 0u8..4)),
             proptest::option::of((1i64..4, any::<bool>())),
+            any::<bool>(),
         ),
     )
         .prop_map(
@@ -98,7 +101,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 clusters,
                 pending,
                 orphans,
-                (now, seed, schedule, forecast, canaries),
+                (now, seed, schedule, forecast, canaries, keep_fresh),
             )| Gen {
                 size,
                 running,
@@ -111,6 +114,7 @@ fn gen() -> impl Strategy<Value = Gen> {
                 deleting_pool: del,
                 adaptive,
                 forecast,
+                keep_fresh,
                 canaries,
                 schedule,
                 clusters,
@@ -150,6 +154,11 @@ fn snapshot(g: &Gen) -> Snapshot {
         p = p.adaptive(0.9, "5m");
         if g.forecast.is_some() {
             p = p.forecast("Europe/Berlin");
+        }
+        if g.keep_fresh {
+            if let Some(a) = p.spec.adaptive_running_count.as_mut() {
+                a.keep_fresh = Some(true);
+            }
         }
     }
     if let Some((n, in_hours)) = g.canaries {
@@ -222,6 +231,24 @@ fn snapshot(g: &Gen) -> Snapshot {
     let mut snap = s.snapshot();
     if let (true, Some((seed, weeks))) = (g.adaptive, g.forecast) {
         snap.pool.status.demand = Some(learned_demand(seed, weeks));
+    }
+    if g.adaptive && g.keep_fresh {
+        // Busy enough to keep clusters, and some of them installed within the last few minutes.
+        if snap.pool.status.demand.is_none() {
+            snap.pool.status.demand = Some(Demand {
+                claims_per_hour: 60.0,
+                at: at(g.now),
+                counted_until: at(g.now),
+                counted_at_edge: Vec::new(),
+                profile: None,
+            });
+        }
+        for (i, c) in snap.clusters.iter_mut().enumerate() {
+            if c.installed_at.is_some() && c.claim.is_none() && i % 2 == 0 {
+                c.installed_at = Some(at(g.now) - TimeDelta::minutes(i as i64 % 10));
+                c.created_at = c.created_at.min(c.installed_at.unwrap_or(c.created_at));
+            }
+        }
     }
     snap
 }

@@ -73,6 +73,7 @@ fn largest_spec() -> PoolSpec {
         window: Some(duration()),
         resume_estimate: Some(duration()),
         forecast: Some(Forecast { time_zone: Some(LONGEST_ZONE.into()), half_life_weeks: Some(8.0) }),
+        keep_fresh: Some(true),
     });
     let principal = |i: usize| {
         let arn = format!("arn:aws:iam::111111111111:role/r{i:02}-");

@@ -8,16 +8,21 @@
 //!
 //! No forecast learned from arrivals can beat this, give or take luck: it is the forecast with no error in its
 //! rates. BENCHMARKS.md quotes it beside the forecast's figures on diurnal.
+//!
+//! `--keep-fresh` adds `adaptiveRunningCount.keepFresh` (with a target share so low that the adaptive count never
+//! asks for more than the counts given): just-installed clusters stay Running while claims are expected sooner
+//! than a stop and a resume take, on the live rate estimate.
 #![allow(clippy::print_stdout)]
 
 use std::process::ExitCode;
 
 use chrono::TimeDelta;
 
+use apiary_planner::AdaptiveRunningCount;
 use apiary_sim::{base_spec, default_adaptive, policy, reference_trace, simulate, Costs, Pattern, Platform, Setup};
 use apiary_sim::{Policy, Simulation};
 
-const USAGE: &str = "usage: known_rates <trace> <rate:count>... [--lead MINUTES] [--seed N]";
+const USAGE: &str = "usage: known_rates <trace> <rate:count>... [--lead MINUTES] [--seed N] [--keep-fresh]";
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -32,7 +37,7 @@ fn main() -> ExitCode {
 fn run(args: Vec<String>) -> Result<(), String> {
     let mut args = args.into_iter();
     let name = args.next().ok_or("a reference trace name is needed")?;
-    let (mut counts, mut lead, mut seed) = (Vec::new(), TimeDelta::zero(), 1);
+    let (mut counts, mut lead, mut seed, mut keep_fresh) = (Vec::new(), TimeDelta::zero(), 1, false);
     while let Some(arg) = args.next() {
         let mut value = |flag: &str| args.next().ok_or(format!("{flag} needs a value"));
         match arg.as_str() {
@@ -41,6 +46,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
                 let minutes: u32 = v.parse().map_err(|_| format!("--lead: {v:?} is not whole minutes"))?;
                 lead = TimeDelta::minutes(i64::from(minutes));
             }
+            "--keep-fresh" => keep_fresh = true,
             "--seed" => {
                 let v = value("--seed")?;
                 seed = v.parse().map_err(|_| format!("--seed: {v:?} is not a whole number"))?;
@@ -71,6 +77,11 @@ fn run(args: Vec<String>) -> Result<(), String> {
     let (platform, costs, base) = (Platform::default(), Costs::default(), base_spec(50));
     let mut spec = base.clone();
     spec.running_count = changes.first().map_or(0, |(_, c)| *c);
+    if keep_fresh {
+        // At most one spare from the adaptive count, and only while claims come: below every count given.
+        let option = AdaptiveRunningCount { instant_share: Some(1e-6), keep_fresh: Some(true), ..default_adaptive() };
+        spec.adaptive_running_count = Some(option);
+    }
     let setup = Setup {
         policy: "known rates".into(),
         spec,
@@ -88,8 +99,9 @@ fn run(args: Vec<String>) -> Result<(), String> {
         .ok_or("no oracle policy")?;
     let pairs: Vec<String> = counts.iter().map(|(r, c)| format!("{r}:{c}")).collect();
     println!(
-        "{name} (seed {seed}), known rates {} lead {}m: {:.2}% instant, {:.0} spare running h, pool cost ${:.0} = {:.3}× the oracle's ${:.0}",
+        "{name} (seed {seed}), known rates {}{} lead {}m: {:.2}% instant, {:.0} spare running h, pool cost ${:.0} = {:.3}× the oracle's ${:.0}",
         pairs.join(" "),
+        if keep_fresh { " keepFresh" } else { "" },
         lead.num_minutes(),
         known.instant_percent,
         known.hours.spare_running,

@@ -56,6 +56,7 @@ pub fn default_adaptive() -> AdaptiveRunningCount {
         window: None,
         resume_estimate: None,
         forecast: None,
+        keep_fresh: None,
     }
 }
 

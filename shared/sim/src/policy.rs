@@ -8,6 +8,8 @@
 //!   its own mean rate (seed 000's "cron jobs", as a pool field).
 //! - `adaptive`: the planner's adaptive running count with a target.
 //! - `forecast`: the same with forecast pre-warming.
+//! - `keep-fresh`: `forecast` with `keepFresh`: a just-installed cluster stays Running while a claim is expected
+//!   sooner than a stop and a resume take, and one that is up counts toward the running count before one asleep.
 //! - `oracle`: perfect foresight. runningCount is exactly the number of claims arriving within the next resume
 //!   time (its 99th percentile), so each claim finds a spare resumed just for it. A lower bound on spare hours
 //!   for serving every claim at once.
@@ -136,7 +138,11 @@ pub fn compared(trace: &Trace, platform: &Platform, adaptive: AdaptiveRunningCou
         Policy::Static { name: format!("static-peak ({peak})"), running: peak },
         Policy::Schedules { day: formula(day_rate, install), off: formula(off_rate, install) },
         Policy::Adaptive { name: "adaptive".into(), option: adaptive },
-        Policy::Adaptive { name: "forecast".into(), option: forecast },
+        Policy::Adaptive { name: "forecast".into(), option: forecast.clone() },
+        Policy::Adaptive {
+            name: "keep-fresh".into(),
+            option: AdaptiveRunningCount { keep_fresh: Some(true), ..forecast },
+        },
         // The 99th percentile of resumes, plus one power poll.
         Policy::Oracle { lead: platform.resume.quantile(2.33) + apiary_planner::power::POLL },
     ]

@@ -686,6 +686,12 @@ pub struct AdaptiveRunningCount {
     /// Learn the week's pattern of claims and have spares Running before the demand it has seen before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forecast: Option<Forecast>,
+    /// Keep a just-installed cluster Running, beyond the running count, while a claim is expected sooner than a
+    /// stop and a resume would take; it hibernates once that long has passed with none. A cluster that is up
+    /// then counts toward the running count before an older one asleep. Off by default: a departure from seed
+    /// 000, which hibernates the newest clusters beyond the running count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_fresh: Option<bool>,
 }
 
 /// The forecast option (`adaptiveRunningCount.forecast`).

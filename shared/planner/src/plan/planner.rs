@@ -24,6 +24,11 @@ pub(super) struct Targets {
     pub(super) schedule_state: Option<schedule::ScheduleState>,
     /// The adaptive running count's rate estimate, to store in the status.
     pub(super) demand: Option<crate::adaptive::Demand>,
+    /// `keepFresh` is on: clusters that are up count toward the running count before those asleep.
+    pub(super) up_first: bool,
+    /// Which just-installed clusters are kept Running beyond the running count (`keepFresh`), while claims are
+    /// expected for them.
+    pub(super) keep_fresh: Option<crate::adaptive::KeepFresh>,
 }
 
 /// Inventory names (seed 003): which are taken, which leases are orphaned, which this plan reserves.
@@ -160,12 +165,14 @@ impl<'a> Planner<'a> {
         let running_cap = max_size.map_or(size, |m| m.min(size));
         let mut running = to_count(eff.running_count).min(running_cap);
         let mut demand = None;
+        let mut keep_fresh = None;
         if let Some(adaptive) = &spec.adaptive_running_count {
             let status = snap.pool.status.demand.as_ref();
             let decision = adaptive.decide(status, &snap.claims, &snap.clusters, now, running_cap);
             running = running.max(decision.running);
             wake = earliest(wake, decision.next_drop);
             demand = Some(decision.demand);
+            keep_fresh = decision.keep_fresh;
         }
 
         // Provisioning failures in a row end with the first cluster installed after the last of them.
@@ -195,6 +202,8 @@ impl<'a> Planner<'a> {
                 active_schedule: eff.active,
                 schedule_state: eff.state,
                 demand,
+                up_first: spec.adaptive_running_count.as_ref().is_some_and(|a| a.keep_fresh == Some(true)),
+                keep_fresh,
             },
             slots,
             busy,

@@ -12,17 +12,32 @@ impl Planner<'_> {
     /// Step 7: the oldest `min(runningCount, size) + pending claims` unclaimed, unbroken clusters (installing
     /// included) are kept Running, the rest Hibernating (seed 000). New clusters get theirs at creation; a cluster
     /// whose power management is paused keeps its own and is neither a spare nor a standby.
+    ///
+    /// With `keepFresh`, clusters that are up come first ([`Planner::ranked`]). Beyond the count, a cluster still
+    /// installing, or installed within the fresh window and still Running, stays so while it is the `k`-th such
+    /// and a `k`-th is worth keeping ([`crate::adaptive::KeepFresh::keeps`]); one installed hibernates when its
+    /// window ends.
     pub(super) fn set_power_states(&mut self) -> Vec<Action> {
         let target = self.targets.running + self.pending.len();
-        let canaries = self.canaries(target);
+        let ranked = self.ranked();
+        let canaries = self.canaries(target, &ranked);
+        let (now, keep) = (self.now, self.targets.keep_fresh);
         let mut out = Vec::new();
-        let candidates = self.slots.iter_mut().filter(|s| s.unassigned() && !s.c.is_broken() && !s.c.power_paused);
-        for (rank, slot) in candidates.enumerate() {
-            let want = if rank < target || canaries.contains(&rank) {
-                DesiredPower::Running
-            } else {
-                DesiredPower::Hibernating
+        let (mut wake, mut kept_so_far) = (None, 0);
+        for (rank, &i) in ranked.iter().enumerate() {
+            let slot = &mut self.slots[i];
+            let within = rank < target || canaries.contains(&rank);
+            let fresh = |k: &crate::adaptive::KeepFresh| match slot.c.installed_at {
+                None => true,
+                Some(at) => at + k.window > now && slot.power == Some(DesiredPower::Running),
             };
+            let kept = !within && keep.is_some_and(|k| fresh(&k) && k.keeps(kept_so_far + 1));
+            if kept {
+                kept_so_far += 1;
+                let until = slot.c.installed_at.zip(keep).map(|(at, k)| at + k.window);
+                wake = earliest(wake, until);
+            }
+            let want = if within || kept { DesiredPower::Running } else { DesiredPower::Hibernating };
             if slot.power == Some(want) {
                 continue;
             }
@@ -35,13 +50,36 @@ impl Planner<'_> {
                 });
             }
         }
+        // A kept cluster not claimed by the end of its window hibernates then.
+        self.wake_at(wake);
         out
+    }
+
+    /// The clusters step 7 powers, as slot indices in the order the running count takes them: oldest first
+    /// (seed 000). With `keepFresh`, those installed and meant Running come before the rest, each part oldest
+    /// first: a kept cluster then stands in for a claimed spare, instead of an older standby being resumed
+    /// beside it while it is stopped.
+    fn ranked(&self) -> Vec<usize> {
+        let mut ranked: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| {
+                let s = &self.slots[i];
+                s.unassigned() && !s.c.is_broken() && !s.c.power_paused
+            })
+            .collect();
+        if self.targets.up_first {
+            let up = |i: &usize| {
+                let s = &self.slots[*i];
+                s.power == Some(DesiredPower::Running) && s.c.installed_at.is_some()
+            };
+            ranked.sort_by_key(|i| !up(i));
+        }
+        ranked
     }
 
     /// Resume canaries: the ranks (among the clusters step 7 powers) of the standbys beyond `target` to resume
     /// as canaries. Those already resuming go on; in the option's hours, the ones that have slept longest are
     /// added up to its number at a time. When none can start now, the pool wakes when one can.
-    fn canaries(&mut self, target: usize) -> Vec<usize> {
+    fn canaries(&mut self, target: usize, ranked: &[usize]) -> Vec<usize> {
         let Some(option) = self.snap.pool.spec.resume_canaries.as_ref() else { return Vec::new() };
         let Some(after) = option.after() else { return Vec::new() };
         let now = self.now;
@@ -49,8 +87,7 @@ impl Planner<'_> {
         let mut resuming = Vec::new();
         let mut asleep = Vec::new();
         let mut soonest = None;
-        let candidates = self.slots.iter().filter(|s| s.unassigned() && !s.c.is_broken() && !s.c.power_paused);
-        for (rank, slot) in candidates.enumerate().skip(target) {
+        for (rank, slot) in ranked.iter().map(|&i| &self.slots[i]).enumerate().skip(target) {
             if slot.is_new() || slot.c.installed_at.is_none() {
                 continue;
             }

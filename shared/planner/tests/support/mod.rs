@@ -81,6 +81,7 @@ impl PoolBuilder {
             window: None,
             resume_estimate: Some(GoDuration::new(resume)),
             forecast: None,
+            keep_fresh: None,
         });
         self
     }
