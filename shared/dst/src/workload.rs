@@ -1,9 +1,10 @@
-//! A seeded workload: a few pools with varied specs, each on one of four clouds (EC2 in memory, or GCP, Azure
-//! or vSphere through their real adapters and fakes), then claims (some with lifetimes), releases, hibernate and
-//! resume requests, and pool edits (size, runningCount, maxConcurrent, inventory, platform, schedules) spread
-//! over the chaos phase, now and then a pool deleted, and now and then a burst of claims on one pool at once (a
-//! CI fan-out, racing for the spares). Every pool bounds its power transitions and installs, so a
-//! stuck machine is caught and replaced (with no timeout set it would rightly wait forever).
+//! A seeded workload: a few pools with varied specs (a quarter with the adaptive count and `keepFresh`), each on
+//! one of four clouds (EC2 in memory, or GCP, Azure or vSphere through their real adapters and fakes), then
+//! claims (some with lifetimes), releases, hibernate and resume requests, and pool edits (size, runningCount,
+//! maxConcurrent, inventory, platform, schedules) spread over the chaos phase, now and then a pool deleted, and
+//! now and then a burst of claims on one pool at once (a CI fan-out, racing for the spares). Every pool bounds its
+//! power transitions and installs, so a stuck machine is caught and replaced (with no timeout set it would
+//! rightly wait forever).
 
 use apiary_planner::Timestamp;
 use apiary_testkit::time::SplitMix;
@@ -65,6 +66,12 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
     }
     if rng.chance(0.2) {
         spec["schedules"] = json!([{"name": "hourly", "cron": "0 * * * *", "duration": "20m", "runningCount": size}]);
+    }
+    // A quarter keep just-installed clusters up under the adaptive count (power states that follow the claims as
+    // they come), drawn aside so that the rest of each seed's workload stays as it was.
+    let mut aside = SplitMix::new(rng.clone().below(u64::MAX) ^ 0x6b65_6570_6672_6573);
+    if aside.chance(0.25) {
+        spec["adaptiveRunningCount"] = json!({"instantShare": 0.9, "keepFresh": true});
     }
     spec
 }

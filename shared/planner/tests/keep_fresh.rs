@@ -148,3 +148,26 @@ fn only_as_many_are_kept_as_are_worth_their_idle_time() {
     let p = plan(&quiet, now, 1);
     assert!(p.powered(DesiredPower::Running).is_empty(), "{:?}", p.actions);
 }
+
+#[test]
+fn a_canary_resumed_beyond_the_count_does_not_take_the_place_of_a_cluster_already_resuming() {
+    // Found by the property tests: one claim waiting, a cluster resuming for it, and an older standby asleep long
+    // enough to be resumed as a canary. Counting clusters meant Running as up put the resuming one first and made
+    // the standby a canary; once meant Running, the older standby came first, and the next plan hibernated the
+    // other.
+    let now = at(146);
+    // Resuming for the claim, two minutes after its install: not asleep long enough to be a canary itself.
+    let mut resuming = cluster("resuming").created(at(14)).resuming();
+    resuming.c.installed_at = Some(at(144));
+    let s = given(keep_fresh(true, 1).canaries("30m", 1, None))
+        .with(cluster("broken").running().broken())
+        .with(cluster("spare").hibernating())
+        .with(resuming)
+        .with(cluster("asleep").hibernating())
+        .with(claim("k").created(at(0)));
+    let snap = s.snapshot();
+    let first = plan(&snap, now, 1);
+    let applied = apply(&snap, &first).unwrap().unwrap();
+    let again = plan(&applied, now, 2);
+    assert_eq!(again.writes().count(), 0, "first {:?}\nthen {:?}", first.actions, again.actions);
+}

@@ -9,7 +9,7 @@ use chrono::TimeDelta;
 
 use apiary_sim::{
     base_spec, canary_comparison, default_adaptive, default_canaries, policy, reference_trace, report, simulate, Costs,
-    Platform, Policy, Trace,
+    Outcome, Platform, Policy, Trace,
 };
 
 const USAGE: &str = "\
@@ -160,8 +160,12 @@ fn run(args: Args) -> Result<(), String> {
             let took: Vec<String> =
                 timings.iter().map(|(name, d)| format!("{name} {:.0} ms", d.as_secs_f64() * 1000.0)).collect();
             println!("time to simulate the period: {}; pictures in {}\n", took.join(", "), args.out.display());
-            let priced = outcomes.iter().find(|o| o.policy == "forecast").or(outcomes.first());
-            if let Some(o) = priced {
+            let mut priced: Vec<&Outcome> =
+                outcomes.iter().filter(|o| o.policy == "forecast" || o.policy == "keep-fresh").collect();
+            if priced.is_empty() {
+                priced.extend(outcomes.first());
+            }
+            for o in priced {
                 println!(
                     "What Apiary itself costs on AWS a month, for pools like this one under {} (list prices, us-east-1; \
                      see shared/sim/src/bill.rs for what is counted and what is assumed):\n",

@@ -56,9 +56,10 @@ impl Planner<'_> {
     }
 
     /// The clusters step 7 powers, as slot indices in the order the running count takes them: oldest first
-    /// (seed 000). With `keepFresh`, those installed and meant Running come before the rest, each part oldest
+    /// (seed 000). With `keepFresh`, those Running and meant to stay so come before the rest, each part oldest
     /// first: a kept cluster then stands in for a claimed spare, instead of an older standby being resumed
-    /// beside it while it is stopped.
+    /// beside it while it is stopped. Up is what the machines are, not what a plan wants of them: a plan that
+    /// resumes a standby (a canary beyond the count) would otherwise rank it ahead of the next plan's.
     fn ranked(&self) -> Vec<usize> {
         let mut ranked: Vec<usize> = (0..self.slots.len())
             .filter(|&i| {
@@ -69,7 +70,7 @@ impl Planner<'_> {
         if self.targets.up_first {
             let up = |i: &usize| {
                 let s = &self.slots[*i];
-                s.power == Some(DesiredPower::Running) && s.c.installed_at.is_some()
+                s.power == Some(DesiredPower::Running) && s.c.is_running()
             };
             ranked.sort_by_key(|i| !up(i));
         }
