@@ -42,9 +42,8 @@ const RESUME_QUANTILE: f64 = 0.9;
 /// With `keepFresh`, how much the clusters kept Running after their installs are counted on to stand in for
 /// claimed spares when the forecast plans a flow's spares ([`resumed_share`]). Kept clusters come and go with
 /// the installs, and run out just when claims bunch up, so they are counted on for little. Calibrated with the
-/// simulator on the diurnal trace (the two measured weeks): 0 leaves the forecast's spares as they are (97.7% at
-/// once, 1.119× the oracle's cost), 0.1 gives 97.4–97.6% at 1.092–1.094× on seeds 1–3. Before [`KeepFresh::keeps`]
-/// bounded how many are kept, 0.2 gave 96.9% and 1 gave 86%.
+/// simulator on the diurnal trace (the two measured weeks): 0.1 gives 97.3–97.6% at once at 1.083–1.088× the
+/// oracle's cost on seeds 1–3; 0.2 gave 96.9% and 1 gave 86% (an earlier ranking, BENCHMARKS.md).
 const FRESH_STAND_IN: f64 = 0.1;
 
 /// What the adaptive option decides at one instant.
