@@ -86,17 +86,15 @@ impl KeepFresh {
         if k == 0 || m <= 0.0 {
             return false;
         }
-        // P(N ≥ j) for j = 1..=k.
-        let (mut pmf, mut below) = ((-m).exp(), 0.0);
-        let mut at_least = Vec::with_capacity(k);
+        // P(N ≥ j) for j = 1..=k: the last is the chance it is used, their sum over m its expected idle share.
+        let (mut pmf, mut below, mut at_least, mut sum) = ((-m).exp(), 0.0, 0.0, 0.0);
         for j in 1..=k {
             below += pmf;
             pmf *= m / j as f64;
-            at_least.push((1.0 - below).max(0.0));
+            at_least = (1.0 - below).max(0.0);
+            sum += at_least;
         }
-        let saved = at_least[k - 1];
-        let idle: f64 = at_least.iter().sum::<f64>() / m;
-        saved > idle
+        at_least > sum / m
     }
 }
 
@@ -161,11 +159,16 @@ impl AdaptiveRunningCount {
         Decision { running, demand, rate, resume, next_drop, keep_fresh }
     }
 
+    /// Whether `keepFresh` is on.
+    pub fn keeps_fresh(&self) -> bool {
+        self.keep_fresh == Some(true)
+    }
+
     /// With `keepFresh`, how long a just-installed cluster is kept Running for a claim: a typical stop and resume
     /// (the medians measured on the pool, else [`DEFAULT_STOP`] and `resume`), what hibernating it and resuming
     /// it again for that claim would take. `None` when the option is off.
     pub fn fresh_window(&self, clusters: &[Cluster], resume: TimeDelta) -> Option<TimeDelta> {
-        if self.keep_fresh != Some(true) {
+        if !self.keeps_fresh() {
             return None;
         }
         let stop = crate::pace::quantile(clusters.iter().filter_map(|c| c.last_stop_seconds).collect(), 0.5)

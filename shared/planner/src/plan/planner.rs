@@ -24,8 +24,6 @@ pub(super) struct Targets {
     pub(super) schedule_state: Option<schedule::ScheduleState>,
     /// The adaptive running count's rate estimate, to store in the status.
     pub(super) demand: Option<crate::adaptive::Demand>,
-    /// `keepFresh` is on: clusters that are up count toward the running count before those asleep.
-    pub(super) up_first: bool,
     /// Which just-installed clusters are kept Running beyond the running count (`keepFresh`), while claims are
     /// expected for them.
     pub(super) keep_fresh: Option<crate::adaptive::KeepFresh>,
@@ -202,7 +200,6 @@ impl<'a> Planner<'a> {
                 active_schedule: eff.active,
                 schedule_state: eff.state,
                 demand,
-                up_first: spec.adaptive_running_count.as_ref().is_some_and(|a| a.keep_fresh == Some(true)),
                 keep_fresh,
             },
             slots,

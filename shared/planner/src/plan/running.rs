@@ -67,7 +67,7 @@ impl Planner<'_> {
                 s.unassigned() && !s.c.is_broken() && !s.c.power_paused
             })
             .collect();
-        if self.targets.up_first {
+        if self.snap.pool.spec.adaptive_running_count.as_ref().is_some_and(|a| a.keeps_fresh()) {
             let up = |i: &usize| {
                 let s = &self.slots[*i];
                 s.power == Some(DesiredPower::Running) && s.c.is_running()
