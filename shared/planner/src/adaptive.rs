@@ -119,12 +119,19 @@ impl AdaptiveRunningCount {
             .or_else(|| self.resume_estimate.as_ref().and_then(GoDuration::get))
             .unwrap_or(DEFAULT_RESUME);
         let target = self.target(resume);
-        let learn = self.forecast.as_ref().zip(target.map(|_| (self.flow_exposure(clusters, resume), resume, cap)));
+        // The typical resume (the median measured, at most the one planned with), read once for the forecast's
+        // flows and for keepFresh's window.
+        let typical = if self.forecast.is_some() || self.keeps_fresh() {
+            measured_resume(clusters, 0.5).unwrap_or(resume).min(resume)
+        } else {
+            resume
+        };
+        let learn = self.forecast.as_ref().zip(target.map(|_| (self.flow_exposure(typical), resume, cap)));
         let demand = update(self, stored, claims, now, window, learn);
         let rate = decayed(&demand, now, tau_h);
         let mut running = self.running_for(rate, resume, cap);
         let mut next_drop = self.next_drop(running, rate, resume, cap, now);
-        let fresh = self.fresh_window(clusters, resume);
+        let fresh = self.fresh_window(clusters, typical);
         // Claims an hour expected over the fresh window: the live estimate, or the forecast's flow across it.
         let mut ahead = rate;
         if let (Some((forecast, (exposure, _, _))), Some(profile)) = (learn, demand.profile.as_ref()) {
@@ -164,16 +171,16 @@ impl AdaptiveRunningCount {
         self.keep_fresh == Some(true)
     }
 
-    /// With `keepFresh`, how long a just-installed cluster is kept Running for a claim: a typical stop and resume
-    /// (the medians measured on the pool, else [`DEFAULT_STOP`] and `resume`), what hibernating it and resuming
-    /// it again for that claim would take. `None` when the option is off.
-    pub fn fresh_window(&self, clusters: &[Cluster], resume: TimeDelta) -> Option<TimeDelta> {
+    /// With `keepFresh`, how long a just-installed cluster is kept Running for a claim: a typical stop (the median
+    /// measured on the pool, else [`DEFAULT_STOP`]) and the `typical` resume, what hibernating it and resuming it
+    /// again for that claim would take. `None` when the option is off.
+    pub fn fresh_window(&self, clusters: &[Cluster], typical: TimeDelta) -> Option<TimeDelta> {
         if !self.keeps_fresh() {
             return None;
         }
         let stop = crate::pace::quantile(clusters.iter().filter_map(|c| c.last_stop_seconds).collect(), 0.5)
             .map_or(DEFAULT_STOP, |s| TimeDelta::seconds(i64::from(s)));
-        Some(stop + measured_resume(clusters, 0.5).unwrap_or(resume).min(resume))
+        Some(stop + typical)
     }
 
     /// When the decaying `rate`, now asking for `running` spares, next asks for fewer.
@@ -200,9 +207,9 @@ impl AdaptiveRunningCount {
     }
 
     /// The forecast's exposure: spares taken by a flow are Poisson with mean `rate × mean resume` (M/G/∞), so
-    /// the flow is planned with the typical resume (the median measured, and one power poll), not a slow one.
-    fn flow_exposure(&self, clusters: &[Cluster], resume: TimeDelta) -> TimeDelta {
-        let typical = measured_resume(clusters, 0.5).unwrap_or(resume).min(resume) + crate::power::POLL;
+    /// the flow is planned with the `typical` resume (the median measured) and one power poll, not a slow one.
+    fn flow_exposure(&self, typical: TimeDelta) -> TimeDelta {
+        let typical = typical + crate::power::POLL;
         match self.target(typical) {
             Some((exposure, _)) => exposure,
             None => typical,
