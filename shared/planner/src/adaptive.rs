@@ -41,9 +41,10 @@ const RATE_HEADROOM_SD: f64 = 1.0;
 const RESUME_QUANTILE: f64 = 0.9;
 /// With `keepFresh`, how much the clusters kept Running after their installs are counted on to stand in for
 /// claimed spares when the forecast plans a flow's spares ([`resumed_share`]). Kept clusters come and go with
-/// the installs, and run out just when claims bunch up, so they are counted on for little. Calibrated with the
-/// simulator on the diurnal trace (the two measured weeks): 0.1 gives 97.3–97.6% at once at 1.083–1.088× the
-/// oracle's cost on seeds 1–3; 0.2 gave 96.9% and 1 gave 86% (an earlier ranking, BENCHMARKS.md).
+/// the installs, and run out just when claims bunch up, so they are counted on for little, and for no more claims
+/// than the installs ending then replace: those of an install's time before. Calibrated with the simulator on the
+/// diurnal trace (the two measured weeks): 0.1 gives 97.4% at once at 1.088–1.091× the oracle's cost on seeds
+/// 1–3; 0 gave 97.6–98.0% at 1.107–1.115×, 0.2 gave 96.9% and 1 gave 86% (an earlier ranking, BENCHMARKS.md).
 const FRESH_STAND_IN: f64 = 0.1;
 
 /// What the adaptive option decides at one instant.
@@ -138,10 +139,16 @@ impl AdaptiveRunningCount {
             if profile.ready(now) {
                 let view = profile.at(now, forecast);
                 let hot = view.hot(rate, now, window);
+                // Kept clusters are the installs that replaced the claims of an install's time before: they stand in
+                // for no more claims than came then.
+                let install = fresh.and_then(|_| measured_install(clusters));
                 let at = |t: Timestamp| {
                     let burst = view.burst_need(t, resume + BURST_MARGIN).ceil() as usize;
                     let flow_rate = view.flow_rate(t).max(view.flow_rate(t + exposure));
-                    let resumed = fresh.map_or(1.0, |w| resumed_share(flow_rate * hours(w)));
+                    let resumed = fresh.map_or(1.0, |w| {
+                        let supplied = install.map_or(flow_rate, |d| flow_rate.min(view.flow_rate(t - d)));
+                        resumed_share(supplied * hours(w))
+                    });
                     (burst + view.flow_spares(flow_rate * resumed, exposure, cap)).min(cap)
                 };
                 let foreseen = at(now);
@@ -156,7 +163,15 @@ impl AdaptiveRunningCount {
                 }
                 // The next instant the foresight changes its answer (bursts come a lead early, flows change at the
                 // buckets' edges); past the horizon, a look again then.
-                let moments = view.moments(now, resume + BURST_MARGIN);
+                let mut moments = view.moments(now, resume + BURST_MARGIN);
+                if let Some(d) = install {
+                    // And an install's time after each edge, when the supply of kept clusters changes.
+                    let horizon = moments.last().copied();
+                    let later = view.moments(now - d, TimeDelta::zero()).into_iter().map(|t| t + d);
+                    moments.extend(later.filter(|t| *t > now && horizon.is_some_and(|h| *t <= h)));
+                    moments.sort();
+                    moments.dedup();
+                }
                 let change = moments.iter().copied().find(|t| at(*t) != foreseen).or(moments.last().copied());
                 next_drop = earliest(next_drop, change);
             }
@@ -254,8 +269,9 @@ impl AdaptiveRunningCount {
 }
 
 /// With `keepFresh`, the share of a flow's claimed spares planned as replaced by a resume, when `claims` are
-/// expected within the fresh window: the rest are replaced at once by a cluster kept Running after its install.
-/// `1 / (1 + claims × FRESH_STAND_IN)`; all of them while fewer than one claim is expected (nothing is kept).
+/// both expected within the fresh window and replaced by the installs ending in it: the rest are replaced at once
+/// by a cluster kept Running after its install. `1 / (1 + claims × FRESH_STAND_IN)`; all of them below one claim
+/// (nothing is kept).
 fn resumed_share(claims: f64) -> f64 {
     if claims > 1.0 {
         1.0 / (1.0 + claims * FRESH_STAND_IN)
@@ -347,6 +363,12 @@ fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// The median install measured on the pool's clusters (first attempts).
+fn measured_install(clusters: &[Cluster]) -> Option<TimeDelta> {
+    let secs = crate::pace::quantile(clusters.iter().filter_map(crate::pace::install_seconds).collect(), 0.5)?;
+    Some(TimeDelta::seconds(i64::from(secs)))
 }
 
 /// The `quantile` of the clusters' last measured resume times.

@@ -76,9 +76,7 @@ pub struct Samples {
 impl Samples {
     /// Adds what `c` measured: its install (a first attempt's), its last resume and its last stop.
     pub fn add(&mut self, c: &Cluster) {
-        if let Some(installed) = c.installed_at.filter(|_| c.install_failures == 0) {
-            self.installs.extend(u32::try_from((installed - c.created_at).num_seconds()).ok());
-        }
+        self.installs.extend(install_seconds(c));
         self.resumes.extend(c.last_resume_seconds);
         self.stops.extend(c.last_stop_seconds);
     }
@@ -94,6 +92,12 @@ impl Samples {
         };
         (pace != Pace::default()).then_some(pace)
     }
+}
+
+/// How long `c`'s install took, from its creation to its install found done: a first attempt's only.
+pub(crate) fn install_seconds(c: &Cluster) -> Option<u32> {
+    let installed = c.installed_at.filter(|_| c.install_failures == 0)?;
+    u32::try_from((installed - c.created_at).num_seconds()).ok()
 }
 
 /// The [`QUICK`] quantile of `seconds`, when there are at least [`MIN_SAMPLES`].

@@ -171,3 +171,35 @@ fn a_canary_resumed_beyond_the_count_does_not_take_the_place_of_a_cluster_alread
     let again = plan(&applied, now, 2);
     assert_eq!(again.writes().count(), 0, "first {:?}\nthen {:?}", first.actions, again.actions);
 }
+
+#[test]
+fn kept_clusters_stand_in_for_no_more_claims_than_the_installs_an_install_ago_supply() {
+    const WEEK: i64 = 7 * 24 * 60;
+    // Three Mondays: nothing before 08:30, then a claim a minute until 10:00, each claim released.
+    let mornings: Vec<i64> = (0..3).flat_map(|w| (0..90).map(move |i| w * WEEK + 8 * 60 + 30 + i)).collect();
+    let learned = |on: bool| after_arrivals(keep_fresh(on, 40).forecast("UTC"), &mornings, Claims::Released);
+    // The fourth Monday at 08:40: the flow is a claim a minute, and was nothing before 08:30.
+    let now = at(3 * WEEK + 8 * 60 + 40);
+    // Forty spares whose installs took `took` minutes.
+    let installs_took = |mut snap: Snapshot, took: i64| {
+        snap.clusters = (0..40)
+            .map(|i| {
+                let mut c = cluster(&format!("c{i:02}")).created(at(i)).c;
+                c.installed_at = Some(at(i + took));
+                c
+            })
+            .collect();
+        snap
+    };
+    let off = spares(&installs_took(learned(false), 40), now);
+    // Installs of 40 minutes began at 08:00, when no claim had come: none ends now to be kept, so none is counted
+    // on to stand in for a claimed spare.
+    assert_eq!(spares(&installs_took(learned(true), 40), now), off);
+    // Installs of 5 minutes replace the claims of 08:35: as many are kept as claims come, and stand in for some.
+    let quick = spares(&installs_took(learned(true), 5), now);
+    assert!(quick < off, "{quick} spares with kept clusters supplied, {off} without the option");
+    // Before the installs are measured, the flow itself is taken for the supply.
+    let mut unmeasured = learned(true);
+    unmeasured.clusters.clear();
+    assert!(spares(&unmeasured, now) < off);
+}
