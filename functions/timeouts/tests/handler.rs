@@ -52,3 +52,29 @@ async fn a_sweep_every_five_minutes_off_the_tens_still_makes_a_full_pass_every_t
     }
     assert_eq!(full_at, [0, 10, 20, 30, 40, 50, 60], "minutes (from :03) of the full passes");
 }
+
+/// Between full passes, a pool is swept for its deadlines and for claims that wait. A busy pool installs and
+/// deletes nearly all the time, and each of those ends with a message from the power function: reconciling it
+/// every minute as well cost more than all of its claims' messages, for nothing a message does not bring (the
+/// full pass still catches a lost one, as the simulation's invariants expect).
+#[tokio::test]
+async fn between_full_passes_installs_and_deletions_under_way_wait_for_their_messages_and_waiting_claims_do_not() {
+    let w = World::new(t0());
+    let mut busy = pool("busy", aws_spec(4, 0), t0());
+    busy.status.pool_version = "v".into();
+    (busy.status.installing, busy.status.deleting) = (3, 1);
+    busy.next_wake_at = Some(t0() + TimeDelta::hours(1));
+    let mut waiting = pool("waiting", aws_spec(4, 0), t0());
+    waiting.status.pool_version = "v".into();
+    (waiting.status.installing, waiting.status.pending_claims) = (1, 1);
+    waiting.next_wake_at = Some(t0() + TimeDelta::hours(1));
+    for p in [busy, waiting] {
+        w.put_pool(p);
+    }
+    let deps = w.default_deps(900);
+    let out = timeouts::sweep(&deps, false).await.expect("sweep");
+    assert_eq!((out.pools, out.enqueued), (2, 1));
+    let woken: Vec<String> = w.queue.take_reconcile().into_iter().map(|m| m.pool).collect();
+    assert_eq!(woken, ["waiting"]);
+    assert_eq!(timeouts::sweep(&deps, true).await.expect("sweep").enqueued, 2);
+}

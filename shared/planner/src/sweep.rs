@@ -1,10 +1,13 @@
 //! The sweep's rules: which pools a pass enqueues, and when a pass is a full one.
 //!
 //! The sweep is the level-triggered safety net. A pool is due when its wake-up time has passed, it has no status
-//! yet, it is being deleted, or work is under way whose follow-up message may have been lost. A full pass
-//! enqueues every pool and starts the tick of every pool with clusters in motion and none live; it is due when the
-//! last recorded full pass is at least nine tenths of the interval old (so a pass that fires a little early does
-//! not slip a whole period), whatever the sweep's own rate.
+//! yet, it is being deleted, or claims wait for clusters (a lost message would keep a user waiting). Installs and
+//! deletions under way are not enough: each ends with the power function's message, and a busy pool has some
+//! nearly all the time, so sweeping them every minute reconciled it every minute. A message lost on their way is
+//! caught by the full pass instead. A full pass enqueues every pool and starts the tick of every pool with
+//! clusters in motion and none live; it is due when the last recorded full pass is at least nine tenths of the
+//! interval old (so a pass that fires a little early does not slip a whole period), whatever the sweep's own
+//! rate.
 
 use chrono::TimeDelta;
 
@@ -13,14 +16,12 @@ use crate::model::{Pool, Timestamp};
 /// How often a full pass is made by default.
 pub const FULL_SWEEP_EVERY: TimeDelta = TimeDelta::minutes(10);
 
-/// Whether `pool` needs a reconcile at `now` even if nobody asked.
+/// Whether `pool` needs a reconcile at `now` even if nobody asked, between full passes.
 pub fn due(pool: &Pool, now: Timestamp) -> bool {
     let s = &pool.status;
     pool.next_wake_at.is_some_and(|t| t <= now)
         || s.pool_version.is_empty()
         || pool.deletion_requested_at.is_some()
-        || s.installing > 0
-        || s.deleting > 0
         || s.pending_claims > 0
 }
 

@@ -155,8 +155,12 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // the index of clusters in motion (keys only), then each cluster it looks at; all strongly.
     let (nudges, ticks, looks) = (u.nudges as f64, u.ticks as f64, u.tick_looks as f64);
     let power_reads = nudges * (pool_read + item_read + 1.0) + ticks * (pool_read + 2.0) + looks * item_read;
-    let read_units =
-        reconciles * query_units + claims * (create_reads + release_reads) + power_reads + polls * poll_reads;
+    // A full pass's reconcile reads the pool's tick item too (when clusters move: an upper bound).
+    let read_units = reconciles * query_units
+        + u.full_sweeps as f64 * item_read
+        + claims * (create_reads + release_reads)
+        + power_reads
+        + polls * poll_reads;
     // Writes: a unit per KB, doubled in a transaction (creates, deletes, assignments); the pool item in full, and
     // again in the `pools` index, which projects all of its attributes. A
     // write that puts a cluster in or out of the spares index writes the index too (one unit, counted for every
@@ -179,8 +183,9 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         + u.profile_writes as f64 * (2.0 * profile_units + pool_units)
         + claims * (assignment_units + 1.0)
         + 2.0 * events;
-    // Messages: claims and releases to reconcile, each power run; a send and a delete each.
-    let messages = 2.0 * claims + power + u.wakes as f64;
+    // Messages: each one that asked for a reconcile (claims and releases, the power function's news, wake-ups, the
+    // sweep's), and each power run; a send and a delete each.
+    let messages = u.reconcile_messages as f64 + power;
     let invocations = reconciles + power + api_requests;
     let gb_seconds = reconciles * 0.5 * a.reconcile.as_seconds_f64()
         + power * 0.25 * a.power.as_seconds_f64()

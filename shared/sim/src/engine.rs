@@ -18,6 +18,7 @@ use apiary_planner::duration::hours;
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::power::tick::{self, Tick};
 use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
+use apiary_planner::sweep;
 use apiary_planner::{
     apply_mut, plan, Action, Buckets, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Profile, Snapshot, Timestamp,
 };
@@ -99,6 +100,9 @@ const WAITED_ON: usize = 3;
 /// The tick item's key attributes, as DynamoDB counts them (`PK`, `POOL#sim`, `SK`, `TICK`).
 const TICK_KEY_BYTES: usize = 2 + 8 + 2 + 4;
 
+/// How often the timeouts sweep runs: the template's default `SweepRate`, rate(1 minute).
+pub const SWEEP_EVERY: TimeDelta = TimeDelta::minutes(1);
+
 /// How long the pool runs before the trace starts, so it is filled and settled when measuring begins.
 pub const WARM_UP: TimeDelta = TimeDelta::hours(2);
 
@@ -144,6 +148,8 @@ enum Event {
     Tick(u64),
     Deprovisioned(String),
     Wake,
+    /// The timeouts sweep runs.
+    Sweep,
     /// The learning weeks are over: what happened so far is not measured.
     Measure,
 }
@@ -168,6 +174,8 @@ pub struct Simulation<'t> {
     /// looks at them as it would at a cluster still in motion, and the look that notices each is measured.
     noticing: HashMap<String, (usize, Timestamp, bool)>,
     wakes: BTreeSet<Timestamp>,
+    /// When the sweep last made a full pass.
+    last_full_sweep: Option<Timestamp>,
     deprovisioning: HashSet<String>,
     /// Where each cluster sits in `snap.clusters`; checked on use and rebuilt when stale.
     index: HashMap<String, usize>,
@@ -223,6 +231,7 @@ impl<'t> Simulation<'t> {
             tokens: 0,
             noticing: HashMap::new(),
             wakes: BTreeSet::new(),
+            last_full_sweep: None,
             deprovisioning: HashSet::new(),
             index: HashMap::new(),
             counts: (0, 0, 0, 0),
@@ -262,6 +271,7 @@ impl<'t> Simulation<'t> {
             self.at(start + offset, Event::SetRunning(n));
         }
         self.at(start - WARM_UP, Event::Wake);
+        self.at(start - WARM_UP + SWEEP_EVERY, Event::Sweep);
         if self.trace.learn > TimeDelta::zero() {
             self.at(self.trace.measured_from(), Event::Measure);
         }
@@ -277,7 +287,10 @@ impl<'t> Simulation<'t> {
                     break;
                 }
                 let Some(Reverse((_, _, event))) = self.events.pop() else { break };
-                reconcile |= self.handle(event, now);
+                // Each event that asks for a reconcile is a message to the reconcile queue.
+                let asks = self.handle(event, now);
+                self.usage.reconcile_messages += usize::from(asks);
+                reconcile |= asks;
             }
             if reconcile {
                 self.reconcile(now);
@@ -359,6 +372,18 @@ impl<'t> Simulation<'t> {
                 self.wakes.remove(&now);
                 self.usage.wakes += 1;
                 true
+            }
+            Event::Sweep => {
+                self.at(now + SWEEP_EVERY, Event::Sweep);
+                self.usage.sweeps += 1;
+                let full = sweep::full_due(self.last_full_sweep, now, sweep::FULL_SWEEP_EVERY);
+                if full {
+                    self.last_full_sweep = Some(now);
+                    self.usage.full_sweeps += 1;
+                }
+                let due = full || sweep::due(&self.snap.pool, now);
+                self.usage.sweep_reconciles += usize::from(due);
+                due
             }
             Event::Measure => {
                 (self.installs, self.broken, self.writes, self.reconciles) = (0, 0, 0, 0);

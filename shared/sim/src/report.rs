@@ -54,6 +54,15 @@ pub struct Usage {
     pub tick_write_units: usize,
     /// Scheduled wake-ups that fired.
     pub wakes: usize,
+    /// Messages to the reconcile queue: a claim made or released, a power look or deprovision that the pool acts
+    /// on, a wake-up, a sweep that found the pool due. A reconcile answers one or more of them.
+    pub reconcile_messages: usize,
+    /// Runs of the timeouts sweep (every minute).
+    pub sweeps: usize,
+    /// Of those, full passes (every pool enqueued).
+    pub full_sweeps: usize,
+    /// Sweeps that enqueued this pool: its full passes, and the runs that found it due between them.
+    pub sweep_reconciles: usize,
     /// Reconciles that rewrote the pool item (its status).
     pub pool_writes: usize,
     /// The pool item's size when last written, bytes, without the forecast profile's buckets (kept in their own
