@@ -162,13 +162,11 @@ impl AdaptiveRunningCount {
                     ahead = flow;
                 }
                 // The next instant the foresight changes its answer (bursts come a lead early, flows change at the
-                // buckets' edges and are read an exposure ahead, keepFresh's a fresh window ahead); past the
-                // horizon, a look again then. Nothing else wakes the pool for it: the sweep does only at its full
-                // passes.
+                // buckets' edges and are read an exposure ahead); past the horizon, a look again then. Nothing else
+                // wakes the pool for it: the sweep does only at its full passes.
                 let mut moments = view.moments(now, resume + BURST_MARGIN);
                 let horizon = moments.last().copied();
                 moments.extend(view.moments(now, exposure));
-                moments.extend(fresh.map(|w| view.moments(now, w)).unwrap_or_default());
                 if let Some(d) = install {
                     // And an install's time after each edge, when the supply of kept clusters changes.
                     let later = view.moments(now - d, TimeDelta::zero()).into_iter().map(|t| t + d);

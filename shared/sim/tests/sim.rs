@@ -387,9 +387,9 @@ fn keep_fresh_stops_and_resumes_less_for_the_same_service() {
     // The working Monday: by day, claims come faster than a stop and a resume take, so installs that end then
     // stay Running and stand in for the spares claims take, instead of being stopped while a standby resumes.
     // One day learns no forecast, so the spares are the adaptive count's and keepFresh only adds its kept
-    // clusters (the forecast's flows count on them and keep fewer spares; BENCHMARKS.md). Measured, with the
-    // sweep's full passes reconciling the pool every nine minutes: 477 resumes against 526, 96.8% at once against
-    // 97.0%, $671 against $675 (without them, 470 against 557, 97.8% against 96.8%, $667 against $672).
+    // clusters (the forecast's flows count on them and keep fewer spares; BENCHMARKS.md). Measured with the sweep
+    // in the simulation: 477 resumes against 526, 96.8% at once against 97.0%, $671 against $675 (before it, 470
+    // against 557, 97.8% against 96.8%, $667 against $672).
     let outcomes = monday_compared();
     let forecast = by_name(outcomes, "forecast");
     let kept = by_name(outcomes, "keep-fresh");
