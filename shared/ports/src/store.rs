@@ -211,21 +211,23 @@ pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 /// their UTF-8 length, numbers at most 21 bytes, and 3 bytes plus 1 per element for maps and lists. The key
 /// attributes (`PK`, `SK`, and `kind` on pool items) are included.
 pub fn item_bytes(pool: &str, item: &Item) -> Result<usize> {
-    fn size(v: &Value) -> usize {
-        match v {
-            Value::Null | Value::Bool(_) => 1,
-            Value::Number(n) => n.to_string().trim_start_matches('-').len().div_ceil(2) + 1,
-            Value::String(s) => s.len(),
-            Value::Array(items) => 3 + items.iter().map(|v| size(v) + 1).sum::<usize>(),
-            Value::Object(map) => 3 + map.iter().map(|(k, v)| k.len() + size(v) + 1).sum::<usize>(),
-        }
-    }
     let Value::Object(attrs) = item.to_value()? else {
         return Err(Error::Config(format!("item {} is not a map", item.key().sort_key())));
     };
     let keys = "PK".len() + "POOL#".len() + pool.len() + "SK".len() + item.key().sort_key().len();
     let kind = if matches!(item, Item::Pool(_)) { "kind".len() + "pool".len() } else { 0 };
-    Ok(keys + kind + attrs.iter().map(|(k, v)| k.len() + size(v)).sum::<usize>())
+    Ok(keys + kind + attrs.iter().map(|(k, v)| k.len() + value_bytes(v)).sum::<usize>())
+}
+
+/// The size of one attribute's value as DynamoDB counts it ([`item_bytes`]).
+pub fn value_bytes(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) => 1,
+        Value::Number(n) => n.to_string().trim_start_matches('-').len().div_ceil(2) + 1,
+        Value::String(s) => s.len(),
+        Value::Array(items) => 3 + items.iter().map(|v| value_bytes(v) + 1).sum::<usize>(),
+        Value::Object(map) => 3 + map.iter().map(|(k, v)| k.len() + value_bytes(v) + 1).sum::<usize>(),
+    }
 }
 
 /// Refuses a write that would store an item over [`MAX_ITEM_BYTES`].

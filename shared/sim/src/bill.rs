@@ -2,12 +2,13 @@
 //! list prices.
 //!
 //! The operations come from the simulation (reconciles, power-function runs, wake-ups, claims and their waits,
-//! table writes). The AWS requests per operation are the ones the adapters count against the emulator
-//! (BENCHMARKS.md, "AWS calls per operation"): a reconcile is one strongly consistent Query of the pool's
-//! partition plus its writes; a claim reads the pool item, small pages of the partition's `assign` index (the
-//! oldest pending claim, then spares) and the spare it takes, then writes one transaction and sends one SQS
-//! message; each message to a function is a send and a delete. What no emulator can measure (how long a function runs on Lambda) is an assumption, named
-//! in [`Assumptions`]; the Lambda lines are small beside the requests either way.
+//! table writes, each at its write units: [`crate::units`]). The AWS requests per operation are the ones the
+//! adapters count against the emulator (BENCHMARKS.md, "AWS calls per operation"): a reconcile is one strongly
+//! consistent Query of the pool's partition plus its writes; a claim reads the pool item, small pages of the
+//! partition's `assign` index (the oldest pending claim, then spares) and the spare it takes, then writes one
+//! transaction and sends one SQS message; each message to a function is a send and a delete. What no emulator can
+//! measure (how long a function runs on Lambda) is an assumption, named in [`Assumptions`]; the Lambda lines are
+//! small beside the requests either way.
 
 use std::fmt::Write as _;
 
@@ -161,28 +162,8 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         + claims * (create_reads + release_reads)
         + power_reads
         + polls * poll_reads;
-    // Writes: a unit per KB, doubled in a transaction (creates, deletes, assignments); the pool item in full, and
-    // again in the `pools` index, which projects all of its attributes. A
-    // write that puts a cluster in or out of the spares index writes the index too (one unit, counted for every
-    // planner write, an upper bound). An assignment is a transaction of the claim and the cluster plus the
-    // index entry it removes; a release one write of the claim.
-    let pool_units = (u.pool_item_bytes as f64 / 1024.0).ceil().max(1.0);
-    // When a bucket closes, the profile's own item is written in the same transaction as the pool item (no index
-    // entry): both at twice their units.
-    let profile_units = (u.profile_item_bytes as f64 / 1024.0).ceil();
-    let item_units = (a.item_bytes / 1024.0).ceil().max(1.0);
-    let assignment_units = 2.0 * (1.0 + item_units) + 1.0;
-    // The pool's trail: each event an item under 1 KB in a transaction, two units. A claim tells of its making,
-    // assignment, release asked and release; a cluster of its creation, install, deletion and removal; each start
-    // and stop of its transition's start and end; a broken cluster of its breaking.
-    let events = 4.0 * claims + 4.0 * o.installs as f64 + 2.0 * (o.calls.start + o.calls.stop) as f64 + o.broken as f64;
-    // The tick item is one conditional put (no transaction, no index entry), counted by its units.
-    let write_units = 3.0 * o.store_writes as f64
-        + u.tick_write_units as f64
-        + u.pool_writes as f64 * (2.0 * pool_units - 1.0)
-        + u.profile_writes as f64 * (2.0 * profile_units + pool_units)
-        + claims * (assignment_units + 1.0)
-        + 2.0 * events;
+    // Writes: counted write by write as the functions send them ([`crate::units`]), and the tick item's.
+    let write_units = (u.write_units + u.tick_write_units) as f64;
     // Messages: each one that asked for a reconcile (claims and releases, the power function's news, wake-ups, the
     // sweep's), and each power run; a send and a delete each.
     let messages = u.reconcile_messages as f64 + power;

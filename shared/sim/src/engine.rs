@@ -20,12 +20,16 @@ use apiary_planner::power::tick::{self, Tick};
 use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
 use apiary_planner::sweep;
 use apiary_planner::{
-    apply_mut, plan, Action, Buckets, Claim, GoDuration, Pool, PoolSpec, PoolStatus, Profile, Snapshot, Timestamp,
+    apply_mut, plan, Action, Buckets, Claim, GoDuration, Plan, Pool, PoolSpec, PoolStatus, Profile, Snapshot, Timestamp,
 };
+
+use apiary_planner::events::{self, EventType};
+use apiary_ports::store::{writes_with_events, Cond, Item, Key, Write};
 
 use crate::report::{Calls, Costs, Lateness, Noticed, Outcome, Sample, Usage};
 use crate::rng::Rng;
 use crate::trace::Trace;
+use crate::units;
 
 /// A duration drawn from a log-normal distribution.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -319,10 +323,19 @@ impl<'t> Simulation<'t> {
                 true
             }
             Event::Release(name) => {
-                if let Some(claim) = self.snap.claims.iter_mut().find(|c| c.name == name) {
-                    claim.release_requested_at = Some(now);
-                    claim.rev += 1;
+                let Some(i) = self.snap.claims.iter().position(|c| c.name == name) else { return true };
+                // The claim API writes the claim asked to release and the event that says so, together.
+                let mut next = self.snap.claims[i].clone();
+                next.release_requested_at = Some(now);
+                next.rev += 1;
+                let mut said = events::Event::new(EventType::ClaimReleaseRequested, now, next.rev).claim(&name);
+                if let Some(id) = &next.cluster {
+                    said = said.cluster(id);
                 }
+                let writes =
+                    [Write::Put(Item::Claim(Box::new(next.clone())), Cond::Rev(next.rev - 1)), Write::Append(said)];
+                self.usage.write_units += units::of(&self.snap, &writes);
+                self.snap.claims[i] = next;
                 true
             }
             Event::MachinesDone(id, when) => {
@@ -359,6 +372,12 @@ impl<'t> Simulation<'t> {
                 }
             }
             Event::Deprovisioned(id) => {
+                // The power function deletes the cluster's item with the events of its removal, together.
+                if let Some(stored) = self.snap.clusters.iter().find(|c| c.id == id) {
+                    let mut gone = vec![Write::Delete(Key::Cluster(id.clone()), Cond::Rev(stored.rev))];
+                    gone.extend(events::of_cluster(stored, None, now).into_iter().map(Write::Append));
+                    self.usage.write_units += units::of(&self.snap, &gone);
+                }
                 self.snap.clusters.retain(|c| c.id != id);
                 self.snap.leases.retain(|l| l.holder != id);
                 self.machines.remove(&id);
@@ -409,12 +428,47 @@ impl<'t> Simulation<'t> {
         self.usage.pool_item_bytes = serde_json::to_vec(&bare).map_or(0, |v| v.len());
     }
 
+    /// The write units of `plan`'s writes as the store sends them, each action's in one go. An assignment made at
+    /// once is the claim API's: the claim made with its cluster, and the event of its making, in one transaction;
+    /// a claim that waited was made pending on its own first.
+    fn count_write_units(&mut self, plan: &Plan, now: Timestamp) {
+        // The partition as the reconcile read it: the profile's buckets kept in their own item, as every write of
+        // the pool after its first leaves them.
+        let mut read = self.snap.clone();
+        let rev = read.pool.rev;
+        if let Some(p) = read.pool.status.profile_mut().filter(|p| p.has_buckets()) {
+            p.kept = Some(rev);
+        }
+        let mut after = read.clone();
+        for action in plan.writes() {
+            let Ok(mut writes) = writes_with_events(&mut after, action, now) else { continue };
+            let Action::AssignClaim { claim, at, .. } = action else {
+                self.usage.write_units += units::of(&read, &writes);
+                continue;
+            };
+            let Some(made) = read.claims.iter().find(|c| &c.name == claim) else { continue };
+            let created = Write::Append(events::claim_created(made));
+            let unmade = |key: &Key| match key {
+                Key::Claim(name) if name == claim => None,
+                key => units::stored(&read, key),
+            };
+            if *at == made.created_at {
+                writes.push(created);
+                self.usage.write_units += units::of_items(unmade, &writes);
+            } else {
+                let pending = [Write::Put(Item::Claim(Box::new(made.clone())), Cond::Absent), created];
+                self.usage.write_units += units::of_items(unmade, &pending) + units::of(&read, &writes);
+            }
+        }
+    }
+
     /// The reconcile function: plan, apply, carry out.
     fn reconcile(&mut self, now: Timestamp) {
         self.plan_seed = self.plan_seed.wrapping_add(1);
         let plan = plan(&self.snap, now, self.plan_seed);
         self.reconciles += 1;
         self.writes += plan.writes().count();
+        self.count_write_units(&plan, now);
         let updates = plan.actions.iter().any(|a| matches!(a, Action::UpdatePool { .. }));
         let buckets_before = updates.then(|| profile_buckets(&self.snap.pool)).flatten();
         for action in &plan.actions {
@@ -578,9 +632,12 @@ impl<'t> Simulation<'t> {
             let report = self.report(id, probe);
             let before = &self.snap.clusters[idx];
             let mut step = power::step(before, &report, now, timeouts);
+            let mut intent = None;
             if let Some(call) = step.call {
-                // The intent is written before the call.
+                // The intent is written before the call, with the events of what it changed.
                 self.writes += 1;
+                self.usage.write_units += cluster_write_units(before, &step.cluster, now);
+                intent = Some(step.cluster.clone());
                 let outcome = self.call(id, call, now);
                 let (changed, wakes) = (step.changed, step.wakes_pool);
                 step = power::step(&step.cluster, &outcome, now, timeouts);
@@ -594,6 +651,7 @@ impl<'t> Simulation<'t> {
                 self.dirty = true;
                 after.rev = before.rev + 1;
                 self.writes += 1;
+                self.usage.write_units += cluster_write_units(intent.as_ref().unwrap_or(before), &after, now);
                 if after.is_broken() && !before.is_broken() {
                     self.broken += 1;
                 }
@@ -799,4 +857,13 @@ impl<'t> Simulation<'t> {
 /// The buckets of `pool`'s forecast profile, if it has one.
 fn profile_buckets(pool: &Pool) -> Option<(Buckets, Buckets)> {
     pool.status.profile().map(|p| (p.mean.clone(), p.spread.clone()))
+}
+
+/// The write units of the power function's write of cluster `stored` as `written`: its item, with the events of
+/// what changed in the same transaction.
+fn cluster_write_units(stored: &apiary_planner::Cluster, written: &apiary_planner::Cluster, now: Timestamp) -> usize {
+    let mut writes = vec![Write::Put(Item::Cluster(Box::new(written.clone())), Cond::Rev(stored.rev))];
+    writes.extend(events::of_cluster(stored, Some(written), now).into_iter().map(Write::Append));
+    let old = Item::Cluster(Box::new(stored.clone()));
+    units::of_items(|key| (*key == old.key()).then(|| old.clone()), &writes)
 }

@@ -28,6 +28,7 @@ pub mod policy;
 pub mod report;
 pub mod rng;
 pub mod trace;
+pub mod units;
 
 use chrono::TimeDelta;
 

@@ -63,6 +63,9 @@ pub struct Usage {
     pub full_sweeps: usize,
     /// Sweeps that enqueued this pool: its full passes, and the runs that found it due between them.
     pub sweep_reconciles: usize,
+    /// DynamoDB write units of the table writes the functions send, counted write by write ([`crate::units`]):
+    /// the reconcile's, the power function's, the claim API's. The tick item's are counted apart.
+    pub write_units: usize,
     /// Reconciles that rewrote the pool item (its status).
     pub pool_writes: usize,
     /// The pool item's size when last written, bytes, without the forecast profile's buckets (kept in their own

@@ -3,8 +3,11 @@
 
 use chrono::TimeDelta;
 
-use apiary_planner::power;
+use apiary_planner::events::{Event, EventType};
+use apiary_planner::{power, Claim, Cluster, DesiredPower, Pool, PoolStatus, PowerState, Snapshot};
+use apiary_ports::store::{Cond, Item, Write};
 use apiary_sim::trace::{default_start, generate, Arrival};
+use apiary_sim::units;
 use apiary_sim::{
     base_spec, default_adaptive, default_forecast, policy, reference_trace, simulate, Costs, Outcome, Pattern,
     Platform, Policy, Trace,
@@ -325,35 +328,57 @@ fn units_per(item: &str, operations: f64, f: impl FnOnce(&mut Outcome)) -> f64 {
     line.unwrap().per_pool / (MONTH_HOURS / 336.0) / operations
 }
 
-/// The write units billed for each of 1 000 reconciles that rewrote a pool item of `bytes`.
-fn pool_write_units(bytes: usize) -> f64 {
-    units_per("DynamoDB write units", 1000.0, |o| {
-        o.store_writes = 1000;
-        o.usage.pool_writes = 1000;
-        o.usage.pool_item_bytes = bytes;
-    })
+/// A pool of 50 with `clusters` and `claims`, as the table holds it.
+fn partition(clusters: Vec<Cluster>, claims: Vec<Claim>) -> Snapshot {
+    let pool = Pool {
+        name: "sim".into(),
+        spec: base_spec(50),
+        status: PoolStatus::default(),
+        next_wake_at: None,
+        deletion_requested_at: None,
+        created_at: default_start(),
+        rev: 3,
+    };
+    Snapshot { pool, clusters, claims, leases: vec![] }
+}
+
+/// A spare: installed, Running, unclaimed.
+fn spare(id: &str) -> Cluster {
+    let mut c = Cluster::new(id, id, id, default_start());
+    c.installed_at = Some(default_start() + TimeDelta::minutes(40));
+    c.spec_power_state = Some(DesiredPower::Running);
+    c.power_state = Some(PowerState::Running);
+    c
 }
 
 #[test]
 fn a_pool_item_write_is_billed_with_its_copy_in_the_pools_index() {
-    // The `pools` index projects every attribute of a pool item: each write of a 6.5 KB pool item writes 7 units
-    // to the table and 7 to the index, on top of the write it is counted as.
-    let units = pool_write_units(6500);
-    assert!(units >= 14.0, "{units} write units a pool write");
+    // The `pools` index projects every attribute of a pool item: a write of a pool item under a KB is a unit in
+    // the table and one in the index. The bill counted it again as a planner write: 6 units.
+    let snap = partition(vec![], vec![]);
+    let write = Write::Put(Item::Pool(Box::new(snap.pool.clone())), Cond::Rev(3));
+    assert_eq!(units::of(&snap, &[write]), 2);
 }
 
 #[test]
-fn the_profile_item_is_billed_only_when_a_bucket_closes() {
-    // A 1.1 KB pool item: 2 units, and 2 in the index. A closing bucket writes the 5.4 KB profile item too, in a
-    // transaction with the pool item: 2 × 6 units for it, and the pool item's units again.
-    let bare = pool_write_units(1100);
-    let closing = units_per("DynamoDB write units", 1000.0, |o| {
-        o.store_writes = 1000;
-        (o.usage.pool_writes, o.usage.profile_writes) = (1000, 1000);
-        (o.usage.pool_item_bytes, o.usage.profile_item_bytes) = (1100, 5400);
-    });
-    assert!((closing - bare - 14.0).abs() < 1e-9, "{bare} units a pool write, {closing} with its profile");
-    assert!(bare < 7.0, "{bare} units a pool write without its buckets");
+fn writes_sent_together_are_billed_twice_and_the_spares_index_only_where_an_entry_moves() {
+    let now = default_start() + TimeDelta::hours(2);
+    let snap = partition(vec![spare("a")], vec![]);
+    // Written again as it was (its entry among the spares unchanged): its own unit alone.
+    let same = Write::Put(Item::Cluster(Box::new(spare("a"))), Cond::Rev(0));
+    assert_eq!(units::of(&snap, std::slice::from_ref(&same)), 1);
+    // Asked to hibernate: out of the spares, into the clusters in motion, two entries of the keys-only index.
+    let mut stopping = spare("a");
+    stopping.spec_power_state = Some(DesiredPower::Hibernating);
+    stopping.power_state = Some(PowerState::WaitingForMachinesToStop);
+    let moved = Write::Put(Item::Cluster(Box::new(stopping.clone())), Cond::Rev(0));
+    assert_eq!(units::of(&snap, std::slice::from_ref(&moved)), 3);
+    // With an event (under a KB), in one transaction: each unit twice.
+    let said = Event::new(EventType::ClusterHibernated, now, 1).cluster("a");
+    assert_eq!(units::of(&snap, &[moved, Write::Append(said)]), 2 * (3 + 1));
+    // A pending claim made: its item and its entry among the pending claims.
+    let claim = Claim::new("k", "sim", now);
+    assert_eq!(units::of(&snap, &[Write::Put(Item::Claim(Box::new(claim)), Cond::Absent)]), 2);
 }
 
 #[test]
