@@ -219,8 +219,19 @@ pub fn item_bytes(pool: &str, item: &Item) -> Result<usize> {
     Ok(keys + kind + attrs.iter().map(|(k, v)| k.len() + value_bytes(v)).sum::<usize>())
 }
 
+/// The size of `event`'s item in `pool`'s trail as DynamoDB counts it, as [`item_bytes`] does: its attributes, its
+/// keys (`EVENTS#<pool>#<shard>` and [`event_sort_key`]) and `expires`.
+pub fn event_bytes(pool: &str, event: &Event) -> Result<usize> {
+    let Value::Object(attrs) = serde_json::to_value(event)? else {
+        return Err(Error::Config(format!("event {} is not a map", event_sort_key(event))));
+    };
+    let keys = "PK".len() + "EVENTS#".len() + pool.len() + 2 + "SK".len() + event_sort_key(event).len();
+    let expires = "expires".len() + value_bytes(&Value::from((event.time + EVENT_RETENTION).timestamp()));
+    Ok(keys + expires + attrs.iter().map(|(k, v)| k.len() + value_bytes(v)).sum::<usize>())
+}
+
 /// The size of one attribute's value as DynamoDB counts it ([`item_bytes`]).
-pub fn value_bytes(v: &Value) -> usize {
+fn value_bytes(v: &Value) -> usize {
     match v {
         Value::Null | Value::Bool(_) => 1,
         Value::Number(n) => n.to_string().trim_start_matches('-').len().div_ceil(2) + 1,

@@ -15,6 +15,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use chrono::TimeDelta;
 
 use apiary_planner::duration::hours;
+use apiary_planner::events::{self, EventType};
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::power::tick::{self, Tick};
 use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
@@ -22,8 +23,6 @@ use apiary_planner::sweep;
 use apiary_planner::{
     apply_mut, plan, Action, Buckets, Claim, GoDuration, Plan, Pool, PoolSpec, PoolStatus, Profile, Snapshot, Timestamp,
 };
-
-use apiary_planner::events::{self, EventType};
 use apiary_ports::store::{writes_with_events, Cond, Item, Key, Write};
 
 use crate::report::{Calls, Costs, Lateness, Noticed, Outcome, Sample, Usage};
@@ -618,7 +617,7 @@ impl<'t> Simulation<'t> {
     fn write_tick(&mut self) {
         let bytes = serde_json::to_vec(&self.tick).map_or(0, |v| v.len()) + TICK_KEY_BYTES;
         self.usage.tick_writes += 1;
-        self.usage.tick_write_units += bytes.div_ceil(1024).max(1);
+        self.usage.tick_write_units += units::kb(bytes);
     }
 
     /// The steps of one look at `id`: whether it reached a state the pool acts on, and when it wants its next

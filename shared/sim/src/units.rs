@@ -7,9 +7,8 @@
 //! - The `assign` index (keys only): an entry added or removed is a unit (in a transaction, two). A write that
 //!   leaves an item's entry as it was writes nothing there.
 
-use apiary_planner::events::Event;
 use apiary_planner::Snapshot;
-use apiary_ports::store::{event_sort_key, index_key, item_bytes, value_bytes, Item, Key, Write, EVENT_RETENTION};
+use apiary_ports::store::{event_bytes, index_key, item_bytes, Item, Key, Write};
 
 /// The pool's name in the simulated table's keys.
 const POOL: &str = "sim";
@@ -39,7 +38,7 @@ fn one(stored: &impl Fn(&Key) -> Option<Item>, write: &Write) -> usize {
             let gone = matches!(write, Write::Delete(..));
             units + if gone { entries(old.as_ref().and_then(index_key), None) } else { 0 }
         }
-        Write::Append(event) => kb(event_bytes(event)),
+        Write::Append(event) => kb(event_bytes(POOL, event).unwrap_or(0)),
     }
 }
 
@@ -67,18 +66,7 @@ pub fn stored(before: &Snapshot, key: &Key) -> Option<Item> {
     }
 }
 
-/// An event's item: its attributes, its keys (`EVENTS#<pool>#<shard>` and its sort key) and `expires`.
-fn event_bytes(event: &Event) -> usize {
-    let attrs = match serde_json::to_value(event) {
-        Ok(serde_json::Value::Object(map)) => map.iter().map(|(k, v)| k.len() + value_bytes(v)).sum(),
-        _ => 0,
-    };
-    let keys = "PK".len() + "EVENTS#".len() + POOL.len() + 2 + "SK".len() + event_sort_key(event).len();
-    let expires = "expires".len() + (event.time + EVENT_RETENTION).timestamp().to_string().len().div_ceil(2) + 1;
-    attrs + keys + expires
-}
-
 /// Units of `bytes`: one per KB, at least one.
-fn kb(bytes: usize) -> usize {
+pub(crate) fn kb(bytes: usize) -> usize {
     bytes.div_ceil(1024).max(1)
 }
