@@ -209,14 +209,16 @@ pub const MAX_ITEM_BYTES: usize = 400 * 1024;
 
 /// The size of `item` in `pool`'s partition as DynamoDB counts it: each attribute's name and value; strings by
 /// their UTF-8 length, numbers at most 21 bytes, and 3 bytes plus 1 per element for maps and lists. The key
-/// attributes (`PK`, `SK`, and `kind` on pool items) are included.
+/// attributes (`PK`, `SK`, and `kind` on pool items) are included, and so is `assign`, the item's key in its
+/// pool's sparse index ([`index_key`]) when it has one.
 pub fn item_bytes(pool: &str, item: &Item) -> Result<usize> {
     let Value::Object(attrs) = item.to_value()? else {
         return Err(Error::Config(format!("item {} is not a map", item.key().sort_key())));
     };
     let keys = "PK".len() + "POOL#".len() + pool.len() + "SK".len() + item.key().sort_key().len();
     let kind = if matches!(item, Item::Pool(_)) { "kind".len() + "pool".len() } else { 0 };
-    Ok(keys + kind + attrs.iter().map(|(k, v)| k.len() + value_bytes(v)).sum::<usize>())
+    let assign = index_key(item).map_or(0, |k| "assign".len() + k.len());
+    Ok(keys + kind + assign + attrs.iter().map(|(k, v)| k.len() + value_bytes(v)).sum::<usize>())
 }
 
 /// The size of `event`'s item in `pool`'s trail as DynamoDB counts it, as [`item_bytes`] does: its attributes, its

@@ -28,13 +28,13 @@ pub fn of_items(stored: impl Fn(&Key) -> Option<Item>, writes: &[Write]) -> usiz
 fn one(stored: &impl Fn(&Key) -> Option<Item>, write: &Write) -> usize {
     match write {
         Write::Put(item, _) => {
-            let units = kb(item_bytes(POOL, item).unwrap_or(0) + assign_bytes(item));
+            let units = kb(item_bytes(POOL, item).unwrap_or(0));
             let copy = if matches!(item, Item::Pool(_)) { units } else { 0 };
             units + copy + entries(stored(&item.key()).as_ref().and_then(index_key), index_key(item))
         }
         Write::Delete(key, _) | Write::Check(key, _) => {
             let old = stored(key);
-            let units = old.as_ref().map_or(1, |i| kb(item_bytes(POOL, i).unwrap_or(0) + assign_bytes(i)));
+            let units = old.as_ref().map_or(1, |i| kb(item_bytes(POOL, i).unwrap_or(0)));
             let gone = matches!(write, Write::Delete(..));
             units + if gone { entries(old.as_ref().and_then(index_key), None) } else { 0 }
         }
@@ -49,11 +49,6 @@ fn entries(old: Option<String>, new: Option<String>) -> usize {
     } else {
         usize::from(old.is_some()) + usize::from(new.is_some())
     }
-}
-
-/// The `assign` attribute the store adds to an item in the index.
-fn assign_bytes(item: &Item) -> usize {
-    index_key(item).map_or(0, |k| "assign".len() + k.len())
 }
 
 /// The item under `key` in `before`, if the simulated pool has it.
