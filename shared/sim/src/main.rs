@@ -36,8 +36,14 @@ options:
   --resume-failure P     probability a resume gets stuck; default 0.01
   --aging P              for the canary comparison: added to that per day a cluster slept; default 0.02
   --instant-share X      the adaptive policy's target share of claims served at once; default 0.95
+  --policy NAME          compare only this policy (static-0, static-formula, static-peak, schedules, adaptive,
+                         forecast, keep-fresh, oracle); repeatable; skips the canary comparison
   --json                 print the outcomes as JSON instead of tables
 ";
+
+/// The policies `--policy` may name: each compared policy's name up to its tuning in brackets.
+const POLICY_NAMES: [&str; 8] =
+    ["static-0", "static-formula", "static-peak", "schedules", "adaptive", "forecast", "keep-fresh", "oracle"];
 
 struct Args {
     traces: Vec<String>,
@@ -49,6 +55,8 @@ struct Args {
     instant_share: f64,
     aging: f64,
     json: bool,
+    /// Only these policies (`--policy`); all when empty.
+    only: Vec<String>,
     /// Traces were named on the command line.
     given_traces: bool,
 }
@@ -64,6 +72,7 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         instant_share: default_adaptive().instant_share.unwrap_or(0.95),
         aging: 0.02,
         json: false,
+        only: Vec::new(),
         given_traces: false,
     };
     while let Some(flag) = argv.next() {
@@ -89,6 +98,13 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             "--resume-failure" => a.platform.resume_failure = number("--resume-failure", value("--resume-failure")?)?,
             "--instant-share" => a.instant_share = number("--instant-share", value("--instant-share")?)?,
             "--aging" => a.aging = number("--aging", value("--aging")?)?,
+            "--policy" => {
+                let name = value("--policy")?;
+                if !POLICY_NAMES.contains(&name.as_str()) {
+                    return Err(format!("--policy: {name:?} is not one of {}", POLICY_NAMES.join(", ")));
+                }
+                a.only.push(name);
+            }
             "--json" => a.json = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown option {other:?}")),
@@ -128,7 +144,10 @@ fn run(args: Args) -> Result<(), String> {
     let mut all = Vec::new();
     for name in &args.traces {
         let trace = load(name)?;
-        let policies = policy::compared(&trace, &args.platform, adaptive.clone());
+        let mut policies = policy::compared(&trace, &args.platform, adaptive.clone());
+        if !args.only.is_empty() {
+            policies.retain(|p| args.only.iter().any(|n| policy_named(&p.name(), n)));
+        }
         let mut outcomes = Vec::new();
         let mut timings = Vec::new();
         for p in &policies {
@@ -176,7 +195,7 @@ fn run(args: Args) -> Result<(), String> {
         }
         all.extend(outcomes);
     }
-    if !args.json {
+    if !args.json && args.only.is_empty() {
         canaries(&args, &adaptive, &base)?;
     }
     let json = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
@@ -186,6 +205,12 @@ fn run(args: Args) -> Result<(), String> {
         println!("{json}");
     }
     Ok(())
+}
+
+/// Whether a compared policy's `name` is the one `--policy` named: its name up to its tuning in brackets
+/// ("static-formula (8)").
+fn policy_named(name: &str, wanted: &str) -> bool {
+    name.split(" (").next() == Some(wanted)
 }
 
 /// The canary comparison on the quiet reference trace (or the first trace given): a pool whose standbys sleep
