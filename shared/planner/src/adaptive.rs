@@ -42,7 +42,8 @@ const RESUME_QUANTILE: f64 = 0.9;
 /// With `keepFresh`, how much the clusters kept Running after their installs are counted on to stand in for
 /// claimed spares when the forecast plans a flow's spares ([`resumed_share`]). Kept clusters come and go with
 /// the installs, and run out just when claims bunch up, so they are counted on for little, and for no more claims
-/// than the installs ending then replace: those of an install's time before. Calibrated with the simulator on the
+/// than the installs ending then replace: those of an install's time before, and those the pool is seeing now.
+/// Calibrated with the simulator on the
 /// diurnal trace (the two measured weeks): 0.1 gives 97.4% at once at 1.088–1.091× the oracle's cost on seeds
 /// 1–3; 0 gave 97.6–98.0% at 1.107–1.115×, 0.2 gave 96.9% and 1 gave 86% (an earlier ranking, BENCHMARKS.md).
 const FRESH_STAND_IN: f64 = 0.1;
@@ -140,13 +141,16 @@ impl AdaptiveRunningCount {
                 let view = profile.at(now, forecast);
                 let hot = view.hot(rate, now, window);
                 // Kept clusters are the installs that replaced the claims of an install's time before: they stand in
-                // for no more claims than came then.
+                // for no more claims than came then, nor than the pool is seeing (the estimate as of the last claim
+                // counted, which only a claim changes: the plan stays the same between claims). Where the foreseen
+                // claims are not being made, neither are the installs that would replace them.
                 let install = fresh.and_then(|_| measured_install(clusters));
+                let seen = demand.claims_per_hour;
                 let at = |t: Timestamp| {
                     let burst = view.burst_need(t, resume + BURST_MARGIN).ceil() as usize;
                     let flow_rate = view.flow_rate(t).max(view.flow_rate(t + exposure));
                     let resumed = fresh.map_or(1.0, |w| {
-                        let supplied = install.map_or(flow_rate, |d| flow_rate.min(view.flow_rate(t - d)));
+                        let supplied = install.map_or(flow_rate, |d| flow_rate.min(view.flow_rate(t - d))).min(seen);
                         resumed_share(supplied * hours(w))
                     });
                     (burst + view.flow_spares(flow_rate * resumed, exposure, cap)).min(cap)

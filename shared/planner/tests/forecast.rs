@@ -189,22 +189,31 @@ fn between_a_plan_and_its_wake_up_the_foreseen_running_count_does_not_change() {
     // same state gives the same running count. A flow of a claim every two minutes, 09:00 to 10:00, three Mondays;
     // the fourth Monday's hour before it, when no claim comes and the spares for the flow are resumed ahead of it.
     // (Once claims come, each is a reconcile; a bucket that closes without the claims it used to see lowers what
-    // is foreseen, which the full pass picks up.)
-    let p = pool().size(30).adaptive(0.95, "3m").forecast("UTC");
-    let minutes: Vec<i64> = (0..3).flat_map(|w| (0..30).map(move |i| w * WEEK + 9 * 60 + 2 * i)).collect();
-    let snap = learn(p, &minutes);
-    let monday = 3 * WEEK;
-    assert_eq!(plan(&snap, at(monday + 7 * 60 + 30), 1).status.running_count, 0);
-    assert!(plan(&snap, at(monday + 9 * 60), 1).status.running_count > 0);
-    for m in (monday + 7 * 60 + 30)..(monday + 9 * 60) {
-        let t = at(m);
-        let first = plan(&snap, t, 1);
-        let (count, wake) = (first.status.running_count, first.wake_at.unwrap_or(t + TimeDelta::hours(1)));
-        let mut u = t + TimeDelta::seconds(15);
-        while u < wake.min(t + TimeDelta::minutes(20)) {
-            let later = plan(&snap, u, 1).status.running_count;
-            assert_eq!(later, count, "planned at {t} with a wake-up at {wake}: {later} at {u}, not {count}");
-            u += TimeDelta::seconds(15);
+    // is foreseen, which the full pass picks up.) With `keepFresh` too, whose kept clusters are counted on as the
+    // claims seen allow.
+    for keep_fresh in [false, true] {
+        let mut p = pool().size(30).adaptive(0.95, "3m").forecast("UTC");
+        if let Some(a) = p.spec.adaptive_running_count.as_mut() {
+            a.keep_fresh = keep_fresh.then_some(true);
+        }
+        let minutes: Vec<i64> = (0..3).flat_map(|w| (0..30).map(move |i| w * WEEK + 9 * 60 + 2 * i)).collect();
+        let snap = learn(p, &minutes);
+        let monday = 3 * WEEK;
+        assert_eq!(plan(&snap, at(monday + 7 * 60 + 30), 1).status.running_count, 0);
+        assert!(plan(&snap, at(monday + 9 * 60), 1).status.running_count > 0);
+        for m in (monday + 7 * 60 + 30)..(monday + 9 * 60) {
+            let t = at(m);
+            let first = plan(&snap, t, 1);
+            let (count, wake) = (first.status.running_count, first.wake_at.unwrap_or(t + TimeDelta::hours(1)));
+            let mut u = t + TimeDelta::seconds(15);
+            while u < wake.min(t + TimeDelta::minutes(20)) {
+                let later = plan(&snap, u, 1).status.running_count;
+                assert_eq!(
+                    later, count,
+                    "keepFresh {keep_fresh}: planned at {t} with a wake-up at {wake}: {later} at {u}, not {count}"
+                );
+                u += TimeDelta::seconds(15);
+            }
         }
     }
 }

@@ -172,25 +172,30 @@ fn a_canary_resumed_beyond_the_count_does_not_take_the_place_of_a_cluster_alread
     assert_eq!(again.writes().count(), 0, "first {:?}\nthen {:?}", first.actions, again.actions);
 }
 
+const WEEK: i64 = 7 * 24 * 60;
+
+/// Three Mondays: nothing before 08:30, then a claim a minute until 10:00, each claim released.
+fn mornings() -> Vec<i64> {
+    (0..3).flat_map(|w| (0..90).map(move |i| w * WEEK + 8 * 60 + 30 + i)).collect()
+}
+
+/// Forty spares whose installs took `took` minutes.
+fn installs_took(mut snap: Snapshot, took: i64) -> Snapshot {
+    snap.clusters = (0..40)
+        .map(|i| {
+            let mut c = cluster(&format!("c{i:02}")).created(at(i)).c;
+            c.installed_at = Some(at(i + took));
+            c
+        })
+        .collect();
+    snap
+}
+
 #[test]
 fn kept_clusters_stand_in_for_no_more_claims_than_the_installs_an_install_ago_supply() {
-    const WEEK: i64 = 7 * 24 * 60;
-    // Three Mondays: nothing before 08:30, then a claim a minute until 10:00, each claim released.
-    let mornings: Vec<i64> = (0..3).flat_map(|w| (0..90).map(move |i| w * WEEK + 8 * 60 + 30 + i)).collect();
-    let learned = |on: bool| after_arrivals(keep_fresh(on, 40).forecast("UTC"), &mornings, Claims::Released);
+    let learned = |on: bool| after_arrivals(keep_fresh(on, 40).forecast("UTC"), &mornings(), Claims::Released);
     // The fourth Monday at 08:40: the flow is a claim a minute, and was nothing before 08:30.
     let now = at(3 * WEEK + 8 * 60 + 40);
-    // Forty spares whose installs took `took` minutes.
-    let installs_took = |mut snap: Snapshot, took: i64| {
-        snap.clusters = (0..40)
-            .map(|i| {
-                let mut c = cluster(&format!("c{i:02}")).created(at(i)).c;
-                c.installed_at = Some(at(i + took));
-                c
-            })
-            .collect();
-        snap
-    };
     let off = spares(&installs_took(learned(false), 40), now);
     // Installs of 40 minutes began at 08:00, when no claim had come: none ends now to be kept, so none is counted
     // on to stand in for a claimed spare.
@@ -202,4 +207,23 @@ fn kept_clusters_stand_in_for_no_more_claims_than_the_installs_an_install_ago_su
     let mut unmeasured = learned(true);
     unmeasured.clusters.clear();
     assert!(spares(&unmeasured, now) < off);
+}
+
+#[test]
+fn kept_clusters_stand_in_for_no_more_claims_than_the_pool_has_lately_seen() {
+    // The fourth Monday, 09:00, with 5-minute installs: the forecast's flow is a claim a minute.
+    let now = at(3 * WEEK + 9 * 60);
+    let monday = |on: bool, arrivals: &[i64]| {
+        let minutes: Vec<i64> = mornings().into_iter().chain(arrivals.iter().copied()).collect();
+        installs_took(after_arrivals(keep_fresh(on, 40).forecast("UTC"), &minutes, Claims::Released), 5)
+    };
+    // The claims come as foreseen, a minute apart since 08:30: the installs replacing them are kept, and stand in
+    // for some of the claimed spares.
+    let coming: Vec<i64> = (0..30).map(|i| 3 * WEEK + 8 * 60 + 30 + i).collect();
+    let (on, off) = (spares(&monday(true, &coming), now), spares(&monday(false, &coming), now));
+    assert!(on < off, "{on} spares with the claims coming, {off} without the option");
+    // This Monday one claim came, at 08:50: the installs that would be kept replace claims that are not being made,
+    // so none is counted on, and the flow's spares are the forecast's own.
+    let quiet = [3 * WEEK + 8 * 60 + 50];
+    assert_eq!(spares(&monday(true, &quiet), now), spares(&monday(false, &quiet), now));
 }
