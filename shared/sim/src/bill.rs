@@ -81,8 +81,6 @@ pub struct Assumptions {
     pub sweep: TimeDelta,
     /// Sweeps (the timeouts function) per hour: the template's default rate(1 minute).
     pub sweeps_per_hour: f64,
-    /// Bytes of a cluster or claim item.
-    pub item_bytes: f64,
     /// Log bytes per invocation.
     pub log_bytes: f64,
     /// A waiting claimant polls the claim every this long (the CLI's long poll).
@@ -107,7 +105,6 @@ impl Default for Assumptions {
             api: TimeDelta::milliseconds(60),
             sweep: TimeDelta::milliseconds(100),
             sweeps_per_hour: 60.0,
-            item_bytes: 1200.0,
             log_bytes: 1024.0,
             poll: TimeDelta::seconds(20),
             looks_per_poll: 14.0,
@@ -138,14 +135,14 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // A claim: create, a poll per long-poll interval of its wait, release.
     let polls: f64 = o.waits.iter().map(|(_, w)| (w.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil()).sum();
     let api_requests = 2.0 * claims + polls;
-    // A reconcile reads the partition; a claim request reads single items and index pages, never the partition.
+    // A reconcile reads the partition (counted: `query_units`); a claim request reads single items and index pages,
+    // never the partition.
     let reconciles = o.reconciles as f64;
     let power = u.power_runs as f64;
-    let partition = (u.pool_item_bytes + u.profile_item_bytes) as f64 + a.item_bytes * u.clusters as f64;
-    let query_units = (partition / 4096.0).ceil().max(1.0);
-    // Strongly consistent reads: a unit per 4 KB of an item, one per index page (keys only, 16 to a page).
+    // Strongly consistent reads: a unit per 4 KB of an item, one per index page (keys only, 16 to a page). A
+    // cluster or claim item is one: a few hundred bytes, never near 4 KB.
     let pool_read = (u.pool_item_bytes as f64 / 4096.0).ceil().max(1.0);
-    let item_read = (a.item_bytes / 4096.0).ceil().max(1.0);
+    let item_read = 1.0;
     // Create: the pool item, the oldest pending claim's page, a page of spares (two queries when it wraps around
     // the index), the spare. Release: the pool item and the claim. A long poll: the pool item, then the claim and
     // its cluster at each look.
@@ -157,7 +154,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let (nudges, ticks, looks) = (u.nudges as f64, u.ticks as f64, u.tick_looks as f64);
     let power_reads = nudges * (pool_read + item_read + 1.0) + ticks * (pool_read + 2.0) + looks * item_read;
     // A full pass's reconcile reads the pool's tick item too (when clusters move: an upper bound).
-    let read_units = reconciles * query_units
+    let read_units = u.query_units as f64
         + u.full_sweeps as f64 * item_read
         + claims * (create_reads + release_reads)
         + power_reads

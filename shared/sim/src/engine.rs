@@ -201,6 +201,10 @@ pub struct Simulation<'t> {
     writes: usize,
     reconciles: usize,
     usage: Usage,
+    /// The pool's partition as a reconcile's Query weighs it (once measuring: only then are its reads counted).
+    partition: units::Partition,
+    /// The measured weeks have begun.
+    measuring: bool,
     /// Seconds from a transition's machines being done to the power function's next look (install, resume,
     /// stop, then from [`WAITED_ON`] the installs and resumes done while a claim waited): what the look schedule
     /// adds before the pool can act on it.
@@ -253,6 +257,8 @@ impl<'t> Simulation<'t> {
             writes: 0,
             reconciles: 0,
             usage: Usage::default(),
+            partition: units::Partition::default(),
+            measuring: false,
             late: Default::default(),
             setup,
         }
@@ -404,6 +410,7 @@ impl<'t> Simulation<'t> {
                 due
             }
             Event::Measure => {
+                self.measuring = true;
                 (self.installs, self.broken, self.writes, self.reconciles) = (0, 0, 0, 0);
                 self.usage = Usage::default();
                 self.late = Default::default();
@@ -427,16 +434,20 @@ impl<'t> Simulation<'t> {
         self.usage.pool_item_bytes = serde_json::to_vec(&bare).map_or(0, |v| v.len());
     }
 
-    /// The write units of `plan`'s writes as the store sends them, each action's in one go. An assignment made at
+    /// The read units of the reconcile's Query of the partition, and the write units of `plan`'s writes as the
+    /// store sends them, each action's in one go. An assignment made at
     /// once is the claim API's: the claim made with its cluster, and the event of its making, in one transaction;
     /// a claim that waited was made pending on its own first.
-    fn count_write_units(&mut self, plan: &Plan, now: Timestamp) {
+    fn count_units(&mut self, plan: &Plan, now: Timestamp) {
         // The partition as the reconcile read it: the profile's buckets kept in their own item, as every write of
         // the pool after its first leaves them.
         let mut read = self.snap.clone();
         let rev = read.pool.rev;
         if let Some(p) = read.pool.status.profile_mut().filter(|p| p.has_buckets()) {
             p.kept = Some(rev);
+        }
+        if self.measuring {
+            self.usage.query_units += self.partition.read_units(&read, &self.tick);
         }
         let mut after = read.clone();
         for action in plan.writes() {
@@ -467,7 +478,7 @@ impl<'t> Simulation<'t> {
         let plan = plan(&self.snap, now, self.plan_seed);
         self.reconciles += 1;
         self.writes += plan.writes().count();
-        self.count_write_units(&plan, now);
+        self.count_units(&plan, now);
         let updates = plan.actions.iter().any(|a| matches!(a, Action::UpdatePool { .. }));
         let buckets_before = updates.then(|| profile_buckets(&self.snap.pool)).flatten();
         for action in &plan.actions {

@@ -66,6 +66,9 @@ pub struct Usage {
     /// DynamoDB write units of the table writes the functions send, counted write by write ([`crate::units`]):
     /// the reconcile's, the power function's, the claim API's. The tick item's are counted apart.
     pub write_units: usize,
+    /// Read units of the reconciles' Queries of the pool's partition, each a unit per 4 KB of all its items
+    /// ([`crate::units::Partition`]).
+    pub query_units: usize,
     /// Reconciles that rewrote the pool item (its status).
     pub pool_writes: usize,
     /// The pool item's size when last written, bytes, without the forecast profile's buckets (kept in their own

@@ -6,9 +6,15 @@
 //! - A pool item's copy in the `pools` index (all attributes projected): its units again.
 //! - The `assign` index (keys only): an entry added or removed is a unit (in a transaction, two). A write that
 //!   leaves an item's entry as it was writes nothing there.
+//!
+//! And the read units of the one read that weighs with the pool's size, a reconcile's strongly consistent Query of
+//! the pool's partition ([`Partition`]): every item under the pool's key, their sizes summed, a unit per 4 KB.
 
+use std::collections::HashMap;
+
+use apiary_planner::power::tick::Tick;
 use apiary_planner::Snapshot;
-use apiary_ports::store::{event_bytes, index_key, item_bytes, Item, Key, Write};
+use apiary_ports::store::{event_bytes, index_key, item_bytes, stored as stored_pool, Item, Key, ProfileItem, Write};
 
 /// The pool's name in the simulated table's keys.
 const POOL: &str = "sim";
@@ -59,6 +65,77 @@ pub fn stored(before: &Snapshot, key: &Key) -> Option<Item> {
         Key::Pool => Some(Item::Pool(Box::new(before.pool.clone()))),
         _ => None,
     }
+}
+
+/// What a reconcile's Query of the pool's partition reads: the pool item (without the profile's buckets), the
+/// profile's item, the tick item, each cluster, claim and lease, each at its size as the table counts it
+/// ([`item_bytes`]). The pool, clusters and claims are weighed again only when their revision moves (every write
+/// moves it).
+#[derive(Debug, Default)]
+pub struct Partition {
+    /// Each cluster's size at the revision it was last weighed, by id.
+    clusters: HashMap<String, (u64, usize)>,
+    /// Each claim's, by name.
+    claims: HashMap<String, (u64, usize)>,
+    /// The profile item's size at the revision it was kept at.
+    profile: Option<(u64, usize)>,
+    /// The pool item's size at its revision.
+    pool: Option<(u64, usize)>,
+}
+
+impl Partition {
+    /// Read units of the Query of the partition as `read` holds it (the profile's buckets in their own item), with
+    /// the pool's `tick`: a unit per 4 KB of all its items together, at least one.
+    pub fn read_units(&mut self, read: &Snapshot, tick: &Tick) -> usize {
+        let pool = match self.pool {
+            Some((rev, b)) if rev == read.pool.rev => b,
+            _ => size(&Item::Pool(Box::new(stored_pool(&read.pool).into_owned()))),
+        };
+        self.pool = Some((read.pool.rev, pool));
+        let mut bytes = pool + size(&Item::Tick(Box::new(tick.clone())));
+        if let Some(p) = read.pool.status.profile().filter(|p| p.has_buckets()) {
+            let rev = p.kept.unwrap_or(read.pool.rev);
+            let weighed = match self.profile {
+                Some((at, b)) if at == rev => b,
+                _ => {
+                    size(&Item::Profile(Box::new(ProfileItem { rev, mean: p.mean.clone(), spread: p.spread.clone() })))
+                }
+            };
+            self.profile = Some((rev, weighed));
+            bytes += weighed;
+        }
+        for c in &read.clusters {
+            bytes += weigh(&mut self.clusters, &c.id, c.rev, || Item::Cluster(Box::new(c.clone())));
+        }
+        for c in &read.claims {
+            bytes += weigh(&mut self.claims, &c.name, c.rev, || Item::Claim(Box::new(c.clone())));
+        }
+        bytes += read.leases.iter().map(|l| size(&Item::Lease(l.clone()))).sum::<usize>();
+        // Items gone from the pool leave their sizes behind: forget them now and then.
+        for (sizes, now) in [(&mut self.clusters, read.clusters.len()), (&mut self.claims, read.claims.len())] {
+            if sizes.len() > 4 * now + 64 {
+                sizes.clear();
+            }
+        }
+        bytes.div_ceil(4096).max(1)
+    }
+}
+
+/// The size of the item `id` at `rev`, weighed once per revision.
+fn weigh(sizes: &mut HashMap<String, (u64, usize)>, id: &str, rev: u64, item: impl FnOnce() -> Item) -> usize {
+    match sizes.get(id) {
+        Some((at, bytes)) if *at == rev => *bytes,
+        _ => {
+            let bytes = size(&item());
+            sizes.insert(id.to_string(), (rev, bytes));
+            bytes
+        }
+    }
+}
+
+/// An item's size in the simulated pool's partition.
+fn size(item: &Item) -> usize {
+    item_bytes(POOL, item).unwrap_or(0)
 }
 
 /// Units of `bytes`: one per KB, at least one.

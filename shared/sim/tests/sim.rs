@@ -4,8 +4,9 @@
 use chrono::TimeDelta;
 
 use apiary_planner::events::{Event, EventType};
+use apiary_planner::power::tick::Tick;
 use apiary_planner::{power, Claim, Cluster, DesiredPower, Pool, PoolStatus, PowerState, Snapshot};
-use apiary_ports::store::{Cond, Item, Write};
+use apiary_ports::store::{item_bytes, Cond, Item, Write};
 use apiary_sim::trace::{default_start, generate, Arrival};
 use apiary_sim::units;
 use apiary_sim::{
@@ -382,8 +383,36 @@ fn writes_sent_together_are_billed_twice_and_the_spares_index_only_where_an_entr
 }
 
 #[test]
+fn a_reconciles_query_is_billed_the_partitions_items_at_their_sizes() {
+    // Forty spares, a claim, the pool and its tick: a strongly consistent Query reads them all, their sizes summed,
+    // a unit per 4 KB. The bill assumed 1.2 KB a cluster (12 units for these forty alone); a spare is a few
+    // hundred bytes.
+    let clusters: Vec<Cluster> = (0..40).map(|i| spare(&format!("c{i:02}"))).collect();
+    let snap = partition(clusters, vec![Claim::new("k", "sim", default_start())]);
+    let tick = Tick::default();
+    let weigh = |item: Item| item_bytes("sim", &item).unwrap();
+    let items = |snap: &Snapshot| -> usize {
+        weigh(Item::Pool(Box::new(snap.pool.clone())))
+            + weigh(Item::Tick(Box::new(tick.clone())))
+            + snap.clusters.iter().map(|c| weigh(Item::Cluster(Box::new(c.clone())))).sum::<usize>()
+            + snap.claims.iter().map(|c| weigh(Item::Claim(Box::new(c.clone())))).sum::<usize>()
+    };
+    let mut partition = units::Partition::default();
+    let units = partition.read_units(&snap, &tick);
+    assert_eq!(units, items(&snap).div_ceil(4096));
+    assert!(units < 40 * 1200 / 4096, "{units} read units");
+    // A cluster written again is weighed again: one grown by 6 KB adds its 6 KB.
+    let mut grown = snap.clone();
+    grown.clusters[0].provision_ref = Some("x".repeat(6000));
+    grown.clusters[0].rev += 1;
+    assert_eq!(partition.read_units(&grown, &tick), items(&grown).div_ceil(4096));
+    assert!(items(&grown) >= items(&snap) + 6000);
+}
+
+#[test]
 fn a_power_run_is_billed_its_strongly_consistent_reads() {
-    // A nudge reads the pool item (6.5 KB: 2 units), the cluster (1.2 KB: 1 unit) and the tick item (1 unit).
+    // A nudge reads the pool item (6.5 KB: 2 units), the cluster (a few hundred bytes: 1 unit) and the tick item
+    // (1 unit).
     let units = units_per("DynamoDB read units", 1000.0, |o| {
         (o.usage.power_runs, o.usage.nudges) = (1000, 1000);
         o.usage.pool_item_bytes = 6500;
