@@ -43,9 +43,9 @@ const RESUME_QUANTILE: f64 = 0.9;
 /// claimed spares when the forecast plans a flow's spares ([`resumed_share`]). Kept clusters come and go with
 /// the installs, and run out just when claims bunch up, so they are counted on for little, and for no more claims
 /// than the installs ending then replace: those of an install's time before, and those the pool is seeing now.
-/// Calibrated with the simulator on the
-/// diurnal trace (the two measured weeks): 0.1 gives 97.4% at once at 1.088–1.091× the oracle's cost on seeds
-/// 1–3; 0 gave 97.6–98.0% at 1.107–1.115×, 0.2 gave 96.9% and 1 gave 86% (an earlier ranking, BENCHMARKS.md).
+/// Calibrated with the simulator on the diurnal trace (the two measured weeks): 0.1 gives 97.4% at once at
+/// 1.088–1.091× the oracle's cost on seeds 1–3; 0 gave 97.6–98.0% at 1.107–1.115×, 0.2 gave 96.9% and 1 gave 86%
+/// (an earlier ranking, BENCHMARKS.md).
 const FRESH_STAND_IN: f64 = 0.1;
 
 /// What the adaptive option decides at one instant.

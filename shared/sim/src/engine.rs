@@ -435,9 +435,9 @@ impl<'t> Simulation<'t> {
     }
 
     /// The read units of the reconcile's Query of the partition, and the write units of `plan`'s writes as the
-    /// store sends them, each action's in one go. An assignment made at
-    /// once is the claim API's: the claim made with its cluster, and the event of its making, in one transaction;
-    /// a claim that waited was made pending on its own first.
+    /// store sends them, each action's in one go. An assignment made at once is the claim API's: the claim made
+    /// with its cluster, and the event of its making, in one transaction; a claim that waited was made pending on
+    /// its own first.
     fn count_units(&mut self, plan: &Plan, now: Timestamp) {
         // The partition as the reconcile read it: the profile's buckets kept in their own item, as every write of
         // the pool after its first leaves them.

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use apiary_planner::power::tick::Tick;
-use apiary_planner::Snapshot;
+use apiary_planner::{Snapshot, Timestamp};
 use apiary_ports::store::{event_bytes, index_key, item_bytes, stored as stored_pool, Item, Key, ProfileItem, Write};
 
 /// The pool's name in the simulated table's keys.
@@ -70,15 +70,15 @@ pub fn stored(before: &Snapshot, key: &Key) -> Option<Item> {
 /// What a reconcile's Query of the pool's partition reads: the pool item (without the profile's buckets), the
 /// profile's item, the tick item, each cluster, claim and lease, each at its size as the table counts it
 /// ([`item_bytes`]). The pool, clusters and claims are weighed again only when their revision moves (every write
-/// moves it).
+/// moves it), the profile's item when a bucket closes.
 #[derive(Debug, Default)]
 pub struct Partition {
     /// Each cluster's size at the revision it was last weighed, by id.
     clusters: HashMap<String, (u64, usize)>,
     /// Each claim's, by name.
     claims: HashMap<String, (u64, usize)>,
-    /// The profile item's size at the revision it was kept at.
-    profile: Option<(u64, usize)>,
+    /// The profile item's size as of its open bucket (its buckets change only when one closes).
+    profile: Option<((Timestamp, Timestamp), usize)>,
     /// The pool item's size at its revision.
     pool: Option<(u64, usize)>,
 }
@@ -94,14 +94,14 @@ impl Partition {
         self.pool = Some((read.pool.rev, pool));
         let mut bytes = pool + size(&Item::Tick(Box::new(tick.clone())));
         if let Some(p) = read.pool.status.profile().filter(|p| p.has_buckets()) {
-            let rev = p.kept.unwrap_or(read.pool.rev);
+            let (rev, open) = (p.kept.unwrap_or(read.pool.rev), (p.since, p.open));
             let weighed = match self.profile {
-                Some((at, b)) if at == rev => b,
+                Some((at, b)) if at == open => b,
                 _ => {
                     size(&Item::Profile(Box::new(ProfileItem { rev, mean: p.mean.clone(), spread: p.spread.clone() })))
                 }
             };
-            self.profile = Some((rev, weighed));
+            self.profile = Some((open, weighed));
             bytes += weighed;
         }
         for c in &read.clusters {
