@@ -23,7 +23,7 @@ use apiary_planner::sweep;
 use apiary_planner::{
     apply_mut, plan, Action, Buckets, Claim, GoDuration, Plan, Pool, PoolSpec, PoolStatus, Profile, Snapshot, Timestamp,
 };
-use apiary_ports::store::{writes_with_events, Cond, Item, Key, Write};
+use apiary_ports::store::{writes_with_events, Cond, Item, Key, ProfileItem, Write};
 
 use crate::report::{Calls, Costs, Lateness, Noticed, Outcome, Sample, Usage};
 use crate::rng::Rng;
@@ -425,13 +425,14 @@ impl<'t> Simulation<'t> {
     fn count_pool_write(&mut self, before: Option<(Buckets, Buckets)>) {
         self.usage.pool_writes += 1;
         let mut bare = self.snap.pool.clone();
-        if let Some(buckets) = bare.status.profile_mut().map(Profile::take_buckets) {
-            if before.as_ref() != Some(&buckets) {
+        if let Some((mean, spread)) = bare.status.profile_mut().map(Profile::take_buckets) {
+            if before.as_ref().is_none_or(|(m, s)| *m != mean || *s != spread) {
                 self.usage.profile_writes += 1;
-                self.usage.profile_item_bytes = serde_json::to_vec(&buckets).map_or(0, |v| v.len());
+                let item = ProfileItem { rev: bare.rev, mean, spread };
+                self.usage.profile_item_bytes = units::size(&Item::Profile(Box::new(item)));
             }
         }
-        self.usage.pool_item_bytes = serde_json::to_vec(&bare).map_or(0, |v| v.len());
+        self.usage.pool_item_bytes = units::size(&Item::Pool(Box::new(bare)));
     }
 
     /// The read units of the reconcile's Query of the partition, and the write units of `plan`'s writes as the

@@ -71,12 +71,12 @@ pub struct Usage {
     pub query_units: usize,
     /// Reconciles that rewrote the pool item (its status).
     pub pool_writes: usize,
-    /// The pool item's size when last written, bytes, without the forecast profile's buckets (kept in their own
-    /// item).
+    /// The pool item's size when last written, bytes as DynamoDB counts them (`item_bytes`), without the forecast
+    /// profile's buckets (kept in their own item).
     pub pool_item_bytes: usize,
     /// Of the pool writes, those that wrote the profile's item too (its buckets changed: a bucket closed).
     pub profile_writes: usize,
-    /// The profile item's size when last written, bytes.
+    /// The profile item's size when last written, bytes as DynamoDB counts them.
     pub profile_item_bytes: usize,
     /// Clusters in the pool at the end.
     pub clusters: usize,

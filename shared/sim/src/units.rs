@@ -133,8 +133,8 @@ fn weigh(sizes: &mut HashMap<String, (u64, usize)>, id: &str, rev: u64, item: im
     }
 }
 
-/// An item's size in the simulated pool's partition.
-fn size(item: &Item) -> usize {
+/// An item's size in the simulated pool's partition, as the table counts it.
+pub(crate) fn size(item: &Item) -> usize {
     item_bytes(POOL, item).unwrap_or(0)
 }
 
