@@ -34,13 +34,13 @@ pub fn of_items(stored: impl Fn(&Key) -> Option<Item>, writes: &[Write]) -> usiz
 fn one(stored: &impl Fn(&Key) -> Option<Item>, write: &Write) -> usize {
     match write {
         Write::Put(item, _) => {
-            let units = kb(item_bytes(POOL, item).unwrap_or(0));
+            let units = kb(size(item));
             let copy = if matches!(item, Item::Pool(_)) { units } else { 0 };
             units + copy + entries(stored(&item.key()).as_ref().and_then(index_key), index_key(item))
         }
         Write::Delete(key, _) | Write::Check(key, _) => {
             let old = stored(key);
-            let units = old.as_ref().map_or(1, |i| kb(item_bytes(POOL, i).unwrap_or(0)));
+            let units = old.as_ref().map_or(1, |i| kb(size(i)));
             let gone = matches!(write, Write::Delete(..));
             units + if gone { entries(old.as_ref().and_then(index_key), None) } else { 0 }
         }
