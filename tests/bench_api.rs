@@ -38,7 +38,7 @@ async fn main() {
     s.restart(quiet(true)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = calls::snapshot();
-    reconcile::reconcile(&s.deps, "calls", false).await.expect("reconcile");
+    reconcile::reconcile(&s.deps, "calls").await.expect("reconcile");
     println!("steady-state reconcile of an unchanged pool: {:?}", calls::since(&before));
     let before = calls::snapshot();
     let (status, _) = s.call("PUT", "/pools/calls/claims/one", ALICE, None).await;

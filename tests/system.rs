@@ -272,7 +272,7 @@ async fn an_inventory_of_three_names_gives_three_clusters_even_with_parallel_rec
     spec["inventory"] = json!({"clusterDeployments": [{"name": "foo"}, {"name": "bar"}, {"name": "baz"}]});
     s.put_pool("inv", &spec).await;
     // Five reconciles at once, beside the queue's own: the name leases let one of each race win.
-    let results = futures::future::join_all((0..5).map(|_| reconcile::reconcile(&s.deps, "inv", false))).await;
+    let results = futures::future::join_all((0..5).map(|_| reconcile::reconcile(&s.deps, "inv"))).await;
     // A reconcile that keeps losing races gives up with a conflict (its message would go back to the queue);
     // nothing else may go wrong.
     for r in &results {
@@ -284,7 +284,7 @@ async fn an_inventory_of_three_names_gives_three_clusters_even_with_parallel_rec
     assert_eq!(names, BTreeSet::from(["bar", "baz", "foo"]));
     // Still three after more reconciles and sweeps.
     for _ in 0..3 {
-        let r = reconcile::reconcile(&s.deps, "inv", false).await;
+        let r = reconcile::reconcile(&s.deps, "inv").await;
         assert!(matches!(r, Ok(_) | Err(apiary_ports::Error::Conflict(_))), "{r:?}");
     }
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -34,14 +34,14 @@ pub struct Outcome {
     pub gone: bool,
 }
 
-/// The reason of the sweep's periodic full pass: its reconciles also start the tick of a pool with clusters in
-/// motion and none live.
+/// The reason of the sweep's periodic full pass, which enqueues every pool, due or not.
 pub const FULL_SWEEP: &str = "sweep-full";
 
-/// Reconciles `pool` once. With `nudge`, a pool with clusters in motion and no live tick also gets its tick
-/// nudged: the safety net for a power message lost on its way (the tick's looks chain from one message to the
-/// next, so one lost message would stall them).
-pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> {
+/// Reconciles `pool` once. A pool with clusters in motion and no live tick also gets its tick nudged: the safety
+/// net for a power message lost on its way (the tick's looks chain from one message to the next, so one lost
+/// message would stall them), at every reconcile that finds something in motion, so a pool that reconciles often
+/// (claims waiting, clusters deleting) is never left without its looks until the sweep's next full pass.
+pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     loop {
         outcome.attempts += 1;
@@ -53,8 +53,8 @@ pub async fn reconcile(deps: &Deps, pool: &str, nudge: bool) -> Result<Outcome> 
         let plan = plan(&snapshot, now, deps.clock.seed());
         let hurry = tick::hurry(snapshot.pool.status.pending_claims, plan.status.pending_claims, &snapshot.clusters);
         let mut power = BTreeSet::new();
-        // The tick item is read only when something moves: a settled pool's full pass reads nothing more.
-        if nudge && outcome.attempts == 1 && snapshot.clusters.iter().any(in_progress) {
+        // The tick item is read only when something moves: a settled pool's reconcile reads nothing more.
+        if outcome.attempts == 1 && snapshot.clusters.iter().any(in_progress) {
             let tick = match deps.store.get(pool, &Key::Tick).await? {
                 Some(Item::Tick(t)) => Some(*t),
                 _ => None,
@@ -149,7 +149,7 @@ fn log_action(pool: &str, action: &Action) {
 /// end of the latest coalescing window among them; the messages of a pool whose reconcile failed are reported as
 /// batch item failures, the others are done.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
-    let mut by_pool: BTreeMap<String, (Vec<String>, bool)> = BTreeMap::new();
+    let mut by_pool: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut failures = vec![];
     let mut not_before = None;
     for record in event.records {
@@ -157,9 +157,7 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
         match serde_json::from_str::<ReconcileMessage>(record.body.as_deref().unwrap_or_default()) {
             Ok(m) => {
                 not_before = not_before.max(m.not_before);
-                let entry = by_pool.entry(m.pool).or_default();
-                entry.0.push(id);
-                entry.1 |= m.reason == FULL_SWEEP;
+                by_pool.entry(m.pool).or_default().push(id);
             }
             // A body that is not a reconcile message never will be: drop it (logged) rather than loop on it.
             Err(e) => tracing::error!(message_id = id, error = %e, "unreadable reconcile message dropped"),
@@ -171,9 +169,9 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     if let Some(wait) = not_before.and_then(|t| (t - deps.clock.now()).min(longest).to_std().ok()) {
         deps.clock.sleep(wait).await;
     }
-    for (pool, (ids, nudge)) in by_pool {
+    for (pool, ids) in by_pool {
         let span = tracing::info_span!("reconcile", pool = %pool);
-        match reconcile(deps, &pool, nudge).instrument(span.clone()).await {
+        match reconcile(deps, &pool).instrument(span.clone()).await {
             Ok(o) => tracing::info!(
                 parent: &span,
                 attempts = o.attempts,

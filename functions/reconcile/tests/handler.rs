@@ -38,30 +38,35 @@ async fn an_empty_pool_gets_its_clusters_the_oldest_running_and_each_a_power_mes
     let w = World::new(t0());
     w.put_pool(pool("ci", aws_spec(3, 1), t0()));
     let deps = w.default_deps(900);
-    let out = reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    let out = reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert_eq!(out.attempts, 1);
     let snap = w.snapshot("ci").expect("pool");
     assert_eq!(snap.clusters.len(), 3);
     let running = snap.clusters.iter().filter(|c| c.spec_power_state == Some(DesiredPower::Running)).count();
     assert_eq!(running, 1);
     assert_eq!(snap.pool.status.installing, 3, "the status was written");
-    let mut sent: Vec<String> = w.queue.take_power().into_iter().filter(|m| !m.reap).map(|m| m.cluster).collect();
+    let nudges: Vec<PowerMessage> = w.queue.take_power().into_iter().filter(|m| !m.reap).collect();
+    let mut sent: Vec<String> = nudges.iter().map(|m| m.cluster.clone()).collect();
     sent.sort();
     let mut ids: Vec<String> = snap.clusters.iter().map(|c| c.id.clone()).collect();
     ids.sort();
     assert_eq!(sent, ids, "one power message per new cluster");
     let gauges = w.metrics.documents();
     assert!(gauges.iter().any(|d| d["ClustersInstalling"] == 3.0), "{gauges:?}");
-    // The reaper's pass it asked for is made; planned again with nothing changed: nothing to write, nothing to send.
-    power::power(&deps, &apiary_ports::messages::PowerMessage::reap("ci"), None).await.expect("the reaper's pass");
-    let again = reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    // The nudges and the reaper's pass it asked for are made; planned again with nothing changed: nothing to
+    // write, nothing to send (the installs' looks are the pool's tick's, live since the nudges).
+    for nudge in &nudges {
+        power::power(&deps, nudge, None).await.expect("the nudge");
+    }
+    power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the reaper's pass");
+    let again = reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert_eq!((again.writes, again.power_messages), (0, 0));
 }
 
 #[tokio::test]
 async fn a_missing_pool_is_gone_and_writes_nothing() {
     let w = World::new(t0());
-    let out = reconcile::reconcile(&w.default_deps(900), "nope", false).await.expect("reconcile");
+    let out = reconcile::reconcile(&w.default_deps(900), "nope").await.expect("reconcile");
     assert!(out.gone);
     assert!(w.store.tables().pools.is_empty());
 }
@@ -83,7 +88,7 @@ impl Hook for LoseWrites {
 async fn a_lost_condition_is_re_read_and_re_planned() {
     let w = World::with_hook(t0(), Arc::new(LoseWrites(AtomicU32::new(1))), 1);
     w.put_pool(pool("ci", aws_spec(2, 0), t0()));
-    let out = reconcile::reconcile(&w.default_deps(900), "ci", false).await.expect("reconcile");
+    let out = reconcile::reconcile(&w.default_deps(900), "ci").await.expect("reconcile");
     assert_eq!(out.attempts, 2);
     assert_eq!(w.snapshot("ci").expect("pool").clusters.len(), 2);
 }
@@ -109,7 +114,7 @@ async fn a_name_is_reserved_with_its_cluster_or_not_at_all() {
     let mut spec = aws_spec(1, 0);
     spec.inventory = Some(Inventory { cluster_deployments: vec![InventoryEntry { name: Some("foo".into()) }] });
     w.put_pool(pool("inv", spec, t0()));
-    let out = reconcile::reconcile(&w.default_deps(900), "inv", false).await.expect("reconcile");
+    let out = reconcile::reconcile(&w.default_deps(900), "inv").await.expect("reconcile");
     assert_eq!(out.attempts, 2, "the lost write was re-planned");
     let snap = w.snapshot("inv").expect("pool");
     let names: Vec<&str> = snap.clusters.iter().map(|c| c.cluster_name.as_str()).collect();
@@ -152,7 +157,7 @@ async fn a_throttled_read_is_a_retryable_failure_of_that_pools_messages() {
     let w = World::with_hook(t0(), Arc::new(Throttled), 1);
     let deps = w.default_deps(900);
     let m = serde_json::to_string(&ReconcileMessage::new("a", "claim")).expect("json");
-    let err = reconcile::reconcile(&deps, "a", false).await.expect_err("throttled");
+    let err = reconcile::reconcile(&deps, "a").await.expect_err("throttled");
     assert!(err.is_retryable(), "{err}");
     let response = reconcile::handle(&deps, event(&[&m])).await;
     assert_eq!(response.batch_item_failures.len(), 1);
@@ -166,15 +171,15 @@ async fn a_reconcile_asks_the_power_function_for_the_reapers_pass_when_one_is_du
     let w = World::new(t0());
     w.put_pool(pool("ci", aws_spec(1, 0), t0()));
     let deps = w.default_deps(900);
-    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     let reaps = |w: &World| w.queue.take_power().into_iter().filter(|m| m.reap).count();
     assert_eq!(reaps(&w), 1, "never looked: due");
     power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the pass");
     w.time.advance(REAP_EVERY / 2);
-    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert_eq!(reaps(&w), 0, "looked a quarter of an hour ago");
     w.time.advance(REAP_EVERY / 2);
-    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert_eq!(reaps(&w), 1);
 }
 
@@ -191,19 +196,19 @@ async fn a_deleted_pool_goes_only_once_the_reaper_finds_nothing_of_it_left() {
     apiary_ports::platform::Provisioner::provision(w.cloud.as_ref(), target).await.expect("machines");
     let deps = w.default_deps(900);
     let reap = |w: &World| w.queue.take_power().into_iter().any(|m| m.reap);
-    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert!(w.snapshot("ci").is_some(), "not before the reaper looked");
     assert!(reap(&w));
     let out = power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the pass");
     assert_eq!(out.reaped, ["ci-old-infra"], "at once: no grace for a deleting pool");
     assert!(w.queue.take_reconcile().iter().any(|m| m.reason == "reaped"), "the pool is told");
-    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert!(w.snapshot("ci").is_some(), "not while an orphan was seen");
     w.time.advance(apiary_planner::reaper::WHILE_DELETING);
-    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert!(reap(&w), "looked at again");
     power::power(&deps, &PowerMessage::reap("ci"), None).await.expect("the pass");
-    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert!(w.snapshot("ci").is_none(), "nothing left: the pool is gone");
 }
 
@@ -240,7 +245,7 @@ async fn claims_that_begin_to_wait_hurry_the_tick_over_the_clusters_in_motion() 
     assert!(sparse > now + INSTALL_POLL, "looked at sparsely: next at {sparse}, now {now}");
     // A claim comes, and nothing runs: it waits.
     w.store.put("ci", Item::Claim(Box::new(Claim::new("k", "arn:aws:iam::123456789012:user/ci", now))));
-    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     let sent = w.queue.take_power();
     let hurried: Vec<&PowerMessage> = sent.iter().filter(|m| m.tick && m.check.is_none()).collect();
     assert_eq!(hurried.len(), 1, "{sent:?}");
@@ -249,6 +254,60 @@ async fn claims_that_begin_to_wait_hurry_the_tick_over_the_clusters_in_motion() 
     assert!(tick(&w).due["ci-1"] <= now + INSTALL_POLL, "every poll while the claim waits");
     // Still waiting at the next reconcile: no second hurry.
     w.time.advance(TimeDelta::seconds(30));
-    reconcile::reconcile(&deps, "ci", false).await.expect("reconcile");
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert!(!w.queue.take_power().iter().any(|m| m.tick && m.check.is_none()));
+}
+
+/// Every reconcile sent each cluster still being deprovisioned a power message again, each a call to its cloud to
+/// terminate machines already going, while the pool's tick was looking at it anyway: at a few reconciles a
+/// minute, a busy pool's deprovisions took several times the power runs they need. The plan that deletes a
+/// cluster nudges it; the tick carries its looks from then on (and the sweep's full pass starts a tick that was
+/// lost).
+#[tokio::test]
+async fn a_deleting_cluster_is_nudged_by_the_plan_that_deletes_it_and_not_by_each_reconcile_after() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(0, 0), t0()));
+    let mut extra = apiary_planner::Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    extra.installed_at = Some(t0());
+    extra.spec_power_state = Some(DesiredPower::Hibernating);
+    w.put_cluster("ci", extra);
+    let deps = w.default_deps(900);
+    let nudged = |w: &World| -> Vec<String> {
+        w.queue.take_power().into_iter().filter(|m| !m.reap && !m.tick).map(|m| m.cluster).collect()
+    };
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
+    assert!(w.snapshot("ci").expect("pool").clusters[0].deleting, "the pool has no room for it");
+    assert_eq!(nudged(&w), ["ci-1"], "the plan that deletes it nudges it");
+    for _ in 0..3 {
+        w.time.advance(TimeDelta::seconds(20));
+        reconcile::reconcile(&deps, "ci").await.expect("reconcile");
+        assert!(w.snapshot("ci").expect("pool").clusters[0].deleting, "still deprovisioning");
+        assert_eq!(nudged(&w), Vec::<String>::new(), "its looks are the tick's");
+    }
+}
+
+/// The pool's tick carries the looks at its clusters in motion from one delayed message to the next: a lost link
+/// stalls them. Any reconcile that finds clusters in motion and no live tick starts it again, not only the
+/// sweep's full pass every ten minutes; one that finds the tick live sends nothing.
+#[tokio::test]
+async fn a_reconcile_that_finds_clusters_in_motion_without_a_live_tick_starts_it() {
+    use apiary_planner::power::tick::Tick;
+    use apiary_planner::Recheck;
+    use apiary_ports::store::Item;
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    let mut installing = apiary_planner::Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    installing.spec_power_state = Some(DesiredPower::Hibernating);
+    w.put_cluster("ci", installing);
+    let deps = w.default_deps(900);
+    let ticks = |w: &World| w.queue.take_power().into_iter().filter(|m| m.tick && m.check.is_none()).count();
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
+    assert_eq!(ticks(&w), 1, "no tick item at all: the install's looks were lost");
+    let live = Tick { check: Some(Recheck { token: 7, due: t0() + TimeDelta::seconds(30) }), ..Tick::default() };
+    w.store.put("ci", Item::Tick(Box::new(live)));
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
+    assert_eq!(ticks(&w), 0, "the tick is live");
+    w.time.advance(TimeDelta::minutes(10));
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
+    assert_eq!(ticks(&w), 1, "its link is long overdue: presumed lost");
 }

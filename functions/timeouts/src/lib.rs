@@ -6,8 +6,8 @@
 //! deletions under way end with the power function's own message; the full pass catches one lost). A run is a
 //! full pass when the last recorded one is old enough
 //! ([`apiary_planner::sweep::full_due`], every `APIARY_FULL_SWEEP_SECONDS`): it enqueues every pool, and those
-//! reconciles start the tick of a pool with clusters in motion and none live, so a lost message delays work,
-//! never loses it. The time of the last
+//! reconciles (as any reconcile does) start the tick of a pool with clusters in motion and none live, so a lost
+//! message delays work, never loses it. The time of the last
 //! full pass is kept in the table, written conditionally, so concurrent or early runs cannot skip or double it
 //! whatever the sweep's rate.
 

@@ -136,7 +136,8 @@ pub enum Action {
         /// New spec power state.
         power_state: DesiredPower,
     },
-    /// Not a write: terminate the deleting cluster's machines; once they are gone, delete its item and lease.
+    /// Not a write: terminate the machines of a cluster this plan deletes; once they are gone, delete its item and
+    /// lease. Planned once: the pool's tick looks at a deleting cluster until then, as at any cluster in motion.
     Deprovision {
         /// Cluster id.
         cluster: String,

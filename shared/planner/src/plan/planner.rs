@@ -275,7 +275,8 @@ impl<'a> Planner<'a> {
             }
         }
         actions.extend(power_actions);
-        for slot in self.slots.iter().filter(|s| s.deleting) {
+        // A cluster deleted by this plan is deprovisioned; one deleting already is the pool's tick's to look at.
+        for slot in self.slots.iter().filter(|s| s.deleting && !s.c.deleting) {
             actions.push(Action::Deprovision { cluster: slot.c.id.clone() });
         }
 
