@@ -119,6 +119,7 @@ pub fn apply_mut(s: &mut Snapshot, plan: &Plan) -> Result<bool, Conflict> {
                     .find(|c| &c.id == cluster && c.rev == *expected_rev)
                     .ok_or_else(|| conflict(format!("cluster {cluster} not at rev {expected_rev}")))?;
                 c.deleting = true;
+                c.deleting_since = Some(*at);
                 // Seed 004: a deleting cluster's power conditions say so, instead of the last state they saw; what
                 // they said of a failure (why it broke) is kept in the message.
                 for kind in [condition::HIBERNATING, condition::READY] {

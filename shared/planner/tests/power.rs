@@ -467,6 +467,30 @@ fn refused_terminations_back_off_and_are_surfaced() {
     assert!(done.done);
 }
 
+/// Machines still going after a termination were looked at every 15 seconds however long they took to go (an
+/// Azure resource group's deletion, an installer's destroy: minutes), each look a call to the cloud. A deprovision
+/// is looked at less often as it ages: gaps of half its age, 15 s to a minute.
+#[test]
+fn a_deprovision_under_way_is_looked_at_less_often_as_it_ages() {
+    let mut c = cluster("c").deleting().c;
+    c.deleting_since = Some(at(0));
+    let going = Termination { remaining: 2, refused: vec![] };
+    let mut now = at(0);
+    let mut gaps = vec![];
+    for _ in 0..9 {
+        let s = deprovision_step(&c, &going, now);
+        assert!(!s.done);
+        assert_eq!(s.cluster, c, "a look that finds the machines going writes nothing");
+        let gap = s.recheck_after.expect("looked at again");
+        gaps.push(gap.num_seconds());
+        now += gap;
+    }
+    assert_eq!(gaps, [15, 15, 15, 22, 33, 50, 60, 60, 60]);
+    // Deleting since a time not recorded (before this was): every poll, as before.
+    c.deleting_since = None;
+    assert_eq!(deprovision_step(&c, &going, at(600)).recheck_after, Some(POLL));
+}
+
 #[test]
 fn nothing_left_is_not_done_while_a_provisioning_call_may_still_land() {
     let mut c = cluster("c").deleting().c;

@@ -142,6 +142,9 @@ pub struct Cluster {
     /// Deprovisioning has started.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleting: bool,
+    /// When deprovisioning started: its looks grow sparser as it ages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleting_since: Option<Timestamp>,
     /// What an external installer said of the cluster it made (its API and console URLs, the ARN of the secret
     /// holding its kubeconfig, …): never a secret itself.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -234,6 +237,7 @@ impl Cluster {
             conditions: Vec::new(),
             marked_for_deletion: false,
             deleting: false,
+            deleting_since: None,
             power_paused: false,
             outputs: BTreeMap::new(),
             machines: Vec::new(),

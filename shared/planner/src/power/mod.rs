@@ -816,7 +816,8 @@ pub struct DeprovisionStep {
 
 /// The step after a termination attempt of a deleting cluster: done once no machine remains; refusals are
 /// retried after [`DEPROVISION_BACKOFF`] doubling with each (at most [`MAX_DEPROVISION_BACKOFF`]) and surfaced as
-/// the DeprovisionFailed condition; machines still going are looked at again after [`POLL`].
+/// the DeprovisionFailed condition; machines still going are looked at again after half as long as the cluster
+/// has been deleting, [`POLL`] to [`SPARSE_POLL`] ([`deprovision_look`]).
 ///
 /// Nothing left is not done while a provisioning call recorded on the cluster may still be under way (its
 /// invocation is inside the call's fence): what that call makes could land after this look, with no cluster left
@@ -831,7 +832,7 @@ pub fn deprovision_step(cluster: &Cluster, outcome: &Termination, now: Timestamp
         return DeprovisionStep { cluster: c, done: true, recheck_after: None };
     }
     if outcome.refused.is_empty() {
-        return DeprovisionStep { cluster: c, done: false, recheck_after: Some(POLL) };
+        return DeprovisionStep { cluster: c, done: false, recheck_after: Some(deprovision_look(cluster, now)) };
     }
     c.deprovision_failures += 1;
     let detail: Vec<String> = outcome.refused.iter().map(|(m, e)| format!("{m}: {e}")).collect();
@@ -853,6 +854,14 @@ pub fn deprovision_step(cluster: &Cluster, outcome: &Termination, now: Timestamp
     let wait = (DEPROVISION_BACKOFF * 2i32.pow(doublings)).min(MAX_DEPROVISION_BACKOFF);
     c.retry_at = Some(now + wait);
     DeprovisionStep { cluster: c, done: false, recheck_after: Some(wait) }
+}
+
+/// When to look again at a deleting cluster whose machines are still going: after half as long as it has been
+/// deleting, [`POLL`] at least and [`SPARSE_POLL`] at most, so a deprovision of a few seconds (EC2's) is seen done
+/// within a poll and one of minutes (a resource group's, an installer's destroy) costs a look a minute, seen done
+/// at most a minute late. Every [`POLL`] when its start is not recorded.
+pub fn deprovision_look(cluster: &Cluster, now: Timestamp) -> TimeDelta {
+    cluster.deleting_since.map_or(POLL, |since| ((now - since) / 2).clamp(POLL, SPARSE_POLL))
 }
 
 /// How long a deleting cluster must still wait before its machines are asked to terminate again, if it must.
