@@ -153,9 +153,9 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // the index of clusters in motion (keys only), then each cluster it looks at; all strongly.
     let (nudges, ticks, looks) = (u.nudges as f64, u.ticks as f64, u.tick_looks as f64);
     let power_reads = nudges * (pool_read + item_read + 1.0) + ticks * (pool_read + 2.0) + looks * item_read;
-    // A full pass's reconcile reads the pool's tick item too (when clusters move: an upper bound).
+    // A reconcile that finds clusters in motion reads the pool's tick item too, to start it again if it is lost.
     let read_units = u.query_units as f64
-        + u.full_sweeps as f64 * item_read
+        + u.tick_reads as f64 * item_read
         + claims * (create_reads + release_reads)
         + power_reads
         + polls * poll_reads;

@@ -18,7 +18,7 @@ use apiary_planner::duration::hours;
 use apiary_planner::events::{self, EventType};
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::power::tick::{self, Tick};
-use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report};
+use apiary_planner::power::{self, ActuatorCall, Install, Probe, Readiness, Report, Termination};
 use apiary_planner::sweep;
 use apiary_planner::{
     apply_mut, plan, Action, Buckets, Claim, GoDuration, Plan, Pool, PoolSpec, PoolStatus, Profile, Snapshot, Timestamp,
@@ -99,6 +99,8 @@ const MAX_DELAY: TimeDelta = TimeDelta::minutes(15);
 /// Where `late` keeps the installs and resumes done while a claim waited: after installs, resumes and stops, in
 /// that order.
 const WAITED_ON: usize = 3;
+/// Where `late` keeps the deprovisions: after the installs and resumes waited on.
+const DEPROVISIONS: usize = 5;
 
 /// The tick item's key attributes, as DynamoDB counts them (`PK`, `POOL#sim`, `SK`, `TICK`).
 const TICK_KEY_BYTES: usize = 2 + 8 + 2 + 4;
@@ -206,9 +208,9 @@ pub struct Simulation<'t> {
     /// The measured weeks have begun.
     measuring: bool,
     /// Seconds from a transition's machines being done to the power function's next look (install, resume,
-    /// stop, then from [`WAITED_ON`] the installs and resumes done while a claim waited): what the look schedule
-    /// adds before the pool can act on it.
-    late: [Vec<f64>; 5],
+    /// stop, then from [`WAITED_ON`] the installs and resumes done while a claim waited, then the deprovisions):
+    /// what the look schedule adds before the pool can act on it.
+    late: [Vec<f64>; 6],
 }
 
 impl<'t> Simulation<'t> {
@@ -377,7 +379,13 @@ impl<'t> Simulation<'t> {
                 }
             }
             Event::Deprovisioned(id) => {
-                // The power function deletes the cluster's item with the events of its removal, together.
+                // The power function deletes the cluster's item with the events of its removal, together, at its
+                // first look after the machines are gone (the simulation deletes it at once, and measures when
+                // that look would have come).
+                // (A cluster without a look of its own recorded is looked at by the tick's next link.)
+                if let Some(next) = self.tick.due.get(&id).copied().or(self.tick.check.map(|c| c.due)) {
+                    self.late[DEPROVISIONS].push((next - now).as_seconds_f64().max(0.0));
+                }
                 if let Some(stored) = self.snap.clusters.iter().find(|c| c.id == id) {
                     let mut gone = vec![Write::Delete(Key::Cluster(id.clone()), Cond::Rev(stored.rev))];
                     gone.extend(events::of_cluster(stored, None, now).into_iter().map(Write::Append));
@@ -478,6 +486,7 @@ impl<'t> Simulation<'t> {
         self.plan_seed = self.plan_seed.wrapping_add(1);
         let plan = plan(&self.snap, now, self.plan_seed);
         self.reconciles += 1;
+        self.usage.tick_reads += usize::from(self.snap.clusters.iter().any(power::in_progress));
         self.writes += plan.writes().count();
         self.count_units(&plan, now);
         let updates = plan.actions.iter().any(|a| matches!(a, Action::UpdatePool { .. }));
@@ -500,6 +509,8 @@ impl<'t> Simulation<'t> {
         if updates {
             self.count_pool_write(buckets_before);
         }
+        // Each cluster the plan created, powered, assigned, deleted, wants checked or deprovisioned, once, in the
+        // plan's order.
         let mut drive = Vec::new();
         for action in plan.actions {
             match action {
@@ -510,17 +521,23 @@ impl<'t> Simulation<'t> {
                 }
                 Action::SetPowerState { cluster, .. }
                 | Action::AssignClaim { cluster, .. }
+                | Action::DeleteCluster { cluster, .. }
                 | Action::CheckPower { cluster } => drive.push(cluster),
-                Action::Deprovision { cluster } if self.deprovisioning.insert(cluster.clone()) => {
-                    self.calls.deprovision += 1;
-                    self.machines.insert(cluster.clone(), Machines::Terminating);
-                    let d = self.setup.platform.delete.draw(&mut self.rng);
-                    self.at(now + d, Event::Deprovisioned(cluster));
+                Action::Deprovision { cluster } => {
+                    if self.deprovisioning.insert(cluster.clone()) {
+                        self.calls.deprovision += 1;
+                        self.machines.insert(cluster.clone(), Machines::Terminating);
+                        let d = self.setup.platform.delete.draw(&mut self.rng);
+                        self.at(now + d, Event::Deprovisioned(cluster.clone()));
+                    }
+                    drive.push(cluster);
                 }
                 _ => {}
             }
         }
         // Each cluster the plan touches is a message to the power function, and so is the tick's nudge.
+        let mut seen = HashSet::new();
+        drive.retain(|id| seen.insert(id.clone()));
         self.usage.power_runs += drive.len();
         let mut again = false;
         if hurry {
@@ -610,15 +627,14 @@ impl<'t> Simulation<'t> {
         notable
     }
 
-    /// The clusters the pool's index says are in motion: those the power function has work on (the simulation
-    /// deprovisions clusters itself, without its looks), and those whose done transition no look has noticed yet
-    /// (to the table, still in motion).
+    /// The clusters the pool's index says are in motion: those the power function has work on (deleting ones
+    /// included), and those whose done transition no look has noticed yet (to the table, still in motion).
     fn moving(&self) -> Vec<String> {
         let mut ids: Vec<String> = self
             .snap
             .clusters
             .iter()
-            .filter(|c| (power::in_progress(c) && !c.deleting) || self.noticing.contains_key(&c.id))
+            .filter(|c| power::in_progress(c) || self.noticing.contains_key(&c.id))
             .map(|c| c.id.clone())
             .collect();
         ids.sort();
@@ -635,6 +651,13 @@ impl<'t> Simulation<'t> {
     /// The steps of one look at `id`: whether it reached a state the pool acts on, and when it wants its next
     /// look. The intent before each call and the outcome after it are counted as table writes.
     fn steps(&mut self, id: &str, now: Timestamp) -> (bool, Option<Timestamp>) {
+        if let Some(deleting) = self.position(id).map(|i| &self.snap.clusters[i]).filter(|c| c.deleting) {
+            // A look at a deleting cluster asks the cloud to terminate its machines. They are still going: the
+            // simulation deletes the item the moment they are gone (`Event::Deprovisioned`).
+            let going = Termination { remaining: 1, refused: vec![] };
+            let step = power::deprovision_step(deleting, &going, now);
+            return (false, step.recheck_after.map(|d| now + d.min(MAX_DELAY)));
+        }
         let timeouts = self.snap.pool.power_limits();
         let mut notable = false;
         for _ in 0..4 {
@@ -858,8 +881,8 @@ impl<'t> Simulation<'t> {
         let timeout = self.setup.spec.powerstate_transition_to_running_timeout.as_ref().and_then(GoDuration::get);
         self.usage.clusters = self.snap.clusters.len();
         outcome.usage = self.usage;
-        let [install, resume, stop, install_waited_on, resume_waited_on] = self.late.map(Lateness::of);
-        outcome.noticed = Noticed { install, resume, stop, resume_waited_on, install_waited_on };
+        let [install, resume, stop, install_waited_on, resume_waited_on, deprovision] = self.late.map(Lateness::of);
+        outcome.noticed = Noticed { install, resume, stop, resume_waited_on, install_waited_on, deprovision };
         outcome.claims_hit_broken = timeout.map_or(0, |t| outcome.waits.iter().filter(|(_, w)| *w >= t).count());
         outcome
     }

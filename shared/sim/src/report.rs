@@ -61,6 +61,8 @@ pub struct Usage {
     pub sweeps: usize,
     /// Of those, full passes (every pool enqueued).
     pub full_sweeps: usize,
+    /// Reconciles that found clusters in motion, and read the pool's tick item to make sure it is live.
+    pub tick_reads: usize,
     /// Sweeps that enqueued this pool: its full passes, and the runs that found it due between them.
     pub sweep_reconciles: usize,
     /// DynamoDB write units of the table writes the functions send, counted write by write ([`crate::units`]):
@@ -97,6 +99,9 @@ pub struct Noticed {
     pub resume_waited_on: Lateness,
     /// Installs done while a claim waited.
     pub install_waited_on: Lateness,
+    /// Deprovisions: from the machines gone to the look that deletes the cluster's item (it counts against the
+    /// pool's size and concurrency until then).
+    pub deprovision: Lateness,
 }
 
 /// Delays, summarised.

@@ -253,6 +253,19 @@ fn paced_looks_notice_a_resume_about_as_soon_as_a_poll_would() {
 }
 
 #[test]
+fn a_deprovision_is_looked_at_by_the_pools_tick_less_often_as_it_ages() {
+    // The simulated cloud takes minutes to remove a cluster's machines (as a resource group's deletion or an
+    // installer's destroy does). The deleted cluster is in motion until then: the pool's tick looks at it, after
+    // half as long as it has been deleting, 15 s to a minute, and the look after the machines are gone deletes its
+    // item. The simulation deletes it at once and measures when that look would have come.
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    let d = o.noticed.deprovision;
+    assert!(d.count > 50 && d.count <= o.calls.deprovision, "{d:?} of {} deprovisions", o.calls.deprovision);
+    assert!(d.max_s <= power::SPARSE_POLL.as_seconds_f64() + 1e-9, "{d:?}");
+    assert!(d.mean_s > power::POLL.as_seconds_f64(), "the looks back off, not every poll: {d:?}");
+}
+
+#[test]
 fn a_claim_waiting_on_a_resume_or_an_install_is_not_kept_waiting_by_the_pace() {
     // No spare runs: every claim waits on a resume, or on an install when none is left to resume. The pool's
     // pace looks at a resume a minute apart and at an install up to five until its quick time; while a claim
