@@ -261,8 +261,7 @@ async fn claims_that_begin_to_wait_hurry_the_tick_over_the_clusters_in_motion() 
 /// Every reconcile sent each cluster still being deprovisioned a power message again, each a call to its cloud to
 /// terminate machines already going, while the pool's tick was looking at it anyway: at a few reconciles a
 /// minute, a busy pool's deprovisions took several times the power runs they need. The plan that deletes a
-/// cluster nudges it; the tick carries its looks from then on (and the sweep's full pass starts a tick that was
-/// lost).
+/// cluster nudges it; the tick carries its looks from then on (and any reconcile starts a tick that was lost).
 #[tokio::test]
 async fn a_deleting_cluster_is_nudged_by_the_plan_that_deletes_it_and_not_by_each_reconcile_after() {
     let w = World::new(t0());

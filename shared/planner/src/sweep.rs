@@ -5,9 +5,9 @@
 //! deletions under way are not enough: each ends with the power function's message, and a busy pool has some
 //! nearly all the time, so sweeping them every minute reconciled it every minute. A message lost on their way is
 //! caught by the full pass instead. A full pass enqueues every pool, and a reconcile starts the tick of a pool
-//! with clusters in motion and none live (any reconcile does); it is due when the last recorded full pass is at least nine tenths of the
-//! interval old (so a pass that fires a little early does not slip a whole period), whatever the sweep's own
-//! rate.
+//! with clusters in motion and none live (any reconcile does); it is due when the last recorded full pass is at
+//! least nine tenths of the interval old (so a pass that fires a little early does not slip a whole period),
+//! whatever the sweep's own rate.
 
 use chrono::TimeDelta;
 
