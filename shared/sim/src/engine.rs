@@ -380,9 +380,8 @@ impl<'t> Simulation<'t> {
             }
             Event::Deprovisioned(id) => {
                 // The power function deletes the cluster's item with the events of its removal, together, at its
-                // first look after the machines are gone (the simulation deletes it at once, and measures when
-                // that look would have come).
-                // (A cluster without a look of its own recorded is looked at by the tick's next link.)
+                // first look after the machines are gone (the tick's next link, for a cluster without a look of its
+                // own recorded); the simulation deletes it at once and measures when that look would have come.
                 if let Some(next) = self.tick.due.get(&id).copied().or(self.tick.check.map(|c| c.due)) {
                     self.late[DEPROVISIONS].push((next - now).as_seconds_f64().max(0.0));
                 }
