@@ -181,7 +181,6 @@ pub struct Simulation<'t> {
     wakes: BTreeSet<Timestamp>,
     /// When the sweep last made a full pass.
     last_full_sweep: Option<Timestamp>,
-    deprovisioning: HashSet<String>,
     /// Where each cluster sits in `snap.clusters`; checked on use and rebuilt when stale.
     index: HashMap<String, usize>,
     // what is measured
@@ -241,7 +240,6 @@ impl<'t> Simulation<'t> {
             noticing: HashMap::new(),
             wakes: BTreeSet::new(),
             last_full_sweep: None,
-            deprovisioning: HashSet::new(),
             index: HashMap::new(),
             counts: (0, 0, 0, 0),
             dirty: false,
@@ -393,7 +391,6 @@ impl<'t> Simulation<'t> {
                 self.snap.clusters.retain(|c| c.id != id);
                 self.snap.leases.retain(|l| l.holder != id);
                 self.machines.remove(&id);
-                self.deprovisioning.remove(&id);
                 self.tick.due.remove(&id);
                 self.noticing.remove(&id);
                 self.dirty = true;
@@ -523,7 +520,9 @@ impl<'t> Simulation<'t> {
                 | Action::DeleteCluster { cluster, .. }
                 | Action::CheckPower { cluster } => drive.push(cluster),
                 Action::Deprovision { cluster } => {
-                    if self.deprovisioning.insert(cluster.clone()) {
+                    // Its machines begin to go once (a plan deprovisions a cluster once; a second would find them
+                    // going).
+                    if self.machines.get(&cluster) != Some(&Machines::Terminating) {
                         self.calls.deprovision += 1;
                         self.machines.insert(cluster.clone(), Machines::Terminating);
                         let d = self.setup.platform.delete.draw(&mut self.rng);
