@@ -59,6 +59,8 @@ params = {
     "QueueVisibilitySeconds": args.visibility_seconds,
     "FullSweepSeconds": args.full_sweep_seconds,
     "MemberAccountIds": args.member_account,
+    # Locally the metrics go to a file and cost nothing: every series, each pool's too.
+    "Monitoring": "pools",
 }
 stack = stacks.deploy(cfn, args.stack, params, timeout=120)
 status = stack["StackStatus"]
@@ -80,6 +82,7 @@ env = {
     "APIARY_MEMBER_ROLE_PATTERN": "apiary-member-*",
     # The fake clouds and the reference installer listen on loopback, over plain http.
     "APIARY_LOCAL_URLS": "true",
+    "APIARY_MONITORING": "pools",
 }
 if args.member_account:
     org = session.client("sts", endpoint_url=endpoint).assume_role(

@@ -32,6 +32,9 @@ OUTPUTS = {"ApiUrl", "TableName", "ReconcileQueueUrl", "ReconcileQueueArn", "Pow
 # a resource without a name, so they are counted here, not inspected. cfn-lint and checkov check them
 # (`make lint-infra`).
 NOT_EMULATED = {"AWS::Scheduler::Schedule", "AWS::CloudWatch::Alarm"}
+# Resources whose condition is false at the template's defaults: the dashboard, with Monitoring=alarms. The update
+# below asks for it.
+OFF_BY_DEFAULT = {"Dashboard"}
 # Types the emulator can create but not update: after an update it lists them without a name, and they are looked
 # up through their own API instead.
 NOT_UPDATED_BY_EMULATOR = {"AWS::Logs::LogGroup"}
@@ -88,8 +91,8 @@ class DeployTest(unittest.TestCase):
         named = {r["LogicalResourceId"]: r for r in listed if r["LogicalResourceId"]}
         return named, len(listed) - len(named)
 
-    def declared(self, leave_out):
-        return {k for k, v in self.template["Resources"].items() if v["Type"] not in leave_out}
+    def declared(self, leave_out, off=OFF_BY_DEFAULT):
+        return {k for k, v in self.template["Resources"].items() if v["Type"] not in leave_out and k not in off}
 
     def function(self, name):
         return self.awslambda.get_function(FunctionName=f"{STACK}-{name}")["Configuration"]
@@ -107,7 +110,8 @@ class DeployTest(unittest.TestCase):
 
         created, nameless = self.resources()
         self.assertEqual(set(created), self.declared(NOT_EMULATED), "every resource of the template is in the stack")
-        self.assertEqual(nameless, len(self.template["Resources"]) - len(created))
+        self.assertEqual(nameless, len(self.template["Resources"]) - len(OFF_BY_DEFAULT) - len(created))
+        self.assertEqual(outputs["DashboardName"], "none (Monitoring=alarms)")
         for name, r in created.items():
             self.assertEqual(r["ResourceStatus"], "CREATE_COMPLETE", name)
 
@@ -122,11 +126,20 @@ class DeployTest(unittest.TestCase):
             # The emulator's CloudFormation drops Architectures (every function reads back x86_64): the template
             # is checked instead.
             self.assertEqual(self.template["Resources"][logical]["Properties"]["Architectures"], ["arm64"], fn)
+            # The emulator does not keep LoggingConfig either. The function filters its own lines at the stack's
+            # LogLevel (warn by default); Lambda passes them all, and its own only at info and below.
+            logging = self.template["Resources"][logical]["Properties"]["LoggingConfig"]
+            self.assertEqual((logging["LogFormat"], logging["ApplicationLogLevel"]), ("JSON", "TRACE"), fn)
+            self.assertEqual(logging["SystemLogLevel"], {"Fn::If": ["PlatformLogs", "INFO", "WARN"]}, fn)
+            self.assertEqual(conf["Environment"]["Variables"]["APIARY_LOG_LEVEL"], "warn", fn)
             reserved = self.awslambda.get_function(FunctionName=f"{STACK}-{fn}").get("Concurrency", {})
             self.assertEqual(reserved.get("ReservedConcurrentExecutions"), RESERVED[fn], fn)
             self.assertEqual(conf["Environment"]["Variables"]["APIARY_STACK"], STACK)
             self.assertEqual(conf["Environment"]["Variables"]["APIARY_ADMINS"], ADMIN)
             self.assertEqual(str(conf["Environment"]["Variables"]["APIARY_MAX_RECHECK_SECONDS"]), "900")
+            if fn != "timeouts":
+                # The metric series the alarms read, and no more (each is billed by CloudWatch) unless asked for.
+                self.assertEqual(conf["Environment"]["Variables"]["APIARY_MONITORING"], "alarms", fn)
             if fn == "claim-api":
                 # Pools without an access list stay open to every caller of the API unless the stack says admins.
                 self.assertEqual(conf["Environment"]["Variables"]["APIARY_DEFAULT_POOL_ACCESS"], "open")
@@ -139,8 +152,9 @@ class DeployTest(unittest.TestCase):
             roles.add(conf["Role"])
         self.assertEqual(len(roles), len(FUNCTIONS), "each function has its own role")
 
-        # Update one parameter: the stack changes in place, and the parameters not given keep their values.
-        self.deploy("MaxRecheckSeconds=600")
+        # Update two parameters: the stack changes in place (the dashboard Monitoring=dashboard asks for is added),
+        # and the parameters not given keep their values.
+        self.deploy("MaxRecheckSeconds=600 Monitoring=dashboard")
         stack = self.cfn.describe_stacks(StackName=STACK)["Stacks"][0]
         self.assertEqual(stack["StackStatus"], "UPDATE_COMPLETE")
         params = {p["ParameterKey"]: p["ParameterValue"] for p in stack["Parameters"]}
@@ -148,7 +162,9 @@ class DeployTest(unittest.TestCase):
         self.assertEqual(params["AdminPrincipals"], ADMIN)
         updated, _ = self.resources()
         kept = self.declared(NOT_EMULATED | NOT_UPDATED_BY_EMULATOR)
-        self.assertEqual(set(updated), kept)
+        self.assertEqual(set(updated), kept | OFF_BY_DEFAULT)
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+        self.assertEqual(outputs["DashboardName"], f"{STACK}-apiary")
         for name in kept:
             self.assertEqual(updated[name]["PhysicalResourceId"], created[name]["PhysicalResourceId"], f"{name} replaced")
         groups = {g["logGroupName"]: g for g in self.logs.describe_log_groups()["logGroups"]}
@@ -158,6 +174,8 @@ class DeployTest(unittest.TestCase):
             # (The emulator returns a Number parameter's value as a number.)
             self.assertEqual(str(env["APIARY_MAX_RECHECK_SECONDS"]), "600", fn)
             self.assertEqual(env["APIARY_ADMINS"], ADMIN, fn)
+            if fn != "timeouts":
+                self.assertEqual(env["APIARY_MONITORING"], "dashboard", fn)
 
     def test_queue_visibility_is_at_least_six_times_each_consumers_timeout(self):
         resources = self.template["Resources"]

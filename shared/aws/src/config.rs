@@ -58,7 +58,11 @@ pub fn deps(config: Config, sdk: &aws_config::SdkConfig) -> Deps {
                 .with("fake", Arc::new(FakePlatform)),
         ),
         schedules: Arc::new(EventBridgeSchedules::new(scheduler, &config)),
-        metrics: Arc::new(Metrics { stack: config.stack.clone(), sink: config.metrics.clone() }),
+        metrics: Arc::new(Metrics {
+            stack: config.stack.clone(),
+            sink: config.metrics.clone(),
+            monitoring: config.monitoring,
+        }),
         clock: Arc::new(SystemClock),
         config: Arc::new(config),
     }

@@ -1,5 +1,7 @@
 //! Logging for every function: one JSON object per line on stderr, unless `APIARY_LOG_FORMAT=text`; the level
-//! from `RUST_LOG` (default `info`).
+//! from `RUST_LOG`, else `APIARY_LOG_LEVEL` (the stack's `LogLevel`: `debug`, `info`, `warn` or `error`), else
+//! `info`. CloudWatch Logs bills each line it ingests: at the stack's default, `warn`, a run that goes well
+//! writes none (its metrics, on stdout, are not log lines of this level and are always written).
 //!
 //! Each line carries, at its top level, the event's own fields and those of every span it happened in: a
 //! handler that opens a span with `pool`, `cluster` or `claim` puts them on every line it logs, including the
@@ -17,14 +19,26 @@ use tracing_subscriber::registry::LookupSpan;
 
 /// Installs the subscriber once; later calls do nothing.
 pub fn init() {
+    let level = std::env::var("APIARY_LOG_LEVEL").ok();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level_filter(level.as_deref())));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = if std::env::var("APIARY_LOG_FORMAT").as_deref() == Ok("text") {
         builder.with_target(false).try_init()
     } else {
         builder.fmt_fields(JsonFields::new()).event_format(FlatJson).try_init()
     };
+}
+
+/// The level `APIARY_LOG_LEVEL` names, as a filter (`info` when it names none, or one that is not a level).
+pub fn level_filter(level: Option<&str>) -> &'static str {
+    match level.map(str::to_ascii_lowercase).as_deref() {
+        Some("trace") => "trace",
+        Some("debug") => "debug",
+        Some("warn") => "warn",
+        Some("error") => "error",
+        _ => "info",
+    }
 }
 
 /// The JSON line format: `timestamp`, `level`, `target`, `message`, then the fields of the spans in scope
@@ -148,6 +162,32 @@ mod tests {
         assert_eq!(got[1]["ok"], false);
         assert_eq!(got[1]["level"], "WARN");
         assert!(got[1]["timestamp"].as_str().is_some_and(|t| t.contains('T')));
+    }
+
+    #[test]
+    fn the_stacks_log_level_filters_the_lines_and_info_is_the_default() {
+        let at = |level: Option<&str>| {
+            let buffer = Buffer::default();
+            let writer = buffer.clone();
+            let subscriber = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(level_filter(level)))
+                .with_writer(move || writer.clone())
+                .fmt_fields(JsonFields::new())
+                .event_format(FlatJson)
+                .finish();
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::info!("claim assigned");
+                tracing::warn!("reconcile failed");
+            });
+            let text = String::from_utf8(buffer.0.lock().expect("buffer").clone()).expect("utf-8");
+            text.lines().map(|l| serde_json::from_str::<Value>(l).expect("json")["level"].clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(at(Some("warn")), ["WARN"]);
+        assert_eq!(at(Some("WARN")), ["WARN"]);
+        assert!(at(Some("error")).is_empty());
+        assert_eq!(at(Some("info")), ["INFO", "WARN"]);
+        assert_eq!(at(None), ["INFO", "WARN"]);
+        assert_eq!(at(Some("loud")), ["INFO", "WARN"]);
     }
 
     #[test]

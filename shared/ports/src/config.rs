@@ -4,7 +4,7 @@ use apiary_planner::access::DefaultAccess;
 use apiary_planner::validate::{MemberRoles, UrlPolicy};
 
 use crate::error::{Error, Result};
-use crate::metrics::Sink;
+use crate::metrics::{Monitoring, Sink};
 
 /// What the functions read from their environment.
 #[derive(Debug, Clone)]
@@ -47,6 +47,9 @@ pub struct Config {
     /// `APIARY_METRICS`: `emf` (default) writes CloudWatch metrics to stdout, `file:PATH` appends them to a file
     /// (the local runtime, whose stdout is the status screen), `off` writes none.
     pub metrics: Sink,
+    /// `APIARY_MONITORING`: which metric series are published, each billed by CloudWatch ([`Monitoring`]):
+    /// `alarms` (the default), `dashboard` or `pools`.
+    pub monitoring: Monitoring,
 }
 
 impl Config {
@@ -129,6 +132,12 @@ impl Config {
                 Some(v) if v.starts_with("file:") && v.len() > 5 => Sink::File(v[5..].into()),
                 Some(v) => return Err(Error::Config(format!("APIARY_METRICS={v:?}: want emf, file:PATH or off"))),
             },
+            monitoring: match lookup("APIARY_MONITORING").filter(|v| !v.is_empty()) {
+                None => Monitoring::default(),
+                Some(v) => Monitoring::parse(&v).ok_or_else(|| {
+                    Error::Config(format!("APIARY_MONITORING={v:?}: want alarms, dashboard or pools"))
+                })?,
+            },
         })
     }
 
@@ -153,6 +162,8 @@ impl Config {
             default_pool_access: DefaultAccess::default(),
             url_policy: UrlPolicy::default(),
             metrics: Sink::Off,
+            // Tests read every document a handler writes.
+            monitoring: Monitoring::Pools,
         }
     }
 }
@@ -183,6 +194,14 @@ mod tests {
         let c = config(&[("APIARY_METRICS", "file:/tmp/m.log"), ("APIARY_STACK", "prod")]).expect("config");
         assert_eq!((c.stack.as_str(), c.metrics), ("prod", Sink::File("/tmp/m.log".into())));
         assert_eq!(config(&[("APIARY_METRICS", "off")]).expect("config").metrics, Sink::Off);
+    }
+
+    #[test]
+    fn monitoring_publishes_the_alarms_series_unless_asked_for_more_and_a_bad_value_is_named() {
+        assert_eq!(config(&[]).expect("config").monitoring, Monitoring::Alarms);
+        assert_eq!(config(&[("APIARY_MONITORING", "pools")]).expect("config").monitoring, Monitoring::Pools);
+        let e = config(&[("APIARY_MONITORING", "all")]).expect_err("refused").to_string();
+        assert!(e.contains("APIARY_MONITORING=\"all\""), "{e}");
     }
 
     #[test]

@@ -133,6 +133,55 @@ pub fn power_transition(stack: &str, pool: &str, before: &Cluster, after: &Clust
     ))
 }
 
+/// Which metric series a stack publishes (its `Monitoring` parameter). CloudWatch bills each series a month
+/// ($0.30 at list price), so each setting publishes only what its alarms and graphs read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Monitoring {
+    /// `alarms`: the stack-wide series the template's alarms watch ([`ALARMED`]), and nothing else.
+    #[default]
+    Alarms,
+    /// `dashboard`: every series, stack-wide, for the dashboard's graphs.
+    Dashboard,
+    /// `pools`: and each pool's own, some fifteen series a pool.
+    Pools,
+}
+
+impl Monitoring {
+    /// The setting named `name` (`alarms`, `dashboard`, `pools`).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "alarms" => Some(Self::Alarms),
+            "dashboard" => Some(Self::Dashboard),
+            "pools" => Some(Self::Pools),
+            _ => None,
+        }
+    }
+}
+
+/// The stack-wide series the template's alarms watch: broken clusters, the oldest pending claim, orphans found.
+pub const ALARMED: [&str; 3] = ["ClustersBroken", "OldestPendingClaimSeconds", "OrphansFound"];
+
+/// `document` as `monitoring` publishes it, or `None` when it publishes none of its series. Below
+/// [`Monitoring::Pools`] the dimension sets that name `Pool` are left out; with [`Monitoring::Alarms`], every
+/// metric but the [`ALARMED`] ones too. What is left out stays in the document as a property of the log line
+/// (Logs Insights still reads and filters on it), not a series.
+pub fn published(mut document: Value, monitoring: Monitoring) -> Option<Value> {
+    if monitoring == Monitoring::Pools {
+        return Some(document);
+    }
+    let directives = document["_aws"]["CloudWatchMetrics"].as_array_mut()?;
+    for directive in directives.iter_mut() {
+        if let Some(sets) = directive["Dimensions"].as_array_mut() {
+            sets.retain(|set| !set.as_array().is_some_and(|names| names.iter().any(|n| n == "Pool")));
+        }
+        if let (Monitoring::Alarms, Some(metrics)) = (monitoring, directive["Metrics"].as_array_mut()) {
+            metrics.retain(|m| m["Name"].as_str().is_some_and(|name| ALARMED.contains(&name)));
+        }
+    }
+    directives.retain(|d| d["Metrics"].as_array().is_some_and(|m| !m.is_empty()));
+    (!directives.is_empty()).then_some(document)
+}
+
 /// Where documents go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sink {
@@ -172,11 +221,15 @@ pub struct Metrics {
     pub stack: String,
     /// Where documents go.
     pub sink: Sink,
+    /// Which series are published ([`published`]).
+    pub monitoring: Monitoring,
 }
 
 impl Metrics {
-    /// Writes `document` as one line. A failed write is not worth failing the handler for.
+    /// Writes `document` as one line, with the series [`Metrics::monitoring`] publishes; nothing when it publishes
+    /// none of them. A failed write is not worth failing the handler for.
     pub fn emit(&self, document: Value) {
+        let Some(document) = published(document, self.monitoring) else { return };
         let line = format!("{document}\n");
         let _ = match &self.sink {
             Sink::Stdout => std::io::stdout().lock().write_all(line.as_bytes()),
@@ -236,6 +289,44 @@ mod tests {
             claims: vec![],
             leases: vec![],
         }
+    }
+
+    #[test]
+    fn each_monitoring_setting_publishes_only_the_series_it_reads() {
+        let sets = |doc: &Value| doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"].clone();
+        let names = |doc: &Value| {
+            let metrics = doc["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().cloned().unwrap_or_default();
+            metrics.iter().map(|m| m["Name"].as_str().unwrap_or_default().to_owned()).collect::<Vec<_>>()
+        };
+        let status = PoolStatus { broken: 2, ..PoolStatus::default() };
+        let gauges = pool_status("prod", &snapshot(), &status, t(400));
+
+        let all = published(gauges.clone(), Monitoring::Pools).expect("published");
+        assert_eq!((sets(&all), names(&all).len()), (json!([["Stack", "Pool"], ["Stack"]]), 10));
+
+        let stack = published(gauges.clone(), Monitoring::Dashboard).expect("published");
+        assert_valid(&stack);
+        assert_eq!((sets(&stack), names(&stack).len()), (json!([["Stack"]]), 10));
+        assert_eq!((&stack["Pool"], &stack["ClustersBroken"]), (&json!("ci"), &json!(2.0)), "still in the line");
+
+        let alarmed = published(gauges, Monitoring::Alarms).expect("published");
+        assert_valid(&alarmed);
+        assert_eq!(sets(&alarmed), json!([["Stack"]]));
+        assert_eq!(names(&alarmed), ["ClustersBroken", "OldestPendingClaimSeconds"]);
+        assert_eq!(alarmed["ClustersReady"], 0.0, "a value no alarm reads stays a property of the line");
+        let found = published(orphans("prod", "ci", 1, 0, t(5)), Monitoring::Alarms).expect("published");
+        assert_eq!(names(&found), ["OrphansFound"]);
+
+        // A document with nothing an alarm reads is not written at all.
+        let memory = Memory::default();
+        for monitoring in [Monitoring::Alarms, Monitoring::Dashboard, Monitoring::Pools] {
+            let m = Metrics { stack: "prod".into(), sink: Sink::Memory(memory.clone()), monitoring };
+            m.emit(claim_assigned("prod", "ci", &Claim::new("c", "me", t(0)), t(5)));
+        }
+        let written: Vec<Value> = memory.documents().iter().map(sets).collect();
+        assert_eq!(written, vec![json!([["Stack"]]), json!([["Stack", "Pool"], ["Stack"]])]);
+        assert_eq!(Monitoring::parse("dashboard"), Some(Monitoring::Dashboard));
+        assert_eq!(Monitoring::parse("all"), None);
     }
 
     #[test]

@@ -91,7 +91,11 @@ impl World {
             queue: self.queue.clone(),
             platforms: Arc::new(Platforms::new().with("aws", self.cloud.clone())),
             schedules: self.schedules.clone(),
-            metrics: Arc::new(Metrics { stack: config.stack.clone(), sink: config.metrics.clone() }),
+            metrics: Arc::new(Metrics {
+                stack: config.stack.clone(),
+                sink: config.metrics.clone(),
+                monitoring: config.monitoring,
+            }),
             clock: self.clock.clone(),
             config: Arc::new(config),
         }
