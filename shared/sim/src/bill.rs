@@ -1,8 +1,8 @@
 //! What Apiary itself costs to run on AWS: the simulated pool's operations turned into AWS requests and priced at
 //! list prices.
 //!
-//! The operations come from the simulation (reconciles, power-function runs, wake-ups, claims and their waits,
-//! table writes, each at its write units: [`crate::units`]). The AWS requests per operation are the ones the
+//! The operations come from the simulation (reconciles, power-function runs, the sweep's runs, claims and their
+//! waits, table writes, each at its write units: [`crate::units`]). The AWS requests per operation are the ones the
 //! adapters count against the emulator (BENCHMARKS.md, "AWS calls per operation"): a reconcile is one strongly
 //! consistent Query of the pool's partition plus its writes; a claim reads the pool item, small pages of the
 //! partition's `assign` index (the oldest pending claim, then spares) and the spare it takes, then writes one
@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use chrono::TimeDelta;
 
 use apiary_planner::duration::hours;
+use apiary_ports::metrics::{Monitoring, ALARMED};
 
 use crate::report::Outcome;
 
@@ -40,6 +41,13 @@ pub struct Prices {
     pub api_request: f64,
     /// CloudWatch Logs ingestion, per GB.
     pub log_gb: f64,
+    /// A CloudWatch custom metric series (one name and set of dimension values), per month: billed by the hour,
+    /// for each hour it gets data.
+    pub metric_month: f64,
+    /// A CloudWatch alarm (standard resolution), per month.
+    pub alarm_month: f64,
+    /// A CloudWatch dashboard, per month.
+    pub dashboard_month: f64,
     /// An always-on Hive: EKS control plane, per hour.
     pub eks_hour: f64,
     /// And a worker node (m6i.large on demand), per hour.
@@ -57,6 +65,9 @@ impl Default for Prices {
             scheduler_invocation: 1.00e-6,
             api_request: 3.50e-6,
             log_gb: 0.50,
+            metric_month: 0.30,
+            alarm_month: 0.10,
+            dashboard_month: 3.00,
             eks_hour: 0.10,
             node_hour: 0.096,
         }
@@ -73,7 +84,7 @@ pub struct Assumptions {
     /// Added to a tick's by each further cluster it looks at (the looks run at once: each adds its share of the
     /// work, not its wait).
     pub look: TimeDelta,
-    /// Log bytes each look of a tick adds.
+    /// Log bytes each look of a tick adds, at `LogLevel` info.
     pub look_log_bytes: f64,
     /// Of a claim request (256 MB).
     pub api: TimeDelta,
@@ -81,8 +92,11 @@ pub struct Assumptions {
     pub sweep: TimeDelta,
     /// Sweeps (the timeouts function) per hour: the template's default rate(1 minute).
     pub sweeps_per_hour: f64,
-    /// Log bytes per invocation.
+    /// Log bytes per invocation at `LogLevel` info: the function's lines and Lambda's START, END and REPORT. At the
+    /// stack's default, warn, a run that goes well logs none of them: only its metrics ([`emf_bytes`]).
     pub log_bytes: f64,
+    /// The stack logs at info (`LogLevel`; warn by default).
+    pub log_info: bool,
     /// A waiting claimant polls the claim every this long (the CLI's long poll).
     pub poll: TimeDelta,
     /// Looks at the claim in one 20 s long poll: at once, then after gaps of 0.25, 0.5 and 1 s, then every 2 s,
@@ -93,6 +107,14 @@ pub struct Assumptions {
     pub idle_sqs_per_hour: f64,
     /// Worker nodes of an always-on Hive.
     pub hive_nodes: f64,
+    /// The metric series the stack publishes (its `Monitoring`; `alarms` by default).
+    pub monitoring: Monitoring,
+    /// The stack-wide series `dashboard` publishes, each with data every hour: the pools' ten gauges (at every
+    /// reconcile), the claims' assignment delay, the resumes' and the stops' durations, the reaper's two counts
+    /// (every half hour). `alarms` publishes [`ALARMED`] of them.
+    pub stack_series: f64,
+    /// The template's alarms: the two dead-letter queues, broken clusters, a pending claim, orphaned machines.
+    pub alarms: f64,
 }
 
 impl Default for Assumptions {
@@ -106,10 +128,14 @@ impl Default for Assumptions {
             sweep: TimeDelta::milliseconds(100),
             sweeps_per_hour: 60.0,
             log_bytes: 1024.0,
+            log_info: false,
             poll: TimeDelta::seconds(20),
             looks_per_poll: 14.0,
             idle_sqs_per_hour: 2.0 * 5.0 * 180.0,
             hive_nodes: 2.0,
+            monitoring: Monitoring::default(),
+            stack_series: 15.0,
+            alarms: 5.0,
         }
     }
 }
@@ -161,8 +187,8 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         + polls * poll_reads;
     // Writes: counted write by write as the functions send them ([`crate::units`]), and the tick item's.
     let write_units = (u.write_units + u.tick_write_units) as f64;
-    // Messages: each one that asked for a reconcile (claims and releases, the power function's news, wake-ups, the
-    // sweep's), and each power run; a send and a delete each.
+    // Messages: each one that asked for a reconcile (claims and releases, the power function's news, the sweep's),
+    // and each power run; a send and a delete each.
     let messages = u.reconcile_messages as f64 + power;
     let invocations = reconciles + power + api_requests;
     let gb_seconds = reconciles * 0.5 * a.reconcile.as_seconds_f64()
@@ -170,6 +196,12 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         + looks * 0.25 * a.look.as_seconds_f64()
         + api_requests * 0.25 * a.api.as_seconds_f64();
     let sweeps = a.sweeps_per_hour * MONTH_HOURS;
+    // Metrics are log lines: the pool's gauges at each reconcile, a timing at each assignment, resume and stop, the
+    // reaper's counts every half hour; each as the stack's `Monitoring` publishes it.
+    let (gauges, timing, orphans) = emf_bytes(a.monitoring);
+    let transitions = (o.calls.start + o.calls.stop) as f64;
+    let emf = reconciles * gauges + (claims + transitions) * timing + hours(measured) * 2.0 * orphans;
+    let info = if a.log_info { 1.0 } else { 0.0 };
     vec![
         Line { item: "Lambda requests", per_pool: invocations * scale, fixed: sweeps, price: prices.lambda_request },
         Line {
@@ -193,20 +225,63 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
             fixed: a.idle_sqs_per_hour * MONTH_HOURS,
             price: prices.sqs_request,
         },
-        Line {
-            item: "Scheduler invocations",
-            per_pool: u.wakes as f64 * scale,
-            fixed: 0.0,
-            price: prices.scheduler_invocation,
-        },
+        // The sweep's schedule; a pool wakes through the sweep (its `nextWakeAt`), never a schedule of its own. (A
+        // pool's `schedules` are each a schedule of their own; the simulated pools have none.)
+        Line { item: "Scheduler invocations", per_pool: 0.0, fixed: sweeps, price: prices.scheduler_invocation },
         Line { item: "API Gateway requests", per_pool: api_requests * scale, fixed: 0.0, price: prices.api_request },
         Line {
             item: "CloudWatch Logs GB",
-            per_pool: (invocations * a.log_bytes + looks * a.look_log_bytes) / 1e9 * scale,
-            fixed: sweeps * a.log_bytes / 1e9,
+            per_pool: (emf + info * (invocations * a.log_bytes + looks * a.look_log_bytes)) / 1e9 * scale,
+            fixed: info * sweeps * a.log_bytes / 1e9,
             price: prices.log_gb,
         },
+        Line {
+            item: "CloudWatch metric series",
+            // A pool's own series, a month for each 730 hours with data in one of them.
+            per_pool: match a.monitoring {
+                Monitoring::Pools => u.metric_hours as f64 / hours(measured).max(1e-9),
+                _ => 0.0,
+            },
+            fixed: match a.monitoring {
+                Monitoring::Alarms => ALARMED.len() as f64,
+                _ => a.stack_series,
+            },
+            price: prices.metric_month,
+        },
+        Line { item: "CloudWatch alarms", per_pool: 0.0, fixed: a.alarms, price: prices.alarm_month },
+        Line {
+            item: "CloudWatch dashboard",
+            per_pool: 0.0,
+            fixed: if a.monitoring == Monitoring::Alarms { 0.0 } else { 1.0 },
+            price: prices.dashboard_month,
+        },
     ]
+}
+
+/// The bytes of one metrics line of each kind, as `monitoring` publishes it (none when it publishes none of its
+/// series): the pool's gauges, a timing (a claim's assignment delay; a resume's or a stop's duration is the same
+/// size within a few bytes), the reaper's counts.
+pub fn emf_bytes(monitoring: Monitoring) -> (f64, f64, f64) {
+    use apiary_planner::{Claim, Pool, PoolStatus, Snapshot};
+    use apiary_ports::metrics::{claim_assigned, orphans, pool_status, published};
+    let at = crate::trace::default_start();
+    let pool = Pool {
+        name: "sim".into(),
+        spec: crate::base_spec(50),
+        status: PoolStatus::default(),
+        next_wake_at: None,
+        deletion_requested_at: None,
+        created_at: at,
+        rev: 0,
+    };
+    let status = PoolStatus { standby: 40, ready: 3, claimed: 7, ..PoolStatus::default() };
+    let snapshot = Snapshot { pool, clusters: vec![], claims: vec![], leases: vec![] };
+    let bytes = |doc| published(doc, monitoring).map_or(0.0, |d| d.to_string().len() as f64 + 1.0);
+    (
+        bytes(pool_status("apiary", &snapshot, &status, at)),
+        bytes(claim_assigned("apiary", "sim", &Claim::new("k00001", "me", at), at)),
+        bytes(orphans("apiary", "sim", 0, 0, at)),
+    )
 }
 
 /// The month's bill for `pools` pools like this one.
@@ -247,6 +322,31 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
         monthly(&lines, 10.0),
         monthly(&lines, 100.0)
     );
+    // What each setting that costs more adds: the series columns are the metric series it publishes.
+    let settings = [
+        ("`LogLevel` info: each run's lines", Assumptions { log_info: true, ..a }),
+        (
+            "`Monitoring` dashboard: every series stack-wide, the dashboard",
+            Assumptions { monitoring: Monitoring::Dashboard, ..a },
+        ),
+        ("`Monitoring` pools: and each pool's own series", Assumptions { monitoring: Monitoring::Pools, ..a }),
+    ];
+    for (what, more) in settings {
+        let more = self::lines(o, measured, &prices, &more);
+        let series = more.iter().find(|l| l.item == "CloudWatch metric series").map(|l| (l.per_pool, l.fixed));
+        let (per_pool, fixed) = match series.filter(|_| what.contains("Monitoring")) {
+            Some((p, f)) => (format!("{p:.1} series"), format!("{f:.0} series")),
+            None => (String::new(), String::new()),
+        };
+        let extra = |n: f64| monthly(&more, n) - monthly(&lines, n);
+        let _ = writeln!(
+            out,
+            "| with {what} | {per_pool} | {fixed} | | +{:.2} | +{:.2} | +{:.2} |",
+            extra(1.0),
+            extra(10.0),
+            extra(100.0)
+        );
+    }
     let hive = hive_monthly(&prices, &a);
     let _ = writeln!(
         out,

@@ -10,7 +10,7 @@
 //! report.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 use chrono::TimeDelta;
 
@@ -102,6 +102,17 @@ const WAITED_ON: usize = 3;
 /// Where `late` keeps the deprovisions: after the installs and resumes waited on.
 const DEPROVISIONS: usize = 5;
 
+/// Where `metric_hours` keeps the hours of the pool's gauges, of claims' assignment delays, of resumes' and of
+/// stops' durations.
+const GAUGES: usize = 0;
+const ASSIGNED: usize = 1;
+const RESUMED: usize = 2;
+const STOPPED: usize = 3;
+/// The pool's gauges (`metrics::pool_status`), each a series.
+const GAUGE_SERIES: usize = 10;
+/// The reaper's two counts (`metrics::orphans`), a series each, with data every hour: it passes every half hour.
+const ORPHAN_SERIES: usize = 2;
+
 /// The tick item's key attributes, as DynamoDB counts them (`PK`, `POOL#sim`, `SK`, `TICK`).
 const TICK_KEY_BYTES: usize = 2 + 8 + 2 + 4;
 
@@ -152,6 +163,7 @@ enum Event {
     /// A link of the pool's tick arrives.
     Tick(u64),
     Deprovisioned(String),
+    /// A message asks for a reconcile: the pool's creation, or news a reconcile's nudges brought.
     Wake,
     /// The timeouts sweep runs.
     Sweep,
@@ -178,7 +190,6 @@ pub struct Simulation<'t> {
     /// when they were done, and whether a claim waited then. The simulation acts on them at once; the pool's tick
     /// looks at them as it would at a cluster still in motion, and the look that notices each is measured.
     noticing: HashMap<String, (usize, Timestamp, bool)>,
-    wakes: BTreeSet<Timestamp>,
     /// When the sweep last made a full pass.
     last_full_sweep: Option<Timestamp>,
     /// Where each cluster sits in `snap.clusters`; checked on use and rebuilt when stale.
@@ -206,6 +217,9 @@ pub struct Simulation<'t> {
     partition: units::Partition,
     /// The measured weeks have begun.
     measuring: bool,
+    /// The measured hours in which the pool's own metric series got data, as CloudWatch bills them by the hour:
+    /// its gauges (each reconcile), a claim's assignment delay, a resume's and a stop's duration.
+    metric_hours: [HashSet<i64>; 4],
     /// Seconds from a transition's machines being done to the power function's next look (install, resume,
     /// stop, then from [`WAITED_ON`] the installs and resumes done while a claim waited, then the deprovisions):
     /// what the look schedule adds before the pool can act on it.
@@ -238,7 +252,6 @@ impl<'t> Simulation<'t> {
             tick: Tick::default(),
             tokens: 0,
             noticing: HashMap::new(),
-            wakes: BTreeSet::new(),
             last_full_sweep: None,
             index: HashMap::new(),
             counts: (0, 0, 0, 0),
@@ -259,6 +272,7 @@ impl<'t> Simulation<'t> {
             usage: Usage::default(),
             partition: units::Partition::default(),
             measuring: false,
+            metric_hours: Default::default(),
             late: Default::default(),
             setup,
         }
@@ -397,8 +411,7 @@ impl<'t> Simulation<'t> {
                 true
             }
             Event::Wake => {
-                self.wakes.remove(&now);
-                self.usage.wakes += 1;
+                self.usage.news += 1;
                 true
             }
             Event::Sweep => {
@@ -482,6 +495,7 @@ impl<'t> Simulation<'t> {
         self.plan_seed = self.plan_seed.wrapping_add(1);
         let plan = plan(&self.snap, now, self.plan_seed);
         self.reconciles += 1;
+        self.metered(GAUGES, now);
         self.usage.tick_reads += usize::from(self.snap.clusters.iter().any(power::in_progress));
         self.writes += plan.writes().count();
         self.count_units(&plan, now);
@@ -489,6 +503,7 @@ impl<'t> Simulation<'t> {
         let buckets_before = updates.then(|| profile_buckets(&self.snap.pool)).flatten();
         for action in &plan.actions {
             if let Action::AssignClaim { claim, at, .. } = action {
+                self.metered(ASSIGNED, now);
                 if let Some(c) = self.snap.claims.iter().find(|c| &c.name == claim) {
                     self.waits.push((c.created_at, *at - c.created_at));
                 }
@@ -546,17 +561,11 @@ impl<'t> Simulation<'t> {
         for id in drive {
             again |= self.nudge(&id, now);
         }
+        // News a nudge brought asks for another reconcile. The plan's wake-up time is not a message: it is stored on
+        // the pool item (`nextWakeAt`), a later plan overwrites it, and the sweep reconciles the pool in the first
+        // minute it finds it past (`sweep::due`).
         if again {
-            self.wake(now);
-        }
-        if let Some(t) = plan.wake_at {
-            self.wake(t);
-        }
-    }
-
-    fn wake(&mut self, t: Timestamp) {
-        if self.wakes.insert(t) {
-            self.at(t, Event::Wake);
+            self.at(now, Event::Wake);
         }
     }
 
@@ -625,6 +634,13 @@ impl<'t> Simulation<'t> {
         notable
     }
 
+    /// The pool's metric series `which` got data at `now`.
+    fn metered(&mut self, which: usize, now: Timestamp) {
+        if self.measuring {
+            self.metric_hours[which].insert((now - self.trace.measured_from()).num_hours());
+        }
+    }
+
     /// The clusters the pool's index says are in motion: those the power function has work on (deleting ones
     /// included), and those whose done transition no look has noticed yet (to the table, still in motion).
     fn moving(&self) -> Vec<String> {
@@ -686,6 +702,12 @@ impl<'t> Simulation<'t> {
                 self.usage.write_units += cluster_write_units(intent.as_ref().unwrap_or(before), &after, now);
                 if after.is_broken() && !before.is_broken() {
                     self.broken += 1;
+                }
+                let timed = apiary_ports::metrics::power_transition("sim", "sim", before, &after, now);
+                match timed.as_ref().and_then(|doc| doc["Transition"].as_str()) {
+                    Some("Resume") => self.metered(RESUMED, now),
+                    Some(_) => self.metered(STOPPED, now),
+                    None => {}
                 }
                 self.snap.clusters[idx] = after;
             }
@@ -878,6 +900,9 @@ impl<'t> Simulation<'t> {
         // that broke (or on a pool with nothing left to resume).
         let timeout = self.setup.spec.powerstate_transition_to_running_timeout.as_ref().and_then(GoDuration::get);
         self.usage.clusters = self.snap.clusters.len();
+        let hours = usize::try_from((end - measured).num_hours()).unwrap_or(0);
+        let [gauges, assigned, resumed, stopped] = self.metric_hours.each_ref().map(HashSet::len);
+        self.usage.metric_hours = GAUGE_SERIES * gauges + assigned + resumed + stopped + ORPHAN_SERIES * hours;
         outcome.usage = self.usage;
         let [install, resume, stop, install_waited_on, resume_waited_on, deprovision] = self.late.map(Lateness::of);
         outcome.noticed = Noticed { install, resume, stop, resume_waited_on, install_waited_on, deprovision };

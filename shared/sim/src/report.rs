@@ -52,10 +52,14 @@ pub struct Usage {
     pub tick_writes: usize,
     /// Their write units (a unit per KB of the item).
     pub tick_write_units: usize,
-    /// Scheduled wake-ups that fired.
-    pub wakes: usize,
+    /// Hours of the pool's own metric series with data in them, summed over its series (its gauges, claims'
+    /// assignment delays, resumes' and stops' durations, the reaper's counts): what CloudWatch bills when the stack
+    /// publishes each pool's metrics (`Monitoring` `pools`), a series a month for each 730 of them.
+    pub metric_hours: usize,
+    /// Messages a reconcile's nudges sent back to it: a cluster they stepped reached a state the pool acts on.
+    pub news: usize,
     /// Messages to the reconcile queue: a claim made or released, a power look or deprovision that the pool acts
-    /// on, a wake-up, a sweep that found the pool due. A reconcile answers one or more of them.
+    /// on, a sweep that found the pool due. A reconcile answers one or more of them.
     pub reconcile_messages: usize,
     /// Runs of the timeouts sweep (every minute).
     pub sweeps: usize,

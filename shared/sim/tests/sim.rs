@@ -5,7 +5,9 @@ use chrono::TimeDelta;
 
 use apiary_planner::events::{Event, EventType};
 use apiary_planner::power::tick::Tick;
-use apiary_planner::{power, Claim, Cluster, DesiredPower, Pool, PoolStatus, PowerState, Snapshot};
+use apiary_planner::{
+    power, Claim, ClaimLifetime, Cluster, DesiredPower, GoDuration, Pool, PoolStatus, PowerState, Snapshot,
+};
 use apiary_ports::store::{item_bytes, Cond, Item, Write};
 use apiary_sim::trace::{default_start, generate, Arrival};
 use apiary_sim::units;
@@ -317,6 +319,86 @@ fn the_sweep_runs_every_minute_and_reconciles_a_settled_pool_only_at_its_full_pa
     assert!((18 * 60 / 9..=18 * 60 / 9 + 1).contains(&u.full_sweeps), "{u:?}");
     assert_eq!(u.sweep_reconciles, u.full_sweeps, "{u:?}");
     assert_eq!(o.reconciles, u.sweep_reconciles, "{u:?}");
+}
+
+/// The idle day with one claim, an hour into the measured hours, held `hold`; its pool gives claims `lifetime`.
+fn one_claim(hold: TimeDelta, lifetime: Option<&str>) -> Outcome {
+    let mut trace = idle_day();
+    trace.arrivals = vec![Arrival { at: trace.learn + TimeDelta::hours(1), hold }];
+    let mut spec = base_spec(50);
+    spec.claim_lifetime = lifetime.map(|l| ClaimLifetime { default: Some(GoDuration::new(l)), maximum: None });
+    let policy = Policy::Static { name: "static-1".into(), running: 1 };
+    simulate(&trace, &policy, &spec, &Platform::default(), Costs::default(), 1)
+}
+
+#[test]
+fn a_pools_wake_up_time_is_kept_by_the_sweep_as_a_deployed_pool_keeps_it() {
+    // A deployed pool has no wake-up of its own: a plan stores its wake-up time on the pool item, a later plan
+    // overwrites it, and the sweep reconciles the pool in the first minute it finds that time past
+    // (`sweep::due`). A claim released long before its lifetime ends costs no reconcile when it would have
+    // ended (the plan after its release no longer wakes for it)...
+    let released = one_claim(TimeDelta::minutes(10), Some("2h"));
+    let unlimited = one_claim(TimeDelta::minutes(10), None);
+    assert_eq!(released.reconciles, unlimited.reconciles, "{:?}\n{:?}", released.usage, unlimited.usage);
+    // ... and one whose lifetime runs out is released by the sweep that finds the pool's wake-up time past.
+    let expired = one_claim(TimeDelta::hours(3), Some("1h"));
+    let held = one_claim(TimeDelta::hours(3), None);
+    assert_eq!(
+        expired.usage.sweep_reconciles,
+        held.usage.sweep_reconciles + 1,
+        "{:?}\n{:?}",
+        expired.usage,
+        held.usage
+    );
+}
+
+#[test]
+fn cloudwatch_bills_the_series_the_stack_publishes_its_alarms_and_its_dashboard_if_asked_for() {
+    use apiary_ports::metrics::Monitoring;
+    use apiary_sim::bill::{lines, Assumptions, Prices};
+    // The idle day's 18 measured hours: a full pass reconciles the settled pool every ten minutes, so its ten
+    // gauges have data every hour, as the reaper's two counts do; no claim, resume or stop times anything.
+    let o = run(&idle_day(), &Policy::Static { name: "static-1".into(), running: 1 }, 1);
+    assert_eq!(o.usage.metric_hours, (10 + 2) * 18, "{:?}", o.usage);
+    let measured = TimeDelta::hours(18);
+    let series = |a: &Assumptions| {
+        let all = lines(&o, measured, &Prices::default(), a);
+        let line = |item: &str| all.iter().find(|l| l.item == item).map(|l| (l.per_pool, l.fixed)).unwrap();
+        (line("CloudWatch metric series"), line("CloudWatch alarms"), line("CloudWatch dashboard"))
+    };
+    // By default, the three series the alarms read, and no dashboard.
+    assert_eq!(series(&Assumptions::default()), ((0.0, 3.0), (0.0, 5.0), (0.0, 0.0)));
+    let dashboard = series(&Assumptions { monitoring: Monitoring::Dashboard, ..Assumptions::default() });
+    assert_eq!(dashboard, ((0.0, 15.0), (0.0, 5.0), (0.0, 1.0)));
+    let each = series(&Assumptions { monitoring: Monitoring::Pools, ..Assumptions::default() });
+    assert_eq!(each.0, (12.0, 15.0), "a series a month for each hour of the month it had data");
+}
+
+#[test]
+fn at_the_default_log_level_only_the_metrics_are_logged() {
+    use apiary_ports::metrics::Monitoring;
+    use apiary_sim::bill::{emf_bytes, lines, Assumptions, Prices, MONTH_HOURS};
+    let o = run(&idle_day(), &Policy::Static { name: "static-1".into(), running: 1 }, 1);
+    let measured = TimeDelta::hours(18);
+    let logs = |a: &Assumptions| {
+        let all = lines(&o, measured, &Prices::default(), a);
+        all.iter().find(|l| l.item == "CloudWatch Logs GB").map(|l| (l.per_pool, l.fixed)).unwrap()
+    };
+    // warn: a run that goes well writes no line of its own, and Lambda none; the gauges' metrics line at each
+    // reconcile, the reaper's twice an hour (no claim: nothing is timed).
+    let (gauges, timing, orphans) = emf_bytes(Monitoring::Alarms);
+    assert_eq!(timing, 0.0, "no alarm reads a claim's or a transition's timing: not written");
+    assert!(gauges > 200.0 && orphans > 100.0, "{gauges} {orphans}");
+    let month = MONTH_HOURS / 18.0;
+    let emf = (o.reconciles as f64 * gauges + 18.0 * 2.0 * orphans) / 1e9 * month;
+    let (per_pool, fixed) = logs(&Assumptions::default());
+    assert!((per_pool - emf).abs() < 1e-12 && fixed == 0.0, "{per_pool} {emf} {fixed}");
+    // info: each run's lines too, the sweep's among them.
+    let (per_pool, fixed) = logs(&Assumptions { log_info: true, ..Assumptions::default() });
+    let runs = (o.reconciles + o.usage.power_runs) as f64;
+    assert!(per_pool > emf + runs * 1024.0 / 1e9 * month * 0.999, "{per_pool}");
+    assert!((fixed - 60.0 * MONTH_HOURS * 1024.0 / 1e9).abs() < 1e-9, "{fixed}");
+    assert!(emf_bytes(Monitoring::Dashboard).1 > 0.0);
 }
 
 #[test]
