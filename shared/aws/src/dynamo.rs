@@ -687,6 +687,7 @@ impl Store for DynamoStore {
 
 #[cfg(test)]
 mod tests {
+    use apiary_planner::power::tick::Tick;
     use aws_sdk_dynamodb::types::error::TransactionCanceledException;
     use aws_sdk_dynamodb::types::CancellationReason;
 
@@ -708,5 +709,21 @@ mod tests {
         assert!(throttled(&busy) && !lost_condition(&busy));
         let invalid = cancelled(&["ValidationError"]);
         assert!(!throttled(&invalid) && !lost_condition(&invalid));
+    }
+
+    /// The tick item's looks go to the table as numbers (whole seconds), and one written as text reads back.
+    #[test]
+    fn the_tick_items_looks_are_numbers_in_the_table_and_text_ones_still_read() {
+        let at = Timestamp::from_timestamp(1_795_683_614, 250_000_000).expect("time");
+        let tick = Tick { rev: 2, due: [("ci-abcde".to_string(), at)].into(), ..Tick::default() };
+        let mut attrs = encode("ci", &Item::Tick(Box::new(tick))).expect("encode");
+        let Some(AttributeValue::M(due)) = attrs.get("due") else { panic!("due is a map: {attrs:?}") };
+        assert_eq!(due.get("ci-abcde"), Some(&AttributeValue::N("1795683614".into())));
+        let Ok(Some(Item::Tick(back))) = decode(attrs.clone()) else { panic!("decodes") };
+        assert_eq!(back.due["ci-abcde"].timestamp(), 1_795_683_614);
+        let text = AttributeValue::S("2026-11-26T09:00:14.250Z".into());
+        attrs.insert("due".into(), AttributeValue::M([("ci-abcde".to_string(), text)].into()));
+        let Ok(Some(Item::Tick(old))) = decode(attrs) else { panic!("a text time decodes") };
+        assert_eq!(old.due["ci-abcde"].timestamp_subsec_millis(), 250);
     }
 }

@@ -113,9 +113,6 @@ const GAUGE_SERIES: usize = 10;
 /// The reaper's two counts (`metrics::orphans`), a series each, with data every hour: it passes every half hour.
 const ORPHAN_SERIES: usize = 2;
 
-/// The tick item's key attributes, as DynamoDB counts them (`PK`, `POOL#sim`, `SK`, `TICK`).
-const TICK_KEY_BYTES: usize = 2 + 8 + 2 + 4;
-
 /// How often the timeouts sweep runs: the template's default `SweepRate`, rate(1 minute).
 pub const SWEEP_EVERY: TimeDelta = TimeDelta::minutes(1);
 
@@ -657,7 +654,7 @@ impl<'t> Simulation<'t> {
 
     /// Counts a write of the tick item: one conditional put, a unit per KB of it.
     fn write_tick(&mut self) {
-        let bytes = serde_json::to_vec(&self.tick).map_or(0, |v| v.len()) + TICK_KEY_BYTES;
+        let bytes = units::size(&Item::Tick(Box::new(self.tick.clone())));
         self.usage.tick_writes += 1;
         self.usage.tick_write_units += units::kb(bytes);
     }

@@ -532,6 +532,17 @@ fn a_write_of_the_tick_item_is_billed_its_own_units_alone() {
 }
 
 #[test]
+fn a_tick_item_of_thirty_looks_is_written_in_one_unit() {
+    // The item is written at every link of the tick. Its looks are kept as numbers (whole seconds), a quarter of
+    // the bytes of a time as text: thirty clusters in motion fit in a KB (1 250 bytes as text).
+    let now = default_start();
+    let due = (0..30).map(|i| (format!("ci-pool-{i:05}"), now + TimeDelta::milliseconds(15_250 * i))).collect();
+    let tick = Tick { rev: 9, due, ..Tick::default() };
+    let bytes = item_bytes("ci-pool", &Item::Tick(Box::new(tick))).unwrap();
+    assert!(bytes <= 1024, "{bytes} bytes");
+}
+
+#[test]
 fn keep_fresh_stops_and_resumes_less_for_the_same_service() {
     // The working Monday: by day, claims come faster than a stop and a resume take, so installs that end then
     // stay Running and stand in for the spares claims take, instead of being stopped while a standby resumes.

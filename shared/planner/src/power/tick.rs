@@ -55,9 +55,48 @@ pub struct Tick {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded: Option<Recheck>,
     /// When each cluster in motion wants its next look, as its last look asked. A cluster in motion missing here
-    /// (a nudge stepped it, or it began moving otherwise) is looked at by the next tick.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    /// (a nudge stepped it, or it began moving otherwise) is looked at by the next tick. Kept in whole seconds
+    /// ([`due_seconds`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "due_seconds")]
     pub due: BTreeMap<String, Timestamp>,
+}
+
+/// The tick item's `due` as the table keeps it: each time in whole seconds since the epoch, rounded down. A look
+/// may then come up to a second before its step asked, which a tick's [`WINDOW`] allows anyway; as a number the
+/// time takes a quarter of the bytes of its text, and the item is written at every link. Times written as text
+/// (by a version before this one) are read as they are.
+mod due_seconds {
+    use std::collections::BTreeMap;
+
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::model::Timestamp;
+
+    pub fn serialize<S: Serializer>(due: &BTreeMap<String, Timestamp>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(due.iter().map(|(id, at)| (id, at.timestamp())))
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum At {
+        Seconds(i64),
+        Text(Timestamp),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Timestamp>, D::Error> {
+        BTreeMap::<String, At>::deserialize(d)?
+            .into_iter()
+            .map(|(id, at)| {
+                let at = match at {
+                    At::Seconds(s) => Timestamp::from_timestamp(s, 0)
+                        .ok_or_else(|| D::Error::custom(format!("due time of {id} out of range: {s}")))?,
+                    At::Text(t) => t,
+                };
+                Ok((id, at))
+            })
+            .collect()
+    }
 }
 
 impl Links for Tick {
@@ -187,5 +226,22 @@ mod tests {
         // A cluster in motion that no look recorded (the tick's look cap) brings the next tick as near as may be.
         assert_eq!(next_due(&tick(&[("a", 600)]).due, &ids(&["a", "b"]), t(0)), Some(t(0) + MIN_GAP));
         assert_eq!(next_due(&tick(&[("a", 1)]).due, &ids(&["a"]), t(0)), Some(t(0) + MIN_GAP), "never closer");
+    }
+
+    #[test]
+    fn the_items_looks_are_kept_in_whole_seconds_and_a_text_time_is_still_read() {
+        let mut k = tick(&[("a", 60)]);
+        k.due.insert("b".into(), t(14) + TimeDelta::milliseconds(900));
+        let text = serde_json::to_string(&k).expect("json");
+        let at = t(0).timestamp();
+        assert_eq!(text, format!(r#"{{"rev":0,"due":{{"a":{},"b":{}}}}}"#, at + 60, at + 14));
+        let back: Tick = serde_json::from_str(&text).expect("read back");
+        assert_eq!(back.due, tick(&[("a", 60), ("b", 14)]).due, "rounded down: a look comes early, never late");
+        let written_before = r#"{"rev":3,"due":{"a":"2026-11-26T09:01:00.250Z","b":1795683614}}"#;
+        let old: Tick = serde_json::from_str(written_before).expect("an item written as text");
+        assert_eq!(old.due["a"], t(60) + TimeDelta::milliseconds(250));
+        assert_eq!(old.due["b"].timestamp(), 1_795_683_614);
+        let bad = serde_json::from_str::<Tick>(r#"{"due":{"a":true}}"#).expect_err("not a time");
+        assert!(bad.to_string().contains("did not match any variant"), "{bad}");
     }
 }
