@@ -331,10 +331,10 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
         ),
         ("`Monitoring` pools: and each pool's own series", Assumptions { monitoring: Monitoring::Pools, ..a }),
     ];
-    for (what, more) in settings {
-        let more = self::lines(o, measured, &prices, &more);
+    for (what, setting) in settings {
+        let more = self::lines(o, measured, &prices, &setting);
         let series = more.iter().find(|l| l.item == "CloudWatch metric series").map(|l| (l.per_pool, l.fixed));
-        let (per_pool, fixed) = match series.filter(|_| what.contains("Monitoring")) {
+        let (per_pool, fixed) = match series.filter(|_| setting.monitoring != a.monitoring) {
             Some((p, f)) => (format!("{p:.1} series"), format!("{f:.0} series")),
             None => (String::new(), String::new()),
         };
