@@ -182,6 +182,16 @@ pub fn published(mut document: Value, monitoring: Monitoring) -> Option<Value> {
     (!directives.is_empty()).then_some(document)
 }
 
+/// The names of the metrics `document` publishes, each a series per dimension set.
+pub fn metric_names(document: &Value) -> Vec<&str> {
+    let directives = document["_aws"]["CloudWatchMetrics"].as_array().map_or(&[][..], Vec::as_slice);
+    directives
+        .iter()
+        .flat_map(|d| d["Metrics"].as_array().into_iter().flatten())
+        .filter_map(|m| m["Name"].as_str())
+        .collect()
+}
+
 /// Where documents go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sink {
@@ -294,10 +304,7 @@ mod tests {
     #[test]
     fn each_monitoring_setting_publishes_only_the_series_it_reads() {
         let sets = |doc: &Value| doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"].clone();
-        let names = |doc: &Value| {
-            let metrics = doc["_aws"]["CloudWatchMetrics"][0]["Metrics"].as_array().cloned().unwrap_or_default();
-            metrics.iter().map(|m| m["Name"].as_str().unwrap_or_default().to_owned()).collect::<Vec<_>>()
-        };
+        let names = |doc: &Value| metric_names(doc).iter().map(|n| n.to_string()).collect::<Vec<_>>();
         let status = PoolStatus { broken: 2, ..PoolStatus::default() };
         let gauges = pool_status("prod", &snapshot(), &status, t(400));
 

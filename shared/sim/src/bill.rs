@@ -15,7 +15,8 @@ use std::fmt::Write as _;
 use chrono::TimeDelta;
 
 use apiary_planner::duration::hours;
-use apiary_ports::metrics::{Monitoring, ALARMED};
+use apiary_ports::metrics::{metric_names, Monitoring, ALARMED};
+use serde_json::Value;
 
 use crate::report::Outcome;
 
@@ -134,7 +135,7 @@ impl Default for Assumptions {
             idle_sqs_per_hour: 2.0 * 5.0 * 180.0,
             hive_nodes: 2.0,
             monitoring: Monitoring::default(),
-            stack_series: 15.0,
+            stack_series: Documents::new().iter().map(|d| metric_names(d).len()).sum::<usize>() as f64,
             alarms: 5.0,
         }
     }
@@ -258,30 +259,73 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     ]
 }
 
+/// One metrics document of each kind the functions write for a pool, as `metrics` builds them: what the bill
+/// sizes and counts series by.
+#[derive(Debug, Clone)]
+pub struct Documents {
+    /// The pool's gauges (each reconcile).
+    pub gauges: Value,
+    /// A claim's assignment delay.
+    pub assigned: Value,
+    /// A resume's duration (`Transition` `Resume`).
+    pub resumed: Value,
+    /// A stop's duration (`Transition` `Hibernate`).
+    pub stopped: Value,
+    /// The reaper's counts.
+    pub orphans: Value,
+}
+
+impl Documents {
+    /// The documents of a pool of 50 with a few clusters of each kind.
+    pub fn new() -> Self {
+        use apiary_planner::{Claim, Cluster, Pool, PoolStatus, PowerState, Snapshot};
+        use apiary_ports::metrics::{claim_assigned, orphans, pool_status, power_transition};
+        let at = crate::trace::default_start();
+        let pool = Pool {
+            name: "sim".into(),
+            spec: crate::base_spec(50),
+            status: PoolStatus::default(),
+            next_wake_at: None,
+            deletion_requested_at: None,
+            created_at: at,
+            rev: 0,
+        };
+        let status = PoolStatus { standby: 40, ready: 3, claimed: 7, ..PoolStatus::default() };
+        let snapshot = Snapshot { pool, clusters: vec![], claims: vec![], leases: vec![] };
+        let moving = Cluster { transition_started_at: Some(at), ..Cluster::new("sim-1", "sim-1", "sim-1-x", at) };
+        let ended = |state| {
+            let after = Cluster { transition_started_at: None, power_state: Some(state), ..moving.clone() };
+            power_transition("apiary", "sim", &moving, &after, at).unwrap_or_default()
+        };
+        Self {
+            gauges: pool_status("apiary", &snapshot, &status, at),
+            assigned: claim_assigned("apiary", "sim", &Claim::new("k00001", "me", at), at),
+            resumed: ended(PowerState::Running),
+            stopped: ended(PowerState::Hibernating),
+            orphans: orphans("apiary", "sim", 0, 0, at),
+        }
+    }
+
+    /// Each of them.
+    pub fn iter(&self) -> impl Iterator<Item = &Value> {
+        [&self.gauges, &self.assigned, &self.resumed, &self.stopped, &self.orphans].into_iter()
+    }
+}
+
+impl Default for Documents {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// The bytes of one metrics line of each kind, as `monitoring` publishes it (none when it publishes none of its
 /// series): the pool's gauges, a timing (a claim's assignment delay; a resume's or a stop's duration is the same
 /// size within a few bytes), the reaper's counts.
 pub fn emf_bytes(monitoring: Monitoring) -> (f64, f64, f64) {
-    use apiary_planner::{Claim, Pool, PoolStatus, Snapshot};
-    use apiary_ports::metrics::{claim_assigned, orphans, pool_status, published};
-    let at = crate::trace::default_start();
-    let pool = Pool {
-        name: "sim".into(),
-        spec: crate::base_spec(50),
-        status: PoolStatus::default(),
-        next_wake_at: None,
-        deletion_requested_at: None,
-        created_at: at,
-        rev: 0,
-    };
-    let status = PoolStatus { standby: 40, ready: 3, claimed: 7, ..PoolStatus::default() };
-    let snapshot = Snapshot { pool, clusters: vec![], claims: vec![], leases: vec![] };
-    let bytes = |doc| published(doc, monitoring).map_or(0.0, |d| d.to_string().len() as f64 + 1.0);
-    (
-        bytes(pool_status("apiary", &snapshot, &status, at)),
-        bytes(claim_assigned("apiary", "sim", &Claim::new("k00001", "me", at), at)),
-        bytes(orphans("apiary", "sim", 0, 0, at)),
-    )
+    use apiary_ports::metrics::published;
+    let docs = Documents::new();
+    let bytes = |doc: &Value| published(doc.clone(), monitoring).map_or(0.0, |d| d.to_string().len() as f64 + 1.0);
+    (bytes(&docs.gauges), bytes(&docs.assigned), bytes(&docs.orphans))
 }
 
 /// The month's bill for `pools` pools like this one.

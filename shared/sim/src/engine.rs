@@ -108,10 +108,6 @@ const GAUGES: usize = 0;
 const ASSIGNED: usize = 1;
 const RESUMED: usize = 2;
 const STOPPED: usize = 3;
-/// The pool's gauges (`metrics::pool_status`), each a series.
-const GAUGE_SERIES: usize = 10;
-/// The reaper's two counts (`metrics::orphans`), a series each, with data every hour: it passes every half hour.
-const ORPHAN_SERIES: usize = 2;
 
 /// How often the timeouts sweep runs: the template's default `SweepRate`, rate(1 minute).
 pub const SWEEP_EVERY: TimeDelta = TimeDelta::minutes(1);
@@ -898,8 +894,16 @@ impl<'t> Simulation<'t> {
         let timeout = self.setup.spec.powerstate_transition_to_running_timeout.as_ref().and_then(GoDuration::get);
         self.usage.clusters = self.snap.clusters.len();
         let hours = usize::try_from((end - measured).num_hours()).unwrap_or(0);
+        // Each kind's series (a metric each) for the hours they had data; the reaper's every hour (it passes every
+        // half hour).
+        let docs = crate::bill::Documents::new();
+        let series = |doc| apiary_ports::metrics::metric_names(doc).len();
         let [gauges, assigned, resumed, stopped] = self.metric_hours.each_ref().map(HashSet::len);
-        self.usage.metric_hours = GAUGE_SERIES * gauges + assigned + resumed + stopped + ORPHAN_SERIES * hours;
+        self.usage.metric_hours = series(&docs.gauges) * gauges
+            + series(&docs.assigned) * assigned
+            + series(&docs.resumed) * resumed
+            + series(&docs.stopped) * stopped
+            + series(&docs.orphans) * hours;
         outcome.usage = self.usage;
         let [install, resume, stop, install_waited_on, resume_waited_on, deprovision] = self.late.map(Lateness::of);
         outcome.noticed = Noticed { install, resume, stop, resume_waited_on, install_waited_on, deprovision };
