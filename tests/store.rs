@@ -243,6 +243,11 @@ async fn dynamodb_indexes_spares_clusters_in_motion_and_pending_claims_exactly_a
         assert_eq!(store.get("idx", &Key::Tick).await.expect("get"), Some(Item::Tick(Box::new(tick.clone()))));
         // Reading the partition reads the tick item too, and leaves it out (there is no pool item here).
         assert!(store.read_pool("idx").await.expect("read").is_none());
+        // With a pool item, the same read gives the tick item beside the snapshot.
+        let pool = learned_pool("idx");
+        store.write("idx", vec![Write::Put(Item::Pool(Box::new(pool)), Cond::Absent)]).await.expect("pool");
+        let (snap, read) = store.read_pool_and_tick("idx").await.expect("read").expect("a pool");
+        assert_eq!((snap.pool.name.as_str(), read.as_ref()), ("idx", Some(&tick)));
     }
     s.stop().await;
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use apiary_aws::sdk_ec2::types::Filter;
 use apiary_aws::SdkConfig;
 use apiary_local::{Options, Running, PRINCIPAL_HEADER};
+use apiary_planner::power::tick::Tick;
 use apiary_planner::{Cluster, Pool, Snapshot, Timestamp};
 use apiary_ports::store::{Item, Key, Store, Write};
 use apiary_ports::{Config, Deps};
@@ -213,6 +214,10 @@ impl Journal {
 impl Store for Journal {
     async fn read_pool(&self, pool: &str) -> apiary_ports::Result<Option<Snapshot>> {
         self.store.read_pool(pool).await
+    }
+
+    async fn read_pool_and_tick(&self, pool: &str) -> apiary_ports::Result<Option<(Snapshot, Option<Tick>)>> {
+        self.store.read_pool_and_tick(pool).await
     }
 
     async fn get(&self, pool: &str, key: &Key) -> apiary_ports::Result<Option<Item>> {

@@ -9,11 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use apiary_planner::power::{in_progress, needs_tick, tick};
+use apiary_planner::power::{needs_tick, tick};
 use apiary_planner::{plan, reaper, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
-use apiary_ports::store::{transactions, writes_with_events, Item, Key};
+use apiary_ports::store::{transactions, writes_with_events};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tracing::Instrument;
@@ -45,7 +45,8 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     loop {
         outcome.attempts += 1;
-        let Some(mut snapshot) = deps.store.read_pool(pool).await? else {
+        // The tick item comes with the partition (one Query): whether the pool's tick is live.
+        let Some((mut snapshot, tick)) = deps.store.read_pool_and_tick(pool).await? else {
             outcome.gone = true;
             return Ok(outcome);
         };
@@ -53,16 +54,10 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
         let plan = plan(&snapshot, now, deps.clock.seed());
         let hurry = tick::hurry(snapshot.pool.status.pending_claims, plan.status.pending_claims, &snapshot.clusters);
         let mut power = BTreeSet::new();
-        // The tick item is read only when something moves: a settled pool's reconcile reads nothing more.
-        if outcome.attempts == 1 && snapshot.clusters.iter().any(in_progress) {
-            let tick = match deps.store.get(pool, &Key::Tick).await? {
-                Some(Item::Tick(t)) => Some(*t),
-                _ => None,
-            };
-            if needs_tick(&snapshot.clusters, tick.as_ref(), now) {
-                deps.queue.power(&PowerMessage::tick(pool, None), Duration::ZERO).await?;
-                outcome.power_messages += 1;
-            }
+        // When something moves and no tick is live, the first attempt starts one.
+        if outcome.attempts == 1 && needs_tick(&snapshot.clusters, tick.as_ref(), now) {
+            deps.queue.power(&PowerMessage::tick(pool, None), Duration::ZERO).await?;
+            outcome.power_messages += 1;
         }
         let mut lost = None;
         'actions: for group in transactions(&plan.actions) {

@@ -309,4 +309,9 @@ async fn a_reconcile_that_finds_clusters_in_motion_without_a_live_tick_starts_it
     w.time.advance(TimeDelta::minutes(10));
     reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert_eq!(ticks(&w), 1, "its link is long overdue: presumed lost");
+    // The tick item is read with the partition, in the one read of it: a reconcile that finds clusters in motion
+    // reads the table once, as one that finds none does.
+    let before = w.store.stats();
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
+    assert_eq!((w.store.stats() - before).reads, 1);
 }

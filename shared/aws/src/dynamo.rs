@@ -27,6 +27,7 @@
 use std::collections::HashMap;
 
 use apiary_planner::events::Event;
+use apiary_planner::power::tick::Tick;
 use apiary_planner::{Pool, Snapshot};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -37,7 +38,7 @@ use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
 use apiary_ports::store::{
-    check_size, event_sort_key, index_key, spare_place, stored, with_profile, Cond, EventPage, EventQuery, Item, Key,
+    check_size, event_sort_key, index_key, partition, spare_place, stored, Cond, EventPage, EventQuery, Item, Key,
     Store, Write, EVENT_RETENTION,
 };
 use apiary_ports::{Error, Result};
@@ -486,6 +487,11 @@ async fn query_all(query: QueryFluentBuilder) -> Result<Vec<Item>> {
 #[async_trait]
 impl Store for DynamoStore {
     async fn read_pool(&self, pool: &str) -> Result<Option<Snapshot>> {
+        Ok(self.read_pool_and_tick(pool).await?.map(|(snapshot, _)| snapshot))
+    }
+
+    /// One strongly consistent Query of the partition: the tick item comes with the rest.
+    async fn read_pool_and_tick(&self, pool: &str) -> Result<Option<(Snapshot, Option<Tick>)>> {
         let query = self
             .client
             .query()
@@ -493,19 +499,7 @@ impl Store for DynamoStore {
             .consistent_read(true)
             .key_condition_expression("PK = :pk")
             .expression_attribute_values(":pk", s(pk(pool)));
-        let (mut found, mut clusters, mut claims, mut leases, mut profile) = (None, vec![], vec![], vec![], None);
-        for item in query_all(query).await? {
-            match item {
-                Item::Pool(p) => found = Some(*p),
-                Item::Cluster(c) => clusters.push(*c),
-                Item::Claim(c) => claims.push(*c),
-                Item::Lease(l) => leases.push(l),
-                Item::Profile(p) => profile = Some(*p),
-                // The tick's own item is read by the tick alone.
-                Item::Tick(_) => {}
-            }
-        }
-        Ok(found.map(|pool| Snapshot { pool: with_profile(pool, profile), clusters, claims, leases }))
+        Ok(partition(query_all(query).await?))
     }
 
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>> {
@@ -687,7 +681,6 @@ impl Store for DynamoStore {
 
 #[cfg(test)]
 mod tests {
-    use apiary_planner::power::tick::Tick;
     use aws_sdk_dynamodb::types::error::TransactionCanceledException;
     use aws_sdk_dynamodb::types::CancellationReason;
 

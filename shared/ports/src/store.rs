@@ -400,6 +400,24 @@ pub fn stored(pool: &Pool) -> std::borrow::Cow<'_, Pool> {
     }
 }
 
+/// A pool's partition, its items in any order, as the pool's snapshot (its profile's buckets put back:
+/// [`with_profile`]) and its tick item; `None` without a pool item.
+pub fn partition(items: impl IntoIterator<Item = Item>) -> Option<(Snapshot, Option<Tick>)> {
+    let (mut found, mut clusters, mut claims, mut leases, mut profile, mut tick) =
+        (None, vec![], vec![], vec![], None, None);
+    for item in items {
+        match item {
+            Item::Pool(p) => found = Some(*p),
+            Item::Cluster(c) => clusters.push(*c),
+            Item::Claim(c) => claims.push(*c),
+            Item::Lease(l) => leases.push(l),
+            Item::Profile(p) => profile = Some(*p),
+            Item::Tick(t) => tick = Some(*t),
+        }
+    }
+    found.map(|pool| (Snapshot { pool: with_profile(pool, profile), clusters, claims, leases }, tick))
+}
+
 /// `pool` as its partition holds it: the buckets of its profile's own item put back, when the pool keeps them
 /// there, with the revision the read found (what the next write of the item holds on). A pool whose item is
 /// missing keeps none, and the planner learns its profile afresh.
@@ -454,6 +472,16 @@ pub trait Store: Send + Sync {
     /// The pool and everything in its partition, read strongly consistently, its profile's buckets put back
     /// ([`with_profile`]); `None` if the pool does not exist.
     async fn read_pool(&self, pool: &str) -> Result<Option<Snapshot>>;
+    /// The same, with the pool's tick item, which is in the partition: one read where the store reads the partition
+    /// whole (DynamoDB's Query does), else [`Store::read_pool`] and a [`Store::get`] of the item.
+    async fn read_pool_and_tick(&self, pool: &str) -> Result<Option<(Snapshot, Option<Tick>)>> {
+        let Some(snapshot) = self.read_pool(pool).await? else { return Ok(None) };
+        let tick = match self.get(pool, &Key::Tick).await? {
+            Some(Item::Tick(t)) => Some(*t),
+            _ => None,
+        };
+        Ok(Some((snapshot, tick)))
+    }
     /// One item, read strongly consistently, as it is stored (a pool without the buckets its profile keeps apart).
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>>;
     /// The items of `keys` that exist, read strongly consistently as [`Store::get`] reads them, in as few requests

@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use apiary_planner::events::Event;
+use apiary_planner::power::tick::Tick;
 use apiary_planner::{Pool, Snapshot, Timestamp};
 use apiary_ports::store::{
-    check_size, event_shard, event_sort_key, index_key, spare_place, stored, with_profile, EventPage, EventQuery, Item,
+    check_size, event_shard, event_sort_key, index_key, partition, spare_place, stored, EventPage, EventQuery, Item,
     Key, Store, Write,
 };
 use apiary_ports::{Error, Result};
@@ -52,18 +53,7 @@ impl Tables {
 }
 
 fn snapshot(items: &BTreeMap<String, Item>) -> Option<Snapshot> {
-    let (mut pool, mut clusters, mut claims, mut leases, mut profile) = (None, vec![], vec![], vec![], None);
-    for item in items.values() {
-        match item {
-            Item::Pool(p) => pool = Some((**p).clone()),
-            Item::Cluster(c) => clusters.push((**c).clone()),
-            Item::Claim(c) => claims.push((**c).clone()),
-            Item::Lease(l) => leases.push(l.clone()),
-            Item::Profile(p) => profile = Some((**p).clone()),
-            Item::Tick(_) => {}
-        }
-    }
-    pool.map(|pool| Snapshot { pool: with_profile(pool, profile), clusters, claims, leases })
+    partition(items.values().cloned()).map(|(snapshot, _)| snapshot)
 }
 
 /// `item` as the table keeps it ([`stored`]).
@@ -263,6 +253,18 @@ impl Store for MemStore {
         };
         self.count_read(items);
         leave(self.hook.as_ref(), Op::Read, Ok(snap))
+    }
+
+    /// As DynamoDB reads it: one read of the partition, the tick item with the rest.
+    async fn read_pool_and_tick(&self, pool: &str) -> Result<Option<(Snapshot, Option<Tick>)>> {
+        enter(self.hook.as_ref(), Op::Read).await?;
+        let (read, items) = {
+            let tables = self.lock();
+            let items = tables.pools.get(pool);
+            (items.and_then(|p| partition(p.values().cloned())), items.map_or(0, BTreeMap::len))
+        };
+        self.count_read(items);
+        leave(self.hook.as_ref(), Op::Read, Ok(read))
     }
 
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>> {
