@@ -180,12 +180,8 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // the index of clusters in motion (keys only), then each cluster it looks at; all strongly.
     let (nudges, ticks, looks) = (u.nudges as f64, u.ticks as f64, u.tick_looks as f64);
     let power_reads = nudges * (pool_read + item_read + 1.0) + ticks * (pool_read + 2.0) + looks * item_read;
-    // A reconcile that finds clusters in motion reads the pool's tick item too, to start it again if it is lost.
-    let read_units = u.query_units as f64
-        + u.tick_reads as f64 * item_read
-        + claims * (create_reads + release_reads)
-        + power_reads
-        + polls * poll_reads;
+    // A reconcile's Query reads the pool's tick item with the rest of the partition (`query_units` weighs it).
+    let read_units = u.query_units as f64 + claims * (create_reads + release_reads) + power_reads + polls * poll_reads;
     // Writes: counted write by write as the functions send them ([`crate::units`]), and the tick item's.
     let write_units = (u.write_units + u.tick_write_units) as f64;
     // Messages: each one that asked for a reconcile (claims and releases, the power function's news, the sweep's),

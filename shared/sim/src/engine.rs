@@ -489,7 +489,6 @@ impl<'t> Simulation<'t> {
         let plan = plan(&self.snap, now, self.plan_seed);
         self.reconciles += 1;
         self.metered(GAUGES, now);
-        self.usage.tick_reads += usize::from(self.snap.clusters.iter().any(power::in_progress));
         self.writes += plan.writes().count();
         self.count_units(&plan, now);
         let updates = plan.actions.iter().any(|a| matches!(a, Action::UpdatePool { .. }));

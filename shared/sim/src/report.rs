@@ -65,8 +65,6 @@ pub struct Usage {
     pub sweeps: usize,
     /// Of those, full passes (every pool enqueued).
     pub full_sweeps: usize,
-    /// Reconciles that found clusters in motion, and read the pool's tick item to make sure it is live.
-    pub tick_reads: usize,
     /// Sweeps that enqueued this pool: its full passes, and the runs that found it due between them.
     pub sweep_reconciles: usize,
     /// DynamoDB write units of the table writes the functions send, counted write by write ([`crate::units`]):
