@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${APIARY_EMULATOR_PORT:-5055}"
 listen="${APIARY_LISTEN:-127.0.0.1:8080}"
-run="${APIARY_RUN_DIR:-.run}"   # the logs, the metrics and the stack's settings
+run="${APIARY_RUN_DIR:-.run}"   # the logs, the metrics, the stack's settings and the API's address
+rm -f "$run/api.address"
 mkdir -p "$run"
 .venv/bin/python infra/emulator.py --port "$port" > "$run/emulator.log" 2>&1 &
 emulator=$!
@@ -19,7 +20,7 @@ export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
   --metrics "file:$(realpath "$run")/metrics.log" >&2
 set -a; source "$run/stack.env"; set +a
 echo "logs: $run/apiary.log; metrics (EMF): $run/metrics.log; emulator: $AWS_ENDPOINT_URL" >&2
-"$CARGO_TARGET_DIR/debug/apiary-local" --listen "$listen" --sweep-every 10s \
+"$CARGO_TARGET_DIR/debug/apiary-local" --listen "$listen" --address-file "$run/api.address" --sweep-every 10s \
   --fake-clouds --pool demo=infra/demo-pool.json --pool demo-gcp=infra/demo-pool-gcp.json \
   --pool demo-azure=infra/demo-pool-azure.json --pool demo-vsphere=infra/demo-pool-vsphere.json \
   --pool demo-installer=infra/demo-pool-installer.json --pool demo-member=infra/demo-pool-member.json \

@@ -231,24 +231,43 @@ def settle(base, limit=180):
     raise SystemExit(f"doc example: claims still releasing after {limit} s")
 
 
+def tail(path, lines=12):
+    """The first and last lines of a log, for a failure's message (a backtrace's middle says little)."""
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read().splitlines()
+    except OSError:
+        return f"({path}: none)"
+    if len(text) > 2 * lines:
+        text = text[:lines] + ["..."] + text[-lines:]
+    return "\n".join(f"  {path}: {line}" for line in text)
+
+
 class Stack:
     """`make run`'s stack (infra/run-local.sh) on free ports, its logs in `run_dir`."""
 
     def __init__(self, run_dir):
         self.run_dir = run_dir
-        self.base = f"http://127.0.0.1:{free_port()}"
-        env = {**os.environ, "APIARY_EMULATOR_PORT": str(free_port()), "APIARY_LISTEN": self.base[len("http://"):],
+        self.base = None
+        # The API's port is the system's pick (port 0), read back from the file apiary-local writes: a port found
+        # free here and bound later could be taken in between (once by one of the fake clouds' own listeners).
+        env = {**os.environ, "APIARY_EMULATOR_PORT": str(free_port()), "APIARY_LISTEN": "127.0.0.1:0",
                "APIARY_RUN_DIR": run_dir, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                "AWS_REGION": "us-east-1"}
+        address = os.path.join(run_dir, "api.address")
         self.out = open(os.path.join(run_dir, "status.log"), "w")
         self.proc = subprocess.Popen(["bash", "infra/run-local.sh"], cwd=ROOT, env=env, stdout=self.out,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 180
         while True:
             if self.proc.poll() is not None:
-                raise SystemExit(f"make run's stack stopped (exit {self.proc.returncode}); see {run_dir}")
+                raise SystemExit(f"make run's stack stopped (exit {self.proc.returncode}); see {run_dir}\n"
+                                 + tail(os.path.join(run_dir, "apiary.log")))
             try:
-                if len(get(self.base, "/pools")["pools"]) >= 5:
+                if self.base is None and os.path.exists(address):
+                    with open(address) as f:
+                        self.base = f"http://{f.read().strip()}"
+                if self.base and len(get(self.base, "/pools")["pools"]) >= 5:
                     return
             except OSError:
                 pass

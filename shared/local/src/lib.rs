@@ -68,9 +68,14 @@ impl Running {
     }
 }
 
-/// Starts the API, the queue consumers (receiving through `sdk`) and the sweep.
+/// Starts the API on `options.listen`, the queue consumers (receiving through `sdk`) and the sweep.
 pub async fn start(deps: Deps, sdk: &SdkConfig, options: &Options) -> std::io::Result<Running> {
-    let listener = TcpListener::bind(options.listen).await?;
+    start_on(TcpListener::bind(options.listen).await?, deps, sdk, options)
+}
+
+/// Starts the API on a listener already bound (so that nothing started in between can take its port), the queue
+/// consumers and the sweep; `options.listen` is not read.
+pub fn start_on(listener: TcpListener, deps: Deps, sdk: &SdkConfig, options: &Options) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let mut tasks = JoinSet::new();
     tasks.spawn(serve(listener, deps.clone()));

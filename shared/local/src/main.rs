@@ -2,8 +2,12 @@
 //! (`AWS_ENDPOINT_URL`), with the stack's settings from the environment.
 //!
 //! ```text
-//! apiary-local [--listen 127.0.0.1:8080] [--sweep-every 10s] [--fake-clouds] [--pool NAME=SPEC.json]... [--status]
+//! apiary-local [--listen 127.0.0.1:8080] [--address-file FILE] [--sweep-every 10s] [--fake-clouds]
+//!              [--pool NAME=SPEC.json]... [--status]
 //! ```
+//! The API's address is bound before anything else starts, so the fake clouds' own listeners (any free port) can
+//! never take it; with port 0 the system picks one, and `--address-file` writes the address bound (`IP:PORT`, once
+//! the API answers) for whoever started the process.
 //! `--pool` creates or updates a pool at start (as the first admin of `APIARY_ADMINS`); `--status` redraws every
 //! pool's status every two seconds instead of logging. `--fake-clouds` serves a fake Compute Engine, a fake Azure
 //! and a fake vCenter in this process, stores their demo credentials in Secrets Manager, and fills a pool file's
@@ -15,11 +19,11 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use apiary_local::{clouds, start, status, Options, PRINCIPAL_HEADER};
+use apiary_local::{clouds, start_on, status, Options, PRINCIPAL_HEADER};
 
 fn usage() -> ! {
     eprintln!(
-        "usage: apiary-local [--listen ADDR] [--sweep-every DURATION] [--fake-clouds] [--pool NAME=SPEC.json]... [--status]"
+        "usage: apiary-local [--listen ADDR] [--address-file FILE] [--sweep-every DURATION] [--fake-clouds] [--pool NAME=SPEC.json]... [--status]"
     );
     std::process::exit(2)
 }
@@ -30,10 +34,12 @@ async fn main() -> anyhow::Result<()> {
     let mut pools = vec![];
     let mut show_status = false;
     let mut fake_clouds = false;
+    let mut address_file = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--listen" => options.listen = args.next().unwrap_or_else(|| usage()).parse().context("--listen")?,
+            "--address-file" => address_file = Some(args.next().unwrap_or_else(|| usage())),
             "--sweep-every" => {
                 let text = args.next().unwrap_or_else(|| usage());
                 options.sweep_every = apiary_planner::duration::parse(&text)
@@ -63,6 +69,9 @@ async fn main() -> anyhow::Result<()> {
     apiary_aws::logging::init();
     let config = apiary_ports::Config::from_env().context("settings (run through `make run`, which sets them)")?;
     let sdk = apiary_aws::load_sdk_config().await;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("listening on {}", options.listen))?;
     let mut endpoints = apiary_clouds::Endpoints::from_env();
     let demo = if fake_clouds {
         let prefix = format!("{}-{}", config.stack, std::process::id());
@@ -83,10 +92,16 @@ async fn main() -> anyhow::Result<()> {
         None
     };
     let deps = clouds::with_clouds(apiary_aws::deps(config, &sdk), &sdk, endpoints)?;
-    let running =
-        start(deps.clone(), &sdk, &options).await.with_context(|| format!("listening on {}", options.listen))?;
+    let running = start_on(listener, deps.clone(), &sdk, &options).context("starting the API")?;
     let base = format!("http://{}", running.addr);
     eprintln!("apiary-local: API on {base}");
+    if let Some(file) = &address_file {
+        // Written whole and then renamed, so a reader never sees half an address.
+        let partial = format!("{file}.partial");
+        std::fs::write(&partial, running.addr.to_string())
+            .and_then(|()| std::fs::rename(&partial, file))
+            .with_context(|| format!("--address-file {file}"))?;
+    }
     for (name, body) in pools {
         let body = match (&demo, serde_json::from_str::<serde_json::Value>(&body)) {
             (Some(demo), Ok(mut spec)) => {

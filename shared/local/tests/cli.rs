@@ -19,6 +19,9 @@ fn help_and_bad_arguments_say_what_is_wrong() {
     let (code, err) = run(&["--listen", "nowhere"]);
     assert_ne!(code, 0);
     assert!(err.contains("--listen"), "{err}");
+    let (code, err) = run(&["--address-file"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--address-file FILE"), "{err}");
     let (code, err) = run(&["--colour"]);
     assert_ne!(code, 0);
     assert!(err.contains("--colour"), "{err}");
