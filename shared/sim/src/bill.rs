@@ -19,6 +19,7 @@ use apiary_ports::metrics::{metric_names, Monitoring, ALARMED};
 use serde_json::Value;
 
 use crate::report::Outcome;
+use crate::units::Parts;
 
 /// Hours in a month (AWS's 730).
 pub const MONTH_HOURS: f64 = 730.0;
@@ -393,5 +394,42 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
         "| always-on Hive (EKS + {} × m6i.large) | | | | {hive:.2} | {hive:.2} | {hive:.2} |",
         a.hive_nodes
     );
+    out
+}
+
+/// Where the bill's write units go, as Markdown: a month of one pool's, by what sent them (each function and
+/// step, and the tick item) and by what they wrote (the items, the pool items' copies in the `pools` index, the
+/// `assign` index's entries, the events). Transactions count twice throughout.
+pub fn writes_table(o: &Outcome, measured: TimeDelta) -> String {
+    let scale = MONTH_HOURS / hours(measured).max(1e-9);
+    let written = o.usage.written;
+    let tick = Parts { items: o.usage.tick_write_units, ..Parts::default() };
+    let all = written.total().total() + tick.total();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| write units a month, one pool | items | `pools` index | `assign` index | events | all | share |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    let mut row = |what: &str, p: Parts| {
+        let month = |n: usize| format!("{:.0}", n as f64 * scale);
+        let share = 100.0 * p.total() as f64 / all.max(1) as f64;
+        let _ = writeln!(
+            out,
+            "| {what} | {} | {} | {} | {} | {} | {share:.1} % |",
+            month(p.items),
+            month(p.copies),
+            month(p.entries),
+            month(p.events),
+            month(p.total())
+        );
+    };
+    for (what, parts) in written.each() {
+        row(what, parts);
+    }
+    row("power: the tick item", tick);
+    let mut total = written.total();
+    total += tick;
+    row("**all**", total);
     out
 }

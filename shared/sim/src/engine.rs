@@ -25,7 +25,7 @@ use apiary_planner::{
 };
 use apiary_ports::store::{writes_with_events, Cond, Item, Key, ProfileItem, Write};
 
-use crate::report::{Calls, Costs, Lateness, Noticed, Outcome, Sample, Usage};
+use crate::report::{Calls, Costs, Lateness, Noticed, Outcome, Sample, Usage, Written};
 use crate::rng::Rng;
 use crate::trace::Trace;
 use crate::units;
@@ -346,7 +346,8 @@ impl<'t> Simulation<'t> {
                 }
                 let writes =
                     [Write::Put(Item::Claim(Box::new(next.clone())), Cond::Rev(next.rev - 1)), Write::Append(said)];
-                self.usage.write_units += units::of(&self.snap, &writes);
+                let parts = units::of(&self.snap, &writes);
+                self.written(|w| &mut w.claim_api, parts);
                 self.snap.claims[i] = next;
                 true
             }
@@ -393,7 +394,8 @@ impl<'t> Simulation<'t> {
                 if let Some(stored) = self.snap.clusters.iter().find(|c| c.id == id) {
                     let mut gone = vec![Write::Delete(Key::Cluster(id.clone()), Cond::Rev(stored.rev))];
                     gone.extend(events::of_cluster(stored, None, now).into_iter().map(Write::Append));
-                    self.usage.write_units += units::of(&self.snap, &gone);
+                    let parts = units::of(&self.snap, &gone);
+                    self.written(|w| &mut w.deprovisions, parts);
                 }
                 self.snap.clusters.retain(|c| c.id != id);
                 self.snap.leases.retain(|l| l.holder != id);
@@ -464,7 +466,7 @@ impl<'t> Simulation<'t> {
         for action in plan.writes() {
             let Ok(mut writes) = writes_with_events(&mut after, action, now) else { continue };
             let Action::AssignClaim { claim, at, .. } = action else {
-                self.usage.write_units += units::of(&read, &writes);
+                self.written(|w| &mut w.reconcile, units::of(&read, &writes));
                 continue;
             };
             let Some(made) = read.claims.iter().find(|c| &c.name == claim) else { continue };
@@ -475,10 +477,11 @@ impl<'t> Simulation<'t> {
             };
             if *at == made.created_at {
                 writes.push(created);
-                self.usage.write_units += units::of_items(unmade, &writes);
+                self.written(|w| &mut w.claim_api, units::of_items(unmade, &writes));
             } else {
                 let pending = [Write::Put(Item::Claim(Box::new(made.clone())), Cond::Absent), created];
-                self.usage.write_units += units::of_items(unmade, &pending) + units::of(&read, &writes);
+                self.written(|w| &mut w.claim_api, units::of_items(unmade, &pending));
+                self.written(|w| &mut w.reconcile, units::of(&read, &writes));
             }
         }
     }
@@ -647,6 +650,12 @@ impl<'t> Simulation<'t> {
         ids
     }
 
+    /// Counts the write units `parts` sent by the source `by` picks.
+    fn written(&mut self, by: impl FnOnce(&mut Written) -> &mut units::Parts, parts: units::Parts) {
+        self.usage.write_units += parts.total();
+        *by(&mut self.usage.written) += parts;
+    }
+
     /// Counts a write of the tick item: one conditional put, a unit per KB of it.
     fn write_tick(&mut self) {
         let bytes = units::size(&Item::Tick(Box::new(self.tick.clone())));
@@ -676,7 +685,8 @@ impl<'t> Simulation<'t> {
             if let Some(call) = step.call {
                 // The intent is written before the call, with the events of what it changed.
                 self.writes += 1;
-                self.usage.write_units += cluster_write_units(before, &step.cluster, now);
+                let parts = cluster_write_units(before, &step.cluster, now);
+                self.written(|w| &mut w.power_intents, parts);
                 intent = Some(step.cluster.clone());
                 let outcome = self.call(id, call, now);
                 let (changed, wakes) = (step.changed, step.wakes_pool);
@@ -691,11 +701,12 @@ impl<'t> Simulation<'t> {
                 self.dirty = true;
                 after.rev = before.rev + 1;
                 self.writes += 1;
-                self.usage.write_units += cluster_write_units(intent.as_ref().unwrap_or(before), &after, now);
+                let parts = cluster_write_units(intent.as_ref().unwrap_or(before), &after, now);
                 if after.is_broken() && !before.is_broken() {
                     self.broken += 1;
                 }
                 let timed = apiary_ports::metrics::power_transition("sim", "sim", before, &after, now);
+                self.written(|w| &mut w.power_outcomes, parts);
                 match timed.as_ref().and_then(|doc| doc["Transition"].as_str()) {
                     Some("Resume") => self.metered(RESUMED, now),
                     Some(_) => self.metered(STOPPED, now),
@@ -918,7 +929,11 @@ fn profile_buckets(pool: &Pool) -> Option<(Buckets, Buckets)> {
 
 /// The write units of the power function's write of cluster `stored` as `written`: its item, with the events of
 /// what changed in the same transaction.
-fn cluster_write_units(stored: &apiary_planner::Cluster, written: &apiary_planner::Cluster, now: Timestamp) -> usize {
+fn cluster_write_units(
+    stored: &apiary_planner::Cluster,
+    written: &apiary_planner::Cluster,
+    now: Timestamp,
+) -> units::Parts {
     let mut writes = vec![Write::Put(Item::Cluster(Box::new(written.clone())), Cond::Rev(stored.rev))];
     writes.extend(events::of_cluster(stored, Some(written), now).into_iter().map(Write::Append));
     let old = Item::Cluster(Box::new(stored.clone()));

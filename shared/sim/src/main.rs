@@ -191,6 +191,8 @@ fn run(args: Args) -> Result<(), String> {
                     o.policy
                 );
                 println!("{}", apiary_sim::bill::table(o, trace.length - trace.learn));
+                println!("Where its DynamoDB write units go:\n");
+                println!("{}", apiary_sim::bill::writes_table(o, trace.length - trace.learn));
             }
         }
         all.extend(outcomes);

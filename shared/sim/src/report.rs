@@ -7,6 +7,8 @@ use serde::Serialize;
 
 use apiary_planner::Timestamp;
 
+use crate::units::Parts;
+
 /// What a cluster-hour costs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Costs {
@@ -70,6 +72,8 @@ pub struct Usage {
     /// DynamoDB write units of the table writes the functions send, counted write by write ([`crate::units`]):
     /// the reconcile's, the power function's, the claim API's. The tick item's are counted apart.
     pub write_units: usize,
+    /// The same units by the function and step that sent them, and by what they wrote.
+    pub written: Written,
     /// Read units of the reconciles' Queries of the pool's partition, each a unit per 4 KB of all its items
     /// ([`crate::units::Partition`]).
     pub query_units: usize,
@@ -84,6 +88,45 @@ pub struct Usage {
     pub profile_item_bytes: usize,
     /// Clusters in the pool at the end.
     pub clusters: usize,
+}
+
+/// Write units by what sent them ([`Usage::written`]), each by what it wrote ([`Parts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Written {
+    /// The claim API: a claim made (with its cluster when one is ready, or pending) and a release asked for.
+    pub claim_api: Parts,
+    /// The reconcile's plans: assignments of waiting claims, clusters created, deleted and powered, claims
+    /// released, the pool item (and its profile's).
+    pub reconcile: Parts,
+    /// The power function's intents, written before each cloud call.
+    pub power_intents: Parts,
+    /// Its outcomes: what a call or a look changed.
+    pub power_outcomes: Parts,
+    /// Its removal of a deprovisioned cluster's item.
+    pub deprovisions: Parts,
+}
+
+impl Written {
+    /// Each source with its name.
+    pub fn each(&self) -> [(&'static str, Parts); 5] {
+        [
+            ("claim API", self.claim_api),
+            ("reconcile", self.reconcile),
+            ("power: intents", self.power_intents),
+            ("power: outcomes", self.power_outcomes),
+            ("power: deprovisions", self.deprovisions),
+        ]
+    }
+
+    /// All of them.
+    pub fn total(&self) -> Parts {
+        let mut all = Parts::default();
+        for (_, parts) in self.each() {
+            all += parts;
+        }
+        all
+    }
 }
 
 /// How long after a transition's machines were done the power function's next look came: what its look

@@ -15,36 +15,80 @@ use std::collections::HashMap;
 use apiary_planner::power::tick::Tick;
 use apiary_planner::{Snapshot, Timestamp};
 use apiary_ports::store::{event_bytes, index_key, item_bytes, stored as stored_pool, Item, Key, ProfileItem, Write};
+use serde::Serialize;
 
 /// The pool's name in the simulated table's keys.
 const POOL: &str = "sim";
 
+/// Write units by what they wrote: the items themselves (put, deleted or checked), their copies in the `pools`
+/// index, entries of the `assign` index, and the events appended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Parts {
+    /// Items put, deleted or checked.
+    pub items: usize,
+    /// Pool items' copies in the `pools` index.
+    pub copies: usize,
+    /// Entries of the `assign` index added or removed.
+    pub entries: usize,
+    /// Events appended to the pool's trail.
+    pub events: usize,
+}
+
+impl Parts {
+    /// All of them.
+    pub fn total(&self) -> usize {
+        self.items + self.copies + self.entries + self.events
+    }
+
+    fn times(self, n: usize) -> Self {
+        Self { items: self.items * n, copies: self.copies * n, entries: self.entries * n, events: self.events * n }
+    }
+}
+
+impl std::ops::AddAssign for Parts {
+    fn add_assign(&mut self, o: Self) {
+        *self = Self {
+            items: self.items + o.items,
+            copies: self.copies + o.copies,
+            entries: self.entries + o.entries,
+            events: self.events + o.events,
+        };
+    }
+}
+
 /// The write units of `writes` sent together, over the items as `before` has them.
-pub fn of(before: &Snapshot, writes: &[Write]) -> usize {
+pub fn of(before: &Snapshot, writes: &[Write]) -> Parts {
     of_items(|key| stored(before, key), writes)
 }
 
 /// The same, with `stored` giving each item as it was before the writes.
-pub fn of_items(stored: impl Fn(&Key) -> Option<Item>, writes: &[Write]) -> usize {
+pub fn of_items(stored: impl Fn(&Key) -> Option<Item>, writes: &[Write]) -> Parts {
     let each = if writes.len() > 1 { 2 } else { 1 };
-    writes.iter().map(|w| one(&stored, w)).sum::<usize>() * each
+    let mut parts = Parts::default();
+    for write in writes {
+        parts += one(&stored, write);
+    }
+    parts.times(each)
 }
 
 /// The units of one write, outside a transaction.
-fn one(stored: &impl Fn(&Key) -> Option<Item>, write: &Write) -> usize {
+fn one(stored: &impl Fn(&Key) -> Option<Item>, write: &Write) -> Parts {
     match write {
         Write::Put(item, _) => {
-            let units = kb(size(item));
-            let copy = if matches!(item, Item::Pool(_)) { units } else { 0 };
-            units + copy + entries(stored(&item.key()).as_ref().and_then(index_key), index_key(item))
+            let items = kb(size(item));
+            let copies = if matches!(item, Item::Pool(_)) { items } else { 0 };
+            let entries = entries(stored(&item.key()).as_ref().and_then(index_key), index_key(item));
+            Parts { items, copies, entries, events: 0 }
         }
         Write::Delete(key, _) | Write::Check(key, _) => {
             let old = stored(key);
-            let units = old.as_ref().map_or(1, |i| kb(size(i)));
+            let items = old.as_ref().map_or(1, |i| kb(size(i)));
             let gone = matches!(write, Write::Delete(..));
-            units + if gone { entries(old.as_ref().and_then(index_key), None) } else { 0 }
+            let entries = if gone { entries(old.as_ref().and_then(index_key), None) } else { 0 };
+            Parts { items, entries, ..Parts::default() }
         }
-        Write::Append(event) => kb(event_bytes(POOL, event).unwrap_or(0)),
+        Write::Append(event) => Parts { events: kb(event_bytes(POOL, event).unwrap_or(0)), ..Parts::default() },
     }
 }
 

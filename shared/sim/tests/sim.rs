@@ -10,7 +10,7 @@ use apiary_planner::{
 };
 use apiary_ports::store::{item_bytes, Cond, Item, Write};
 use apiary_sim::trace::{default_start, generate, Arrival};
-use apiary_sim::units;
+use apiary_sim::units::{self, Parts};
 use apiary_sim::{
     base_spec, default_adaptive, default_forecast, policy, reference_trace, simulate, Costs, Outcome, Pattern,
     Platform, Policy, Trace,
@@ -244,6 +244,26 @@ fn the_pools_tick_shares_its_invocations_among_the_clusters_in_motion_and_writes
 }
 
 #[test]
+fn the_write_units_are_counted_by_what_sent_them() {
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    let (u, w) = (o.usage, o.usage.written);
+    assert_eq!(w.total().total(), u.write_units, "{w:?}");
+    // Every claim made and every release asked for is the claim API's, each with its event; it writes no pool item.
+    assert!(w.claim_api.events >= 2 * o.claims && w.claim_api.copies == 0, "{w:?} for {} claims", o.claims);
+    // Only the reconcile writes the pool item (with its copy in the `pools` index).
+    assert!(w.reconcile.copies > 0, "{w:?}");
+    for (what, parts) in w.each().into_iter().filter(|(what, _)| *what != "reconcile") {
+        assert_eq!(parts.copies, 0, "{what}: {parts:?}");
+    }
+    // Each cloud call has its intent; a deprovisioned cluster's item goes with its entry among the clusters in
+    // motion and the event of its removal.
+    assert!(w.power_intents.items >= o.calls.start + o.calls.stop, "{w:?} for {:?}", o.calls);
+    assert!(w.deprovisions.entries > 0 && w.deprovisions.events > 0, "{w:?}");
+    let table = apiary_sim::bill::writes_table(&o, TimeDelta::days(7));
+    assert!(table.contains("| power: the tick item |") && table.contains("100.0 %"), "{table}");
+}
+
+#[test]
 fn paced_looks_notice_a_resume_about_as_soon_as_a_poll_would() {
     // Every poll (15 s) notices a transition 7.5 s after it is done on average; looks paced by the pool's
     // measured quick times add little to that, and nothing that is not measured goes unnoticed.
@@ -453,7 +473,7 @@ fn a_pool_item_write_is_billed_with_its_copy_in_the_pools_index() {
     // the table and one in the index. The bill counted it again as a planner write: 6 units.
     let snap = partition(vec![], vec![]);
     let write = Write::Put(Item::Pool(Box::new(snap.pool.clone())), Cond::Rev(3));
-    assert_eq!(units::of(&snap, &[write]), 2);
+    assert_eq!(units::of(&snap, &[write]), Parts { items: 1, copies: 1, ..Parts::default() });
 }
 
 #[test]
@@ -462,19 +482,22 @@ fn writes_sent_together_are_billed_twice_and_the_spares_index_only_where_an_entr
     let snap = partition(vec![spare("a")], vec![]);
     // Written again as it was (its entry among the spares unchanged): its own unit alone.
     let same = Write::Put(Item::Cluster(Box::new(spare("a"))), Cond::Rev(0));
-    assert_eq!(units::of(&snap, std::slice::from_ref(&same)), 1);
+    assert_eq!(units::of(&snap, std::slice::from_ref(&same)), Parts { items: 1, ..Parts::default() });
     // Asked to hibernate: out of the spares, into the clusters in motion, two entries of the keys-only index.
     let mut stopping = spare("a");
     stopping.spec_power_state = Some(DesiredPower::Hibernating);
     stopping.power_state = Some(PowerState::WaitingForMachinesToStop);
     let moved = Write::Put(Item::Cluster(Box::new(stopping.clone())), Cond::Rev(0));
-    assert_eq!(units::of(&snap, std::slice::from_ref(&moved)), 3);
+    assert_eq!(units::of(&snap, std::slice::from_ref(&moved)), Parts { items: 1, entries: 2, ..Parts::default() });
     // With an event (under a KB), in one transaction: each unit twice.
     let said = Event::new(EventType::ClusterHibernated, now, 1).cluster("a");
-    assert_eq!(units::of(&snap, &[moved, Write::Append(said)]), 2 * (3 + 1));
+    let together = units::of(&snap, &[moved, Write::Append(said)]);
+    assert_eq!(together, Parts { items: 2, entries: 4, events: 2, copies: 0 });
+    assert_eq!(together.total(), 2 * (3 + 1));
     // A pending claim made: its item and its entry among the pending claims.
     let claim = Claim::new("k", "sim", now);
-    assert_eq!(units::of(&snap, &[Write::Put(Item::Claim(Box::new(claim)), Cond::Absent)]), 2);
+    let made = units::of(&snap, &[Write::Put(Item::Claim(Box::new(claim)), Cond::Absent)]);
+    assert_eq!(made, Parts { items: 1, entries: 1, ..Parts::default() });
 }
 
 #[test]
