@@ -422,6 +422,21 @@ fn at_the_default_log_level_only_the_metrics_are_logged() {
 }
 
 #[test]
+fn a_claim_served_at_once_sends_the_power_function_nothing() {
+    // The claim API assigns a Running spare in its own transaction and asks for a reconcile; it sends no power
+    // message (the cluster is Running already), unlike the reconcile's assignment of a claim that waited.
+    use apiary_sim::trace::Arrival;
+    let one = Trace { arrivals: vec![Arrival { at: TimeDelta::hours(12), hold: TimeDelta::days(2) }], ..idle_day() };
+    let o = run(&one, &Policy::Static { name: "static-1".into(), running: 1 }, 1);
+    assert_eq!(o.claims, 1);
+    assert_eq!(o.waits.iter().map(|(_, w)| *w).collect::<Vec<_>>(), vec![TimeDelta::zero()], "served at once");
+    // The reconcile after it creates the claimed cluster's replacement and resumes a hibernated spare to keep one
+    // Running; the replacement, once installed, is stopped: three nudges, each its own power run.
+    assert_eq!(o.usage.nudges, 3, "{:?} {:?}", o.usage, o.calls);
+    assert_eq!((o.calls.provision, o.calls.start, o.calls.stop), (1, 1, 1));
+}
+
+#[test]
 fn the_sweep_leaves_a_busy_pool_to_its_messages_between_full_passes() {
     // On the working Monday clusters install and are deleted nearly all day. A sweep that reconciled every pool
     // with work under way reconciled this one nearly every minute; now only its full passes, its deadlines and
