@@ -8,6 +8,7 @@ updated in place: same resources, the new value in effect, the other parameters 
 import base64
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import unittest
@@ -188,6 +189,28 @@ class DeployTest(unittest.TestCase):
             timeout = int(function["Properties"]["Timeout"])
             self.assertGreaterEqual(default, 6 * timeout, name)
             self.assertLessEqual(int(r["Properties"]["BatchSize"]), 10, name)
+
+    def test_the_alarms_fire_only_on_values_the_functions_publish(self):
+        # At Monitoring=alarms the functions publish an alarmed value only when some alarm the template allows could
+        # fire on it (apiary_ports::metrics::could_alarm): at least one broken cluster or orphan, a claim waiting
+        # over PENDING_ALARM_FLOOR_SECONDS. Each alarm must fire only above those floors and read missing data as
+        # not breaching, or leaving the values out would change it.
+        with open(os.path.join(ROOT, "shared", "ports", "src", "metrics.rs")) as f:
+            floor = float(re.search(r"PENDING_ALARM_FLOOR_SECONDS: f64 = ([0-9.]+);", f.read()).group(1))
+        params, resources = self.template["Parameters"], self.template["Resources"]
+        self.assertGreaterEqual(int(params["PendingClaimAlarmSeconds"]["MinValue"]), floor)
+        self.assertGreaterEqual(int(params["BrokenClustersAlarmThreshold"]["MinValue"]), 1)
+        custom = {r["Properties"]["MetricName"]: r["Properties"] for r in resources.values()
+                  if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"]["Namespace"] == "Apiary"}
+        self.assertEqual(set(custom), {"ClustersBroken", "OldestPendingClaimSeconds", "OrphansFound"})
+        for name, alarm in custom.items():
+            self.assertEqual(alarm["TreatMissingData"], "notBreaching", name)
+        self.assertEqual(custom["OldestPendingClaimSeconds"]["ComparisonOperator"], "GreaterThanThreshold")
+        self.assertEqual(custom["OldestPendingClaimSeconds"]["Threshold"], {"Ref": "PendingClaimAlarmSeconds"})
+        self.assertEqual(custom["ClustersBroken"]["Threshold"], {"Ref": "BrokenClustersAlarmThreshold"})
+        self.assertEqual(custom["OrphansFound"]["Threshold"], 1)
+        for name in ("ClustersBroken", "OrphansFound"):
+            self.assertEqual(custom[name]["ComparisonOperator"], "GreaterThanOrEqualToThreshold", name)
 
     def statements(self, role):
         """Every statement of the role's policies, a conditional one (Fn::If) as granted when it holds."""

@@ -161,21 +161,39 @@ impl Monitoring {
 /// The stack-wide series the template's alarms watch: broken clusters, the oldest pending claim, orphans found.
 pub const ALARMED: [&str; 3] = ["ClustersBroken", "OldestPendingClaimSeconds", "OrphansFound"];
 
+/// The wait of the oldest pending claim at or under which no pending-claims alarm fires: the template's
+/// `PendingClaimAlarmSeconds` is at least this (its `MinValue`), and the alarm fires above it.
+pub const PENDING_ALARM_FLOOR_SECONDS: f64 = 60.0;
+
+/// Whether some alarm the template allows could fire on `value` of the [`ALARMED`] metric `name`: the
+/// broken-clusters alarm fires at `BrokenClustersAlarmThreshold` (at least 1) and more, the orphans alarm at 1 and
+/// more, the pending-claims alarm above `PendingClaimAlarmSeconds` (at least [`PENDING_ALARM_FLOOR_SECONDS`]).
+/// Every alarm treats missing data as not breaching, so leaving such a value out changes no alarm's state.
+pub fn could_alarm(name: &str, value: f64) -> bool {
+    match name {
+        "OldestPendingClaimSeconds" => value > PENDING_ALARM_FLOOR_SECONDS,
+        _ => value >= 1.0,
+    }
+}
+
 /// `document` as `monitoring` publishes it, or `None` when it publishes none of its series. Below
 /// [`Monitoring::Pools`] the dimension sets that name `Pool` are left out; with [`Monitoring::Alarms`], every
-/// metric but the [`ALARMED`] ones too. What is left out stays in the document as a property of the log line
-/// (Logs Insights still reads and filters on it), not a series.
+/// metric but the [`ALARMED`] ones too, and those whose value no alarm could fire on ([`could_alarm`]): CloudWatch
+/// bills a series by the hours it gets data, so a healthy stack's alarm series cost nothing. What is left out stays
+/// in the document as a property of the log line (Logs Insights still reads and filters on it), not a series.
 pub fn published(mut document: Value, monitoring: Monitoring) -> Option<Value> {
     if monitoring == Monitoring::Pools {
         return Some(document);
     }
+    let alarmable: Vec<&str> =
+        ALARMED.into_iter().filter(|name| document[*name].as_f64().is_some_and(|v| could_alarm(name, v))).collect();
     let directives = document["_aws"]["CloudWatchMetrics"].as_array_mut()?;
     for directive in directives.iter_mut() {
         if let Some(sets) = directive["Dimensions"].as_array_mut() {
             sets.retain(|set| !set.as_array().is_some_and(|names| names.iter().any(|n| n == "Pool")));
         }
         if let (Monitoring::Alarms, Some(metrics)) = (monitoring, directive["Metrics"].as_array_mut()) {
-            metrics.retain(|m| m["Name"].as_str().is_some_and(|name| ALARMED.contains(&name)));
+            metrics.retain(|m| m["Name"].as_str().is_some_and(|name| alarmable.contains(&name)));
         }
     }
     directives.retain(|d| d["Metrics"].as_array().is_some_and(|m| !m.is_empty()));
@@ -319,7 +337,7 @@ mod tests {
         let alarmed = published(gauges, Monitoring::Alarms).expect("published");
         assert_valid(&alarmed);
         assert_eq!(sets(&alarmed), json!([["Stack"]]));
-        assert_eq!(names(&alarmed), ["ClustersBroken", "OldestPendingClaimSeconds"]);
+        assert_eq!(names(&alarmed), ["ClustersBroken"], "no claim waits: no alarm could fire on the oldest's wait");
         assert_eq!(alarmed["ClustersReady"], 0.0, "a value no alarm reads stays a property of the line");
         let found = published(orphans("prod", "ci", 1, 0, t(5)), Monitoring::Alarms).expect("published");
         assert_eq!(names(&found), ["OrphansFound"]);
@@ -334,6 +352,35 @@ mod tests {
         assert_eq!(written, vec![json!([["Stack"]]), json!([["Stack", "Pool"], ["Stack"]])]);
         assert_eq!(Monitoring::parse("dashboard"), Some(Monitoring::Dashboard));
         assert_eq!(Monitoring::parse("all"), None);
+    }
+
+    #[test]
+    fn an_alarmed_series_gets_data_only_when_an_alarm_could_fire_on_it() {
+        // CloudWatch bills a series by the hours it gets data. The template's alarms fire at one broken cluster or
+        // more, one orphan or more, and a claim older than PendingClaimAlarmSeconds (at least 60): a value under
+        // that is left out of the series (it stays in the line), and a line left with none is not written.
+        let names =
+            |doc: Option<Value>| doc.map(|d| metric_names(&d).iter().map(|n| n.to_string()).collect::<Vec<_>>());
+        let mut waiting = snapshot();
+        waiting.claims.push(Claim::new("old", "me", t(0)));
+        let gauges = |snap: &Snapshot, broken, at| {
+            let status = PoolStatus { broken, ..PoolStatus::default() };
+            published(pool_status("prod", snap, &status, t(at)), Monitoring::Alarms)
+        };
+        assert_eq!(names(gauges(&snapshot(), 0, 400)), None, "a healthy pool publishes nothing");
+        assert_eq!(names(gauges(&waiting, 0, PENDING_ALARM_FLOOR_SECONDS as i64)), None, "a minute's wait");
+        let late = gauges(&waiting, 0, PENDING_ALARM_FLOOR_SECONDS as i64 + 1).expect("published");
+        assert_eq!(names(Some(late.clone())), Some(vec!["OldestPendingClaimSeconds".to_string()]));
+        assert_eq!(late["ClustersBroken"], 0.0, "still in the line");
+        assert_eq!(names(gauges(&waiting, 1, 400)).map(|n| n.len()), Some(2));
+        assert_eq!(names(published(orphans("prod", "ci", 0, 0, t(5)), Monitoring::Alarms)), None);
+        // The dashboard draws every value, zeros included.
+        let all = published(pool_status("prod", &snapshot(), &PoolStatus::default(), t(5)), Monitoring::Dashboard);
+        assert_eq!(names(all).map(|n| n.len()), Some(10));
+        assert_eq!(
+            names(published(orphans("prod", "ci", 0, 0, t(5)), Monitoring::Dashboard)).map(|n| n.len()),
+            Some(2)
+        );
     }
 
     #[test]

@@ -153,6 +153,16 @@ pub struct Line {
     pub fixed: f64,
     /// $ each.
     pub price: f64,
+    /// How many at most, whatever the pools: a stack-wide series is billed a month at most, however many pools
+    /// feed it ([`f64::INFINITY`]: no bound).
+    pub cap: f64,
+}
+
+impl Line {
+    /// How many per month for `pools` pools.
+    pub fn count(&self, pools: f64) -> f64 {
+        (self.per_pool * pools + self.fixed).min(self.cap)
+    }
 }
 
 /// A month of one pool's operations, as priced lines.
@@ -196,19 +206,35 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let sweeps = a.sweeps_per_hour * MONTH_HOURS;
     // Metrics are log lines: the pool's gauges at each reconcile, a timing at each assignment, resume and stop, the
     // reaper's counts every half hour; each as the stack's `Monitoring` publishes it.
+    // With `alarms`, a gauges line is written only when a value in it could fire an alarm (`usage.alarmLines`), and
+    // the reaper's only when it found orphans, which the simulation has none of.
     let (gauges, timing, orphans) = emf_bytes(a.monitoring);
+    let gauge_lines = if a.monitoring == Monitoring::Alarms { u.alarm_lines as f64 } else { reconciles };
     let transitions = (o.calls.start + o.calls.stop) as f64;
-    let emf = reconciles * gauges + (claims + transitions) * timing + hours(measured) * 2.0 * orphans;
+    let emf = gauge_lines * gauges + (claims + transitions) * timing + hours(measured) * 2.0 * orphans;
     let info = if a.log_info { 1.0 } else { 0.0 };
     vec![
-        Line { item: "Lambda requests", per_pool: invocations * scale, fixed: sweeps, price: prices.lambda_request },
+        Line {
+            item: "Lambda requests",
+            per_pool: invocations * scale,
+            fixed: sweeps,
+            price: prices.lambda_request,
+            cap: f64::INFINITY,
+        },
         Line {
             item: "Lambda GB-seconds",
             per_pool: gb_seconds * scale,
             fixed: sweeps * 0.25 * a.sweep.as_seconds_f64(),
             price: prices.lambda_gb_second,
+            cap: f64::INFINITY,
         },
-        Line { item: "DynamoDB write units", per_pool: write_units * scale, fixed: 0.0, price: prices.write_unit },
+        Line {
+            item: "DynamoDB write units",
+            per_pool: write_units * scale,
+            fixed: 0.0,
+            price: prices.write_unit,
+            cap: f64::INFINITY,
+        },
         Line {
             item: "DynamoDB read units",
             // Each sweep reads its record (fixed) and every pool item through the `pools` index (eventually
@@ -216,42 +242,71 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
             per_pool: read_units * scale + sweeps * u.pool_item_bytes as f64 / 4096.0 / 2.0,
             fixed: sweeps,
             price: prices.read_unit,
+            cap: f64::INFINITY,
         },
         Line {
             item: "SQS requests",
             per_pool: 2.0 * messages * scale,
             fixed: a.idle_sqs_per_hour * MONTH_HOURS,
             price: prices.sqs_request,
+            cap: f64::INFINITY,
         },
         // The sweep's schedule; a pool wakes through the sweep (its `nextWakeAt`), never a schedule of its own. (A
         // pool's `schedules` are each a schedule of their own; the simulated pools have none.)
-        Line { item: "Scheduler invocations", per_pool: 0.0, fixed: sweeps, price: prices.scheduler_invocation },
-        Line { item: "API Gateway requests", per_pool: api_requests * scale, fixed: 0.0, price: prices.api_request },
+        Line {
+            item: "Scheduler invocations",
+            per_pool: 0.0,
+            fixed: sweeps,
+            price: prices.scheduler_invocation,
+            cap: f64::INFINITY,
+        },
+        Line {
+            item: "API Gateway requests",
+            per_pool: api_requests * scale,
+            fixed: 0.0,
+            price: prices.api_request,
+            cap: f64::INFINITY,
+        },
         Line {
             item: "CloudWatch Logs GB",
             per_pool: (emf + info * (invocations * a.log_bytes + looks * a.look_log_bytes)) / 1e9 * scale,
             fixed: info * sweeps * a.log_bytes / 1e9,
             price: prices.log_gb,
+            cap: f64::INFINITY,
         },
         Line {
             item: "CloudWatch metric series",
-            // A pool's own series, a month for each 730 hours with data in one of them.
+            // A series is billed a month for each 730 hours it has data: with `pools` each pool's own; with `alarms`
+            // the three stack-wide ones the alarms read, which get data only when a value could fire an alarm,
+            // counted for each pool as if no two pools' such hours fell together (at most the three).
             per_pool: match a.monitoring {
                 Monitoring::Pools => u.metric_hours as f64 / hours(measured).max(1e-9),
-                _ => 0.0,
+                Monitoring::Alarms => u.alarm_hours as f64 / hours(measured).max(1e-9),
+                Monitoring::Dashboard => 0.0,
             },
             fixed: match a.monitoring {
-                Monitoring::Alarms => ALARMED.len() as f64,
+                Monitoring::Alarms => 0.0,
                 _ => a.stack_series,
             },
             price: prices.metric_month,
+            cap: match a.monitoring {
+                Monitoring::Alarms => ALARMED.len() as f64,
+                _ => f64::INFINITY,
+            },
         },
-        Line { item: "CloudWatch alarms", per_pool: 0.0, fixed: a.alarms, price: prices.alarm_month },
+        Line {
+            item: "CloudWatch alarms",
+            per_pool: 0.0,
+            fixed: a.alarms,
+            price: prices.alarm_month,
+            cap: f64::INFINITY,
+        },
         Line {
             item: "CloudWatch dashboard",
             per_pool: 0.0,
             fixed: if a.monitoring == Monitoring::Alarms { 0.0 } else { 1.0 },
             price: prices.dashboard_month,
+            cap: f64::INFINITY,
         },
     ]
 }
@@ -273,7 +328,7 @@ pub struct Documents {
 }
 
 impl Documents {
-    /// The documents of a pool of 50 with a few clusters of each kind.
+    /// The documents of a pool of 50 with a few clusters of each kind (one broken, and a claim waiting).
     pub fn new() -> Self {
         use apiary_planner::{Claim, Cluster, Pool, PoolStatus, PowerState, Snapshot};
         use apiary_ports::metrics::{claim_assigned, orphans, pool_status, power_transition};
@@ -287,8 +342,11 @@ impl Documents {
             created_at: at,
             rev: 0,
         };
-        let status = PoolStatus { standby: 40, ready: 3, claimed: 7, ..PoolStatus::default() };
-        let snapshot = Snapshot { pool, clusters: vec![], claims: vec![], leases: vec![] };
+        // A broken cluster and a claim waiting five minutes: a line `alarms` writes (the bill counts how often).
+        let status =
+            PoolStatus { standby: 40, ready: 3, claimed: 7, broken: 1, pending_claims: 1, ..PoolStatus::default() };
+        let waiting = Claim::new("k00002", "me", at - chrono::TimeDelta::minutes(5));
+        let snapshot = Snapshot { pool, clusters: vec![], claims: vec![waiting], leases: vec![] };
         let moving = Cluster { transition_started_at: Some(at), ..Cluster::new("sim-1", "sim-1", "sim-1-x", at) };
         let ended = |state| {
             let after = Cluster { transition_started_at: None, power_state: Some(state), ..moving.clone() };
@@ -327,7 +385,7 @@ pub fn emf_bytes(monitoring: Monitoring) -> (f64, f64, f64) {
 
 /// The month's bill for `pools` pools like this one.
 pub fn monthly(lines: &[Line], pools: f64) -> f64 {
-    lines.iter().map(|l| (l.per_pool * pools + l.fixed) * l.price).sum()
+    lines.iter().map(|l| l.count(pools) * l.price).sum()
 }
 
 /// An always-on Hive's month: the EKS control plane and its nodes, whatever the pools.
@@ -343,13 +401,19 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
     let _ = writeln!(out, "| per month | per pool | stack, fixed | price | $ for 1 pool | $ for 10 | $ for 100 |");
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
     for l in &lines {
-        let cost = |n: f64| (l.per_pool * n + l.fixed) * l.price;
+        let cost = |n: f64| l.count(n) * l.price;
+        // A pool's share of a stack-wide series is a fraction of one; a bound says how many at most.
+        let per_pool = if l.per_pool > 0.0 && l.per_pool < 10.0 && l.per_pool.fract() != 0.0 {
+            format!("{:.2}", l.per_pool)
+        } else {
+            format!("{:.0}", l.per_pool)
+        };
+        let fixed =
+            if l.cap.is_finite() { format!("{:.0}, at most {:.0}", l.fixed, l.cap) } else { format!("{:.0}", l.fixed) };
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.0} | ${:.3e} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {per_pool} | {fixed} | ${:.3e} | {:.2} | {:.2} | {:.2} |",
             l.item,
-            l.per_pool,
-            l.fixed,
             l.price,
             cost(1.0),
             cost(10.0),

@@ -213,6 +213,8 @@ pub struct Simulation<'t> {
     /// The measured hours in which the pool's own metric series got data, as CloudWatch bills them by the hour:
     /// its gauges (each reconcile), a claim's assignment delay, a resume's and a stop's duration.
     metric_hours: [HashSet<i64>; 4],
+    /// The hours each of the alarms' series (`metrics::ALARMED`) got data, as `alarms` publishes them.
+    alarm_hours: [HashSet<i64>; 3],
     /// Seconds from a transition's machines being done to the power function's next look (install, resume,
     /// stop, then from [`WAITED_ON`] the installs and resumes done while a claim waited, then the deprovisions):
     /// what the look schedule adds before the pool can act on it.
@@ -266,6 +268,7 @@ impl<'t> Simulation<'t> {
             partition: units::Partition::default(),
             measuring: false,
             metric_hours: Default::default(),
+            alarm_hours: Default::default(),
             late: Default::default(),
             setup,
         }
@@ -515,6 +518,7 @@ impl<'t> Simulation<'t> {
         if updates {
             self.count_pool_write(buckets_before);
         }
+        self.alarm_gauges(&plan.status, now);
         // Each cluster the plan created, powered, assigned, deleted, wants checked or deprovisioned, once, in the
         // plan's order.
         let mut drive = Vec::new();
@@ -627,6 +631,22 @@ impl<'t> Simulation<'t> {
             self.at(link.due, Event::Tick(link.token));
         }
         notable
+    }
+
+    /// The reconcile's gauges line as the stack's default `Monitoring` (`alarms`) writes it: only when some value
+    /// in it could fire an alarm, each such series getting data in the hour of `now`.
+    fn alarm_gauges(&mut self, status: &apiary_planner::PoolStatus, now: Timestamp) {
+        use apiary_ports::metrics::{metric_names, pool_status, published, Monitoring, ALARMED};
+        let Some(line) = published(pool_status("sim", &self.snap, status, now), Monitoring::Alarms) else { return };
+        if self.measuring {
+            self.usage.alarm_lines += 1;
+            let hour = (now - self.trace.measured_from()).num_hours();
+            for name in metric_names(&line) {
+                if let Some(i) = ALARMED.iter().position(|a| *a == name) {
+                    self.alarm_hours[i].insert(hour);
+                }
+            }
+        }
     }
 
     /// The pool's metric series `which` got data at `now`.
@@ -914,6 +934,7 @@ impl<'t> Simulation<'t> {
             + series(&docs.resumed) * resumed
             + series(&docs.stopped) * stopped
             + series(&docs.orphans) * hours;
+        self.usage.alarm_hours = self.alarm_hours.iter().map(HashSet::len).sum();
         outcome.usage = self.usage;
         let [install, resume, stop, install_waited_on, resume_waited_on, deprovision] = self.late.map(Lateness::of);
         outcome.noticed = Noticed { install, resume, stop, resume_waited_on, install_waited_on, deprovision };

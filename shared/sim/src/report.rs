@@ -58,6 +58,13 @@ pub struct Usage {
     /// assignment delays, resumes' and stops' durations, the reaper's counts): what CloudWatch bills when the stack
     /// publishes each pool's metrics (`Monitoring` `pools`), a series a month for each 730 of them.
     pub metric_hours: usize,
+    /// Reconciles whose gauges line the stack writes at its default `Monitoring`, `alarms`: those with a value an
+    /// alarm could fire on ([`apiary_ports::metrics::could_alarm`]), a broken cluster or a claim waiting over a
+    /// minute; a healthy pool's lines publish no series and are not written.
+    pub alarm_lines: usize,
+    /// Hours of the alarms' series with data in them, summed over the series: what CloudWatch bills for them at
+    /// `alarms`, a series a month for each 730.
+    pub alarm_hours: usize,
     /// Messages a reconcile's nudges sent back to it: a cluster they stepped reached a state the pool acts on.
     pub news: usize,
     /// Messages to the reconcile queue: a claim made or released, a power look or deprovision that the pool acts

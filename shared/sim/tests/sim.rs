@@ -386,12 +386,28 @@ fn cloudwatch_bills_the_series_the_stack_publishes_its_alarms_and_its_dashboard_
         let line = |item: &str| all.iter().find(|l| l.item == item).map(|l| (l.per_pool, l.fixed)).unwrap();
         (line("CloudWatch metric series"), line("CloudWatch alarms"), line("CloudWatch dashboard"))
     };
-    // By default, the three series the alarms read, and no dashboard.
-    assert_eq!(series(&Assumptions::default()), ((0.0, 3.0), (0.0, 5.0), (0.0, 0.0)));
+    // By default, the three series the alarms read, and no dashboard; a healthy pool gives them no data (no value
+    // an alarm could fire on), so they cost nothing.
+    assert_eq!((o.usage.alarm_lines, o.usage.alarm_hours), (0, 0), "{:?}", o.usage);
+    assert_eq!(series(&Assumptions::default()), ((0.0, 0.0), (0.0, 5.0), (0.0, 0.0)));
     let dashboard = series(&Assumptions { monitoring: Monitoring::Dashboard, ..Assumptions::default() });
     assert_eq!(dashboard, ((0.0, 15.0), (0.0, 5.0), (0.0, 1.0)));
     let each = series(&Assumptions { monitoring: Monitoring::Pools, ..Assumptions::default() });
     assert_eq!(each.0, (12.0, 15.0), "a series a month for each hour of the month it had data");
+
+    // Claims that wait over a minute give the pending-claims series data in their hours, and only then; the three
+    // stack-wide series are billed for a pool's share of such hours, and never more than a month each.
+    use apiary_sim::trace::Arrival;
+    let five = (0..5).map(|_| Arrival { at: TimeDelta::hours(12), hold: TimeDelta::hours(1) }).collect();
+    let busy = run(&Trace { arrivals: five, ..idle_day() }, &Policy::Static { name: "static-1".into(), running: 1 }, 1);
+    let u = busy.usage;
+    assert!(busy.waits.iter().any(|(_, w)| *w > TimeDelta::minutes(1)), "{:?}", busy.waits);
+    assert!(u.alarm_lines > 0 && u.alarm_lines < busy.reconciles / 2, "{u:?}");
+    assert!((1..=3).contains(&u.alarm_hours), "the hour the claims waited in, for its one series: {u:?}");
+    let all = lines(&busy, measured, &Prices::default(), &Assumptions::default());
+    let line = all.iter().find(|l| l.item == "CloudWatch metric series").unwrap();
+    assert!((line.count(1.0) - u.alarm_hours as f64 / 18.0).abs() < 1e-9, "{line:?}");
+    assert_eq!(line.count(1000.0), 3.0);
 }
 
 #[test]
@@ -404,13 +420,15 @@ fn at_the_default_log_level_only_the_metrics_are_logged() {
         let all = lines(&o, measured, &Prices::default(), a);
         all.iter().find(|l| l.item == "CloudWatch Logs GB").map(|l| (l.per_pool, l.fixed)).unwrap()
     };
-    // warn: a run that goes well writes no line of its own, and Lambda none; the gauges' metrics line at each
-    // reconcile, the reaper's twice an hour (no claim: nothing is timed).
+    // warn: a run that goes well writes no line of its own, and Lambda none; of the metrics lines, only those with
+    // a value an alarm could fire on (none on this healthy day): the gauges' with a broken cluster or a claim
+    // waiting over a minute, the reaper's with orphans found (none is simulated); nothing is timed.
     let (gauges, timing, orphans) = emf_bytes(Monitoring::Alarms);
     assert_eq!(timing, 0.0, "no alarm reads a claim's or a transition's timing: not written");
-    assert!(gauges > 200.0 && orphans > 100.0, "{gauges} {orphans}");
+    assert_eq!(orphans, 0.0, "the reaper's line without orphans publishes nothing: not written");
+    assert!(gauges > 200.0, "{gauges}");
     let month = MONTH_HOURS / 18.0;
-    let emf = (o.reconciles as f64 * gauges + 18.0 * 2.0 * orphans) / 1e9 * month;
+    let emf = o.usage.alarm_lines as f64 * gauges / 1e9 * month;
     let (per_pool, fixed) = logs(&Assumptions::default());
     assert!((per_pool - emf).abs() < 1e-12 && fixed == 0.0, "{per_pool} {emf} {fixed}");
     // info: each run's lines too, the sweep's among them.
@@ -418,7 +436,7 @@ fn at_the_default_log_level_only_the_metrics_are_logged() {
     let runs = (o.reconciles + o.usage.power_runs) as f64;
     assert!(per_pool > emf + runs * 1024.0 / 1e9 * month * 0.999, "{per_pool}");
     assert!((fixed - 60.0 * MONTH_HOURS * 1024.0 / 1e9).abs() < 1e-9, "{fixed}");
-    assert!(emf_bytes(Monitoring::Dashboard).1 > 0.0);
+    assert!(emf_bytes(Monitoring::Dashboard).1 > 0.0 && emf_bytes(Monitoring::Dashboard).2 > 100.0);
 }
 
 #[test]
