@@ -159,6 +159,11 @@ pub struct Line {
 }
 
 impl Line {
+    /// A line without a bound.
+    fn new(item: &'static str, per_pool: f64, fixed: f64, price: f64) -> Self {
+        Self { item, per_pool, fixed, price, cap: f64::INFINITY }
+    }
+
     /// How many per month for `pools` pools.
     pub fn count(&self, pools: f64) -> f64 {
         (self.per_pool * pools + self.fixed).min(self.cap)
@@ -214,66 +219,33 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let emf = gauge_lines * gauges + (claims + transitions) * timing + hours(measured) * 2.0 * orphans;
     let info = if a.log_info { 1.0 } else { 0.0 };
     vec![
-        Line {
-            item: "Lambda requests",
-            per_pool: invocations * scale,
-            fixed: sweeps,
-            price: prices.lambda_request,
-            cap: f64::INFINITY,
-        },
-        Line {
-            item: "Lambda GB-seconds",
-            per_pool: gb_seconds * scale,
-            fixed: sweeps * 0.25 * a.sweep.as_seconds_f64(),
-            price: prices.lambda_gb_second,
-            cap: f64::INFINITY,
-        },
-        Line {
-            item: "DynamoDB write units",
-            per_pool: write_units * scale,
-            fixed: 0.0,
-            price: prices.write_unit,
-            cap: f64::INFINITY,
-        },
-        Line {
-            item: "DynamoDB read units",
-            // Each sweep reads its record (fixed) and every pool item through the `pools` index (eventually
-            // consistent: half a unit per 4 KB).
-            per_pool: read_units * scale + sweeps * u.pool_item_bytes as f64 / 4096.0 / 2.0,
-            fixed: sweeps,
-            price: prices.read_unit,
-            cap: f64::INFINITY,
-        },
-        Line {
-            item: "SQS requests",
-            per_pool: 2.0 * messages * scale,
-            fixed: a.idle_sqs_per_hour * MONTH_HOURS,
-            price: prices.sqs_request,
-            cap: f64::INFINITY,
-        },
+        Line::new("Lambda requests", invocations * scale, sweeps, prices.lambda_request),
+        Line::new(
+            "Lambda GB-seconds",
+            gb_seconds * scale,
+            sweeps * 0.25 * a.sweep.as_seconds_f64(),
+            prices.lambda_gb_second,
+        ),
+        Line::new("DynamoDB write units", write_units * scale, 0.0, prices.write_unit),
+        // Each sweep reads its record (fixed) and every pool item through the `pools` index (eventually consistent:
+        // half a unit per 4 KB).
+        Line::new(
+            "DynamoDB read units",
+            read_units * scale + sweeps * u.pool_item_bytes as f64 / 4096.0 / 2.0,
+            sweeps,
+            prices.read_unit,
+        ),
+        Line::new("SQS requests", 2.0 * messages * scale, a.idle_sqs_per_hour * MONTH_HOURS, prices.sqs_request),
         // The sweep's schedule; a pool wakes through the sweep (its `nextWakeAt`), never a schedule of its own. (A
         // pool's `schedules` are each a schedule of their own; the simulated pools have none.)
-        Line {
-            item: "Scheduler invocations",
-            per_pool: 0.0,
-            fixed: sweeps,
-            price: prices.scheduler_invocation,
-            cap: f64::INFINITY,
-        },
-        Line {
-            item: "API Gateway requests",
-            per_pool: api_requests * scale,
-            fixed: 0.0,
-            price: prices.api_request,
-            cap: f64::INFINITY,
-        },
-        Line {
-            item: "CloudWatch Logs GB",
-            per_pool: (emf + info * (invocations * a.log_bytes + looks * a.look_log_bytes)) / 1e9 * scale,
-            fixed: info * sweeps * a.log_bytes / 1e9,
-            price: prices.log_gb,
-            cap: f64::INFINITY,
-        },
+        Line::new("Scheduler invocations", 0.0, sweeps, prices.scheduler_invocation),
+        Line::new("API Gateway requests", api_requests * scale, 0.0, prices.api_request),
+        Line::new(
+            "CloudWatch Logs GB",
+            (emf + info * (invocations * a.log_bytes + looks * a.look_log_bytes)) / 1e9 * scale,
+            info * sweeps * a.log_bytes / 1e9,
+            prices.log_gb,
+        ),
         Line {
             item: "CloudWatch metric series",
             // A series is billed a month for each 730 hours it has data: with `pools` each pool's own; with `alarms`
@@ -294,20 +266,13 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
                 _ => f64::INFINITY,
             },
         },
-        Line {
-            item: "CloudWatch alarms",
-            per_pool: 0.0,
-            fixed: a.alarms,
-            price: prices.alarm_month,
-            cap: f64::INFINITY,
-        },
-        Line {
-            item: "CloudWatch dashboard",
-            per_pool: 0.0,
-            fixed: if a.monitoring == Monitoring::Alarms { 0.0 } else { 1.0 },
-            price: prices.dashboard_month,
-            cap: f64::INFINITY,
-        },
+        Line::new("CloudWatch alarms", 0.0, a.alarms, prices.alarm_month),
+        Line::new(
+            "CloudWatch dashboard",
+            0.0,
+            if a.monitoring == Monitoring::Alarms { 0.0 } else { 1.0 },
+            prices.dashboard_month,
+        ),
     ]
 }
 

@@ -637,14 +637,15 @@ impl<'t> Simulation<'t> {
     /// in it could fire an alarm, each such series getting data in the hour of `now`.
     fn alarm_gauges(&mut self, status: &apiary_planner::PoolStatus, now: Timestamp) {
         use apiary_ports::metrics::{metric_names, pool_status, published, Monitoring, ALARMED};
+        if !self.measuring {
+            return;
+        }
         let Some(line) = published(pool_status("sim", &self.snap, status, now), Monitoring::Alarms) else { return };
-        if self.measuring {
-            self.usage.alarm_lines += 1;
-            let hour = (now - self.trace.measured_from()).num_hours();
-            for name in metric_names(&line) {
-                if let Some(i) = ALARMED.iter().position(|a| *a == name) {
-                    self.alarm_hours[i].insert(hour);
-                }
+        self.usage.alarm_lines += 1;
+        let hour = (now - self.trace.measured_from()).num_hours();
+        for name in metric_names(&line) {
+            if let Some(i) = ALARMED.iter().position(|a| *a == name) {
+                self.alarm_hours[i].insert(hour);
             }
         }
     }
