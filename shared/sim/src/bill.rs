@@ -170,18 +170,12 @@ impl Line {
     }
 }
 
-/// A month of one pool's operations, as priced lines.
-pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions) -> Vec<Line> {
+/// A month of one pool's DynamoDB read units, by what reads them.
+pub fn reads(o: &Outcome, measured: TimeDelta, a: &Assumptions) -> [(&'static str, f64); 6] {
     let scale = MONTH_HOURS / hours(measured).max(1e-9);
     let u = &o.usage;
     let claims = o.claims as f64;
-    // A claim: create, a poll per long-poll interval of its wait, release.
-    let polls: f64 = o.waits.iter().map(|(_, w)| (w.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil()).sum();
-    let api_requests = 2.0 * claims + polls;
-    // A reconcile reads the partition (counted: `query_units`); a claim request reads single items and index pages,
-    // never the partition.
-    let reconciles = o.reconciles as f64;
-    let power = u.power_runs as f64;
+    let polls = polls(o, a);
     // Strongly consistent reads: a unit per 4 KB of an item, one per index page (keys only, 16 to a page). A
     // cluster or claim item is one: a few hundred bytes, never near 4 KB.
     let pool_read = (u.pool_item_bytes as f64 / 4096.0).ceil().max(1.0);
@@ -195,9 +189,35 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // A nudge reads the pool item, the cluster and the tick item; a tick the pool item, the tick item and a page of
     // the index of clusters in motion (keys only), then each cluster it looks at; all strongly.
     let (nudges, ticks, looks) = (u.nudges as f64, u.ticks as f64, u.tick_looks as f64);
-    let power_reads = nudges * (pool_read + item_read + 1.0) + ticks * (pool_read + 2.0) + looks * item_read;
-    // A reconcile's Query reads the pool's tick item with the rest of the partition (`query_units` weighs it).
-    let read_units = u.query_units as f64 + claims * (create_reads + release_reads) + power_reads + polls * poll_reads;
+    // Each sweep reads every pool item through the `pools` index (eventually consistent: half a unit per 4 KB).
+    let sweeps = a.sweeps_per_hour * MONTH_HOURS;
+    [
+        // A reconcile's Query reads the whole partition, the pool's tick item with it (`query_units` weighs it); a
+        // claim request reads single items and index pages, never the partition.
+        ("reconcile: the partition", u.query_units as f64 * scale),
+        ("claim API: make, release, wait", (claims * (create_reads + release_reads) + polls * poll_reads) * scale),
+        ("power: nudges", nudges * (pool_read + item_read + 1.0) * scale),
+        ("power: ticks", ticks * (pool_read + 2.0) * scale),
+        ("power: the ticks' looks", looks * item_read * scale),
+        ("sweep: the pool item", sweeps * u.pool_item_bytes as f64 / 4096.0 / 2.0),
+    ]
+}
+
+/// A claim's polls: one per long-poll interval of its wait.
+fn polls(o: &Outcome, a: &Assumptions) -> f64 {
+    o.waits.iter().map(|(_, w)| (w.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil()).sum()
+}
+
+/// A month of one pool's operations, as priced lines.
+pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions) -> Vec<Line> {
+    let scale = MONTH_HOURS / hours(measured).max(1e-9);
+    let u = &o.usage;
+    let claims = o.claims as f64;
+    // A claim: create, a poll per long-poll interval of its wait, release.
+    let api_requests = 2.0 * claims + polls(o, a);
+    let reconciles = o.reconciles as f64;
+    let power = u.power_runs as f64;
+    let looks = u.tick_looks as f64;
     // Writes: counted write by write as the functions send them ([`crate::units`]), and the tick item's.
     let write_units = (u.write_units + u.tick_write_units) as f64;
     // Messages: each one that asked for a reconcile (claims and releases, the power function's news, the sweep's),
@@ -227,14 +247,8 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
             prices.lambda_gb_second,
         ),
         Line::new("DynamoDB write units", write_units * scale, 0.0, prices.write_unit),
-        // Each sweep reads its record (fixed) and every pool item through the `pools` index (eventually consistent:
-        // half a unit per 4 KB).
-        Line::new(
-            "DynamoDB read units",
-            read_units * scale + sweeps * u.pool_item_bytes as f64 / 4096.0 / 2.0,
-            sweeps,
-            prices.read_unit,
-        ),
+        // Each sweep reads its record, whatever the pools.
+        Line::new("DynamoDB read units", reads(o, measured, a).iter().map(|(_, n)| n).sum(), sweeps, prices.read_unit),
         Line::new("SQS requests", 2.0 * messages * scale, a.idle_sqs_per_hour * MONTH_HOURS, prices.sqs_request),
         // The sweep's schedule; a pool wakes through the sweep (its `nextWakeAt`), never a schedule of its own. (A
         // pool's `schedules` are each a schedule of their own; the simulated pools have none.)
@@ -460,5 +474,19 @@ pub fn writes_table(o: &Outcome, measured: TimeDelta) -> String {
     let mut total = written.total();
     total += tick;
     row("**all**", total);
+    out
+}
+
+/// Where the bill's read units go, as Markdown: a month of one pool's, by what reads them.
+pub fn reads_table(o: &Outcome, measured: TimeDelta) -> String {
+    let reads = reads(o, measured, &Assumptions::default());
+    let all: f64 = reads.iter().map(|(_, n)| n).sum();
+    let mut out = String::new();
+    let _ = writeln!(out, "| read units a month, one pool | units | share |");
+    let _ = writeln!(out, "|---|---:|---:|");
+    for (what, n) in reads {
+        let _ = writeln!(out, "| {what} | {n:.0} | {:.1} % |", 100.0 * n / all.max(1e-9));
+    }
+    let _ = writeln!(out, "| **all** | {all:.0} | 100.0 % |");
     out
 }

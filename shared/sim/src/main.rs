@@ -193,6 +193,8 @@ fn run(args: Args) -> Result<(), String> {
                 println!("{}", apiary_sim::bill::table(o, trace.length - trace.learn));
                 println!("Where its DynamoDB write units go:\n");
                 println!("{}", apiary_sim::bill::writes_table(o, trace.length - trace.learn));
+                println!("And its read units:\n");
+                println!("{}", apiary_sim::bill::reads_table(o, trace.length - trace.learn));
             }
         }
         all.extend(outcomes);

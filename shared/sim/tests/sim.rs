@@ -261,6 +261,15 @@ fn the_write_units_are_counted_by_what_sent_them() {
     assert!(w.deprovisions.entries > 0 && w.deprovisions.events > 0, "{w:?}");
     let table = apiary_sim::bill::writes_table(&o, TimeDelta::days(7));
     assert!(table.contains("| power: the tick item |") && table.contains("100.0 %"), "{table}");
+    // The read units likewise, by what reads them, add up to the bill's line.
+    use apiary_sim::bill::{lines, reads, reads_table, Assumptions, Prices};
+    let a = Assumptions::default();
+    let by = reads(&o, TimeDelta::days(1), &a);
+    let line = lines(&o, TimeDelta::days(1), &Prices::default(), &a);
+    let billed = line.iter().find(|l| l.item == "DynamoDB read units").unwrap().per_pool;
+    assert!((by.iter().map(|(_, n)| n).sum::<f64>() - billed).abs() < 1e-6, "{by:?} {billed}");
+    assert!(by.iter().filter(|(_, n)| *n > 0.0).count() >= 5, "the claim API, the power function, the sweep: {by:?}");
+    assert!(reads_table(&o, TimeDelta::days(1)).contains("| reconcile: the partition |"));
 }
 
 #[test]
