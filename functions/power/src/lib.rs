@@ -580,7 +580,9 @@ async fn forget_tick(deps: &Deps, pool: &str) -> Result<()> {
 
 /// The clusters `ids` of `pool` as stored (those that still are), and what one look at all their machines found,
 /// where the platform can look at many clusters at once; and what that look said of the credentials. A look
-/// that fails leaves each cluster to ask alone.
+/// that fails leaves each cluster to ask alone. The clusters are read eventually consistently (half the read
+/// units): a copy that missed a write is only ever written back on its revision, so acting on it loses the
+/// condition first (before any call: the intent is written before the call) and the look reads the cluster again.
 async fn look_many(
     deps: &Deps,
     pool: &Pool,

@@ -732,11 +732,15 @@ async fn a_burst_of_nudges_handled_at_once_starts_one_tick_and_none_fails() {
     }
 }
 
-/// The table, but when a tick writes its item ending its chain, a nudge's write lands first: `cluster`, put in
-/// motion (asked to hibernate). The nudge read the tick before, found it live, and left it.
+/// The table, with two races staged:
+/// - when a tick writes its item ending its chain, a nudge's write lands first: `cluster`, put in motion (asked to
+///   hibernate). The nudge read the tick before, found it live, and left it;
+/// - a tick's batch read of its clusters (eventually consistent) gives the copies in `stale`, from before writes
+///   it has not seen yet.
 struct Racing {
     inner: std::sync::Arc<apiary_testkit::store::MemStore>,
     cluster: std::sync::Mutex<Option<Cluster>>,
+    stale: Vec<Cluster>,
 }
 
 #[async_trait::async_trait]
@@ -746,6 +750,16 @@ impl apiary_ports::store::Store for Racing {
     }
     async fn get(&self, pool: &str, key: &Key) -> apiary_ports::Result<Option<apiary_ports::store::Item>> {
         self.inner.get(pool, key).await
+    }
+    async fn get_many(&self, pool: &str, keys: &[Key]) -> apiary_ports::Result<Vec<apiary_ports::store::Item>> {
+        let mut found = vec![];
+        for key in keys {
+            match self.stale.iter().find(|c| Key::Cluster(c.id.clone()) == *key) {
+                Some(c) => found.push(apiary_ports::store::Item::Cluster(Box::new(c.clone()))),
+                None => found.extend(self.inner.get(pool, key).await?),
+            }
+        }
+        Ok(found)
     }
     async fn spares(&self, pool: &str, from: u16, limit: usize) -> apiary_ports::Result<Vec<String>> {
         self.inner.spares(pool, from, limit).await
@@ -795,7 +809,7 @@ async fn a_cluster_that_begins_moving_while_the_tick_ends_is_not_left_without_on
     // The install's last look: the tick finds it done, then (nothing in motion) ends; a nudge's write lands between
     // its read of the index and its ending write.
     let c = w.cluster("ci", "ci-0").expect("cluster");
-    let racing = Racing { inner: w.store.clone(), cluster: std::sync::Mutex::new(None) };
+    let racing = Racing { inner: w.store.clone(), cluster: std::sync::Mutex::new(None), stale: vec![] };
     let racing = std::sync::Arc::new(racing);
     let raced = Deps { store: racing.clone(), ..deps.clone() };
     w.time.set(t0() + TimeDelta::minutes(6));
@@ -821,4 +835,46 @@ async fn a_cluster_that_begins_moving_while_the_tick_ends_is_not_left_without_on
     assert!(!apiary_planner::power::needs_tick(&[c], Some(&tick_of(&w)), w.now()), "no live tick: {:?}", tick_of(&w));
     drive(&w, &deps, w.now() + TimeDelta::minutes(30)).await;
     assert_eq!(w.cluster("ci", "ci-0").and_then(|c| c.power_state), Some(PowerState::Hibernating));
+}
+
+#[tokio::test]
+async fn a_look_at_a_stale_copy_makes_no_call_and_reads_the_cluster_again() {
+    // A tick reads its clusters eventually consistently: a copy may miss a write made a moment before. Here another
+    // invocation has just recorded a start it is making (the call fenced); the tick's copy still shows the cluster
+    // hibernated with a resume wanted, its machines stopped. Acting on the copy would start them a second time:
+    // the intent, written on the copy's revision, loses its condition first, and the look reads the cluster again
+    // and finds the call fenced.
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let deps = w.default_deps(900);
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    let spec = aws_spec(1, 0);
+    let t = apiary_ports::platform::Target { pool: "ci", spec: &spec, cluster: &c, now: w.now() };
+    apiary_ports::platform::Provisioner::provision(w.cloud.as_ref(), t).await.expect("call");
+    for m in w.cloud.machines() {
+        w.cloud.force(&m.id, MachineState::Stopped);
+    }
+    let mut copy = c;
+    copy.power_state = Some(PowerState::Hibernating);
+    copy.rev += 1;
+    w.put_cluster("ci", copy.clone());
+    let mut starting = copy.clone();
+    starting.power_state = Some(PowerState::StartingMachines);
+    starting.transition_started_at = Some(w.now());
+    starting.pending_call = Some(PendingCall { call: ActuatorCall::Start, at: w.now() });
+    starting.rev += 1;
+    w.put_cluster("ci", starting.clone());
+    let starts = || w.cloud.calls().get("start").copied().unwrap_or_default();
+    let racing = Racing { inner: w.store.clone(), cluster: std::sync::Mutex::new(None), stale: vec![copy] };
+    let raced = Deps { store: std::sync::Arc::new(racing), ..deps.clone() };
+    w.time.set(w.now() + TimeDelta::seconds(5));
+    let before = w.store.stats();
+    let out = power::power(&raced, &PowerMessage::tick("ci", None), None).await.expect("tick");
+    assert_eq!(out.looked, vec!["ci-1".to_string()], "{out:?}");
+    assert_eq!(starts(), 0, "no call made on the stale copy");
+    assert_eq!((w.store.stats() - before).conflicts, 1, "the copy's intent lost its condition");
+    assert_eq!(w.cluster("ci", "ci-1"), Some(starting), "the cluster as the other invocation wrote it");
+    let next = tick_of(&w).due.get("ci-1").copied();
+    assert!(next.is_some_and(|at| at > w.now() + TimeDelta::seconds(60)), "looked at again once the fence passes");
 }

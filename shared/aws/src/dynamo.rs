@@ -534,9 +534,10 @@ impl Store for DynamoStore {
                     tokio::time::sleep(std::time::Duration::from_millis(50 << attempts)).await;
                 }
                 attempts += 1;
+                // Eventually consistent (`Store::get_many`): every write of what is read here is conditional.
                 let wanted = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut pending)))
-                    .consistent_read(true)
+                    .consistent_read(false)
                     .build()
                     .map_err(|e| crate::error::build("dynamodb:BatchGetItem", e))?;
                 count("dynamodb:BatchGetItem");

@@ -484,9 +484,11 @@ pub trait Store: Send + Sync {
     }
     /// One item, read strongly consistently, as it is stored (a pool without the buckets its profile keeps apart).
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>>;
-    /// The items of `keys` that exist, read strongly consistently as [`Store::get`] reads them, in as few requests
-    /// as the table allows (DynamoDB's BatchGetItem takes 100 keys): a pool's tick reads the clusters it looks at
-    /// with one request, not one each. In no particular order. Without a batch read, one [`Store::get`] each.
+    /// The items of `keys` that exist, in as few requests as the table allows (DynamoDB's BatchGetItem takes 100
+    /// keys): a pool's tick reads the clusters it looks at with one request, not one each. In no particular order.
+    /// Read **eventually consistently** (half the read units of a strong read): an item may miss a write made a
+    /// moment before, so what is read here is only ever written back under a condition on its revision, and a lost
+    /// condition reads the item again with [`Store::get`]. Without a batch read, one [`Store::get`] each.
     async fn get_many(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
         let mut found = Vec::new();
         for key in keys {

@@ -187,7 +187,8 @@ pub fn reads(o: &Outcome, measured: TimeDelta, a: &Assumptions) -> [(&'static st
     let release_reads = pool_read + item_read;
     let poll_reads = pool_read + 2.0 * item_read * a.looks_per_poll;
     // A nudge reads the pool item, the cluster and the tick item; a tick the pool item, the tick item and a page of
-    // the index of clusters in motion (keys only), then each cluster it looks at; all strongly.
+    // the index of clusters in motion (keys only), all strongly; then the clusters it looks at, in one batch read
+    // eventually consistently (half a unit each).
     let (nudges, ticks, looks) = (u.nudges as f64, u.ticks as f64, u.tick_looks as f64);
     // Each sweep reads every pool item through the `pools` index (eventually consistent: half a unit per 4 KB).
     let sweeps = a.sweeps_per_hour * MONTH_HOURS;
@@ -198,7 +199,7 @@ pub fn reads(o: &Outcome, measured: TimeDelta, a: &Assumptions) -> [(&'static st
         ("claim API: make, release, wait", (claims * (create_reads + release_reads) + polls * poll_reads) * scale),
         ("power: nudges", nudges * (pool_read + item_read + 1.0) * scale),
         ("power: ticks", ticks * (pool_read + 2.0) * scale),
-        ("power: the ticks' looks", looks * item_read * scale),
+        ("power: the ticks' looks", looks * item_read / 2.0 * scale),
         ("sweep: the pool item", sweeps * u.pool_item_bytes as f64 / 4096.0 / 2.0),
     ]
 }

@@ -486,6 +486,15 @@ fn units_per(item: &str, operations: f64, f: impl FnOnce(&mut Outcome)) -> f64 {
     line.unwrap().per_pool / (MONTH_HOURS / 336.0) / operations
 }
 
+#[test]
+fn a_ticks_looks_read_their_clusters_at_half_a_unit_each() {
+    // A tick reads the clusters it looks at in one batch, eventually consistently: half a unit each (a cluster item
+    // is under 4 KB). A look acting on a copy that missed a write loses its condition and reads the cluster again
+    // (`a_look_at_a_stale_copy_makes_no_call_and_reads_the_cluster_again`, functions/power/tests/handler.rs).
+    let per_look = units_per("DynamoDB read units", 1000.0, |o| o.usage.tick_looks = 1000);
+    assert!((per_look - 0.5).abs() < 1e-9, "{per_look}");
+}
+
 /// A pool of 50 with `clusters` and `claims`, as the table holds it.
 fn partition(clusters: Vec<Cluster>, claims: Vec<Claim>) -> Snapshot {
     let pool = Pool {
