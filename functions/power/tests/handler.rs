@@ -39,6 +39,22 @@ async fn drive(w: &World, deps: &Deps, until: Timestamp) {
     }
 }
 
+/// A pool `ci` with one installed cluster, `ci-1`, Running as stored, whose machines were launched and then stopped
+/// behind Apiary's back; the cluster as stored.
+async fn with_stopped_machines(w: &World) -> Cluster {
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    let spec = aws_spec(1, 0);
+    let t = Target { pool: "ci", spec: &spec, cluster: &c, now: w.now() };
+    let launched = Provisioner::provision(w.cloud.as_ref(), t).await.expect("call");
+    assert_eq!(launched, apiary_ports::platform::Provision::Accepted { handle: None });
+    for m in w.cloud.machines() {
+        w.cloud.force(&m.id, MachineState::Stopped);
+    }
+    c
+}
+
 fn machines(w: &World) -> Vec<MachineState> {
     w.cloud.machines().iter().map(|m| m.state).collect()
 }
@@ -93,19 +109,8 @@ async fn a_running_cluster_asked_to_hibernate_stops_its_machines_and_settles_hib
 #[tokio::test]
 async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_duration() {
     let w = World::new(t0());
-    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
-    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
     let deps = w.default_deps(900);
-    // Give the cluster stopped machines (launch them, then stop them behind Apiary's back).
-    let c = w.cluster("ci", "ci-1").expect("cluster");
-    let spec = aws_spec(1, 0);
-    let t = apiary_ports::platform::Target { pool: "ci", spec: &spec, cluster: &c, now: w.now() };
-    let launched = apiary_ports::platform::Provisioner::provision(w.cloud.as_ref(), t).await.expect("call");
-    assert_eq!(launched, apiary_ports::platform::Provision::Accepted { handle: None });
-    for m in w.cloud.machines() {
-        w.cloud.force(&m.id, MachineState::Stopped);
-    }
-    let mut c = c;
+    let mut c = with_stopped_machines(&w).await;
     c.power_state = Some(PowerState::Hibernating);
     c.rev += 1;
     w.put_cluster("ci", c);
@@ -845,17 +850,8 @@ async fn a_look_at_a_stale_copy_makes_no_call_and_reads_the_cluster_again() {
     // the intent, written on the copy's revision, loses its condition first, and the look reads the cluster again
     // and finds the call fenced.
     let w = World::new(t0());
-    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
-    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
     let deps = w.default_deps(900);
-    let c = w.cluster("ci", "ci-1").expect("cluster");
-    let spec = aws_spec(1, 0);
-    let t = apiary_ports::platform::Target { pool: "ci", spec: &spec, cluster: &c, now: w.now() };
-    apiary_ports::platform::Provisioner::provision(w.cloud.as_ref(), t).await.expect("call");
-    for m in w.cloud.machines() {
-        w.cloud.force(&m.id, MachineState::Stopped);
-    }
-    let mut copy = c;
+    let mut copy = with_stopped_machines(&w).await;
     copy.power_state = Some(PowerState::Hibernating);
     copy.rev += 1;
     w.put_cluster("ci", copy.clone());
