@@ -261,8 +261,10 @@ class Stack:
         deadline = time.time() + 180
         while True:
             if self.proc.poll() is not None:
+                self.out.flush()
+                logs = [tail(os.path.join(run_dir, name)) for name in ("status.log", "apiary.log")]
                 raise SystemExit(f"make run's stack stopped (exit {self.proc.returncode}); see {run_dir}\n"
-                                 + tail(os.path.join(run_dir, "apiary.log")))
+                                 + "\n".join(logs))
             try:
                 if self.base is None and os.path.exists(address):
                     with open(address) as f:
