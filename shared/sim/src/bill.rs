@@ -79,19 +79,21 @@ impl Default for Prices {
 /// What is assumed rather than counted.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Assumptions {
-    /// Billed duration of a reconcile (512 MB).
+    /// Billed duration of a reconcile.
     pub reconcile: TimeDelta,
-    /// Of a power run (256 MB): a cloud call or two.
+    /// Of a power run: a cloud call or two.
     pub power: TimeDelta,
     /// Added to a tick's by each further cluster it looks at (the looks run at once: each adds its share of the
     /// work, not its wait).
     pub look: TimeDelta,
     /// Log bytes each look of a tick adds, at `LogLevel` info.
     pub look_log_bytes: f64,
-    /// Of a claim request (256 MB).
+    /// Of a claim request.
     pub api: TimeDelta,
-    /// Of a timeouts sweep (256 MB).
+    /// Of a timeouts sweep.
     pub sweep: TimeDelta,
+    /// Each function's memory, as the template sets it (`MemorySize`): a run is billed by its duration times this.
+    pub memory: Memory,
     /// Sweeps (the timeouts function) per hour: the template's default rate(1 minute).
     pub sweeps_per_hour: f64,
     /// Log bytes per invocation at `LogLevel` info: the function's lines and Lambda's START, END and REPORT. At the
@@ -128,6 +130,7 @@ impl Default for Assumptions {
             look_log_bytes: 200.0,
             api: TimeDelta::milliseconds(60),
             sweep: TimeDelta::milliseconds(100),
+            memory: Memory::TEMPLATE,
             sweeps_per_hour: 60.0,
             log_bytes: 1024.0,
             log_info: false,
@@ -139,6 +142,29 @@ impl Default for Assumptions {
             stack_series: Documents::new().iter().map(|d| metric_names(d).len()).sum::<usize>() as f64,
             alarms: 5.0,
         }
+    }
+}
+
+/// Each function's memory in MB (its `MemorySize` in `infra/template.yaml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Memory {
+    /// The claim API: the one a caller waits on, at twice the others' CPU (Lambda gives CPU in proportion).
+    pub claim_api: u32,
+    /// The reconcile: a pool's partition and its plan (some 60 MB at 10 000 clusters).
+    pub reconcile: u32,
+    /// The power function: a cluster, or a tick's hundred at most, and cloud calls.
+    pub power: u32,
+    /// The timeouts sweep: the pools' items.
+    pub timeouts: u32,
+}
+
+impl Memory {
+    /// What the template gives each function.
+    pub const TEMPLATE: Self = Self { claim_api: 256, reconcile: 256, power: 128, timeouts: 128 };
+
+    /// `mb` in GB as Lambda bills it (1 024 MB each).
+    fn gb(self, mb: u32) -> f64 {
+        f64::from(mb) / 1024.0
     }
 }
 
@@ -225,10 +251,11 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     // and each power run; a send and a delete each.
     let messages = u.reconcile_messages as f64 + power;
     let invocations = reconciles + power + api_requests;
-    let gb_seconds = reconciles * 0.5 * a.reconcile.as_seconds_f64()
-        + power * 0.25 * a.power.as_seconds_f64()
-        + looks * 0.25 * a.look.as_seconds_f64()
-        + api_requests * 0.25 * a.api.as_seconds_f64();
+    let m = a.memory;
+    let gb_seconds = reconciles * m.gb(m.reconcile) * a.reconcile.as_seconds_f64()
+        + power * m.gb(m.power) * a.power.as_seconds_f64()
+        + looks * m.gb(m.power) * a.look.as_seconds_f64()
+        + api_requests * m.gb(m.claim_api) * a.api.as_seconds_f64();
     let sweeps = a.sweeps_per_hour * MONTH_HOURS;
     // Metrics are log lines: the pool's gauges at each reconcile, a timing at each assignment, resume and stop, the
     // reaper's counts every half hour; each as the stack's `Monitoring` publishes it.
@@ -244,7 +271,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         Line::new(
             "Lambda GB-seconds",
             gb_seconds * scale,
-            sweeps * 0.25 * a.sweep.as_seconds_f64(),
+            sweeps * m.gb(m.timeouts) * a.sweep.as_seconds_f64(),
             prices.lambda_gb_second,
         ),
         Line::new("DynamoDB write units", write_units * scale, 0.0, prices.write_unit),

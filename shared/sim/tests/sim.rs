@@ -231,6 +231,30 @@ fn apiarys_own_bill_grows_with_its_pools_and_their_claims() {
 }
 
 #[test]
+fn the_bill_prices_each_function_at_the_memory_the_template_gives_it() {
+    use apiary_sim::bill::Memory;
+    // The template as the stack deploys it: each function's `MemorySize`, read from its resource.
+    const TEMPLATE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/template.yaml"));
+    let memory = |resource: &str| -> u32 {
+        let mut lines = TEMPLATE.lines().skip_while(|l| *l != format!("  {resource}:")).skip(1);
+        // The resource's own lines: indented deeper than the resources' names, until the next resource.
+        let size = lines
+            .by_ref()
+            .take_while(|l| l.is_empty() || l.starts_with("   "))
+            .find_map(|l| l.trim_start().strip_prefix("MemorySize:"));
+        let size = size.unwrap_or_else(|| panic!("{resource} is not in the template or sets no MemorySize"));
+        size.trim().parse().unwrap_or_else(|e| panic!("{resource}'s MemorySize {size:?}: {e}"))
+    };
+    let template = Memory {
+        claim_api: memory("ClaimApiFunction"),
+        reconcile: memory("ReconcileFunction"),
+        power: memory("PowerFunction"),
+        timeouts: memory("TimeoutsFunction"),
+    };
+    assert_eq!(template, Memory::TEMPLATE, "the bill's memory is the template's");
+}
+
+#[test]
 fn the_pools_tick_shares_its_invocations_among_the_clusters_in_motion_and_writes_only_its_own_item() {
     // Each tick looks at every cluster whose look is due, so there are fewer ticks than looks; a look that finds
     // nothing new writes nothing, so the table's writes are the transitions' (their intents and outcomes), not
