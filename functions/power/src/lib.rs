@@ -44,7 +44,7 @@ use apiary_planner::{Cluster, Machine, Pool, PowerLimits, Timestamp};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::metrics;
 use apiary_ports::platform::{Machinery, Machines, Nodes, Provision, Refused, Seen, Target};
-use apiary_ports::store::{Cond, Item, Key, Write};
+use apiary_ports::store::{cluster_change, Cond, Item, Key, Write};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use chrono::TimeDelta;
@@ -333,10 +333,23 @@ impl<'a> Run<'a> {
         let mut written = next.clone();
         written.rev = stored.rev + 1;
         let now = self.deps.clock.now();
-        let mut writes = vec![Write::Put(Item::Cluster(Box::new(written.clone())), Cond::Rev(stored.rev))];
-        writes.extend(events::of_cluster(stored, Some(&written), now).into_iter().map(Write::Append));
+        let (writes, progress) = cluster_change(stored, &written, now);
         self.deps.store.write(&self.pool.name, writes).await?;
         self.outcome.written = true;
+        for event in progress {
+            // Told after the change, alone: the change stands whatever becomes of its event, and a second delivery
+            // of the message would find nothing more to tell. One the trail refuses is logged instead.
+            if let Err(e) = self.deps.store.write(&self.pool.name, vec![Write::Append(event.clone())]).await {
+                tracing::warn!(
+                    cluster = %written.id,
+                    event = event.kind.as_str(),
+                    time = %event.time,
+                    message = event.message.as_deref().unwrap_or_default(),
+                    error = %e,
+                    "an event the pool's trail did not take"
+                );
+            }
+        }
         let stack = &self.deps.config.stack;
         if let Some(doc) = metrics::power_transition(stack, &self.pool.name, stored, &written, now) {
             self.deps.metrics.emit(doc);

@@ -7,7 +7,7 @@ use apiary_planner::reaper::{REAP_EVERY, REAP_GRACE};
 use apiary_planner::{Cluster, DesiredPower, PendingCall, PowerState, Timestamp};
 use apiary_ports::messages::PowerMessage;
 use apiary_ports::platform::{Provisioner, Target};
-use apiary_ports::store::{Cond, Key, Write};
+use apiary_ports::store::{Cond, EventQuery, Key, Store, Write};
 use apiary_ports::Deps;
 use apiary_testkit::fixtures::{aws_spec, installed, pool};
 use apiary_testkit::queue::QueueName;
@@ -23,18 +23,21 @@ fn nudge(cluster: &str) -> PowerMessage {
     PowerMessage::nudge("ci", cluster)
 }
 
-/// Delivers power messages as Lambda would, moving time to each next one, until none is left or `until` passes.
-async fn drive(w: &World, deps: &Deps, until: Timestamp) {
+/// Delivers power messages as Lambda would, moving time to each next one, until none is left or `until` passes;
+/// how many deliveries failed.
+async fn drive(w: &World, deps: &Deps, until: Timestamp) -> usize {
+    let mut failed = 0;
     loop {
         let event = w.queue.receive(QueueName::Power, 10, TimeDelta::seconds(360), &mut |_| 0);
         if event.records.is_empty() {
             match w.queue.next_visible() {
                 Some(t) if t <= until => w.time.set(t),
-                _ => return,
+                _ => return failed,
             }
             continue;
         }
         let response = power::handle(deps, event.clone()).await;
+        failed += response.batch_item_failures.len();
         w.queue.settle(&event, &response);
     }
 }
@@ -125,6 +128,61 @@ async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_dur
     assert!(c.machines.iter().all(|m| m.public_ip.as_deref().is_some_and(|ip| ip.starts_with("203.0.113."))));
     let docs = w.metrics.documents();
     assert!(docs.iter().any(|d| d["Transition"] == "Resume"), "{docs:?}");
+}
+
+/// A resume of `ci-1` (stored Hibernating, its machines stopped) carried through to Running on `deps`, every
+/// delivery done.
+async fn resumed(w: &World, deps: &Deps) {
+    let mut c = with_stopped_machines(w).await;
+    c.power_state = Some(PowerState::Hibernating);
+    c.rev += 1;
+    w.put_cluster("ci", c);
+    power::power(deps, &nudge("ci-1"), None).await.expect("step");
+    assert_eq!(drive(w, deps, w.now() + TimeDelta::minutes(10)).await, 0, "every delivery done");
+    assert_eq!(w.cluster("ci", "ci-1").and_then(|c| c.power_state), Some(PowerState::Running));
+}
+
+/// The kinds of the events in `writes`.
+fn told(writes: &[Write]) -> Vec<apiary_planner::events::EventType> {
+    writes.iter().filter_map(|w| if let Write::Append(e) = w { Some(e.kind) } else { None }).collect()
+}
+
+#[tokio::test]
+async fn a_clusters_progress_is_written_alone_and_told_after_it() {
+    use apiary_planner::events::EventType;
+    // Each step of a resume writes the cluster alone, one conditional put (a transaction would bill every item in
+    // it twice), and then its event, alone: the intent before the start, then its end.
+    let w = World::new(t0());
+    let racing = std::sync::Arc::new(Racing::new(w.store.clone(), vec![]));
+    let deps = Deps { store: racing.clone(), ..w.default_deps(900) };
+    resumed(&w, &deps).await;
+    let sent = racing.sent.lock().expect("racing").clone();
+    let puts: Vec<&Vec<Write>> = sent
+        .iter()
+        .filter(|ws| ws.iter().any(|w| matches!(w, Write::Put(apiary_ports::store::Item::Cluster(_), _))))
+        .collect();
+    assert!(puts.len() >= 3, "the intent, the call's outcome and the end: {sent:?}");
+    assert!(puts.iter().all(|ws| ws.len() == 1), "each cluster put alone: {puts:?}");
+    let events: Vec<Vec<EventType>> =
+        sent.iter().filter(|ws| ws.iter().all(|w| matches!(w, Write::Append(_)))).map(|ws| told(ws)).collect();
+    assert_eq!(events, [vec![EventType::PowerTransitionStarted], vec![EventType::ClusterRunning]], "{sent:?}");
+    let trail = w.store.events("ci", &EventQuery { limit: 50, ..EventQuery::default() }).await.expect("trail");
+    let kinds: Vec<EventType> = trail.events.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, [EventType::ClusterRunning, EventType::PowerTransitionStarted], "newest first");
+}
+
+#[tokio::test]
+async fn a_progress_event_the_trail_refuses_leaves_the_change_standing() {
+    use apiary_planner::events::EventType;
+    // The change is written; its event, told after, fails (say the trail's partition is throttled): the run goes
+    // on, the message is done, and the event is logged instead of retried by the queue (the change, once written,
+    // tells nothing more on a second delivery).
+    let w = World::new(t0());
+    let racing = std::sync::Arc::new(Racing { refuse_events: true, ..Racing::new(w.store.clone(), vec![]) });
+    let deps = Deps { store: racing.clone(), ..w.default_deps(900) };
+    resumed(&w, &deps).await;
+    let trail = w.store.events("ci", &EventQuery { limit: 50, ..EventQuery::default() }).await.expect("trail");
+    assert!(trail.events.iter().all(|e| e.kind != EventType::ClusterRunning), "{trail:?}");
 }
 
 #[tokio::test]
@@ -746,6 +804,16 @@ struct Racing {
     inner: std::sync::Arc<apiary_testkit::store::MemStore>,
     cluster: std::sync::Mutex<Option<Cluster>>,
     stale: Vec<Cluster>,
+    /// Every write call sent, as sent.
+    sent: std::sync::Mutex<Vec<Vec<Write>>>,
+    /// A call of events alone fails (the trail's partition throttled, say).
+    refuse_events: bool,
+}
+
+impl Racing {
+    fn new(inner: std::sync::Arc<apiary_testkit::store::MemStore>, stale: Vec<Cluster>) -> Self {
+        Self { inner, cluster: std::sync::Mutex::new(None), stale, sent: Default::default(), refuse_events: false }
+    }
 }
 
 #[async_trait::async_trait]
@@ -779,6 +847,15 @@ impl apiary_ports::store::Store for Racing {
         self.inner.list_pools().await
     }
     async fn write(&self, pool: &str, writes: Vec<Write>) -> apiary_ports::Result<()> {
+        self.sent.lock().expect("racing").push(writes.clone());
+        if self.refuse_events && writes.iter().all(|w| matches!(w, Write::Append(_))) {
+            return Err(apiary_ports::Error::Service {
+                op: "dynamodb:PutItem",
+                message: "throughput exceeded".into(),
+                retryable: true,
+                source: None,
+            });
+        }
         let ends =
             writes.iter().any(|w| matches!(w, Write::Put(apiary_ports::store::Item::Tick(t), _) if t.check.is_none()));
         let taken = self.cluster.lock().expect("racing").take();
@@ -814,7 +891,7 @@ async fn a_cluster_that_begins_moving_while_the_tick_ends_is_not_left_without_on
     // The install's last look: the tick finds it done, then (nothing in motion) ends; a nudge's write lands between
     // its read of the index and its ending write.
     let c = w.cluster("ci", "ci-0").expect("cluster");
-    let racing = Racing { inner: w.store.clone(), cluster: std::sync::Mutex::new(None), stale: vec![] };
+    let racing = Racing::new(w.store.clone(), vec![]);
     let racing = std::sync::Arc::new(racing);
     let raced = Deps { store: racing.clone(), ..deps.clone() };
     w.time.set(t0() + TimeDelta::minutes(6));
@@ -862,7 +939,7 @@ async fn a_look_at_a_stale_copy_makes_no_call_and_reads_the_cluster_again() {
     starting.rev += 1;
     w.put_cluster("ci", starting.clone());
     let starts = || w.cloud.calls().get("start").copied().unwrap_or_default();
-    let racing = Racing { inner: w.store.clone(), cluster: std::sync::Mutex::new(None), stale: vec![copy] };
+    let racing = Racing::new(w.store.clone(), vec![copy]);
     let raced = Deps { store: std::sync::Arc::new(racing), ..deps.clone() };
     w.time.set(w.now() + TimeDelta::seconds(5));
     let before = w.store.stats();

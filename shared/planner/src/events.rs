@@ -3,7 +3,10 @@
 //!
 //! An event is written in the same transaction as the change it tells of, so the trail and the table never
 //! disagree: a cluster whose item is gone has its `ClusterRemoved` event, and a cluster marked for deletion its
-//! `ClusterDeleting` event with the reason. The functions here derive events from what the reconcile does (its
+//! `ClusterDeleting` event with the reason. A cluster's progress ([`EventType::is_progress`]: its install done, a
+//! power transition begun, Running, Hibernated) is the exception: the power function appends it alone once the
+//! change is written, at half the write units. The trail never tells of a change that did not land; it misses
+//! such an event only if the function stops between the two writes. The functions here derive events from what the reconcile does (its
 //! [`Action`]s) and from how the power function changes a cluster; the claim API makes its own (who asked for a
 //! claim, a release, a power change or a pool change).
 //!
@@ -62,6 +65,20 @@ pub enum EventType {
 }
 
 impl EventType {
+    /// Whether it tells of a cluster's progress through its install or a power transition (its install done, a
+    /// transition begun, Running, Hibernated): the power function writes these after the change they tell of, not
+    /// in its transaction, which would bill the cluster's item twice. Everything a caller did, every failure and
+    /// every end is told in the change's own transaction.
+    pub fn is_progress(self) -> bool {
+        matches!(
+            self,
+            EventType::ClusterInstalled
+                | EventType::PowerTransitionStarted
+                | EventType::ClusterRunning
+                | EventType::ClusterHibernated
+        )
+    }
+
     /// The type's name, as the API shows it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -110,9 +127,9 @@ pub struct Event {
     /// Why, or what more there is to say, in a sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// The revision the same transaction writes (or deletes) of the item the event tells of: with its claim,
-    /// cluster and type it makes the event's key unique, since two writes of one item at one revision cannot both
-    /// land.
+    /// The revision the change writes (or deletes) of the item the event tells of: with its claim, cluster and
+    /// type it makes the event's key unique, since two writes of one item at one revision cannot both land (and
+    /// an event told after its change is appended only once the change landed).
     pub rev: u64,
 }
 
@@ -418,6 +435,38 @@ mod tests {
         // Its item deleted: removed, at the revision it was deleted at.
         let gone = of_cluster(&after, None, at(2000));
         assert_eq!((gone[0].kind, gone[0].rev), (EventType::ClusterRemoved, 4));
+        // Progress is told after its change; a failure and an end with it.
+        assert!(events.iter().chain(&gone).all(|e| !e.kind.is_progress()));
+    }
+
+    #[test]
+    fn only_a_clusters_progress_is_told_after_its_change() {
+        let progress = [
+            EventType::ClusterInstalled,
+            EventType::PowerTransitionStarted,
+            EventType::ClusterRunning,
+            EventType::ClusterHibernated,
+        ];
+        let rest = [
+            EventType::PoolCreated,
+            EventType::PoolChanged,
+            EventType::PoolDeletionRequested,
+            EventType::PoolDeleted,
+            EventType::ClaimCreated,
+            EventType::ClaimAssigned,
+            EventType::ClaimReleaseRequested,
+            EventType::ClaimReleased,
+            EventType::PowerRequested,
+            EventType::ClusterCreated,
+            EventType::InstallFailed,
+            EventType::ClusterPaused,
+            EventType::ClusterUnpaused,
+            EventType::ClusterBroken,
+            EventType::ClusterDeleting,
+            EventType::ClusterRemoved,
+        ];
+        assert!(progress.iter().all(|k| k.is_progress()));
+        assert!(rest.iter().all(|k| !k.is_progress()), "every end, failure and caller's act goes with its change");
     }
 
     #[test]

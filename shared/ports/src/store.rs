@@ -12,7 +12,7 @@
 //! [`pending_key`]), so that a claim's reads follow what it needs, never the pool's size.
 //!
 //! A pool's event trail lives beside its partition, never in it: [`Write::Append`] adds an event in the same
-//! transaction as the change it tells of, to one of [`EVENT_SHARDS`] partitions of the pool's own (so a burst of
+//! transaction as the change it tells of (or alone, after it, for a cluster's progress: [`cluster_change`]), to one of [`EVENT_SHARDS`] partitions of the pool's own (so a burst of
 //! claims spreads its events' writes), and [`Store::events`] reads it newest first. No read of the pool's partition
 //! ever returns an event.
 //!
@@ -181,7 +181,8 @@ pub enum Write {
     /// Write nothing; the transaction holds only if the condition does (DynamoDB's ConditionCheck).
     Check(Key, Cond),
     /// Add an event to the pool's trail, unconditionally: its key is new by construction (its subject at the
-    /// revision the same transaction writes), and the transaction's other writes hold its conditions.
+    /// revision its change writes), and the transaction's other writes hold its conditions; appended alone, it
+    /// follows a change already written.
     Append(Event),
 }
 
@@ -537,6 +538,19 @@ pub fn transactions(actions: &[Action]) -> Vec<&[Action]> {
         rest = tail;
     }
     out
+}
+
+/// A cluster's change from `stored` to `written` (at its new revision) at `now`, as the power function writes it:
+/// the put on `stored`'s revision with the events told in its transaction, and the events of its progress
+/// ([`EventType::is_progress`](apiary_planner::events::EventType::is_progress)), each appended alone once the
+/// change is written. Alone, the put is one write unit a KB of the item; in a transaction with its event it
+/// was two, and the event's two.
+pub fn cluster_change(stored: &Cluster, written: &Cluster, now: Timestamp) -> (Vec<Write>, Vec<Event>) {
+    let (after, with): (Vec<Event>, Vec<Event>) =
+        apiary_planner::events::of_cluster(stored, Some(written), now).into_iter().partition(|e| e.kind.is_progress());
+    let mut writes = vec![Write::Put(Item::Cluster(Box::new(written.clone())), Cond::Rev(stored.rev))];
+    writes.extend(with.into_iter().map(Write::Append));
+    (writes, after)
 }
 
 /// The writes of `action` on `snapshot`, as [`writes_for`] gives them, and the events it tells the pool's trail at

@@ -949,15 +949,18 @@ fn profile_buckets(pool: &Pool) -> Option<(Buckets, Buckets)> {
     pool.status.profile().map(|p| (p.mean.clone(), p.spread.clone()))
 }
 
-/// The write units of the power function's write of cluster `stored` as `written`: its item, with the events of
-/// what changed in the same transaction.
+/// The write units of the power function's write of cluster `stored` as `written` (`store::cluster_change`): its
+/// item, with the events told in its transaction, then each event of its progress alone.
 fn cluster_write_units(
     stored: &apiary_planner::Cluster,
     written: &apiary_planner::Cluster,
     now: Timestamp,
 ) -> units::Parts {
-    let mut writes = vec![Write::Put(Item::Cluster(Box::new(written.clone())), Cond::Rev(stored.rev))];
-    writes.extend(events::of_cluster(stored, Some(written), now).into_iter().map(Write::Append));
+    let (writes, progress) = apiary_ports::store::cluster_change(stored, written, now);
     let old = Item::Cluster(Box::new(stored.clone()));
-    units::of_items(|key| (*key == old.key()).then(|| old.clone()), &writes)
+    let mut parts = units::of_items(|key| (*key == old.key()).then(|| old.clone()), &writes);
+    for event in progress {
+        parts += units::of_items(|_| None, &[Write::Append(event)]);
+    }
+    parts
 }
