@@ -35,8 +35,10 @@ pub struct Prices {
     pub write_unit: f64,
     /// DynamoDB on demand, per read request unit.
     pub read_unit: f64,
-    /// SQS standard, per request.
+    /// SQS standard, per request (the power queue).
     pub sqs_request: f64,
+    /// SQS FIFO, per request (the reconcile queue).
+    pub sqs_fifo_request: f64,
     /// EventBridge Scheduler, per invocation.
     pub scheduler_invocation: f64,
     /// API Gateway REST API, per request.
@@ -64,6 +66,7 @@ impl Default for Prices {
             write_unit: 0.625e-6,
             read_unit: 0.125e-6,
             sqs_request: 0.40e-6,
+            sqs_fifo_request: 0.50e-6,
             scheduler_invocation: 1.00e-6,
             api_request: 3.50e-6,
             log_gb: 0.50,
@@ -106,8 +109,8 @@ pub struct Assumptions {
     /// Looks at the claim in one 20 s long poll: at once, then after gaps of 0.25, 0.5 and 1 s, then every 2 s,
     /// and at the deadline.
     pub looks_per_poll: f64,
-    /// SQS requests of each event source mapping polling an empty queue, per hour (five pollers, 20 s long
-    /// polls), for the two queues.
+    /// SQS requests of an event source mapping polling its empty queue, per hour (five pollers, 20 s long polls),
+    /// for each of the two queues.
     pub idle_sqs_per_hour: f64,
     /// Worker nodes of an always-on Hive.
     pub hive_nodes: f64,
@@ -136,7 +139,7 @@ impl Default for Assumptions {
             log_info: false,
             poll: TimeDelta::seconds(20),
             looks_per_poll: 14.0,
-            idle_sqs_per_hour: 2.0 * 5.0 * 180.0,
+            idle_sqs_per_hour: 5.0 * 180.0,
             hive_nodes: 2.0,
             monitoring: Monitoring::default(),
             stack_series: Documents::new().iter().map(|d| metric_names(d).len()).sum::<usize>() as f64,
@@ -247,9 +250,6 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let looks = u.tick_looks as f64;
     // Writes: counted write by write as the functions send them ([`crate::units`]), and the tick item's.
     let write_units = (u.write_units + u.tick_write_units) as f64;
-    // Messages: each one that asked for a reconcile (claims and releases, the power function's news, the sweep's),
-    // and each power run; a send and a delete each.
-    let messages = u.reconcile_messages as f64 + power;
     let invocations = reconciles + power + api_requests;
     let m = a.memory;
     let gb_seconds = reconciles * m.gb(m.reconcile) * a.reconcile.as_seconds_f64()
@@ -277,7 +277,20 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         Line::new("DynamoDB write units", write_units * scale, 0.0, prices.write_unit),
         // Each sweep reads its record, whatever the pools.
         Line::new("DynamoDB read units", reads(o, measured, a).iter().map(|(_, n)| n).sum(), sweeps, prices.read_unit),
-        Line::new("SQS requests", 2.0 * messages * scale, a.idle_sqs_per_hour * MONTH_HOURS, prices.sqs_request),
+        // A send and a delete a message: each one that asked for a reconcile (claims and releases, the power
+        // function's news, the sweep's), and each power run; and each queue's pollers, empty or not.
+        Line::new(
+            "SQS requests, reconcile queue (FIFO)",
+            2.0 * u.reconcile_messages as f64 * scale,
+            a.idle_sqs_per_hour * MONTH_HOURS,
+            prices.sqs_fifo_request,
+        ),
+        Line::new(
+            "SQS requests, power queue",
+            2.0 * power * scale,
+            a.idle_sqs_per_hour * MONTH_HOURS,
+            prices.sqs_request,
+        ),
         // The sweep's schedule; a pool wakes through the sweep (its `nextWakeAt`), never a schedule of its own. (A
         // pool's `schedules` are each a schedule of their own; the simulated pools have none.)
         Line::new("Scheduler invocations", 0.0, sweeps, prices.scheduler_invocation),

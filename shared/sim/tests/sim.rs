@@ -233,16 +233,11 @@ fn apiarys_own_bill_grows_with_its_pools_and_their_claims() {
 #[test]
 fn the_bill_prices_each_function_at_the_memory_the_template_gives_it() {
     use apiary_sim::bill::Memory;
-    // The template as the stack deploys it: each function's `MemorySize`, read from its resource.
-    const TEMPLATE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/template.yaml"));
+    // Each function's `MemorySize`, read from its resource in the template.
     let memory = |resource: &str| -> u32 {
-        let mut lines = TEMPLATE.lines().skip_while(|l| *l != format!("  {resource}:")).skip(1);
-        // The resource's own lines: indented deeper than the resources' names, until the next resource.
-        let size = lines
-            .by_ref()
-            .take_while(|l| l.is_empty() || l.starts_with("   "))
-            .find_map(|l| l.trim_start().strip_prefix("MemorySize:"));
-        let size = size.unwrap_or_else(|| panic!("{resource} is not in the template or sets no MemorySize"));
+        let lines = template_resource(resource);
+        let size = lines.iter().find_map(|l| l.trim_start().strip_prefix("MemorySize:"));
+        let size = size.unwrap_or_else(|| panic!("{resource} sets no MemorySize"));
         size.trim().parse().unwrap_or_else(|e| panic!("{resource}'s MemorySize {size:?}: {e}"))
     };
     let template = Memory {
@@ -333,6 +328,36 @@ fn a_claim_waiting_on_a_resume_or_an_install_is_not_kept_waiting_by_the_pace() {
     assert!(installs.max_s <= power::INSTALL_POLL.as_seconds_f64() + 1e-9, "{installs:?}");
 }
 
+/// The lines of `resource` in the template as the stack deploys it, up to the next resource.
+fn template_resource(resource: &str) -> Vec<&'static str> {
+    const TEMPLATE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/template.yaml"));
+    let lines = TEMPLATE.lines().skip_while(|l| *l != format!("  {resource}:")).skip(1);
+    let own: Vec<&str> = lines.take_while(|l| l.is_empty() || l.starts_with("   ")).collect();
+    assert!(!own.is_empty(), "{resource} is not in the template");
+    own
+}
+
+#[test]
+fn each_queues_requests_are_billed_at_its_kind_of_queue() {
+    // The reconcile queue is FIFO, whose requests cost a quarter more than a standard queue's: its messages and its
+    // idle pollers are billed at that price, the power queue's at the standard one.
+    use apiary_sim::bill::{lines, Assumptions, Prices, MONTH_HOURS};
+    let fifo = |queue: &str| template_resource(queue).iter().any(|l| l.trim() == "FifoQueue: true");
+    assert!(fifo("ReconcileQueue") && !fifo("PowerQueue"), "the template's queues");
+    let prices = Prices::default();
+    assert!(prices.sqs_fifo_request > prices.sqs_request);
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    let day = TimeDelta::days(1);
+    let lines = lines(&o, day, &prices, &Assumptions::default());
+    let line = |item: &str| lines.iter().find(|l| l.item == item).unwrap_or_else(|| panic!("no line {item}"));
+    let (reconcile, power) = (line("SQS requests, reconcile queue (FIFO)"), line("SQS requests, power queue"));
+    assert_eq!((reconcile.price, power.price), (prices.sqs_fifo_request, prices.sqs_request));
+    let month = MONTH_HOURS / 24.0;
+    assert_eq!(reconcile.per_pool, 2.0 * o.usage.reconcile_messages as f64 * month, "a send and a delete each");
+    assert_eq!(power.per_pool, 2.0 * o.usage.power_runs as f64 * month);
+    assert!(reconcile.fixed > 0.0 && reconcile.fixed == power.fixed, "each queue polled while empty");
+}
+
 #[test]
 fn every_reconcile_is_billed_the_message_that_asked_for_it() {
     // Claims and their releases, the power function's news, wake-ups and the sweep each send the reconcile queue a
@@ -341,9 +366,9 @@ fn every_reconcile_is_billed_the_message_that_asked_for_it() {
     use apiary_sim::bill::{lines, Assumptions, Prices, MONTH_HOURS};
     let day = TimeDelta::days(1);
     let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
-    let sqs = lines(&o, day, &Prices::default(), &Assumptions::default());
-    let sqs = sqs.iter().find(|l| l.item == "SQS requests").unwrap();
-    let billed = sqs.per_pool / (MONTH_HOURS / 24.0) / 2.0;
+    let lines = lines(&o, day, &Prices::default(), &Assumptions::default());
+    let sqs = lines.iter().filter(|l| l.item.starts_with("SQS requests"));
+    let billed = sqs.map(|l| l.per_pool).sum::<f64>() / (MONTH_HOURS / 24.0) / 2.0;
     let (reconciles, power) = (o.reconciles as f64, o.usage.power_runs as f64);
     assert!(
         billed >= reconciles + power,
