@@ -285,9 +285,10 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
             a.idle_sqs_per_hour * MONTH_HOURS,
             prices.sqs_fifo_request,
         ),
+        // And a tick link that goes on deletes its own message first.
         Line::new(
             "SQS requests, power queue",
-            2.0 * power * scale,
+            (2.0 * power + u.tick_acks as f64) * scale,
             a.idle_sqs_per_hour * MONTH_HOURS,
             prices.sqs_request,
         ),

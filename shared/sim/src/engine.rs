@@ -625,6 +625,9 @@ impl<'t> Simulation<'t> {
         let want = tick::next_due(&self.tick.due, &moving, now).map(|at| at.min(now + MAX_DELAY));
         self.tokens += 1;
         let next = chain::next(&self.tick, admission, want, now, self.tokens);
+        if admission == Admission::Own && next.send.is_some() {
+            self.usage.tick_acks += 1;
+        }
         (self.tick.check, self.tick.superseded) = (next.check, next.superseded);
         self.write_tick();
         if let Some(link) = next.send {

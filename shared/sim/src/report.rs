@@ -49,6 +49,9 @@ pub struct Usage {
     pub ticks: usize,
     /// Looks the ticks took at clusters in motion.
     pub tick_looks: usize,
+    /// Tick links that went on: each deleted its own message before sending the next (the power function's
+    /// `ack_power`, so that a run killed in between cannot leave two links), a request to the queue of its own.
+    pub tick_acks: usize,
     /// Writes of the pool's tick item (each tick, and each nudge that started or brought it forward): not in the
     /// outcome's writes.
     pub tick_writes: usize,
