@@ -6,9 +6,11 @@
 //! `ClusterDeleting` event with the reason. A cluster's progress ([`EventType::is_progress`]: its install done, a
 //! power transition begun, Running, Hibernated) is the exception: the power function appends it alone once the
 //! change is written, at half the write units. The trail never tells of a change that did not land; it misses
-//! such an event only if the function stops between the two writes. The functions here derive events from what the reconcile does (its
-//! [`Action`]s) and from how the power function changes a cluster; the claim API makes its own (who asked for a
-//! claim, a release, a power change or a pool change).
+//! such an event only if the function stops between the two writes.
+//!
+//! The functions here derive events from what the reconcile does (its [`Action`]s) and from how the power
+//! function changes a cluster; the claim API makes its own (who asked for a claim, a release, a power change or a
+//! pool change).
 //!
 //! Each event names its subject (a claim, a cluster or the pool) and that subject's revision as written, so no two
 //! events ever share a key: two writes of one item at one revision cannot both land.
