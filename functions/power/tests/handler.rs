@@ -58,6 +58,15 @@ async fn with_stopped_machines(w: &World) -> Cluster {
     c
 }
 
+/// `ci-1` of [`with_stopped_machines`], stored Hibernating as its machines are; the cluster as stored.
+async fn hibernated(w: &World) -> Cluster {
+    let mut c = with_stopped_machines(w).await;
+    c.power_state = Some(PowerState::Hibernating);
+    c.rev += 1;
+    w.put_cluster("ci", c.clone());
+    c
+}
+
 fn machines(w: &World) -> Vec<MachineState> {
     w.cloud.machines().iter().map(|m| m.state).collect()
 }
@@ -113,10 +122,7 @@ async fn a_running_cluster_asked_to_hibernate_stops_its_machines_and_settles_hib
 async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_duration() {
     let w = World::new(t0());
     let deps = w.default_deps(900);
-    let mut c = with_stopped_machines(&w).await;
-    c.power_state = Some(PowerState::Hibernating);
-    c.rev += 1;
-    w.put_cluster("ci", c);
+    hibernated(&w).await;
     power::power(&deps, &nudge("ci-1"), None).await.expect("step");
     let c = w.cluster("ci", "ci-1").expect("cluster");
     assert_eq!(c.power_state, Some(PowerState::WaitingForMachines));
@@ -133,10 +139,7 @@ async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_dur
 /// A resume of `ci-1` (stored Hibernating, its machines stopped) carried through to Running on `deps`, every
 /// delivery done.
 async fn resumed(w: &World, deps: &Deps) {
-    let mut c = with_stopped_machines(w).await;
-    c.power_state = Some(PowerState::Hibernating);
-    c.rev += 1;
-    w.put_cluster("ci", c);
+    hibernated(w).await;
     power::power(deps, &nudge("ci-1"), None).await.expect("step");
     assert_eq!(drive(w, deps, w.now() + TimeDelta::minutes(10)).await, 0, "every delivery done");
     assert_eq!(w.cluster("ci", "ci-1").and_then(|c| c.power_state), Some(PowerState::Running));
@@ -928,10 +931,7 @@ async fn a_look_at_a_stale_copy_makes_no_call_and_reads_the_cluster_again() {
     // and finds the call fenced.
     let w = World::new(t0());
     let deps = w.default_deps(900);
-    let mut copy = with_stopped_machines(&w).await;
-    copy.power_state = Some(PowerState::Hibernating);
-    copy.rev += 1;
-    w.put_cluster("ci", copy.clone());
+    let copy = hibernated(&w).await;
     let mut starting = copy.clone();
     starting.power_state = Some(PowerState::StartingMachines);
     starting.transition_started_at = Some(w.now());
