@@ -6,6 +6,7 @@
 #                replayed with its trace; DST_FLAGS=--deny-roles adds pools' roles denied and given back
 #   make bench   the planner benchmark (figures go to BENCHMARKS.md)
 #   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
+#   make bill    Apiary's own AWS bill a month for 1, 10 and 100 pools like each reference trace (BENCHMARKS.md)
 #   make run     Apiary locally: the AWS emulator, the stack deployed into it, the four functions, a demo pool
 #   make emulator  only the AWS emulator, in the foreground (for running system tests by hand)
 #   make package the four functions as arm64 Lambda zips in target/lambda/<function>/bootstrap.zip
@@ -22,7 +23,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity cycles docs-check docs-examples api-fuzz conformance tests unit system bench bench-api burst bench-emulator sim dst run emulator venv package deploy \
+.PHONY: test fmt-check clippy purity cycles docs-check docs-examples api-fuzz conformance tests unit system bench bench-api burst bench-emulator sim bill dst run emulator venv package deploy \
 	lint-infra emulator-test deploy-test cold-start cli
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
@@ -204,6 +205,9 @@ cli:
 ARGS ?=
 sim:
 	$(CARGO) run --quiet --profile tool -p apiary-sim -- $(ARGS)
+
+bill:
+	$(CARGO) run --quiet --profile tool -p apiary-sim -- bill $(ARGS)
 
 # The whole-system simulation (shared/dst): each failing seed prints the command that replays it.
 SEEDS ?= 200

@@ -409,6 +409,44 @@ pub fn monthly(lines: &[Line], pools: f64) -> f64 {
     lines.iter().map(|l| l.count(pools) * l.price).sum()
 }
 
+/// The month's bill of pools like each of `rows` (a name, its outcome, the period it measured), for 1, 10 and
+/// 100 of them, beside an always-on Hive: the summary of `apiary-sim bill`, as BENCHMARKS.md keeps it.
+pub fn summary(rows: &[(String, &Outcome, TimeDelta)]) -> String {
+    let (prices, a) = (Prices::default(), Assumptions::default());
+    let hive = hive_monthly(&prices, &a);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| pools like (50 clusters each) | claims a month each | 1 pool | 10 pools | 100 pools | always-on Hive |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    for (name, o, measured) in rows {
+        let lines = lines(o, *measured, &prices, &a);
+        let claims = o.claims as f64 * MONTH_HOURS / hours(*measured).max(1e-9);
+        let [one, ten, hundred] = [1.0, 10.0, 100.0].map(|n| monthly(&lines, n));
+        let _ =
+            writeln!(out, "| {name} | {} | ${one:.2} | ${ten:.2} | ${hundred:.2} | ${hive:.0} |", two_figures(claims));
+    }
+    out
+}
+
+/// `n` to two significant figures, its thousands set apart by spaces (`8 700`, `520`).
+fn two_figures(n: f64) -> String {
+    if n < 1.0 {
+        return format!("{n:.0}");
+    }
+    let step = 10f64.powi(n.log10().floor() as i32 - 1).max(1.0);
+    let digits = format!("{:.0}", (n / step).round() * step);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// An always-on Hive's month: the EKS control plane and its nodes, whatever the pools.
 pub fn hive_monthly(prices: &Prices, a: &Assumptions) -> f64 {
     (prices.eks_hour + a.hive_nodes * prices.node_hour) * MONTH_HOURS
@@ -531,4 +569,16 @@ pub fn reads_table(o: &Outcome, measured: TimeDelta) -> String {
     }
     let _ = writeln!(out, "| **all** | {all:.0} | 100.0 % |");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::two_figures;
+
+    #[test]
+    fn claims_are_shown_to_two_figures_with_their_thousands_apart() {
+        let shown: Vec<String> =
+            [0.4, 7.0, 52.0, 518.6, 8_712.0, 8_650.0, 87_120.0, 1_234_567.0].map(two_figures).into();
+        assert_eq!(shown, ["0", "7", "52", "520", "8 700", "8 700", "87 000", "1 200 000"]);
+    }
 }

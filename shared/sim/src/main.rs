@@ -19,6 +19,9 @@ usage:
   apiary-sim [options]                      run every policy on each trace, print the comparison
   apiary-sim generate <steady|diurnal|bursty|drifting|random|quiet> [--seed N]
                                             print a reference trace as CSV
+  apiary-sim bill [--seed N]                Apiary's own bill a month for 1, 10 and 100 pools like each
+                                            reference trace under the forecast policy (and diurnal under
+                                            keep-fresh), as BENCHMARKS.md keeps it; --seed as below
 
 options:
   --trace NAME|FILE      a reference trace (steady, diurnal, bursty, drifting, random, quiet: six weeks, the first
@@ -211,6 +214,65 @@ fn run(args: Args) -> Result<(), String> {
     Ok(())
 }
 
+/// The reference traces and policies `apiary-sim bill` prices: each trace under the forecast policy, and diurnal
+/// under keep-fresh too.
+const BILLED: [(&str, &str); 7] = [
+    ("steady", "forecast"),
+    ("diurnal", "forecast"),
+    ("bursty", "forecast"),
+    ("drifting", "forecast"),
+    ("random", "forecast"),
+    ("quiet", "forecast"),
+    ("diurnal", "keep-fresh"),
+];
+
+/// The seed of `apiary-sim bill` (`--seed N`, 1 unless given).
+fn bill_args(mut argv: impl Iterator<Item = String>) -> Result<u64, String> {
+    let mut seed = 1;
+    while let Some(flag) = argv.next() {
+        match flag.as_str() {
+            "--seed" => {
+                let v = argv.next().ok_or("--seed needs a value")?;
+                seed = v.parse().map_err(|_| format!("--seed: {v:?} is not a whole number"))?;
+            }
+            other => return Err(format!("unknown option {other:?}")),
+        }
+    }
+    Ok(seed)
+}
+
+/// Simulates each of [`BILLED`] at once (a thread each) and prints their bills' summary.
+fn bill(seed: u64) -> Result<(), String> {
+    let (platform, base, adaptive) = (Platform::default(), base_spec(50), default_adaptive());
+    let runs: Vec<Result<(String, Outcome, TimeDelta), String>> = std::thread::scope(|s| {
+        let running: Vec<_> = BILLED
+            .iter()
+            .map(|&(name, wanted)| {
+                let (platform, base, adaptive) = (&platform, &base, adaptive.clone());
+                s.spawn(move || {
+                    let trace = load(name)?;
+                    let p = policy::compared(&trace, platform, adaptive)
+                        .into_iter()
+                        .find(|p| policy_named(&p.name(), wanted))
+                        .ok_or_else(|| format!("no policy {wanted}"))?;
+                    let o = simulate(&trace, &p, base, platform, Costs::default(), seed);
+                    let row = if wanted == "forecast" { name.to_string() } else { format!("{name}, {wanted}") };
+                    Ok((row, o, trace.length - trace.learn))
+                })
+            })
+            .collect();
+        running.into_iter().map(|r| r.join().unwrap_or_else(|_| Err("a simulation panicked".into()))).collect()
+    });
+    let runs = runs.into_iter().collect::<Result<Vec<_>, String>>()?;
+    let rows: Vec<(String, &Outcome, TimeDelta)> = runs.iter().map(|(n, o, m)| (n.clone(), o, *m)).collect();
+    println!(
+        "What Apiary itself costs on AWS a month, for pools like each reference trace (forecast policy, seed {seed}; \
+         each bill's lines: make sim ARGS=\"--trace T --policy P\"):\n"
+    );
+    print!("{}", apiary_sim::bill::summary(&rows));
+    Ok(())
+}
+
 /// Whether a compared policy's `name` is the one `--policy` named: its name up to its tuning in brackets
 /// ("static-formula (8)").
 fn policy_named(name: &str, wanted: &str) -> bool {
@@ -271,6 +333,16 @@ fn main() -> ExitCode {
         };
         print!("{}", trace.to_csv());
         return ExitCode::SUCCESS;
+    }
+    if argv.peek().map(String::as_str) == Some("bill") {
+        argv.next();
+        return match bill_args(argv).and_then(bill) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("apiary-sim bill: {e}\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+        };
     }
     match parse(argv).and_then(run) {
         Ok(()) => ExitCode::SUCCESS,

@@ -71,3 +71,15 @@ fn every_compared_policy_can_be_named() {
     assert_eq!(compared, accepted);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_bill_names_a_bad_option() {
+    for (args, named) in [(&["bill", "--seed", "one"][..], "--seed"), (&["bill", "--pools"][..], "--pools")] {
+        let o = sim(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.starts_with("apiary-sim bill: ") && first.contains(named), "{err}");
+        assert!(err.contains("usage:"), "{err}");
+    }
+}

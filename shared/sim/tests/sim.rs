@@ -250,6 +250,28 @@ fn the_bill_prices_each_function_at_the_memory_the_template_gives_it() {
 }
 
 #[test]
+fn the_bill_summary_prices_each_row_for_one_ten_and_a_hundred_pools_beside_hive() {
+    use apiary_sim::bill::{hive_monthly, lines, monthly, summary, Assumptions, Prices, MONTH_HOURS};
+    let day = TimeDelta::days(1);
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    let table = summary(&[("monday".to_string(), &o, day)]);
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    assert!(rows[0].starts_with("| pools like") && rows[1].starts_with("|---"), "{table}");
+    let (prices, a) = (Prices::default(), Assumptions::default());
+    let billed = lines(&o, day, &prices, &a);
+    let cells: Vec<&str> = rows[2].split('|').map(str::trim).collect();
+    assert_eq!(cells[1], "monday");
+    let claims = o.claims as f64 * MONTH_HOURS / 24.0;
+    let shown: f64 = cells[2].replace(' ', "").parse().expect("claims a month");
+    assert!((shown - claims).abs() <= claims * 0.05, "{shown} against {claims}: two figures");
+    for (cell, pools) in cells[3..6].iter().zip([1.0, 10.0, 100.0]) {
+        assert_eq!(*cell, format!("${:.2}", monthly(&billed, pools)), "{pools} pools");
+    }
+    assert_eq!(cells[6], format!("${:.0}", hive_monthly(&prices, &a)));
+}
+
+#[test]
 fn the_pools_tick_shares_its_invocations_among_the_clusters_in_motion_and_writes_only_its_own_item() {
     // Each tick looks at every cluster whose look is due, so there are fewer ticks than looks; a look that finds
     // nothing new writes nothing, so the table's writes are the transitions' (their intents and outcomes), not
