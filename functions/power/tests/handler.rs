@@ -803,6 +803,9 @@ async fn a_burst_of_nudges_handled_at_once_starts_one_tick_and_none_fails() {
 ///   hibernate). The nudge read the tick before, found it live, and left it;
 /// - a tick's batch read of its clusters (eventually consistent) gives the copies in `stale`, from before writes
 ///   it has not seen yet.
+///
+/// It also keeps every write call as sent (`sent`), and can refuse the calls that append events alone
+/// (`refuse_events`).
 struct Racing {
     inner: std::sync::Arc<apiary_testkit::store::MemStore>,
     cluster: std::sync::Mutex<Option<Cluster>>,

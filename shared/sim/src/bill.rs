@@ -151,9 +151,10 @@ impl Default for Assumptions {
 /// Each function's memory in MB (its `MemorySize` in `infra/template.yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Memory {
-    /// The claim API: the one a caller waits on, at twice the others' CPU (Lambda gives CPU in proportion).
+    /// The claim API: the one a caller waits on, at twice the power function's CPU (Lambda gives CPU in
+    /// proportion to memory).
     pub claim_api: u32,
-    /// The reconcile: a pool's partition and its plan (some 60 MB at 10 000 clusters).
+    /// The reconcile: a pool's whole partition, read a page at a time, and its plan.
     pub reconcile: u32,
     /// The power function: a cluster, or a tick's hundred at most, and cloud calls.
     pub power: u32,
