@@ -32,9 +32,10 @@ OUTPUTS = {"ApiUrl", "TableName", "ReconcileQueueUrl", "ReconcileQueueArn", "Pow
 # Resource types the emulator's CloudFormation does not implement: it skips them with a warning and lists each as
 # a resource without a name, so they are counted here, not inspected. cfn-lint and checkov check them
 # (`make lint-infra`).
-NOT_EMULATED = {"AWS::Scheduler::Schedule", "AWS::CloudWatch::Alarm"}
+NOT_EMULATED = {"AWS::Scheduler::Schedule", "AWS::CloudWatch::Alarm", "AWS::ApplicationAutoScaling::ScalableTarget",
+                "AWS::ApplicationAutoScaling::ScalingPolicy"}
 # Resources whose condition is false at the template's defaults: the dashboard, with Monitoring=alarms. The update
-# below asks for it.
+# below asks for it. (The table's auto scaling, with TableCapacity=provisioned, is not emulated.)
 OFF_BY_DEFAULT = {"Dashboard"}
 # Types the emulator can create but not update: after an update it lists them without a name, and they are looked
 # up through their own API instead.
@@ -69,6 +70,7 @@ class DeployTest(unittest.TestCase):
         cls.cfn = session.client("cloudformation", endpoint_url=endpoint)
         cls.awslambda = session.client("lambda", endpoint_url=endpoint)
         cls.logs = session.client("logs", endpoint_url=endpoint)
+        cls.dynamodb = session.client("dynamodb", endpoint_url=endpoint)
         cls.template = template()
 
     @classmethod
@@ -76,9 +78,9 @@ class DeployTest(unittest.TestCase):
         cls.emulator.terminate()
         cls.emulator.wait()
 
-    def deploy(self, params):
+    def deploy(self, params, stack=STACK):
         out = subprocess.run(
-            ["make", "--no-print-directory", "deploy", f"STACK={STACK}", f"REGION={REGION}", f"BUCKET={BUCKET}",
+            ["make", "--no-print-directory", "deploy", f"STACK={stack}", f"REGION={REGION}", f"BUCKET={BUCKET}",
              f"PARAMS={params}"],
             cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=600,
         )
@@ -154,6 +156,10 @@ class DeployTest(unittest.TestCase):
             roles.add(conf["Role"])
         self.assertEqual(len(roles), len(FUNCTIONS), "each function has its own role")
 
+        # On demand by default: billed by the units used, no capacity to keep.
+        table = self.dynamodb.describe_table(TableName=outputs["TableName"])["Table"]
+        self.assertEqual(table["BillingModeSummary"]["BillingMode"], "PAY_PER_REQUEST")
+
         # Update two parameters: the stack changes in place (the dashboard Monitoring=dashboard asks for is added),
         # and the parameters not given keep their values.
         self.deploy("MaxRecheckSeconds=600 Monitoring=dashboard")
@@ -167,6 +173,7 @@ class DeployTest(unittest.TestCase):
         self.assertEqual(set(updated), kept | OFF_BY_DEFAULT)
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
         self.assertEqual(outputs["DashboardName"], f"{STACK}-apiary")
+
         for name in kept:
             self.assertEqual(updated[name]["PhysicalResourceId"], created[name]["PhysicalResourceId"], f"{name} replaced")
         groups = {g["logGroupName"]: g for g in self.logs.describe_log_groups()["logGroups"]}
@@ -178,6 +185,43 @@ class DeployTest(unittest.TestCase):
             self.assertEqual(env["APIARY_ADMINS"], ADMIN, fn)
             if fn != "timeouts":
                 self.assertEqual(env["APIARY_MONITORING"], "dashboard", fn)
+
+    def test_a_stack_with_provisioned_capacity_scales_each_of_its_four_capacities(self):
+        # A stack of its own: the emulator's CloudFormation cannot change a table's billing in an update.
+        stack = f"{STACK}-provisioned"
+        self.deploy("TableCapacity=provisioned ProvisionedMinCapacity=7", stack=stack)
+        outputs = {o["OutputKey"]: o["OutputValue"]
+                   for o in self.cfn.describe_stacks(StackName=stack)["Stacks"][0]["Outputs"]}
+        # The table and its index are created at DynamoDB's least capacity; on AWS, registering auto scaling brings
+        # each to ProvisionedMinCapacity.
+        table = self.dynamodb.describe_table(TableName=outputs["TableName"])["Table"]
+        self.assertEqual(table["BillingModeSummary"]["BillingMode"], "PROVISIONED")
+        least = {"ReadCapacityUnits": 1, "WriteCapacityUnits": 1}
+        self.assertEqual({k: table["ProvisionedThroughput"][k] for k in least}, least)
+        index = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}["pools"]
+        self.assertEqual({k: index["ProvisionedThroughput"][k] for k in least}, least)
+        # Auto scaling, which the emulator skips: each of the four capacities between the bounds, at 70 % use.
+        resources = self.template["Resources"]
+        targets = {k: v["Properties"] for k, v in resources.items()
+                   if v["Type"] == "AWS::ApplicationAutoScaling::ScalableTarget"}
+        self.assertEqual(
+            {(t["ResourceId"]["Fn::Sub"], t["ScalableDimension"]) for t in targets.values()},
+            {(f"table/${{Table}}{on}", f"dynamodb:{kind}:{rw}CapacityUnits")
+             for on, kind in (("", "table"), ("/index/pools", "index")) for rw in ("Read", "Write")})
+        for name, t in targets.items():
+            self.assertEqual((t["MinCapacity"], t["MaxCapacity"]),
+                             ({"Ref": "ProvisionedMinCapacity"}, {"Ref": "ProvisionedMaxCapacity"}), name)
+            self.assertEqual(resources[name]["Condition"], "Provisioned", name)
+        policies = [v["Properties"] for v in resources.values()
+                    if v["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"]
+        self.assertEqual(sorted(p["ScalingTargetId"]["Ref"] for p in policies), sorted(targets))
+        for p in policies:
+            tracking = p["TargetTrackingScalingPolicyConfiguration"]
+            dimension = targets[p["ScalingTargetId"]["Ref"]]["ScalableDimension"]
+            rw = "Read" if "Read" in dimension else "Write"
+            self.assertEqual(tracking["PredefinedMetricSpecification"]["PredefinedMetricType"],
+                             f"DynamoDB{rw}CapacityUtilization")
+            self.assertEqual(tracking["TargetValue"], 70)
 
     def test_queue_visibility_is_at_least_six_times_each_consumers_timeout(self):
         resources = self.template["Resources"]

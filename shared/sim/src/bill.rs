@@ -9,6 +9,10 @@
 //! transaction and sends one SQS message; each message to a function is a send and a delete. What no emulator can
 //! measure (how long a function runs on Lambda) is an assumption, named in [`Assumptions`]; the Lambda lines are
 //! small beside the requests either way.
+//!
+//! The table is billed on demand, by the units used, unless the stack provisions it (`TableCapacity`): then
+//! [`provisioned`] prices the capacity auto scaling holds for the units each simulated minute asks for
+//! ([`crate::capacity`]).
 
 use std::fmt::Write as _;
 
@@ -18,7 +22,8 @@ use apiary_planner::duration::hours;
 use apiary_ports::metrics::{metric_names, Monitoring, ALARMED};
 use serde_json::Value;
 
-use crate::report::Outcome;
+use crate::capacity::{provision, Scaling};
+use crate::report::{Meter, Outcome};
 use crate::units::Parts;
 
 /// Hours in a month (AWS's 730).
@@ -35,6 +40,10 @@ pub struct Prices {
     pub write_unit: f64,
     /// DynamoDB on demand, per read request unit.
     pub read_unit: f64,
+    /// DynamoDB provisioned, per write capacity unit-hour.
+    pub write_capacity_hour: f64,
+    /// DynamoDB provisioned, per read capacity unit-hour.
+    pub read_capacity_hour: f64,
     /// SQS standard, per request (the power queue).
     pub sqs_request: f64,
     /// SQS FIFO, per request (the reconcile queue).
@@ -65,6 +74,8 @@ impl Default for Prices {
             lambda_request: 0.20e-6,
             write_unit: 0.625e-6,
             read_unit: 0.125e-6,
+            write_capacity_hour: 0.000_65,
+            read_capacity_hour: 0.000_13,
             sqs_request: 0.40e-6,
             sqs_fifo_request: 0.50e-6,
             scheduler_invocation: 1.00e-6,
@@ -172,6 +183,10 @@ impl Memory {
     }
 }
 
+/// The on-demand table's lines.
+const WRITE_UNITS: &str = "DynamoDB write units";
+const READ_UNITS: &str = "DynamoDB read units";
+
 /// One line of the bill.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Line {
@@ -200,38 +215,156 @@ impl Line {
     }
 }
 
+/// The read units of each operation that reads the table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ReadCosts {
+    /// A claim made and released.
+    claim: f64,
+    /// A 20 s long poll of a waiting claim.
+    poll: f64,
+    /// A nudge.
+    nudge: f64,
+    /// A tick link.
+    tick: f64,
+    /// A look a tick takes.
+    look: f64,
+    /// The sweep's read of the pool item, through the `pools` index.
+    sweep: f64,
+}
+
+impl ReadCosts {
+    fn of(o: &Outcome, a: &Assumptions) -> Self {
+        // Strongly consistent reads: a unit per 4 KB of an item, one per index page (keys only, 16 to a page). A
+        // cluster or claim item is one: a few hundred bytes, never near 4 KB.
+        let pool_read = (o.usage.pool_item_bytes as f64 / 4096.0).ceil().max(1.0);
+        let item_read = 1.0;
+        // Create: the pool item, the oldest pending claim's page, a page of spares (two queries when it wraps
+        // around the index), the spare. Release: the pool item and the claim. A long poll: the pool item, then the
+        // claim and its cluster at each look.
+        let create = pool_read + 3.0 + item_read;
+        let release = pool_read + item_read;
+        Self {
+            claim: create + release,
+            poll: pool_read + 2.0 * item_read * a.looks_per_poll,
+            // A nudge reads the pool item, the cluster and the tick item; a tick the pool item, the tick item and a
+            // page of the index of clusters in motion (keys only), all strongly; then the clusters it looks at, in
+            // one batch read eventually consistently (half a unit each).
+            nudge: pool_read + item_read + 1.0,
+            tick: pool_read + 2.0,
+            look: item_read / 2.0,
+            // Each sweep reads every pool item through the `pools` index (eventually consistent: half a unit per
+            // 4 KB).
+            sweep: o.usage.pool_item_bytes as f64 / 4096.0 / 2.0,
+        }
+    }
+}
+
 /// A month of one pool's DynamoDB read units, by what reads them.
 pub fn reads(o: &Outcome, measured: TimeDelta, a: &Assumptions) -> [(&'static str, f64); 6] {
     let scale = MONTH_HOURS / hours(measured).max(1e-9);
     let u = &o.usage;
-    let claims = o.claims as f64;
-    let polls = polls(o, a);
-    // Strongly consistent reads: a unit per 4 KB of an item, one per index page (keys only, 16 to a page). A
-    // cluster or claim item is one: a few hundred bytes, never near 4 KB.
-    let pool_read = (u.pool_item_bytes as f64 / 4096.0).ceil().max(1.0);
-    let item_read = 1.0;
-    // Create: the pool item, the oldest pending claim's page, a page of spares (two queries when it wraps around
-    // the index), the spare. Release: the pool item and the claim. A long poll: the pool item, then the claim and
-    // its cluster at each look.
-    let create_reads = pool_read + 3.0 + item_read;
-    let release_reads = pool_read + item_read;
-    let poll_reads = pool_read + 2.0 * item_read * a.looks_per_poll;
-    // A nudge reads the pool item, the cluster and the tick item; a tick the pool item, the tick item and a page of
-    // the index of clusters in motion (keys only), all strongly; then the clusters it looks at, in one batch read
-    // eventually consistently (half a unit each).
-    let (nudges, ticks, looks) = (u.nudges as f64, u.ticks as f64, u.tick_looks as f64);
-    // Each sweep reads every pool item through the `pools` index (eventually consistent: half a unit per 4 KB).
+    let r = ReadCosts::of(o, a);
     let sweeps = a.sweeps_per_hour * MONTH_HOURS;
     [
         // A reconcile's Query reads the whole partition, the pool's tick item with it (`query_units` weighs it); a
         // claim request reads single items and index pages, never the partition.
         ("reconcile: the partition", u.query_units as f64 * scale),
-        ("claim API: make, release, wait", (claims * (create_reads + release_reads) + polls * poll_reads) * scale),
-        ("power: nudges", nudges * (pool_read + item_read + 1.0) * scale),
-        ("power: ticks", ticks * (pool_read + 2.0) * scale),
-        ("power: the ticks' looks", looks * item_read / 2.0 * scale),
-        ("sweep: the pool item", sweeps * u.pool_item_bytes as f64 / 4096.0 / 2.0),
+        ("claim API: make, release, wait", (o.claims as f64 * r.claim + polls(o, a) * r.poll) * scale),
+        ("power: nudges", u.nudges as f64 * r.nudge * scale),
+        ("power: ticks", u.ticks as f64 * r.tick * scale),
+        ("power: the ticks' looks", u.tick_looks as f64 * r.look * scale),
+        ("sweep: the pool item", sweeps * r.sweep),
     ]
+}
+
+/// What the table's capacity costs a month provisioned (`TableCapacity` `provisioned`) for `pools` pools like this
+/// one, under the template's auto scaling ([`crate::capacity`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Provisioning {
+    /// The capacity's month, $: the table's and its `pools` index's, reads and writes.
+    pub capacity: f64,
+    /// The alarms auto scaling keeps on them (four a dimension), $ a month.
+    pub alarms: f64,
+    /// Of the units asked for, the share neither the capacity nor its burst covered in its minute.
+    pub throttled: f64,
+    /// The table's highest write and read capacity, units a second.
+    pub peak: (f64, f64),
+    /// Write and read units asked for in the measured weeks, the table's and its index's.
+    pub asked: (f64, f64),
+}
+
+/// Dimensions auto scaling keeps: the table's reads and writes (its local `assign` index shares them), and its
+/// `pools` index's.
+pub const SCALED_DIMENSIONS: f64 = 4.0;
+
+/// The alarms target tracking keeps on each dimension: the units used over and under the target, the capacity
+/// over and under its bounds.
+pub const ALARMS_PER_DIMENSION: f64 = 4.0;
+
+/// [`Provisioning`] for `pools` pools like this one; `None` for a simulation that measured no minutes.
+///
+/// The pools have the same weeks and their busy hours together, as one company's pools have them, but not their
+/// minutes: no two pools reconcile in the same instants. Each minute's use is the simulated pool's, summed over
+/// the pools at offsets spread over an hour (the `k`th of `n` pools `⌊60 k / n⌋` minutes later, the weeks wrapping
+/// around).
+pub fn provisioned(o: &Outcome, pools: usize, prices: &Prices, a: &Assumptions, s: &Scaling) -> Option<Provisioning> {
+    let from = o.minutes_from?;
+    let minutes: Vec<Meter> = o.minutes.windows(2).map(|w| w[0].since(w[1])).collect();
+    let r = ReadCosts::of(o, a);
+    let mut polls = vec![0.0; minutes.len()];
+    for (at, wait) in &o.waits {
+        let n = (wait.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil() as i32;
+        for k in 0..n {
+            let minute = (*at + a.poll * k - from).num_minutes();
+            if let Some(p) = usize::try_from(minute).ok().and_then(|m| polls.get_mut(m)) {
+                *p += 1.0;
+            }
+        }
+    }
+    // Each sweep (one a minute) reads its record from the table, and every pool item from the index.
+    let per_minute_sweeps = a.sweeps_per_hour / 60.0;
+    let len = minutes.len();
+    let offsets: Vec<usize> = (0..pools).map(|k| 60 * k / pools.max(1)).collect();
+    let series = |f: &dyn Fn(usize, &Meter) -> f64| -> Vec<f64> {
+        let one: Vec<f64> = minutes.iter().enumerate().map(|(i, m)| f(i, m)).collect();
+        (0..len).map(|i| offsets.iter().map(|k| one[(i + len - k % len.max(1)) % len]).sum()).collect()
+    };
+    let table_writes = series(&|_, m| m.table_writes as f64);
+    let index_writes = series(&|_, m| m.index_writes as f64);
+    let table_reads: Vec<f64> = series(&|i, m| {
+        m.query_units as f64
+            + m.claims as f64 * r.claim
+            + polls[i] * r.poll
+            + m.nudges as f64 * r.nudge
+            + m.ticks as f64 * r.tick
+            + m.looks as f64 * r.look
+    })
+    .into_iter()
+    .map(|u| u + per_minute_sweeps)
+    .collect();
+    let index_reads = vec![pools as f64 * r.sweep * per_minute_sweeps; len];
+    let [tw, iw, tr, ir] = [&table_writes, &index_writes, &table_reads, &index_reads].map(|u| provision(u, s));
+    let scale = MONTH_HOURS / (minutes.len() as f64 / 60.0).max(1e-9);
+    let capacity = ((tw.unit_hours + iw.unit_hours) * prices.write_capacity_hour
+        + (tr.unit_hours + ir.unit_hours) * prices.read_capacity_hour)
+        * scale;
+    let used: f64 = [tw, iw, tr, ir].iter().map(|p| p.used).sum();
+    let throttled: f64 = [tw, iw, tr, ir].iter().map(|p| p.throttled).sum();
+    Some(Provisioning {
+        capacity,
+        alarms: SCALED_DIMENSIONS * ALARMS_PER_DIMENSION * prices.alarm_month,
+        throttled: throttled / used.max(1e-9),
+        peak: (tw.peak, tr.peak),
+        asked: (tw.used + iw.used, tr.used + ir.used),
+    })
+}
+
+/// The month's bill for `pools` pools like this one with the table provisioned: the on-demand units' lines
+/// replaced by the capacity and its alarms.
+pub fn monthly_provisioned(lines: &[Line], p: &Provisioning, pools: usize) -> f64 {
+    let pools = pools as f64;
+    let on_demand = |item| lines.iter().find(|l| l.item == item).map_or(0.0, |l| l.count(pools) * l.price);
+    monthly(lines, pools) - on_demand(WRITE_UNITS) - on_demand(READ_UNITS) + p.capacity + p.alarms
 }
 
 /// A claim's polls: one per long-poll interval of its wait.
@@ -275,9 +408,9 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
             sweeps * m.gb(m.timeouts) * a.sweep.as_seconds_f64(),
             prices.lambda_gb_second,
         ),
-        Line::new("DynamoDB write units", write_units * scale, 0.0, prices.write_unit),
+        Line::new(WRITE_UNITS, write_units * scale, 0.0, prices.write_unit),
         // Each sweep reads its record, whatever the pools.
-        Line::new("DynamoDB read units", reads(o, measured, a).iter().map(|(_, n)| n).sum(), sweeps, prices.read_unit),
+        Line::new(READ_UNITS, reads(o, measured, a).iter().map(|(_, n)| n).sum(), sweeps, prices.read_unit),
         // A send and a delete a message: each one that asked for a reconcile (claims and releases, the power
         // function's news, the sweep's), and each power run; and each queue's pollers, empty or not.
         Line::new(
@@ -418,15 +551,20 @@ pub fn summary(rows: &[(String, &Outcome, TimeDelta)]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| pools like (50 clusters each) | claims a month each | 1 pool | 10 pools | 100 pools | always-on Hive |"
+        "| pools like (50 clusters each) | claims a month each | 1 pool | 10 pools | 100 pools | 100 pools, `TableCapacity` provisioned | always-on Hive |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
     for (name, o, measured) in rows {
         let lines = lines(o, *measured, &prices, &a);
         let claims = o.claims as f64 * MONTH_HOURS / hours(*measured).max(1e-9);
         let [one, ten, hundred] = [1.0, 10.0, 100.0].map(|n| monthly(&lines, n));
-        let _ =
-            writeln!(out, "| {name} | {} | ${one:.2} | ${ten:.2} | ${hundred:.2} | ${hive:.0} |", two_figures(claims));
+        let provisioned = provisioned(o, 100, &prices, &a, &Scaling::TEMPLATE)
+            .map_or("–".to_string(), |p| format!("${:.2}", monthly_provisioned(&lines, &p, 100)));
+        let _ = writeln!(
+            out,
+            "| {name} | {} | ${one:.2} | ${ten:.2} | ${hundred:.2} | {provisioned} | ${hive:.0} |",
+            two_figures(claims)
+        );
     }
     out
 }
@@ -512,13 +650,45 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
             extra(100.0)
         );
     }
+    // The table provisioned under auto scaling instead of on demand: what that adds or takes away.
+    let provisioned = [1, 10, 100].map(|n| provisioned(o, n, &prices, &a, &Scaling::TEMPLATE));
+    if let [Some(one), Some(ten), Some(hundred)] = provisioned {
+        let change = |p: &Provisioning, n: usize| signed(monthly_provisioned(&lines, p, n) - monthly(&lines, n as f64));
+        let _ = writeln!(
+            out,
+            "| with `TableCapacity` provisioned: the table's capacity under auto scaling, for the units above | | {:.0} alarms | | {} | {} | {} |",
+            SCALED_DIMENSIONS * ALARMS_PER_DIMENSION,
+            change(&one, 1),
+            change(&ten, 10),
+            change(&hundred, 100)
+        );
+    }
     let hive = hive_monthly(&prices, &a);
     let _ = writeln!(
         out,
         "| always-on Hive (EKS + {} × m6i.large) | | | | {hive:.2} | {hive:.2} | {hive:.2} |",
         a.hive_nodes
     );
+    if let Some(p) = provisioned[2] {
+        let _ = writeln!(
+            out,
+            "\nProvisioned for 100 pools: the table's capacity peaks at {:.0} write and {:.0} read units a second; {:.3} % of \
+             the units asked for were beyond the capacity and its burst within their minute (throttled, and retried).",
+            p.peak.0,
+            p.peak.1,
+            100.0 * p.throttled
+        );
+    }
     out
+}
+
+/// `x` with its sign, to the cent: `+0.12`, `-3.40`.
+fn signed(x: f64) -> String {
+    if x < 0.0 {
+        format!("-{:.2}", -x)
+    } else {
+        format!("+{x:.2}")
+    }
 }
 
 /// Where the bill's write units go, as Markdown: a month of one pool's, by what sent them (each function and

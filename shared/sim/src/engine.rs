@@ -25,7 +25,7 @@ use apiary_planner::{
 };
 use apiary_ports::store::{writes_with_events, Cond, Item, Key, ProfileItem, Write};
 
-use crate::report::{Calls, Costs, Lateness, Noticed, Outcome, Sample, Usage, Written};
+use crate::report::{Calls, Costs, Lateness, Meter, Noticed, Outcome, Sample, Usage, Written};
 use crate::rng::Rng;
 use crate::trace::Trace;
 use crate::units;
@@ -219,6 +219,10 @@ pub struct Simulation<'t> {
     /// stop, then from [`WAITED_ON`] the installs and resumes done while a claim waited, then the deprovisions):
     /// what the look schedule adds before the pool can act on it.
     late: [Vec<f64>; 6],
+    /// Claims made since the measured weeks began.
+    made: usize,
+    /// The table's counters at the start of each measured minute so far.
+    minutes: Vec<Meter>,
 }
 
 impl<'t> Simulation<'t> {
@@ -270,6 +274,8 @@ impl<'t> Simulation<'t> {
             metric_hours: Default::default(),
             alarm_hours: Default::default(),
             late: Default::default(),
+            made: 0,
+            minutes: Vec::new(),
             setup,
         }
     }
@@ -299,6 +305,7 @@ impl<'t> Simulation<'t> {
             if now > end {
                 break;
             }
+            self.meter(now);
             self.advance(now);
             let mut reconcile = false;
             while let Some(Reverse((t, _, _))) = self.events.peek() {
@@ -330,6 +337,7 @@ impl<'t> Simulation<'t> {
                 let name = format!("k{i:05}");
                 self.holds.insert(name.clone(), self.trace.arrivals[i].hold);
                 self.snap.claims.push(Claim::new(name, "sim", now));
+                self.made += 1;
                 true
             }
             Event::SetRunning(n) => {
@@ -430,6 +438,8 @@ impl<'t> Simulation<'t> {
                 self.usage = Usage::default();
                 self.late = Default::default();
                 self.calls = Calls::default();
+                self.made = 0;
+                self.minutes = vec![self.reading()];
                 false
             }
         }
@@ -865,6 +875,34 @@ impl<'t> Simulation<'t> {
         (spare, installing, hibernated, claimed)
     }
 
+    /// Reads the table's counters at the start of each measured minute up to the one `now` is in, before
+    /// anything happens at `now`.
+    fn meter(&mut self, now: Timestamp) {
+        let Ok(minute) = usize::try_from((now - self.trace.measured_from()).num_minutes()) else { return };
+        if now < self.trace.measured_from() {
+            return;
+        }
+        while self.minutes.len() <= minute {
+            let reading = self.reading();
+            self.minutes.push(reading);
+        }
+    }
+
+    /// The counters as they stand.
+    fn reading(&self) -> Meter {
+        let u = &self.usage;
+        let all = u.written.total();
+        Meter {
+            table_writes: all.items + all.entries + all.events + u.tick_write_units,
+            index_writes: all.copies,
+            query_units: u.query_units,
+            claims: self.made,
+            nudges: u.nudges,
+            ticks: u.ticks,
+            looks: u.tick_looks,
+        }
+    }
+
     /// Accounts the time since the last event at the counts it left, and samples the picture.
     fn advance(&mut self, now: Timestamp) {
         let (spare, installing, hibernated, claimed) = self.counts;
@@ -889,6 +927,12 @@ impl<'t> Simulation<'t> {
     }
 
     fn finish(mut self, end: Timestamp) -> Outcome {
+        // The counters at the end close the last minute (what happened at the end itself counted in it).
+        self.meter(end);
+        let mut minutes = std::mem::take(&mut self.minutes);
+        if let Some(last) = minutes.last_mut() {
+            *last = self.reading();
+        }
         // Claims never served wait until the end: counted, as a lower bound of their wait.
         let measured = self.trace.measured_from();
         self.waits.retain(|(at, _)| *at >= measured);
@@ -940,6 +984,8 @@ impl<'t> Simulation<'t> {
             + series(&docs.orphans) * hours;
         self.usage.alarm_hours = self.alarm_hours.iter().map(HashSet::len).sum();
         outcome.usage = self.usage;
+        outcome.minutes_from = (!minutes.is_empty()).then_some(measured);
+        outcome.minutes = minutes;
         let [install, resume, stop, install_waited_on, resume_waited_on, deprovision] = self.late.map(Lateness::of);
         outcome.noticed = Noticed { install, resume, stop, resume_waited_on, install_waited_on, deprovision };
         outcome.claims_hit_broken = timeout.map_or(0, |t| outcome.waits.iter().filter(|(_, w)| *w >= t).count());

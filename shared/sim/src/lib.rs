@@ -23,6 +23,7 @@
 //! ```
 
 pub mod bill;
+pub mod capacity;
 pub mod engine;
 pub mod policy;
 pub mod report;

@@ -100,6 +100,43 @@ pub struct Usage {
     pub clusters: usize,
 }
 
+/// What the pool had asked of the table by the start of one minute of the measured weeks: the counters a
+/// provisioned table's capacity follows ([`crate::capacity`]), each summed from the measured weeks' start. A
+/// minute's own is the next minute's reading less its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Meter {
+    /// Write units of the table's items and events (the tick item's included): the `assign` index is local, so
+    /// its entries are the table's too.
+    pub table_writes: usize,
+    /// Write units of the pool items' copies in the `pools` index, a global one with its own capacity.
+    pub index_writes: usize,
+    /// Read units of the reconciles' Queries.
+    pub query_units: usize,
+    /// Claims made.
+    pub claims: usize,
+    /// Nudges, ticks and the looks the ticks took.
+    pub nudges: usize,
+    /// Tick links.
+    pub ticks: usize,
+    /// Looks.
+    pub looks: usize,
+}
+
+impl Meter {
+    /// What was asked between `self` and the later reading `then`.
+    pub fn since(self, then: Self) -> Self {
+        Self {
+            table_writes: then.table_writes - self.table_writes,
+            index_writes: then.index_writes - self.index_writes,
+            query_units: then.query_units - self.query_units,
+            claims: then.claims - self.claims,
+            nudges: then.nudges - self.nudges,
+            ticks: then.ticks - self.ticks,
+            looks: then.looks - self.looks,
+        }
+    }
+}
+
 /// Write units by what sent them ([`Usage::written`]), each by what it wrote ([`Parts`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -281,6 +318,12 @@ pub struct Outcome {
     /// Each claim's arrival and wait.
     #[serde(skip)]
     pub waits: Vec<(Timestamp, TimeDelta)>,
+    /// The table's counters at the start of each minute of the measured weeks, and at their end.
+    #[serde(skip)]
+    pub minutes: Vec<Meter>,
+    /// When the first of those minutes began.
+    #[serde(skip)]
+    pub minutes_from: Option<Timestamp>,
 }
 
 impl Outcome {
@@ -330,6 +373,8 @@ impl Outcome {
             reconciles,
             samples,
             waits,
+            minutes: Vec::new(),
+            minutes_from: None,
         }
     }
 }

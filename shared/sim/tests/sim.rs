@@ -9,6 +9,8 @@ use apiary_planner::{
     power, Claim, ClaimLifetime, Cluster, DesiredPower, GoDuration, Pool, PoolStatus, PowerState, Snapshot,
 };
 use apiary_ports::store::{item_bytes, Cond, Item, Write};
+use apiary_sim::bill;
+use apiary_sim::capacity::Scaling;
 use apiary_sim::trace::{default_start, generate, Arrival};
 use apiary_sim::units::{self, Parts};
 use apiary_sim::{
@@ -268,7 +270,78 @@ fn the_bill_summary_prices_each_row_for_one_ten_and_a_hundred_pools_beside_hive(
     for (cell, pools) in cells[3..6].iter().zip([1.0, 10.0, 100.0]) {
         assert_eq!(*cell, format!("${:.2}", monthly(&billed, pools)), "{pools} pools");
     }
-    assert_eq!(cells[6], format!("${:.0}", hive_monthly(&prices, &a)));
+    let provisioned = bill::provisioned(&o, 100, &prices, &a, &Scaling::TEMPLATE).expect("the day's minutes");
+    assert_eq!(cells[6], format!("${:.2}", bill::monthly_provisioned(&billed, &provisioned, 100)));
+    assert_eq!(cells[7], format!("${:.0}", hive_monthly(&prices, &a)));
+}
+
+#[test]
+fn a_provisioned_table_is_billed_the_capacity_auto_scaling_holds_for_the_units_each_minute_asks() {
+    use apiary_sim::bill::{lines, monthly, monthly_provisioned, provisioned, reads, Assumptions, Prices};
+    let day = TimeDelta::days(1);
+    // A Monday learned, then a Tuesday measured.
+    let pattern = Pattern::reference("diurnal").unwrap();
+    let mut trace = generate("monday-tuesday", &pattern, default_start(), TimeDelta::days(2), 11);
+    trace.learn = day;
+    let o = run(&trace, &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    let (prices, a) = (Prices::default(), Assumptions::default());
+    assert_eq!(o.minutes.len(), 24 * 60 + 1, "a reading at each minute's start, and the day's end");
+    // The minutes ask for what the day did: every write unit, and the reads the bill prices on demand (the
+    // sweep's, a month's on demand, here the day's).
+    let one = provisioned(&o, 1, &prices, &a, &Scaling::TEMPLATE).expect("minutes");
+    assert_eq!(one.asked.0, (o.usage.write_units + o.usage.tick_write_units) as f64);
+    let month_reads: f64 = reads(&o, day, &a).iter().map(|(_, n)| n).sum();
+    let sweeps_read = a.sweeps_per_hour * 24.0 * (1.0 + o.usage.pool_item_bytes as f64 / 4096.0 / 2.0);
+    let day_reads =
+        (month_reads - a.sweeps_per_hour * bill::MONTH_HOURS * o.usage.pool_item_bytes as f64 / 4096.0 / 2.0) * 24.0
+            / bill::MONTH_HOURS
+            + sweeps_read;
+    assert!(
+        (one.asked.1 - day_reads).abs() <= day_reads * 0.01,
+        "{} read units asked, {day_reads} billed",
+        one.asked.1
+    );
+    // Never less than the least capacity on each of the four dimensions, all month.
+    let least =
+        bill::MONTH_HOURS * Scaling::TEMPLATE.min * 2.0 * (prices.write_capacity_hour + prices.read_capacity_hour);
+    assert!(one.capacity >= least - 1e-9, "{} against {least}", one.capacity);
+    assert_eq!(one.alarms, 16.0 * prices.alarm_month);
+    // One quiet pool costs more provisioned than on demand; a hundred pools' units, spread over an hour's
+    // minutes, cost less than on demand's price for them.
+    let billed = lines(&o, day, &prices, &a);
+    assert!(monthly_provisioned(&billed, &one, 1) > monthly(&billed, 1.0));
+    let hundred = provisioned(&o, 100, &prices, &a, &Scaling::TEMPLATE).expect("minutes");
+    assert!(hundred.asked.0 > 99.0 * one.asked.0 && hundred.asked.0 < 101.0 * one.asked.0);
+    let on_demand = |item: &str| billed.iter().find(|l| l.item == item).map_or(0.0, |l| l.count(100.0) * l.price);
+    assert!(hundred.capacity < on_demand("DynamoDB write units") + on_demand("DynamoDB read units"), "{hundred:?}");
+}
+
+#[test]
+fn the_bills_auto_scaling_is_the_templates() {
+    use apiary_sim::bill::{ALARMS_PER_DIMENSION, SCALED_DIMENSIONS};
+    const TEMPLATE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/template.yaml"));
+    let targets = TEMPLATE.matches("Type: AWS::ApplicationAutoScaling::ScalableTarget").count();
+    assert_eq!(targets as f64, SCALED_DIMENSIONS);
+    let value = |resource: &str, key: &str| -> f64 {
+        let lines = template_resource(resource);
+        let v = lines.iter().find_map(|l| l.trim_start().strip_prefix(key));
+        let v = v.unwrap_or_else(|| panic!("{resource} has no {key}"));
+        v.trim().parse().unwrap_or_else(|e| panic!("{resource}'s {key} {v:?}: {e}"))
+    };
+    for policy in [
+        "TableReadsScalingPolicy",
+        "TableWritesScalingPolicy",
+        "PoolsIndexReadsScalingPolicy",
+        "PoolsIndexWritesScalingPolicy",
+    ] {
+        assert_eq!(value(policy, "TargetValue:") / 100.0, Scaling::TEMPLATE.target, "{policy}");
+    }
+    assert_eq!(value("ProvisionedMinCapacity", "Default:"), Scaling::TEMPLATE.min);
+    assert_eq!(value("ProvisionedMaxCapacity", "Default:"), Scaling::TEMPLATE.max);
+    // Target tracking keeps four alarms on each: the units used over and under the target, the capacity at its
+    // bounds. The template's parameter says what they cost.
+    let said = format!("alarms of its own (${:.2} a month)", SCALED_DIMENSIONS * ALARMS_PER_DIMENSION * 0.10);
+    assert!(TEMPLATE.contains(&said), "{said}");
 }
 
 #[test]
