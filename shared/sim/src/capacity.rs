@@ -144,23 +144,16 @@ mod tests {
 
     #[test]
     fn the_capacity_comes_down_after_fifteen_quiet_minutes_and_at_most_once_an_hour_after_four_a_day() {
-        // A spike every ninety minutes through a day: each fall comes more than an hour after the last decrease,
-        // so the capacity comes down after each.
-        let mut units = Vec::new();
-        while units.len() < DAY {
-            units.extend(vec![100.0 * 60.0; 5]);
-            units.extend(vec![60.0; 85]);
-        }
-        let p = provision(&units, &S);
-        assert_eq!(p.decreases, 16);
-        // Spikes half an hour apart, each followed by fifteen quiet minutes at its 20th: four decreases (minutes 20,
-        // 50, 80, 110), then one at each hour since the last (170, 230, ... 1 430): 26 in the day.
-        let mut hourly = Vec::new();
-        while hourly.len() < DAY {
-            hourly.extend(vec![100.0 * 60.0; 5]);
-            hourly.extend(vec![60.0; 25]);
-        }
-        let q = provision(&hourly, &S);
+        // A day of five busy minutes (100 units a second) every `every` minutes, quiet (1 a second) between.
+        let spikes = |every: usize| -> Vec<f64> {
+            (0..DAY).map(|minute| if minute % every < 5 { 100.0 * 60.0 } else { 60.0 }).collect()
+        };
+        // Every ninety minutes: each fall comes more than an hour after the last decrease, so the capacity comes
+        // down after each.
+        assert_eq!(provision(&spikes(90), &S).decreases, 16);
+        // Every half hour, each followed by fifteen quiet minutes at its 20th: four decreases (minutes 20, 50, 80,
+        // 110), then one at each hour since the last (170, 230, ... 1 430): 26 in the day.
+        let q = provision(&spikes(30), &S);
         assert_eq!(q.decreases, 26);
     }
 
