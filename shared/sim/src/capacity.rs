@@ -2,8 +2,8 @@
 //! each minute of the simulated weeks asks for.
 //!
 //! A provisioned table is billed for the capacity it has each hour, used or not; on demand, for the units it uses.
-//! At the same load, provisioned capacity costs a little over a quarter of on demand's price for writes and about
-//! a third for reads, but only where the capacity follows the load. The template's auto scaling (target tracking,
+//! Used in full, provisioned capacity costs a little over a quarter of on demand's price, for reads and writes
+//! alike, but only where the capacity follows the load. The template's auto scaling (target tracking,
 //! [`Scaling`]) follows it as AWS documents it for DynamoDB:
 //!
 //! - Out: when the units used are over the target share of the capacity two minutes running, the capacity becomes
