@@ -878,10 +878,11 @@ impl<'t> Simulation<'t> {
     /// Reads the table's counters at the start of each measured minute up to the one `now` is in, before
     /// anything happens at `now`.
     fn meter(&mut self, now: Timestamp) {
-        let Ok(minute) = usize::try_from((now - self.trace.measured_from()).num_minutes()) else { return };
-        if now < self.trace.measured_from() {
+        let from = self.trace.measured_from();
+        if now < from {
             return;
         }
+        let minute = usize::try_from((now - from).num_minutes()).unwrap_or(0);
         while self.minutes.len() <= minute {
             let reading = self.reading();
             self.minutes.push(reading);

@@ -114,7 +114,7 @@ pub struct Meter {
     pub query_units: usize,
     /// Claims made.
     pub claims: usize,
-    /// Nudges, ticks and the looks the ticks took.
+    /// Nudges.
     pub nudges: usize,
     /// Tick links.
     pub ticks: usize,
