@@ -313,8 +313,7 @@ pub fn provisioned(o: &Outcome, pools: usize, prices: &Prices, a: &Assumptions, 
     let r = ReadCosts::of(o, a);
     let mut polls = vec![0.0; minutes.len()];
     for (at, wait) in &o.waits {
-        let n = (wait.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil() as i32;
-        for k in 0..n {
+        for k in 0..polls_of(*wait, a) as i32 {
             let minute = (*at + a.poll * k - from).num_minutes();
             if let Some(p) = usize::try_from(minute).ok().and_then(|m| polls.get_mut(m)) {
                 *p += 1.0;
@@ -344,7 +343,7 @@ pub fn provisioned(o: &Outcome, pools: usize, prices: &Prices, a: &Assumptions, 
     .collect();
     let index_reads = vec![pools as f64 * r.sweep * per_minute_sweeps; len];
     let [tw, iw, tr, ir] = [&table_writes, &index_writes, &table_reads, &index_reads].map(|u| provision(u, s));
-    let scale = MONTH_HOURS / (minutes.len() as f64 / 60.0).max(1e-9);
+    let scale = MONTH_HOURS / (len as f64 / 60.0).max(1e-9);
     let capacity = ((tw.unit_hours + iw.unit_hours) * prices.write_capacity_hour
         + (tr.unit_hours + ir.unit_hours) * prices.read_capacity_hour)
         * scale;
@@ -367,9 +366,14 @@ pub fn monthly_provisioned(lines: &[Line], p: &Provisioning, pools: usize) -> f6
     monthly(lines, pools) - on_demand(WRITE_UNITS) - on_demand(READ_UNITS) + p.capacity + p.alarms
 }
 
-/// A claim's polls: one per long-poll interval of its wait.
+/// The claims' polls: one per long-poll interval of each one's wait.
 fn polls(o: &Outcome, a: &Assumptions) -> f64 {
-    o.waits.iter().map(|(_, w)| (w.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil()).sum()
+    o.waits.iter().map(|(_, w)| polls_of(*w, a)).sum()
+}
+
+/// The polls of a claim that waited `wait`.
+fn polls_of(wait: TimeDelta, a: &Assumptions) -> f64 {
+    (wait.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil()
 }
 
 /// A month of one pool's operations, as priced lines.
