@@ -40,7 +40,13 @@ has no Organizations to make it, and it is how `deploy_local.py` enters a member
 not checked against the trust policy's principal (the local functions run with the emulator's test credentials,
 not as the power role).
 
-`--as-released` leaves moto as it is released, for comparing answers (`tests/emulator_test.py`).
+moto's CloudFormation does not know `AWS::Lambda::Url` (the claim API's function URL, `ClaimEndpoint=function-url`):
+it would skip the resource and refuse the template's references to it. Here CloudFormation makes it through moto's
+own Lambda (CreateFunctionUrlConfig, DeleteFunctionUrlConfig), and a function URL ends with a slash, as Lambda gives
+it.
+
+`--as-released` leaves moto as it is released, for comparing answers (`tests/emulator_test.py`); the function URLs
+CloudFormation makes here are a resource moto lacks, not a change to what it does, and stay.
 
 Usage: emulator.py [--port 5055] [--as-released]
 """
@@ -55,6 +61,8 @@ from collections import defaultdict, deque
 
 import moto.dynamodb.models as dynamodb_models
 import moto.dynamodb.models.table as table_module
+from moto.awslambda.models import FunctionUrlConfig, lambda_backends
+from moto.core.common_models import CloudFormationModel
 from moto.core.responses import ActionResult
 from moto.dynamodb.comparisons import OpDefault
 from moto.dynamodb.models.dynamo_type import DynamoType, Item
@@ -319,7 +327,69 @@ def assume_role(self, region_name, role_session_name, role_arn, policy, duration
     return _assume_role(self, region_name, role_session_name, role_arn, policy, duration, external_id)
 
 
+class FunctionUrl(CloudFormationModel):
+    """`AWS::Lambda::Url`: the URL config of the function `TargetFunctionArn` names, made, changed and removed
+    through moto's Lambda; `FunctionUrl` and `FunctionArn` as `Fn::GetAtt` reads them."""
+
+    # moto files each model under the service its module is in.
+    __module__ = "moto.awslambda.models"
+
+    def __init__(self, config):
+        self.config = config
+
+    @staticmethod
+    def cloudformation_name_type():
+        return ""
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::Lambda::Url"
+
+    @classmethod
+    def has_cfn_attr(cls, attr):
+        return attr in ("FunctionUrl", "FunctionArn")
+
+    @property
+    def physical_resource_id(self):
+        return self.config.function.function_arn
+
+    def get_cfn_attribute(self, attribute_name):
+        return self.config.to_dict()[attribute_name]
+
+    @staticmethod
+    def _settings(properties):
+        return {k: properties[k] for k in ("AuthType", "Cors", "InvokeMode") if k in properties}
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        properties = cloudformation_json["Properties"]
+        backend = lambda_backends[account_id][region_name]
+        return cls(backend.create_function_url_config(properties["TargetFunctionArn"], cls._settings(properties)))
+
+    @classmethod
+    def update_from_cloudformation_json(cls, original_resource, new_resource_name, cloudformation_json, account_id,
+                                        region_name):
+        properties = cloudformation_json["Properties"]
+        backend = lambda_backends[account_id][region_name]
+        return cls(backend.update_function_url_config(properties["TargetFunctionArn"], cls._settings(properties)))
+
+    @classmethod
+    def delete_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name):
+        lambda_backends[account_id][region_name].delete_function_url_config(
+            cloudformation_json["Properties"]["TargetFunctionArn"])
+
+
+_function_url_config = FunctionUrlConfig.__init__
+
+
+def function_url_config(self, function, config):
+    """A function URL as Lambda gives it: `https://ID.lambda-url.REGION.on.aws/`, with its closing slash."""
+    _function_url_config(self, function, config)
+    self.url += "/"
+
+
 if not args.as_released:
+    FunctionUrlConfig.__init__ = function_url_config
     dynamodb_models.DynamoDBBackend.transact_write_items = transact_write_items
     Table.query = query
     DynamoResult.__init__ = dynamo_result

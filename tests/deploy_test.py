@@ -34,9 +34,12 @@ OUTPUTS = {"ApiUrl", "TableName", "ReconcileQueueUrl", "ReconcileQueueArn", "Pow
 # (`make lint-infra`).
 NOT_EMULATED = {"AWS::Scheduler::Schedule", "AWS::CloudWatch::Alarm", "AWS::ApplicationAutoScaling::ScalableTarget",
                 "AWS::ApplicationAutoScaling::ScalingPolicy"}
-# Resources whose condition is false at the template's defaults: the dashboard, with Monitoring=alarms. The update
-# below asks for it. (The table's auto scaling, with TableCapacity=provisioned, is not emulated.)
-OFF_BY_DEFAULT = {"Dashboard"}
+# Resources whose condition is false at the template's defaults: the dashboard, with Monitoring=alarms (the update
+# below asks for it), and the claim API's function URL, with ClaimEndpoint=api-gateway. (The table's auto scaling,
+# with TableCapacity=provisioned, is not emulated.)
+OFF_BY_DEFAULT = {"Dashboard", "ClaimApiUrl"}
+# What ClaimEndpoint=function-url leaves out: API Gateway's API, its method and deployment, its right to invoke.
+API_GATEWAY = {"Api", "ApiProxyResource", "ApiProxyMethod", "ApiDeployment", "ApiInvokePermission"}
 # Types the emulator can create but not update: after an update it lists them without a name, and they are looked
 # up through their own API instead.
 NOT_UPDATED_BY_EMULATOR = {"AWS::Logs::LogGroup"}
@@ -87,9 +90,9 @@ class DeployTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, f"make deploy failed:\n{out.stdout}\n{out.stderr}")
         return out.stdout
 
-    def resources(self):
+    def resources(self, stack=STACK):
         """The stack's resources by name, and how many the emulator lists without one."""
-        pages = self.cfn.get_paginator("list_stack_resources").paginate(StackName=STACK)
+        pages = self.cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
         listed = [r for page in pages for r in page["StackResourceSummaries"]]
         named = {r["LogicalResourceId"]: r for r in listed if r["LogicalResourceId"]}
         return named, len(listed) - len(named)
@@ -97,8 +100,12 @@ class DeployTest(unittest.TestCase):
     def declared(self, leave_out, off=OFF_BY_DEFAULT):
         return {k for k, v in self.template["Resources"].items() if v["Type"] not in leave_out and k not in off}
 
-    def function(self, name):
-        return self.awslambda.get_function(FunctionName=f"{STACK}-{name}")["Configuration"]
+    def function(self, name, stack=STACK):
+        return self.awslambda.get_function(FunctionName=f"{stack}-{name}")["Configuration"]
+
+    def outputs(self, stack):
+        stack = self.cfn.describe_stacks(StackName=stack)["Stacks"][0]
+        return {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
 
     def test_package_and_deploy_then_update_in_place(self):
         # Create.
@@ -170,7 +177,7 @@ class DeployTest(unittest.TestCase):
         self.assertEqual(params["AdminPrincipals"], ADMIN)
         updated, _ = self.resources()
         kept = self.declared(NOT_EMULATED | NOT_UPDATED_BY_EMULATOR)
-        self.assertEqual(set(updated), kept | OFF_BY_DEFAULT)
+        self.assertEqual(set(updated), kept | {"Dashboard"})
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
         self.assertEqual(outputs["DashboardName"], f"{STACK}-apiary")
 
@@ -190,8 +197,7 @@ class DeployTest(unittest.TestCase):
         # A stack of its own: the emulator's CloudFormation cannot change a table's billing in an update.
         stack = f"{STACK}-provisioned"
         self.deploy("TableCapacity=provisioned ProvisionedMinCapacity=7", stack=stack)
-        outputs = {o["OutputKey"]: o["OutputValue"]
-                   for o in self.cfn.describe_stacks(StackName=stack)["Stacks"][0]["Outputs"]}
+        outputs = self.outputs(stack)
         # The table and its index are created at DynamoDB's least capacity; on AWS, registering auto scaling brings
         # each to ProvisionedMinCapacity.
         table = self.dynamodb.describe_table(TableName=outputs["TableName"])["Table"]
@@ -222,6 +228,27 @@ class DeployTest(unittest.TestCase):
             self.assertEqual(tracking["PredefinedMetricSpecification"]["PredefinedMetricType"],
                              f"DynamoDB{rw}CapacityUtilization")
             self.assertEqual(tracking["TargetValue"], 70)
+
+    def test_a_stack_with_a_function_url_serves_the_claim_api_there_and_has_no_api_gateway(self):
+        # A stack of its own: changing the endpoint changes the API's URL, which the first test's stack keeps.
+        stack = f"{STACK}-url"
+        self.deploy("ClaimEndpoint=function-url", stack=stack)
+        outputs = self.outputs(stack)
+        config = self.awslambda.get_function_url_config(FunctionName=f"{stack}-claim-api")
+        self.assertEqual(outputs["ApiUrl"], config["FunctionUrl"])
+        self.assertRegex(outputs["ApiUrl"], r"^https://[0-9a-z]{32}\.lambda-url\.us-east-1\.on\.aws/$")
+        # Signed requests only (SigV4, service lambda), whole answers (the claim API's are JSON of a few KB).
+        self.assertEqual((config["AuthType"], config["InvokeMode"]), ("AWS_IAM", "BUFFERED"))
+        created, _ = self.resources(stack)
+        off = (OFF_BY_DEFAULT - {"ClaimApiUrl"}) | API_GATEWAY
+        self.assertEqual(set(created), self.declared(NOT_EMULATED, off=off))
+        for name in API_GATEWAY:
+            self.assertEqual(self.template["Resources"][name]["Condition"], "ApiGateway", name)
+        # The power function never calls the API: its host is the URL's. The claim API cannot be told its own URL
+        # (the URL is made from the function); it refuses the host each request came to instead.
+        host = outputs["ApiUrl"].split("/")[2]
+        self.assertEqual(self.function("power", stack)["Environment"]["Variables"]["APIARY_API_HOST"], host)
+        self.assertEqual(self.function("claim-api", stack)["Environment"]["Variables"]["APIARY_API_HOST"], "")
 
     def test_queue_visibility_is_at_least_six_times_each_consumers_timeout(self):
         resources = self.template["Resources"]

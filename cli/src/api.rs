@@ -55,8 +55,14 @@ pub enum AuthMode {
 enum Auth {
     /// The local stack's identity header.
     Local { principal: String },
-    /// SigV4 with the caller's AWS credentials (refreshed as they near their expiry).
-    Signed { provider: SharedCredentialsProvider, region: String, current: Mutex<Option<Credentials>> },
+    /// SigV4 with the caller's AWS credentials (refreshed as they near their expiry), for the service the URL
+    /// names ([`sign::service_of`]).
+    Signed {
+        provider: SharedCredentialsProvider,
+        region: String,
+        service: &'static str,
+        current: Mutex<Option<Credentials>>,
+    },
 }
 
 /// A connection to the claim API.
@@ -175,7 +181,7 @@ impl Api {
                         .or_else(|| config.region().map(ToString::to_string))
                         .ok_or_else(|| Failure::usage("no AWS region: pass --region or set AWS_REGION"))?;
                     let provider = config.credentials_provider().ok_or_else(no_credentials)?;
-                    Auth::Signed { provider, region, current: Mutex::new(None) }
+                    Auth::Signed { provider, region, service: sign::service_of(&url), current: Mutex::new(None) }
                 }
             };
         Ok(Self { base: url.trim_end_matches('/').to_owned(), http: http_client()?, auth })
@@ -188,8 +194,8 @@ impl Api {
                 "{}\nlocal API: the caller is {principal}, named by the {LOCAL_PRINCIPAL_HEADER} header (unsigned)",
                 self.base
             ),
-            Auth::Signed { region, .. } => {
-                format!("{}\nsigned with the caller's AWS credentials (SigV4, {}, {region})", self.base, sign::SERVICE)
+            Auth::Signed { region, service, .. } => {
+                format!("{}\nsigned with the caller's AWS credentials (SigV4, {service}, {region})", self.base)
             }
         }
     }
@@ -244,10 +250,10 @@ impl Api {
         let mut request = self.http.request(method_, url).header("accept", "application/json");
         match &self.auth {
             Auth::Local { principal } => request = request.header(LOCAL_PRINCIPAL_HEADER, principal),
-            Auth::Signed { provider, region, current } => {
+            Auth::Signed { provider, region, service, current } => {
                 let credentials = credentials(provider, current).await.map_err(SendError::Failed)?;
                 let signed =
-                    sign::signature_headers(method, url, body, &credentials, region, sign::SERVICE, SystemTime::now())
+                    sign::signature_headers(method, url, body, &credentials, region, service, SystemTime::now())
                         .map_err(SendError::Failed)?;
                 for (k, v) in signed {
                     request = request.header(k, v);

@@ -1,5 +1,6 @@
-//! SigV4 signing of a request to the claim API (API Gateway with IAM authorization, service `execute-api`), by
-//! the AWS SDK's own signer.
+//! SigV4 signing of a request to the claim API, by the AWS SDK's own signer: for the service `execute-api` behind
+//! API Gateway with IAM authorization (the stack's default), `lambda` at the claim API function's own URL
+//! (`ClaimEndpoint=function-url`).
 
 use std::time::SystemTime;
 
@@ -10,7 +11,9 @@ use aws_sigv4::sign::v4;
 use crate::error::{Failure, Result};
 
 /// The service API Gateway's IAM authorization checks signatures for.
-pub const SERVICE: &str = "execute-api";
+pub const API_GATEWAY: &str = "execute-api";
+/// The service a Lambda function URL's IAM authorization checks them for.
+pub const FUNCTION_URL: &str = "lambda";
 
 /// The headers that sign `method url` with `body` (and the host the URL names): `x-amz-date`, `authorization`
 /// and, for temporary credentials, `x-amz-security-token`.
@@ -40,12 +43,29 @@ pub fn signature_headers(
     Ok(instructions.headers().map(|(k, v)| (k.to_owned(), v.to_owned())).collect())
 }
 
-/// The region of an API Gateway URL (`https://ID.execute-api.REGION.amazonaws.com/...`), if it is one.
+/// The service to sign for at `url`: [`FUNCTION_URL`] for a Lambda function URL
+/// (`https://ID.lambda-url.REGION.on.aws/`), [`API_GATEWAY`] for any other (API Gateway's own host, or a domain of
+/// the caller's in front of it).
+pub fn service_of(url: &str) -> &'static str {
+    match endpoint_labels(url) {
+        Some(("lambda-url", _)) => FUNCTION_URL,
+        _ => API_GATEWAY,
+    }
+}
+
+/// The region of an API Gateway URL (`https://ID.execute-api.REGION.amazonaws.com/...`) or a function URL, if it
+/// is one.
 pub fn region_of(url: &str) -> Option<String> {
+    let (service, region) = endpoint_labels(url)?;
+    (matches!(service, "execute-api" | "lambda-url") && !region.is_empty()).then(|| region.to_owned())
+}
+
+/// The second and third labels of `url`'s host: the service and region of an AWS endpoint (`ID.SERVICE.REGION…`).
+fn endpoint_labels(url: &str) -> Option<(&str, &str)> {
     let host = url.split("://").nth(1)?.split(['/', ':']).next()?;
     let mut labels = host.split('.');
     let (_, service, region) = (labels.next()?, labels.next()?, labels.next()?);
-    (service == SERVICE && !region.is_empty()).then(|| region.to_owned())
+    Some((service, region))
 }
 
 #[cfg(test)]
@@ -122,19 +142,47 @@ mod tests {
         let url = "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/v1/pools/ci/claims/build-42?wait=20s";
         let region = region_of(url).expect("an API Gateway URL");
         assert_eq!(region, "eu-west-1");
-        let signed = signature_headers("PUT", url, br#"{"lifetime":"2h"}"#, &credentials, &region, SERVICE, time)
-            .expect("signed");
+        assert_eq!(service_of(url), API_GATEWAY);
+        let signed =
+            signature_headers("PUT", url, br#"{"lifetime":"2h"}"#, &credentials, &region, service_of(url), time)
+                .expect("signed");
         assert_eq!(header(&signed, "x-amz-date"), "20261124T100000Z");
         assert_eq!(header(&signed, "authorization"), a_claim_request_signature());
     }
 
-    /// Produced with the `.venv`'s botocore:
+    #[test]
+    fn a_claim_request_to_a_function_url_signs_for_lambda_as_botocore_signs_it() {
+        // The same request at a function URL (ClaimEndpoint=function-url), signed by botocore for the service
+        // `lambda` with the script below.
+        let credentials = Credentials::new(
+            "ASIAEXAMPLEEXAMPLE12",
+            "c2VjcmV0LWtleS1mb3ItdGhlLWFwaWFyeS10ZXN0cw",
+            Some("FwoGZXIvYXdzEXAMPLETOKEN".into()),
+            None,
+            "test",
+        );
+        let time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_514_400);
+        let url =
+            "https://a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6.lambda-url.eu-west-1.on.aws/pools/ci/claims/build-42?wait=20s";
+        let (service, region) = (service_of(url), region_of(url).expect("a function URL"));
+        assert_eq!((service, region.as_str()), (FUNCTION_URL, "eu-west-1"));
+        let signed = signature_headers("PUT", url, br#"{"lifetime":"2h"}"#, &credentials, &region, service, time)
+            .expect("signed");
+        assert_eq!(
+            header(&signed, "authorization"),
+            "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLEEXAMPLE12/20261124/eu-west-1/lambda/aws4_request, \
+             SignedHeaders=host;x-amz-date;x-amz-security-token, \
+             Signature=439c4769939971896e52a266892a12caeded6f1d0552d247a23a689fb1b71b74"
+        );
+    }
+
+    /// Produced with the `.venv`'s botocore (`SERVICE` `execute-api`; `lambda` for the function URL's):
     /// ```text
     /// from botocore.auth import SigV4Auth; from botocore.awsrequest import AWSRequest
     /// from botocore.credentials import Credentials; import datetime, unittest.mock as m
     /// r = AWSRequest("PUT", URL, data=b'{"lifetime":"2h"}')
     /// with m.patch("botocore.auth.get_current_datetime", return_value=datetime.datetime(2026, 11, 24, 10, 0, 0)):
-    ///     SigV4Auth(Credentials(KEY, SECRET, TOKEN), "execute-api", "eu-west-1").add_auth(r)
+    ///     SigV4Auth(Credentials(KEY, SECRET, TOKEN), SERVICE, "eu-west-1").add_auth(r)
     /// print(r.headers["Authorization"])
     /// ```
     fn a_claim_request_signature() -> &'static str {
@@ -144,9 +192,14 @@ mod tests {
     }
 
     #[test]
-    fn the_region_comes_from_an_api_gateway_host_only() {
-        assert_eq!(region_of("https://x.execute-api.us-east-2.amazonaws.com/v1").as_deref(), Some("us-east-2"));
-        assert_eq!(region_of("https://api.example.com/v1"), None);
-        assert_eq!(region_of("http://127.0.0.1:8080"), None);
+    fn the_service_and_region_come_from_an_api_gateway_or_function_url_host_only() {
+        for (url, service, region) in [
+            ("https://x.execute-api.us-east-2.amazonaws.com/v1", API_GATEWAY, Some("us-east-2")),
+            ("https://x.lambda-url.ap-south-1.on.aws/", FUNCTION_URL, Some("ap-south-1")),
+            ("https://api.example.com/v1", API_GATEWAY, None),
+            ("http://127.0.0.1:8080", API_GATEWAY, None),
+        ] {
+            assert_eq!((service_of(url), region_of(url).as_deref()), (service, region), "{url}");
+        }
     }
 }

@@ -363,6 +363,20 @@ fn a_signed_claim_request_carries_the_signature_of_exactly_what_it_sends() {
 }
 
 #[test]
+fn a_function_url_is_signed_for_lambda_in_its_own_region() {
+    // The stack's ApiUrl with ClaimEndpoint=function-url, as Lambda gives it (with its closing slash).
+    let out =
+        run_signed(&["--api", "https://a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6.lambda-url.ap-south-1.on.aws/", "endpoint"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        stdout.trim_end(),
+        "https://a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6.lambda-url.ap-south-1.on.aws\n\
+         signed with the caller's AWS credentials (SigV4, lambda, ap-south-1)"
+    );
+}
+
+#[test]
 fn without_credentials_a_signed_request_is_not_sent_and_exits_3() {
     let out = bare_apiary()
         .args(["--api", "https://a1b2c3.execute-api.us-east-1.amazonaws.com/v1", "pool", "list"])

@@ -32,7 +32,7 @@ mod view;
 
 pub use error::ApiError;
 use error::{respond, ApiResult};
-pub use request::{api_request, principal};
+pub use request::{api_request, own_host, principal};
 
 /// The API's OpenAPI 3 document.
 pub const OPENAPI: &str = include_str!("../openapi.json");
@@ -86,7 +86,7 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
     match (method, segments) {
         ("GET", ["me"]) => pools::me(deps, &caller).await,
         ("GET", ["pools"]) => pools::list_pools(deps, &caller).await,
-        ("PUT", ["pools", pool]) => pools::put_pool(deps, &caller, pool, req.body()).await,
+        ("PUT", ["pools", pool]) => pools::put_pool(deps, &caller, pool, req.body(), own_host(req).as_deref()).await,
         ("GET", ["pools", pool]) => pools::get_pool(deps, &caller, pool).await,
         ("DELETE", ["pools", pool]) => pools::delete_pool(deps, &caller, pool).await,
         ("GET", ["pools", pool, "clusters"]) => pools::list_clusters(deps, &caller, pool).await,

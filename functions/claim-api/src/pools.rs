@@ -104,11 +104,14 @@ pub(crate) async fn get_pool(deps: &Deps, caller: &Caller, pool: &str) -> ApiRes
 }
 
 /// Every problem of `spec`, each with its field: its own rules, then the stack's (the member roles it may name,
-/// where its URLs may reach).
-fn check_spec(deps: &Deps, spec: &PoolSpec) -> Result<(), ApiError> {
+/// where its URLs may reach: never the stack's own API, named by the stack or the host the request came to,
+/// `own_host`, which a function URL cannot be told of beforehand).
+fn check_spec(deps: &Deps, spec: &PoolSpec, own_host: Option<&str>) -> Result<(), ApiError> {
     let mut errors = validate_spec(spec).err().unwrap_or_default();
     errors.extend(validate_member_role(spec, &deps.config.member_roles).err());
-    errors.extend(validate_urls(spec, &deps.config.url_policy));
+    let mut policy = deps.config.url_policy.clone();
+    policy.denied_hosts.extend(own_host.map(str::to_owned));
+    errors.extend(validate_urls(spec, &policy));
     if errors.is_empty() {
         return Ok(());
     }
@@ -116,7 +119,13 @@ fn check_spec(deps: &Deps, spec: &PoolSpec) -> Result<(), ApiError> {
 }
 
 /// Creates a pool (stack admins) or changes one (stack admins and the pool's admins).
-pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Body) -> ApiResult {
+pub(crate) async fn put_pool(
+    deps: &Deps,
+    caller: &Caller,
+    pool: &str,
+    body: &Body,
+    own_host: Option<&str>,
+) -> ApiResult {
     name("pool", pool)?;
     let spec: PoolSpec = parse_body(body, None)?;
     // Checked once the caller may write the pool: a caller without the right learns nothing of the spec's faults.
@@ -134,7 +143,7 @@ pub(crate) async fn put_pool(deps: &Deps, caller: &Caller, pool: &str, body: &Bo
             None => {}
         }
         if !validated {
-            check_spec(deps, &spec)?;
+            check_spec(deps, &spec, own_host)?;
             validated = true;
         }
         let before = existing.as_ref().map(|p| p.spec.clone());

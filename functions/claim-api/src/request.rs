@@ -6,11 +6,21 @@ use lambda_http::aws_lambda_events::apigw::{ApiGatewayProxyRequestContext, ApiGa
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, RequestExt};
 
-/// The IAM principal that signed the request, as API Gateway reports it.
+/// The IAM principal that signed the request, as API Gateway reports it (or Lambda, at the function's URL, in the
+/// same form as API Gateway's HTTP APIs).
 pub fn principal(req: &Request) -> Option<String> {
     match req.request_context_ref()? {
         RequestContext::ApiGatewayV1(ctx) => ctx.identity.user_arn.clone().or_else(|| ctx.identity.caller.clone()),
         RequestContext::ApiGatewayV2(ctx) => ctx.authorizer.as_ref()?.iam.as_ref()?.user_arn.clone(),
+        _ => None,
+    }
+}
+
+/// The host the request came to, as API Gateway or Lambda reports it: the stack's own API, whatever its endpoint.
+pub fn own_host(req: &Request) -> Option<String> {
+    match req.request_context_ref()? {
+        RequestContext::ApiGatewayV1(ctx) => ctx.domain_name.clone(),
+        RequestContext::ApiGatewayV2(ctx) => ctx.domain_name.clone(),
         _ => None,
     }
 }

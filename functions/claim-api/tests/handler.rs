@@ -24,6 +24,77 @@ fn t0() -> Timestamp {
     Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time")
 }
 
+/// The host of a function URL (`ClaimEndpoint=function-url`).
+const URL_HOST: &str = "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6.lambda-url.us-east-1.on.aws";
+
+/// `method path` with `body` as Lambda hands it to the function at its URL with IAM authorization (the request
+/// payload of Lambda's documentation, version 2.0), signed by `who` (none: no authorizer, as without IAM).
+fn at_function_url(method: &str, path: &str, who: Option<&str>, body: &str) -> lambda_http::Request {
+    let authorizer = who.map(|arn| {
+        json!({"iam": {"accessKey": "AKIAIOSFODNN7EXAMPLE", "accountId": "123456789012", "callerId": "AIDAEXAMPLE",
+            "cognitoIdentity": null, "principalOrgId": null, "userArn": arn, "userId": "AIDAEXAMPLE"}})
+    });
+    let event = json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {"content-type": "application/json", "host": URL_HOST, "x-amz-date": "20261123T090000Z"},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6",
+            "authorizer": authorizer,
+            "domainName": URL_HOST,
+            "domainPrefix": "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6",
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "198.51.100.7",
+                "userAgent": "apiary-cli"},
+            "requestId": "c0ffee00-0000-4000-8000-000000000001",
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "23/Nov/2026:09:00:00 +0000",
+            "timeEpoch": 1795424400000u64
+        },
+        "body": body,
+        "isBase64Encoded": false
+    });
+    lambda_http::request::from_str(&event.to_string()).expect("a function URL's request")
+}
+
+#[tokio::test]
+async fn at_its_function_url_the_api_knows_the_signer_and_refuses_its_own_host_as_a_pool_url() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    let answer = |res: lambda_http::Response<lambda_http::Body>| {
+        let status = res.status().as_u16();
+        let body: Value = match res.into_body() {
+            lambda_http::Body::Text(t) => serde_json::from_str(&t).unwrap_or(Value::String(t)),
+            other => panic!("a JSON answer, not {other:?}"),
+        };
+        (status, body)
+    };
+    let (status, body) = answer(claim_api::handle(&deps, at_function_url("GET", "/me", Some(ADMIN), "")).await);
+    assert_eq!((status, body["principal"].as_str(), body["stackAdmin"].as_bool()), (200, Some(ADMIN), Some(true)));
+    let (status, _) = answer(claim_api::handle(&deps, at_function_url("GET", "/me", None, "")).await);
+    assert_eq!(status, 403, "no signer");
+    // The URL cannot be named to the function beforehand (it is made from the function): the host each request
+    // came to is the stack's own, never a pool's to call.
+    let hook = |url: &str| {
+        json!({"size": 1, "platform": {"fake": {}}, "provisioner": {"webhook": {"url": url,
+            "secret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:installer"}}})
+        .to_string()
+    };
+    let own = format!("https://{URL_HOST}/pools/x/claims/y");
+    let (status, body) =
+        answer(claim_api::handle(&deps, at_function_url("PUT", "/pools/w", Some(ADMIN), &hook(&own))).await);
+    assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some("provisioner.webhook.url")), "{body}");
+    assert!(body["fields"][0]["message"].as_str().unwrap_or_default().contains("this stack's own API"), "{body}");
+    assert!(w.snapshot("w").is_none(), "nothing stored");
+    let other = hook("https://installer.example.com/install");
+    let (status, body) =
+        answer(claim_api::handle(&deps, at_function_url("PUT", "/pools/w", Some(ADMIN), &other)).await);
+    assert_eq!((status, body["name"].as_str()), (201, Some("w")), "{body}");
+}
+
 #[tokio::test]
 async fn admins_create_pools_others_are_refused_and_bad_specs_name_their_fields() {
     let w = World::new(t0());

@@ -133,6 +133,9 @@ pub struct Assumptions {
     pub stack_series: f64,
     /// The template's alarms: the two dead-letter queues, broken clusters, a pending claim, orphaned machines.
     pub alarms: f64,
+    /// Callers reach the claim API at the function's own URL (`ClaimEndpoint` `function-url`), which bills nothing
+    /// but the function's runs, instead of through API Gateway (the default), which bills each request.
+    pub function_url: bool,
 }
 
 impl Default for Assumptions {
@@ -155,6 +158,7 @@ impl Default for Assumptions {
             monitoring: Monitoring::default(),
             stack_series: Documents::new().iter().map(|d| metric_names(d).len()).sum::<usize>() as f64,
             alarms: 5.0,
+            function_url: false,
         }
     }
 }
@@ -433,7 +437,12 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         // The sweep's schedule; a pool wakes through the sweep (its `nextWakeAt`), never a schedule of its own. (A
         // pool's `schedules` are each a schedule of their own; the simulated pools have none.)
         Line::new("Scheduler invocations", 0.0, sweeps, prices.scheduler_invocation),
-        Line::new("API Gateway requests", api_requests * scale, 0.0, prices.api_request),
+        Line::new(
+            "API Gateway requests",
+            if a.function_url { 0.0 } else { api_requests * scale },
+            0.0,
+            prices.api_request,
+        ),
         Line::new(
             "CloudWatch Logs GB",
             (emf + info * (invocations * a.log_bytes + looks * a.look_log_bytes)) / 1e9 * scale,
@@ -555,15 +564,17 @@ pub fn summary(rows: &[(String, &Outcome, TimeDelta)]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| pools like (50 clusters each) | claims a month each | 1 pool | 10 pools | 100 pools | 100 pools, `TableCapacity` provisioned | always-on Hive |"
+        "| pools like (50 clusters each) | claims a month each | 1 pool | 10 pools | 100 pools | 100 pools, `TableCapacity` provisioned, `ClaimEndpoint` function-url | always-on Hive |"
     );
+    let cheapest = Assumptions { function_url: true, ..a };
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
     for (name, o, measured) in rows {
         let lines = lines(o, *measured, &prices, &a);
         let claims = o.claims as f64 * MONTH_HOURS / hours(*measured).max(1e-9);
         let [one, ten, hundred] = [1.0, 10.0, 100.0].map(|n| monthly(&lines, n));
-        let provisioned = provisioned(o, 100, &prices, &a, &Scaling::TEMPLATE)
-            .map_or("–".to_string(), |p| format!("${:.2}", monthly_provisioned(&lines, &p, 100)));
+        let without_gateway = self::lines(o, *measured, &prices, &cheapest);
+        let provisioned = provisioned(o, 100, &prices, &cheapest, &Scaling::TEMPLATE)
+            .map_or("–".to_string(), |p| format!("${:.2}", monthly_provisioned(&without_gateway, &p, 100)));
         let _ = writeln!(
             out,
             "| {name} | {} | ${one:.2} | ${ten:.2} | ${hundred:.2} | {provisioned} | ${hive:.0} |",
@@ -667,6 +678,16 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
             change(&hundred, 100)
         );
     }
+    // The claim API at its function's URL: no API Gateway requests.
+    let url = self::lines(o, measured, &prices, &Assumptions { function_url: true, ..a });
+    let change = |n: f64| signed(monthly(&url, n) - monthly(&lines, n));
+    let _ = writeln!(
+        out,
+        "| with `ClaimEndpoint` function-url: the claim API at its function's URL, not API Gateway | | | | {} | {} | {} |",
+        change(1.0),
+        change(10.0),
+        change(100.0)
+    );
     let hive = hive_monthly(&prices, &a);
     let _ = writeln!(
         out,

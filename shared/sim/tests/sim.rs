@@ -270,8 +270,15 @@ fn the_bill_summary_prices_each_row_for_one_ten_and_a_hundred_pools_beside_hive(
     for (cell, pools) in cells[3..6].iter().zip([1.0, 10.0, 100.0]) {
         assert_eq!(*cell, format!("${:.2}", monthly(&billed, pools)), "{pools} pools");
     }
-    let provisioned = bill::provisioned(&o, 100, &prices, &a, &Scaling::TEMPLATE).expect("the day's minutes");
-    assert_eq!(cells[6], format!("${:.2}", bill::monthly_provisioned(&billed, &provisioned, 100)));
+    // The cheapest settings for many pools: the table provisioned, the claim API at its function's URL (no API
+    // Gateway line).
+    let url = Assumptions { function_url: true, ..a };
+    let without_gateway = lines(&o, day, &prices, &url);
+    let gateway = |l: &[bill::Line]| l.iter().find(|l| l.item == "API Gateway requests").map(|l| l.count(100.0));
+    assert!(gateway(&billed) > Some(0.0));
+    assert_eq!(gateway(&without_gateway), Some(0.0));
+    let provisioned = bill::provisioned(&o, 100, &prices, &url, &Scaling::TEMPLATE).expect("the day's minutes");
+    assert_eq!(cells[6], format!("${:.2}", bill::monthly_provisioned(&without_gateway, &provisioned, 100)));
     assert_eq!(cells[7], format!("${:.0}", hive_monthly(&prices, &a)));
 }
 
