@@ -394,10 +394,13 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let write_units = (u.write_units + u.tick_write_units) as f64;
     let invocations = reconciles + power + api_requests;
     let m = a.memory;
+    // A request's work, and a waiting claim's long polls held besides for its whole wait (each until its deadline,
+    // the last until the claim is Ready): Lambda bills a run by its duration, waiting or not.
+    let waited: f64 = o.waits.iter().map(|(_, w)| w.as_seconds_f64()).sum();
     let gb_seconds = reconciles * m.gb(m.reconcile) * a.reconcile.as_seconds_f64()
         + power * m.gb(m.power) * a.power.as_seconds_f64()
         + looks * m.gb(m.power) * a.look.as_seconds_f64()
-        + api_requests * m.gb(m.claim_api) * a.api.as_seconds_f64();
+        + (api_requests * a.api.as_seconds_f64() + waited) * m.gb(m.claim_api);
     let sweeps = a.sweeps_per_hour * MONTH_HOURS;
     // Metrics are log lines: the pool's gauges at each reconcile, a timing at each assignment, resume and stop, the
     // reaper's counts every half hour; each as the stack's `Monitoring` publishes it.

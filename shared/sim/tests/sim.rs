@@ -233,6 +233,26 @@ fn apiarys_own_bill_grows_with_its_pools_and_their_claims() {
 }
 
 #[test]
+fn a_waiting_claims_long_polls_are_billed_for_as_long_as_they_hold_the_claim_api() {
+    use apiary_sim::bill::{lines, Assumptions, Memory, Prices};
+    let (prices, a) = (Prices::default(), Assumptions::default());
+    let day = TimeDelta::days(1);
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    // One more claim that waited ten minutes: thirty 20 s long polls, each held by the function until its deadline
+    // (the last until the claim was Ready), as Lambda bills a run by its duration.
+    let mut waited = o.clone();
+    waited.waits.push((default_start(), TimeDelta::minutes(10)));
+    let gb_seconds = |o: &apiary_sim::Outcome| {
+        let billed = lines(o, day, &prices, &a);
+        billed.iter().find(|l| l.item == "Lambda GB-seconds").map(|l| l.per_pool).expect("a Lambda GB-seconds line")
+    };
+    let month = bill::MONTH_HOURS / 24.0;
+    let held = 600.0 * f64::from(Memory::TEMPLATE.claim_api) / 1024.0 * month;
+    let more = gb_seconds(&waited) - gb_seconds(&o);
+    assert!(more >= held && more <= held * 1.01, "{more} GB-s more a month, for {held} held");
+}
+
+#[test]
 fn the_bill_prices_each_function_at_the_memory_the_template_gives_it() {
     use apiary_sim::bill::Memory;
     // Each function's `MemorySize`, read from its resource in the template.
