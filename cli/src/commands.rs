@@ -5,7 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use apiary_planner::{Cluster, Timestamp};
+use apiary_planner::{waiting, Cluster, Timestamp};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
@@ -15,9 +15,6 @@ use crate::document::Document;
 use crate::error::{Exit, Failure, Result};
 use crate::hive;
 use crate::render::{self, ClaimView, Format};
-
-/// Longest a waiting `GET` of a claim holds (the API allows 25 s).
-const LONG_POLL: Duration = Duration::from_secs(20);
 
 /// What every command has: the API and the output format.
 pub struct Ctx {
@@ -367,6 +364,7 @@ impl Ctx {
         let started = Instant::now();
         let deadline = started + limit;
         let progress = Progress::new(&format!("claim {}/{}", r.pool, r.name));
+        let mut gap = waiting::FIRST;
         loop {
             let view = claim_view(&claim)?;
             let phase = view.shown_phase().to_owned();
@@ -392,8 +390,11 @@ impl Ctx {
                 progress.clear();
                 return Err(self.timed_out(&r, &path, &phase, limit, c.release_on_timeout).await);
             }
-            let hold = LONG_POLL.min(left).as_secs().max(1);
-            let (status, answer) = self.api.send("GET", &format!("{path}?wait={hold}s"), None).await?;
+            // The next look, when the claimant's gaps say ([`waiting`]): a request answered at once. One that waited
+            // (`?wait=`) would hold the claim API function, and Lambda bills it by the second.
+            tokio::time::sleep(gap.min(left)).await;
+            gap = waiting::next(gap);
+            let (status, answer) = self.api.send("GET", &path, None).await?;
             if status == 404 {
                 progress.clear();
                 return Err(Failure::new(

@@ -262,33 +262,46 @@ impl Received {
 
 /// Serves one request on a loopback port, answering `answer` with `status`.
 fn serve_one(status: u16, answer: &'static str) -> (u16, std::thread::JoinHandle<Received>) {
+    let (port, server) = serve(vec![(status, answer)]);
+    (port, std::thread::spawn(move || server.join().expect("served").remove(0).0))
+}
+
+/// Serves one request for each of `answers` on a loopback port, in turn, each answered with its status and body
+/// on a connection of its own: each request as received, and when it was.
+fn serve(answers: Vec<(u16, &'static str)>) -> (u16, std::thread::JoinHandle<Vec<(Received, std::time::Instant)>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let server = std::thread::spawn(move || {
-        let (stream, _) = listener.accept().expect("accept");
-        let mut reader = BufReader::new(stream);
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("request line");
-        let mut headers = vec![];
-        loop {
-            let mut h = String::new();
-            reader.read_line(&mut h).expect("header");
-            let h = h.trim_end();
-            if h.is_empty() {
-                break;
+        let mut received = vec![];
+        for (status, answer) in answers {
+            let (stream, _) = listener.accept().expect("accept");
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            reader.read_line(&mut line).expect("request line");
+            let at = std::time::Instant::now();
+            let mut headers = vec![];
+            loop {
+                let mut h = String::new();
+                reader.read_line(&mut h).expect("header");
+                let h = h.trim_end();
+                if h.is_empty() {
+                    break;
+                }
+                let (k, v) = h.split_once(':').expect("header");
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
             }
-            let (k, v) = h.split_once(':').expect("header");
-            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+            let length =
+                headers.iter().find(|(k, _)| k == "content-length").map_or(0, |(_, v)| v.parse().expect("length"));
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).expect("body");
+            let response = format!(
+                "HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            reader.get_mut().write_all(response.as_bytes()).expect("answer");
+            received.push((Received { line: line.trim_end().to_owned(), headers, body }, at));
         }
-        let length = headers.iter().find(|(k, _)| k == "content-length").map_or(0, |(_, v)| v.parse().expect("length"));
-        let mut body = vec![0; length];
-        reader.read_exact(&mut body).expect("body");
-        let response = format!(
-            "HTTP/1.1 {status} OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
-            answer.len()
-        );
-        reader.get_mut().write_all(response.as_bytes()).expect("answer");
-        Received { line: line.trim_end().to_owned(), headers, body }
+        received
     });
     (port, server)
 }
@@ -360,6 +373,38 @@ fn a_signed_claim_request_carries_the_signature_of_exactly_what_it_sends() {
     .expect("signed");
     let expected = expected.iter().find(|(k, _)| k == "authorization").map(|(_, v)| v.as_str());
     assert_eq!(Some(authorization), expected);
+}
+
+#[test]
+fn a_claim_waited_on_is_looked_at_with_requests_answered_at_once_soon_then_less_often() {
+    let pending = r#"{"pool":"ci","name":"build-7","owner":"arn:aws:iam::123456789012:role/ci","phase":"Pending"}"#;
+    let ready = r#"{"pool":"ci","name":"build-7","owner":"arn:aws:iam::123456789012:role/ci","phase":"Ready"}"#;
+    let (port, server) = serve(vec![(202, pending), (200, pending), (200, pending), (200, pending), (200, ready)]);
+    let api = format!("http://127.0.0.1:{port}");
+    let out = bare_apiary()
+        .args(["--api", &api, "--as", "arn:aws:iam::123456789012:role/ci", "claim", "ci", "build-7", "--wait", "1m"])
+        .args(["-o", "json"])
+        .output()
+        .expect("apiary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = server.join().expect("served");
+    let lines: Vec<&str> = got.iter().map(|(r, _)| r.line.as_str()).collect();
+    // No `?wait=`: a request that waited would hold the claim API function, billed by the second.
+    assert_eq!(
+        lines,
+        [
+            "PUT /pools/ci/claims/build-7 HTTP/1.1",
+            "GET /pools/ci/claims/build-7 HTTP/1.1",
+            "GET /pools/ci/claims/build-7 HTTP/1.1",
+            "GET /pools/ci/claims/build-7 HTTP/1.1",
+            "GET /pools/ci/claims/build-7 HTTP/1.1",
+        ]
+    );
+    // Each look after its gap (apiary_planner::waiting): 0.25, 0.5, 1, then 2 s. A gap is never shorter.
+    let gaps: Vec<std::time::Duration> = got.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    for (gap, least) in gaps.iter().zip([250, 500, 1000, 2000]) {
+        assert!(gap.as_millis() >= least - 20, "{gaps:?}");
+    }
 }
 
 #[test]

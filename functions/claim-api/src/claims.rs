@@ -11,6 +11,7 @@ use apiary_planner::duration::parse as parse_duration;
 use apiary_planner::events::{self, Event, EventType};
 use apiary_planner::validate::limits::MAX_DURATION_LEN;
 use apiary_planner::validate::validate_lifetime;
+use apiary_planner::waiting;
 use apiary_planner::{Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration, Pool, Snapshot};
 use apiary_ports::messages::PowerMessage;
 use apiary_ports::store::{draw, writes_with_events, Cond, Item, Key, Write, SPREAD};
@@ -36,11 +37,6 @@ const LOST_PAGES: u32 = 8;
 const CLAIM_BUDGET: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
 /// A claim that lost a spare waits up to this many milliseconds per loss (at most four) before its next try.
 const JITTER_MS: u64 = 20;
-/// How often a waiting `GET` first looks at its claim; the gap doubles up to [`WAIT_POLL_MAX`], so that hundreds
-/// of jobs waiting on one pool read it a few hundred times a second, not thousands.
-const WAIT_POLL: Duration = Duration::from_millis(250);
-/// The longest gap between two looks of a waiting `GET`.
-const WAIT_POLL_MAX: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -272,7 +268,8 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
     };
     let p = get_pool_item(deps, pool).await?;
     let deadline = deps.clock.now() + chrono::TimeDelta::from_std(wait).unwrap_or_default();
-    let mut poll = WAIT_POLL;
+    // The looks a claimant takes ([`waiting`]), inside this one request.
+    let mut poll = waiting::FIRST;
     loop {
         let c = get_claim_item(deps, pool, claim).await?;
         authorize(caller, &p, &c)?;
@@ -285,7 +282,7 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
             return Ok((200, claim_view(&p, &c, cluster.as_ref())));
         }
         deps.clock.sleep(poll.min((deadline - now).to_std().unwrap_or_default())).await;
-        poll = (poll * 2).min(WAIT_POLL_MAX);
+        poll = waiting::next(poll);
     }
 }
 

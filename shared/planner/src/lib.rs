@@ -11,6 +11,7 @@
 //! - [`version`]: `poolVersion`, for stale-cluster replacement (seed 003's inventory marker included).
 //! - [`sweep`]: which pools the periodic sweep enqueues, and when a pass is a full one.
 //! - [`machines`]: a machine's lifecycle, and which machines a start or a stop acts on.
+//! - [`waiting`]: when a claimant looks at a claim it waits on.
 //!
 //! ```
 //! use apiary_planner::{apply, plan, Action, FakePlatform, Platform, Pool, PoolSpec, PoolStatus, Snapshot};
@@ -62,6 +63,7 @@ pub mod secret_tags;
 pub mod sweep;
 pub mod validate;
 pub mod version;
+pub mod waiting;
 
 pub use adaptive::{AdaptiveRunningCount, Demand};
 pub use apply::{apply, apply_mut, Conflict};

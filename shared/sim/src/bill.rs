@@ -8,7 +8,7 @@
 //! partition's `assign` index (the oldest pending claim, then spares) and the spare it takes, then writes one
 //! transaction and sends one SQS message; each message to a function is a send and a delete. What no emulator can
 //! measure (how long a function runs on Lambda) is an assumption, named in [`Assumptions`]; the Lambda lines are
-//! small beside the requests either way.
+//! small beside the requests either way, but for a request that waits (a `GET ?wait=`), billed for its wait.
 //!
 //! The table is billed on demand, by the units used, unless the stack provisions it (`TableCapacity`): then
 //! [`provisioned`] prices the capacity auto scaling holds for the units each simulated minute asks for
@@ -19,6 +19,7 @@ use std::fmt::Write as _;
 use chrono::TimeDelta;
 
 use apiary_planner::duration::hours;
+use apiary_planner::waiting;
 use apiary_ports::metrics::{metric_names, Monitoring, ALARMED};
 use serde_json::Value;
 
@@ -115,11 +116,11 @@ pub struct Assumptions {
     pub log_bytes: f64,
     /// The stack logs at info (`LogLevel`; warn by default).
     pub log_info: bool,
-    /// A waiting claimant polls the claim every this long (the CLI's long poll).
-    pub poll: TimeDelta,
-    /// Looks at the claim in one 20 s long poll: at once, then after gaps of 0.25, 0.5 and 1 s, then every 2 s,
-    /// and at the deadline.
-    pub looks_per_poll: f64,
+    /// How a waiting claimant looks at its claim. `false`, as the CLI does: one request answered at once at each
+    /// look [`waiting`] sets (0.25, 0.75, 1.75, 3.75 s after the claim, then every 2 s). `true`, as a script may:
+    /// `GET ?wait=20s` again and again ([`LONG_POLL`]), each taking the same looks inside the request, and
+    /// holding the claim API function until its deadline or the claim is Ready.
+    pub long_polls: bool,
     /// SQS requests of an event source mapping polling its empty queue, per hour (five pollers, 20 s long polls),
     /// for each of the two queues.
     pub idle_sqs_per_hour: f64,
@@ -151,8 +152,7 @@ impl Default for Assumptions {
             sweeps_per_hour: 60.0,
             log_bytes: 1024.0,
             log_info: false,
-            poll: TimeDelta::seconds(20),
-            looks_per_poll: 14.0,
+            long_polls: false,
             idle_sqs_per_hour: 5.0 * 180.0,
             hive_nodes: 2.0,
             monitoring: Monitoring::default(),
@@ -249,7 +249,7 @@ impl ReadCosts {
         let release = pool_read + item_read;
         Self {
             claim: create + release,
-            poll: pool_read + 2.0 * item_read * a.looks_per_poll,
+            poll: pool_read + 2.0 * item_read * looks_per_poll(a),
             // A nudge reads the pool item, the cluster and the tick item; a tick the pool item, the tick item and a
             // page of the index of clusters in motion (keys only), all strongly; then the clusters it looks at, in
             // one batch read eventually consistently (half a unit each).
@@ -317,8 +317,8 @@ pub fn provisioned(o: &Outcome, pools: usize, prices: &Prices, a: &Assumptions, 
     let r = ReadCosts::of(o, a);
     let mut polls = vec![0.0; minutes.len()];
     for (at, wait) in &o.waits {
-        for k in 0..polls_of(*wait, a) as i32 {
-            let minute = (*at + a.poll * k - from).num_minutes();
+        for after in poll_times(*wait, a) {
+            let minute = (*at + after - from).num_minutes();
             if let Some(p) = usize::try_from(minute).ok().and_then(|m| polls.get_mut(m)) {
                 *p += 1.0;
             }
@@ -370,14 +370,38 @@ pub fn monthly_provisioned(lines: &[Line], p: &Provisioning, pools: usize) -> f6
     monthly(lines, pools) - on_demand(WRITE_UNITS) - on_demand(READ_UNITS) + p.capacity + p.alarms
 }
 
-/// The claims' polls: one per long-poll interval of each one's wait.
+/// How long a long-polling claimant's `GET ?wait=` waits at most ([`Assumptions::long_polls`]).
+pub const LONG_POLL: TimeDelta = TimeDelta::seconds(20);
+
+/// The claims' polls: the requests each one's wait took.
 fn polls(o: &Outcome, a: &Assumptions) -> f64 {
     o.waits.iter().map(|(_, w)| polls_of(*w, a)).sum()
 }
 
 /// The polls of a claim that waited `wait`.
 fn polls_of(wait: TimeDelta, a: &Assumptions) -> f64 {
-    (wait.num_seconds() as f64 / a.poll.num_seconds() as f64).ceil()
+    poll_times(wait, a).len() as f64
+}
+
+/// When each poll of a claim that waited `wait` was made, from the claim's making: one a [`LONG_POLL`] long-polling,
+/// else each look [`waiting`] sets until the one that sees it Ready.
+fn poll_times(wait: TimeDelta, a: &Assumptions) -> Vec<TimeDelta> {
+    if a.long_polls {
+        let n = (wait.num_seconds() as f64 / LONG_POLL.num_seconds() as f64).ceil() as i32;
+        return (0..n).map(|k| LONG_POLL * k).collect();
+    }
+    let looks = waiting::looks(wait.to_std().unwrap_or_default());
+    waiting::times().take(looks).map(|t| TimeDelta::from_std(t).unwrap_or_default()).collect()
+}
+
+/// The looks at the claim in one poll: one when each is a request; long-polling, one at once, each [`waiting`]
+/// sets before the deadline, and one at it (14 in 20 s).
+fn looks_per_poll(a: &Assumptions) -> f64 {
+    if !a.long_polls {
+        return 1.0;
+    }
+    let deadline = LONG_POLL.to_std().unwrap_or_default();
+    (2 + waiting::times().take_while(|t| *t < deadline).count()) as f64
 }
 
 /// A month of one pool's operations, as priced lines.
@@ -385,7 +409,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let scale = MONTH_HOURS / hours(measured).max(1e-9);
     let u = &o.usage;
     let claims = o.claims as f64;
-    // A claim: create, a poll per long-poll interval of its wait, release.
+    // A claim: create, the polls of its wait, release.
     let api_requests = 2.0 * claims + polls(o, a);
     let reconciles = o.reconciles as f64;
     let power = u.power_runs as f64;
@@ -394,9 +418,9 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
     let write_units = (u.write_units + u.tick_write_units) as f64;
     let invocations = reconciles + power + api_requests;
     let m = a.memory;
-    // A request's work, and a waiting claim's long polls held besides for its whole wait (each until its deadline,
-    // the last until the claim is Ready): Lambda bills a run by its duration, waiting or not.
-    let waited: f64 = o.waits.iter().map(|(_, w)| w.as_seconds_f64()).sum();
+    // A request's work, and long-polling, a waiting claim's polls held besides for its whole wait (each until its
+    // deadline, the last until the claim is Ready): Lambda bills a run by its duration, waiting or not.
+    let waited: f64 = if a.long_polls { o.waits.iter().map(|(_, w)| w.as_seconds_f64()).sum() } else { 0.0 };
     let gb_seconds = reconciles * m.gb(m.reconcile) * a.reconcile.as_seconds_f64()
         + power * m.gb(m.power) * a.power.as_seconds_f64()
         + looks * m.gb(m.power) * a.look.as_seconds_f64()
@@ -645,6 +669,10 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
     );
     // What each setting that costs more adds: the series columns are the metric series it publishes.
     let settings = [
+        (
+            "waiters long-polling (`GET ?wait=20s`), not the CLI's requests answered at once",
+            Assumptions { long_polls: true, ..a },
+        ),
         ("`LogLevel` info: each run's lines", Assumptions { log_info: true, ..a }),
         (
             "`Monitoring` dashboard: every series stack-wide, the dashboard",

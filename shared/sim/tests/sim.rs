@@ -235,7 +235,7 @@ fn apiarys_own_bill_grows_with_its_pools_and_their_claims() {
 #[test]
 fn a_waiting_claims_long_polls_are_billed_for_as_long_as_they_hold_the_claim_api() {
     use apiary_sim::bill::{lines, Assumptions, Memory, Prices};
-    let (prices, a) = (Prices::default(), Assumptions::default());
+    let (prices, a) = (Prices::default(), Assumptions { long_polls: true, ..Assumptions::default() });
     let day = TimeDelta::days(1);
     let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
     // One more claim that waited ten minutes: thirty 20 s long polls, each held by the function until its deadline
@@ -250,6 +250,28 @@ fn a_waiting_claims_long_polls_are_billed_for_as_long_as_they_hold_the_claim_api
     let held = 600.0 * f64::from(Memory::TEMPLATE.claim_api) / 1024.0 * month;
     let more = gb_seconds(&waited) - gb_seconds(&o);
     assert!(more >= held && more <= held * 1.01, "{more} GB-s more a month, for {held} held");
+}
+
+#[test]
+fn a_waiting_claims_looks_are_billed_as_the_requests_answered_at_once_the_cli_makes() {
+    use apiary_sim::bill::{lines, Assumptions, Memory, Prices};
+    let (prices, a) = (Prices::default(), Assumptions::default());
+    let day = TimeDelta::days(1);
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    // One more claim that waited ten minutes: four looks in its first 3.75 s, then one every 2 s, each a request.
+    let mut waited = o.clone();
+    waited.waits.push((default_start(), TimeDelta::minutes(10)));
+    let line = |o: &apiary_sim::Outcome, item: &str| {
+        let billed = lines(o, day, &prices, &a);
+        billed.iter().find(|l| l.item == item).map(|l| l.per_pool).unwrap_or_else(|| panic!("a line {item}"))
+    };
+    let month = bill::MONTH_HOURS / 24.0;
+    let requests = line(&waited, "API Gateway requests") - line(&o, "API Gateway requests");
+    assert!((requests - 303.0 * month).abs() < 1e-6, "{requests} requests more a month");
+    // Each only a request's work: none holds the function.
+    let worked = 303.0 * a.api.as_seconds_f64() * f64::from(Memory::TEMPLATE.claim_api) / 1024.0 * month;
+    let more = line(&waited, "Lambda GB-seconds") - line(&o, "Lambda GB-seconds");
+    assert!((more - worked).abs() < 1e-6, "{more} GB-s more a month, for {worked} worked");
 }
 
 #[test]
