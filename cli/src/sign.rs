@@ -127,10 +127,11 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_request_to_api_gateway_signs_as_botocore_signs_it() {
-        // A PUT of a claim with a JSON body and a query string, to a stage URL, with temporary credentials. The
-        // expected value was computed by botocore's SigV4Auth (the signer of the AWS CLI), independently of this
-        // crate: see the comment in `a_claim_request_signature` below for the script.
+    fn a_claim_request_signs_as_botocore_signs_it_at_api_gateway_and_at_a_function_url() {
+        // A PUT of a claim with a JSON body and a query string, with temporary credentials: to a stage URL of API
+        // Gateway (service `execute-api`), and to a function URL (`ClaimEndpoint=function-url`, service `lambda`).
+        // The expected values were computed by botocore's SigV4Auth (the signer of the AWS CLI), independently of
+        // this crate: see `BOTOCORE` below for the script.
         let credentials = Credentials::new(
             "ASIAEXAMPLEEXAMPLE12",
             "c2VjcmV0LWtleS1mb3ItdGhlLWFwaWFyeS10ZXN0cw",
@@ -139,44 +140,24 @@ mod tests {
             "test",
         );
         let time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_514_400); // 2026-11-24T10:00:00Z
-        let url = "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/v1/pools/ci/claims/build-42?wait=20s";
-        let region = region_of(url).expect("an API Gateway URL");
-        assert_eq!(region, "eu-west-1");
-        assert_eq!(service_of(url), API_GATEWAY);
-        let signed =
-            signature_headers("PUT", url, br#"{"lifetime":"2h"}"#, &credentials, &region, service_of(url), time)
+        for (url, service, signature) in BOTOCORE {
+            let region = region_of(url).expect("an API Gateway or function URL");
+            assert_eq!((service_of(url), region.as_str()), (service, "eu-west-1"), "{url}");
+            let signed = signature_headers("PUT", url, br#"{"lifetime":"2h"}"#, &credentials, &region, service, time)
                 .expect("signed");
-        assert_eq!(header(&signed, "x-amz-date"), "20261124T100000Z");
-        assert_eq!(header(&signed, "authorization"), a_claim_request_signature());
+            assert_eq!(header(&signed, "x-amz-date"), "20261124T100000Z");
+            assert_eq!(
+                header(&signed, "authorization"),
+                format!(
+                    "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLEEXAMPLE12/20261124/eu-west-1/{service}/aws4_request, \
+                     SignedHeaders=host;x-amz-date;x-amz-security-token, Signature={signature}"
+                ),
+                "{url}"
+            );
+        }
     }
 
-    #[test]
-    fn a_claim_request_to_a_function_url_signs_for_lambda_as_botocore_signs_it() {
-        // The same request at a function URL (ClaimEndpoint=function-url), signed by botocore for the service
-        // `lambda` with the script below.
-        let credentials = Credentials::new(
-            "ASIAEXAMPLEEXAMPLE12",
-            "c2VjcmV0LWtleS1mb3ItdGhlLWFwaWFyeS10ZXN0cw",
-            Some("FwoGZXIvYXdzEXAMPLETOKEN".into()),
-            None,
-            "test",
-        );
-        let time = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_514_400);
-        let url =
-            "https://a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6.lambda-url.eu-west-1.on.aws/pools/ci/claims/build-42?wait=20s";
-        let (service, region) = (service_of(url), region_of(url).expect("a function URL"));
-        assert_eq!((service, region.as_str()), (FUNCTION_URL, "eu-west-1"));
-        let signed = signature_headers("PUT", url, br#"{"lifetime":"2h"}"#, &credentials, &region, service, time)
-            .expect("signed");
-        assert_eq!(
-            header(&signed, "authorization"),
-            "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLEEXAMPLE12/20261124/eu-west-1/lambda/aws4_request, \
-             SignedHeaders=host;x-amz-date;x-amz-security-token, \
-             Signature=439c4769939971896e52a266892a12caeded6f1d0552d247a23a689fb1b71b74"
-        );
-    }
-
-    /// Produced with the `.venv`'s botocore (`SERVICE` `execute-api`; `lambda` for the function URL's):
+    /// Each URL, its service and the signature the `.venv`'s botocore gives the request:
     /// ```text
     /// from botocore.auth import SigV4Auth; from botocore.awsrequest import AWSRequest
     /// from botocore.credentials import Credentials; import datetime, unittest.mock as m
@@ -185,11 +166,18 @@ mod tests {
     ///     SigV4Auth(Credentials(KEY, SECRET, TOKEN), SERVICE, "eu-west-1").add_auth(r)
     /// print(r.headers["Authorization"])
     /// ```
-    fn a_claim_request_signature() -> &'static str {
-        "AWS4-HMAC-SHA256 Credential=ASIAEXAMPLEEXAMPLE12/20261124/eu-west-1/execute-api/aws4_request, \
-         SignedHeaders=host;x-amz-date;x-amz-security-token, \
-         Signature=227d0e4f524fe31020e30869f6fe5d6490974ded085dd7dee7cae51918ebf8df"
-    }
+    const BOTOCORE: [(&str, &str, &str); 2] = [
+        (
+            "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/v1/pools/ci/claims/build-42?wait=20s",
+            API_GATEWAY,
+            "227d0e4f524fe31020e30869f6fe5d6490974ded085dd7dee7cae51918ebf8df",
+        ),
+        (
+            "https://a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6.lambda-url.eu-west-1.on.aws/pools/ci/claims/build-42?wait=20s",
+            FUNCTION_URL,
+            "439c4769939971896e52a266892a12caeded6f1d0552d247a23a689fb1b71b74",
+        ),
+    ];
 
     #[test]
     fn the_service_and_region_come_from_an_api_gateway_or_function_url_host_only() {
