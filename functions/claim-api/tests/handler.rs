@@ -64,17 +64,9 @@ fn at_function_url(method: &str, path: &str, who: Option<&str>, body: &str) -> l
 async fn at_its_function_url_the_api_knows_the_signer_and_refuses_its_own_host_as_a_pool_url() {
     let w = World::new(t0());
     let deps = w.default_deps(900);
-    let answer = |res: lambda_http::Response<lambda_http::Body>| {
-        let status = res.status().as_u16();
-        let body: Value = match res.into_body() {
-            lambda_http::Body::Text(t) => serde_json::from_str(&t).unwrap_or(Value::String(t)),
-            other => panic!("a JSON answer, not {other:?}"),
-        };
-        (status, body)
-    };
-    let (status, body) = answer(claim_api::handle(&deps, at_function_url("GET", "/me", Some(ADMIN), "")).await);
+    let (status, body) = support::handle(&deps, at_function_url("GET", "/me", Some(ADMIN), "")).await;
     assert_eq!((status, body["principal"].as_str(), body["stackAdmin"].as_bool()), (200, Some(ADMIN), Some(true)));
-    let (status, _) = answer(claim_api::handle(&deps, at_function_url("GET", "/me", None, "")).await);
+    let (status, _) = support::handle(&deps, at_function_url("GET", "/me", None, "")).await;
     assert_eq!(status, 403, "no signer");
     // The URL cannot be named to the function beforehand (it is made from the function): the host each request
     // came to is the stack's own, never a pool's to call.
@@ -84,14 +76,12 @@ async fn at_its_function_url_the_api_knows_the_signer_and_refuses_its_own_host_a
         .to_string()
     };
     let own = format!("https://{URL_HOST}/pools/x/claims/y");
-    let (status, body) =
-        answer(claim_api::handle(&deps, at_function_url("PUT", "/pools/w", Some(ADMIN), &hook(&own))).await);
+    let (status, body) = support::handle(&deps, at_function_url("PUT", "/pools/w", Some(ADMIN), &hook(&own))).await;
     assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some("provisioner.webhook.url")), "{body}");
     assert!(body["fields"][0]["message"].as_str().unwrap_or_default().contains("this stack's own API"), "{body}");
     assert!(w.snapshot("w").is_none(), "nothing stored");
     let other = hook("https://installer.example.com/install");
-    let (status, body) =
-        answer(claim_api::handle(&deps, at_function_url("PUT", "/pools/w", Some(ADMIN), &other)).await);
+    let (status, body) = support::handle(&deps, at_function_url("PUT", "/pools/w", Some(ADMIN), &other)).await;
     assert_eq!((status, body["name"].as_str()), (201, Some("w")), "{body}");
 }
 

@@ -7,6 +7,11 @@ use serde_json::Value;
 /// (a body that is not JSON comes back as a string).
 pub async fn call(deps: &Deps, method: &str, uri: &str, who: Option<&str>, body: Option<&str>) -> (u16, Value) {
     let req = claim_api::api_request(method, uri, who, body.unwrap_or_default().as_bytes().to_vec());
+    handle(deps, req).await
+}
+
+/// `req` through the handler: the status and the JSON answer (a body that is not JSON comes back as a string).
+pub async fn handle(deps: &Deps, req: lambda_http::Request) -> (u16, Value) {
     let res = claim_api::handle(deps, req).await;
     let status = res.status().as_u16();
     let text = match res.into_body() {
