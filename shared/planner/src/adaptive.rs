@@ -61,6 +61,11 @@ pub struct Decision {
     pub resume: TimeDelta,
     /// When the decaying rate next lowers `running`, if it will.
     pub next_drop: Option<Timestamp>,
+    /// Spares already up or on their way up that stay so (at least `running`): the most the forecast asks for
+    /// within a stop and a resume from now. A count that dips for less than that (between two of its moments, or
+    /// because a resume just measured shortened the lead of a burst under way) would stop clusters only to resume
+    /// them again before the stop had saved anything.
+    pub held: usize,
     /// With `keepFresh`, while a claim is expected sooner than a typical stop and resume take: how long a
     /// just-installed cluster is kept Running, and how many claims are expected in that time.
     pub keep_fresh: Option<KeepFresh>,
@@ -132,6 +137,7 @@ impl AdaptiveRunningCount {
         let demand = update(self, stored, claims, now, window, learn);
         let rate = decayed(&demand, now, tau_h);
         let mut running = self.running_for(rate, resume, cap);
+        let mut peak = 0;
         let mut next_drop = self.next_drop(running, rate, resume, cap, now);
         let fresh = self.fresh_window(clusters, typical);
         // Claims an hour expected over the fresh window: the live estimate, or the forecast's flow across it.
@@ -180,11 +186,15 @@ impl AdaptiveRunningCount {
                 moments.dedup();
                 let change = moments.iter().copied().find(|t| at(*t) != foreseen).or(moments.last().copied());
                 next_drop = earliest(next_drop, change);
+                // What it asks for is constant between its moments: the most within a stop and a resume is the
+                // most at the moments in that time.
+                let round_trip = now + round_trip(clusters, typical);
+                peak = moments.iter().take_while(|t| **t <= round_trip).map(|t| at(*t)).max().unwrap_or(0);
             }
         }
         let keep_fresh =
             fresh.map(|window| KeepFresh { window, claims: ahead * hours(window) }).filter(|k| k.claims > 1.0);
-        Decision { running, demand, rate, resume, next_drop, keep_fresh }
+        Decision { running, demand, rate, resume, next_drop, held: running.max(peak), keep_fresh }
     }
 
     /// Whether `keepFresh` is on.
@@ -196,12 +206,7 @@ impl AdaptiveRunningCount {
     /// measured on the pool, else [`DEFAULT_STOP`]) and the `typical` resume, what hibernating it and resuming it
     /// again for that claim would take. `None` when the option is off.
     pub fn fresh_window(&self, clusters: &[Cluster], typical: TimeDelta) -> Option<TimeDelta> {
-        if !self.keeps_fresh() {
-            return None;
-        }
-        let stop = crate::pace::quantile(clusters.iter().filter_map(|c| c.last_stop_seconds).collect(), 0.5)
-            .map_or(DEFAULT_STOP, |s| TimeDelta::seconds(i64::from(s)));
-        Some(stop + typical)
+        self.keeps_fresh().then(|| round_trip(clusters, typical))
     }
 
     /// When the decaying `rate`, now asking for `running` spares, next asks for fewer.
@@ -375,6 +380,14 @@ fn earliest(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
 fn measured_install(clusters: &[Cluster]) -> Option<TimeDelta> {
     let secs = crate::pace::quantile(clusters.iter().filter_map(crate::pace::install_seconds).collect(), 0.5)?;
     Some(TimeDelta::seconds(i64::from(secs)))
+}
+
+/// What hibernating a cluster and resuming it again takes: a typical stop (the median measured on the pool, else
+/// [`DEFAULT_STOP`]) and the `typical` resume.
+fn round_trip(clusters: &[Cluster], typical: TimeDelta) -> TimeDelta {
+    let stop = crate::pace::quantile(clusters.iter().filter_map(|c| c.last_stop_seconds).collect(), 0.5)
+        .map_or(DEFAULT_STOP, |s| TimeDelta::seconds(i64::from(s)));
+    stop + typical
 }
 
 /// The `quantile` of the clusters' last measured resume times.

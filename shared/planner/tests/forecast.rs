@@ -217,3 +217,42 @@ fn between_a_plan_and_its_wake_up_the_foreseen_running_count_does_not_change() {
         }
     }
 }
+
+#[test]
+fn spares_resuming_for_a_burst_are_not_stopped_when_the_first_resume_shortens_the_lead() {
+    // A pool of installed standbys, and the burst of the last three Mondays at 09:00: five minutes before the
+    // fourth (a 3-minute resume and the margin), its spares are resumed.
+    let mut snap = learn(pool().size(30).adaptive(0.95, "3m").forecast("UTC"), &monday_bursts(3));
+    for c in &mut snap.clusters {
+        (c.installed_at, c.power_state) = (Some(at(0)), Some(PowerState::Hibernating));
+    }
+    let monday = 3 * WEEK;
+    let prewarm = plan(&snap, at(monday + 9 * 60 - 5), 1);
+    let mut snap = apply(&snap, &prewarm).unwrap().unwrap();
+    let resuming: Vec<String> = snap
+        .clusters
+        .iter()
+        .filter(|c| c.spec_power_state == Some(DesiredPower::Running))
+        .map(|c| c.id.clone())
+        .collect();
+    assert!(resuming.len() >= 15, "{} spares resumed for a burst of 20", resuming.len());
+    // Two minutes later the first is Running after a resume of half a minute, and so were the pool's last ones:
+    // the measured resume, and with it the lead, is shorter now (the spares are asked for two and a half minutes
+    // before the burst, not five). The burst is still coming, within a stop and a resume: stopping the others now
+    // would only resume them again thirty seconds later.
+    for c in &mut snap.clusters {
+        c.last_resume_seconds = Some(30);
+        if resuming.contains(&c.id) {
+            c.power_state = Some(PowerState::WaitingForMachines);
+        }
+    }
+    snap.clusters.iter_mut().find(|c| c.id == resuming[0]).unwrap().power_state = Some(PowerState::Running);
+    let later = plan(&snap, at(monday + 9 * 60 - 3), 2);
+    let stopped: Vec<&Action> = later
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::SetPowerState { power_state: DesiredPower::Hibernating, .. }))
+        .collect();
+    assert!(stopped.is_empty(), "{stopped:?}");
+    assert!(later.wake_at.is_some_and(|w| w <= at(monday + 9 * 60)), "{:?}", later.wake_at);
+}

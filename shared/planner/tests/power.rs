@@ -113,6 +113,32 @@ fn a_hibernation_walks_stopping_waiting_for_machines_to_stop_hibernating() {
     assert_eq!(c.transition_started_at, None);
 }
 
+/// A stop that ends is not news to the pool: a stopping cluster is a standby to the plan already, and nothing it
+/// decides waits on the machines being down. A pool with resume canaries is the exception: they rank the standbys
+/// asleep, so there it is news.
+#[test]
+fn a_cluster_settling_asleep_wakes_its_pool_only_where_resume_canaries_pick_sleepers() {
+    let stopping =
+        step(&cluster("c").running().spec(DesiredPower::Hibernating).c, &machines(3), at(1), PowerLimits::default())
+            .cluster;
+    let stopping = step(&stopping, &Report::CallAccepted, at(1), PowerLimits::default()).cluster;
+    for (spec, news) in [(pool().spec, false), (pool().canaries("48h", 1, None).spec, true)] {
+        let limits = spec.power_limits();
+        let asleep = step(&stopping, &machines(0), at(3), limits);
+        assert_eq!(asleep.cluster.power_state, Some(PowerState::Hibernating));
+        assert_eq!(asleep.wakes_pool, news, "canaries: {}", spec.resume_canaries.is_some());
+    }
+    let resuming = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    let (resuming, _) = drive(
+        resuming,
+        &[(at(1), machines(3)), (at(1), Report::CallAccepted), (at(3), machines(0))],
+        PowerLimits::default(),
+    );
+    let awake = step(&resuming, &Report::Nodes(Readiness::Ready), at(4), PowerLimits::default());
+    assert_eq!(awake.cluster.power_state, Some(PowerState::Running));
+    assert!(awake.wakes_pool, "a Running cluster may serve a claim, canaries or not");
+}
+
 #[test]
 fn an_actuator_error_is_retried_with_backoff_and_never_breaks_the_cluster_by_itself() {
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;

@@ -179,8 +179,10 @@ fn forecast_serves_a_weekly_burst_the_adaptive_count_cannot_see() {
     let forecast = run(&trace, &Policy::Adaptive { name: "forecast".into(), option: default_forecast() }, 1);
     assert_eq!(forecast.claims, 100, "only the measured week counts");
     assert!(adaptive.instant_percent < 20.0, "adaptive {}", adaptive.instant_percent);
-    // A burst's spares are its mean less one deviation: the last claim or two of each may wait a resume.
-    assert!(forecast.instant_percent >= 80.0, "forecast {}", forecast.instant_percent);
+    // A burst's spares are its mean less one deviation: the last claim of each may wait a resume. (Until the
+    // spares resuming for a burst were held through a dip in the count, the first resume to end shortened the
+    // burst's lead and stopped the others for a minute or two: 84 % at once.)
+    assert!(forecast.instant_percent >= 90.0, "forecast {}", forecast.instant_percent);
 }
 
 #[test]

@@ -169,6 +169,7 @@ impl PoolSpec {
                 .as_ref()
                 .map(|r| r.settle_pause.as_ref().and_then(GoDuration::get).unwrap_or_else(TimeDelta::zero)),
             pace: crate::pace::Pace::default(),
+            sleep_is_news: self.resume_canaries.is_some(),
         }
     }
 }
@@ -192,6 +193,9 @@ pub struct PowerLimits {
     pub readiness: Option<TimeDelta>,
     /// How soon the pool's transitions finish when they are quick (from its status): what the looks are paced by.
     pub pace: crate::pace::Pace,
+    /// A cluster's stop ending wakes the pool: its resume canaries rank the standbys asleep. Elsewhere a stopping
+    /// cluster is a standby to the plan already, and nothing the plan decides waits on the machines being down.
+    pub sleep_is_news: bool,
 }
 
 impl Default for PowerLimits {
@@ -203,6 +207,7 @@ impl Default for PowerLimits {
             install_attempts: DEFAULT_INSTALL_ATTEMPTS,
             readiness: None,
             pace: crate::pace::Pace::default(),
+            sleep_is_news: false,
         }
     }
 }

@@ -17,6 +17,8 @@ pub(super) struct Targets {
     pub(super) size: usize,
     /// Effective running count.
     pub(super) running: usize,
+    /// Clusters up or on their way up that stay so, at least `running` ([`crate::adaptive::Decision::held`]).
+    pub(super) held: usize,
     pub(super) max_size: Option<usize>,
     pub(super) max_concurrent: Option<usize>,
     /// The open schedule window, if any, and the schedules' answer, to keep in the status.
@@ -162,12 +164,14 @@ impl<'a> Planner<'a> {
         // Running spares never outnumber the pool: at most size, and at most maxSize.
         let running_cap = max_size.map_or(size, |m| m.min(size));
         let mut running = to_count(eff.running_count).min(running_cap);
+        let mut held = running;
         let mut demand = None;
         let mut keep_fresh = None;
         if let Some(adaptive) = &spec.adaptive_running_count {
             let status = snap.pool.status.demand.as_ref();
             let decision = adaptive.decide(status, &snap.claims, &snap.clusters, now, running_cap);
             running = running.max(decision.running);
+            held = running.max(decision.held.min(running_cap));
             wake = earliest(wake, decision.next_drop);
             demand = Some(decision.demand);
             keep_fresh = decision.keep_fresh;
@@ -195,6 +199,7 @@ impl<'a> Planner<'a> {
             targets: Targets {
                 size,
                 running,
+                held,
                 max_size,
                 max_concurrent: spec.max_concurrent.map(to_count),
                 active_schedule: eff.active,

@@ -13,12 +13,16 @@ impl Planner<'_> {
     /// included) are kept Running, the rest Hibernating (seed 000). New clusters get theirs at creation; a cluster
     /// whose power management is paused keeps its own and is neither a spare nor a standby.
     ///
+    /// With the forecast, a cluster up or coming up stays so beyond the count while the count comes back to it
+    /// within a stop and a resume ([`crate::adaptive::Decision::held`]): it is not stopped only to be resumed.
+    ///
     /// With `keepFresh`, clusters that are up come first ([`Planner::ranked`]). Beyond the count, a cluster still
     /// installing, or installed within the fresh window and still Running, stays so while it is the `k`-th such
     /// and a `k`-th is worth keeping ([`crate::adaptive::KeepFresh::keeps`]); one installed hibernates when its
     /// window ends.
     pub(super) fn set_power_states(&mut self) -> Vec<Action> {
         let target = self.targets.running + self.pending.len();
+        let held = self.targets.held + self.pending.len();
         let ranked = self.ranked();
         let canaries = self.canaries(target, &ranked);
         let (now, keep) = (self.now, self.targets.keep_fresh);
@@ -37,7 +41,10 @@ impl Planner<'_> {
                 let until = slot.c.installed_at.zip(keep).map(|(at, k)| at + k.window);
                 wake = earliest(wake, until);
             }
-            let want = if within || kept { DesiredPower::Running } else { DesiredPower::Hibernating };
+            // Beyond the count but within what it comes back to before a stop and a resume would be done: a
+            // cluster up or coming up stays so.
+            let holds = !within && rank < held && slot.power == Some(DesiredPower::Running);
+            let want = if within || kept || holds { DesiredPower::Running } else { DesiredPower::Hibernating };
             if slot.power == Some(want) {
                 continue;
             }

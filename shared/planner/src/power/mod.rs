@@ -181,8 +181,10 @@ pub struct PowerStep {
     pub call: Option<ActuatorCall>,
     /// Look again after this long; `None` when the cluster is settled (or broken).
     pub recheck_after: Option<TimeDelta>,
-    /// The pool must reconcile: the cluster became Running or Hibernating, finished installing, or broke.
-    /// (A Running cluster can serve a pending claim; a broken one must be replaced.)
+    /// The pool must reconcile: the cluster became Running, finished installing, or broke (a Running cluster can
+    /// serve a pending claim; a broken one must be replaced), or became Hibernating in a pool whose resume
+    /// canaries rank the standbys asleep ([`PowerLimits::sleep_is_news`](crate::PowerLimits::sleep_is_news)). A stop
+    /// that ends is no news elsewhere: the plan counts a stopping cluster as a standby already.
     pub wakes_pool: bool,
 }
 
@@ -300,8 +302,12 @@ pub fn step(cluster: &Cluster, report: &Report, now: Timestamp, limits: PowerLim
     }
     out.changed = out.cluster != *cluster;
     let c = &out.cluster;
-    let settled = matches!(c.power_state, Some(PowerState::Running | PowerState::Hibernating));
-    out.wakes_pool = (settled && c.power_state != cluster.power_state)
+    let news = match c.power_state {
+        Some(PowerState::Running) => true,
+        Some(PowerState::Hibernating) => limits.sleep_is_news,
+        _ => false,
+    };
+    out.wakes_pool = (news && c.power_state != cluster.power_state)
         || c.installed_at != cluster.installed_at
         || c.is_broken() != cluster.is_broken();
     out
