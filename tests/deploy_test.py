@@ -196,7 +196,7 @@ class DeployTest(unittest.TestCase):
     def test_a_stack_with_provisioned_capacity_scales_each_of_its_four_capacities(self):
         # A stack of its own: the emulator's CloudFormation cannot change a table's billing in an update.
         stack = f"{STACK}-provisioned"
-        self.deploy("TableCapacity=provisioned ProvisionedMinCapacity=7", stack=stack)
+        self.deploy("TableCapacity=provisioned ProvisionedMinCapacity=7 ProvisionedTargetUtilization=85", stack=stack)
         outputs = self.outputs(stack)
         # The table and its index are created at DynamoDB's least capacity; on AWS, registering auto scaling brings
         # each to ProvisionedMinCapacity.
@@ -206,7 +206,8 @@ class DeployTest(unittest.TestCase):
         self.assertEqual({k: table["ProvisionedThroughput"][k] for k in least}, least)
         index = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}["pools"]
         self.assertEqual({k: index["ProvisionedThroughput"][k] for k in least}, least)
-        # Auto scaling, which the emulator skips: each of the four capacities between the bounds, at 70 % use.
+        # Auto scaling, which the emulator skips: each of the four capacities between the bounds, at the use the
+        # stack sets (70 % unless told, from 20 % to 90 %, as target tracking allows for DynamoDB).
         resources = self.template["Resources"]
         targets = {k: v["Properties"] for k, v in resources.items()
                    if v["Type"] == "AWS::ApplicationAutoScaling::ScalableTarget"}
@@ -227,7 +228,9 @@ class DeployTest(unittest.TestCase):
             rw = "Read" if "Read" in dimension else "Write"
             self.assertEqual(tracking["PredefinedMetricSpecification"]["PredefinedMetricType"],
                              f"DynamoDB{rw}CapacityUtilization")
-            self.assertEqual(tracking["TargetValue"], 70)
+            self.assertEqual(tracking["TargetValue"], {"Ref": "ProvisionedTargetUtilization"})
+        target = self.template["Parameters"]["ProvisionedTargetUtilization"]
+        self.assertEqual((target["Default"], target["MinValue"], target["MaxValue"]), (70, 20, 90))
 
     def test_a_stack_with_a_function_url_serves_the_claim_api_there_and_has_no_api_gateway(self):
         # A stack of its own: changing the endpoint changes the API's URL, which the first test's stack keeps.

@@ -709,6 +709,24 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
             change(&hundred, 100)
         );
     }
+    // The same table kept at the highest use auto scaling allows (`ProvisionedTargetUtilization` 90): less capacity
+    // held, less room before a rise is throttled.
+    let fuller = Scaling { target: Scaling::FULLEST, ..Scaling::TEMPLATE };
+    let fullest = [1, 10, 100].map(|n| self::provisioned(o, n, &prices, &a, &fuller));
+    if let ([Some(one), Some(ten), Some(hundred)], [Some(p1), Some(p10), Some(p100)]) = (fullest, provisioned) {
+        let change = |p: &Provisioning, q: &Provisioning, n: usize| {
+            signed(monthly_provisioned(&lines, p, n) - monthly_provisioned(&lines, q, n))
+        };
+        let _ = writeln!(
+            out,
+            "| and with `ProvisionedTargetUtilization` {:.0}: the capacity kept at that use, not {:.0} % | | | | {} | {} | {} |",
+            100.0 * Scaling::FULLEST,
+            100.0 * Scaling::TEMPLATE.target,
+            change(&one, &p1, 1),
+            change(&ten, &p10, 10),
+            change(&hundred, &p100, 100)
+        );
+    }
     // The claim API at its function's URL: no API Gateway requests.
     let url = self::lines(o, measured, &prices, &Assumptions { function_url: true, ..a });
     let change = |n: f64| signed(monthly(&url, n) - monthly(&lines, n));
@@ -725,22 +743,29 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
         "| always-on Hive (EKS + {} × m6i.large) | | | | {hive:.2} | {hive:.2} | {hive:.2} |",
         a.hive_nodes
     );
-    if let Some(p) = provisioned[2] {
+    if let (Some(p), Some(f)) = (provisioned[2], fullest[2]) {
         let _ = writeln!(
             out,
             "\nProvisioned for 100 pools: the table's capacity peaks at {:.0} write and {:.0} read units a second; {:.3} % of \
-             the units asked for were beyond the capacity and its burst within their minute (throttled, and retried).",
+             the units asked for were beyond the capacity and its burst within their minute (throttled, and retried). \
+             At {:.0} % use: {:.0} and {:.0}, {:.3} % throttled.",
             p.peak.0,
             p.peak.1,
-            100.0 * p.throttled
+            100.0 * p.throttled,
+            100.0 * Scaling::FULLEST,
+            f.peak.0,
+            f.peak.1,
+            100.0 * f.throttled
         );
     }
     out
 }
 
-/// `x` with its sign, to the cent: `+0.12`, `-3.40`.
+/// `x` with its sign, to the cent: `+0.12`, `-3.40`; under half a cent either way, `0.00`.
 fn signed(x: f64) -> String {
-    if x < 0.0 {
+    if x.abs() < 0.005 {
+        "0.00".to_string()
+    } else if x < 0.0 {
         format!("-{:.2}", -x)
     } else {
         format!("+{x:.2}")

@@ -19,7 +19,8 @@
 /// The template's auto scaling of one dimension (the table's, or its `pools` index's, reads or writes).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Scaling {
-    /// The share of the capacity the units used are kept at (the template's `TargetValue`, 70 %).
+    /// The share of the capacity the units used are kept at (the template's `ProvisionedTargetUtilization`, 70 %
+    /// unless set).
     pub target: f64,
     /// Units a second, at least (`ProvisionedMinCapacity`).
     pub min: f64,
@@ -36,9 +37,14 @@ pub struct Scaling {
 }
 
 impl Scaling {
-    /// What the template sets: a target of 70 %, from 5 units a second to 4 000.
+    /// What the template sets by default: a target of 70 % (`ProvisionedTargetUtilization`), from 5 units a
+    /// second to 4 000.
     pub const TEMPLATE: Self =
         Self { target: 0.70, min: 5.0, max: 4000.0, out_after: 2, in_after: 15, in_margin: 0.20, burst_seconds: 300.0 };
+
+    /// The highest target the template's `ProvisionedTargetUtilization` takes (DynamoDB's target tracking allows
+    /// 20 % to 90 %).
+    pub const FULLEST: f64 = 0.90;
 
     /// The capacity that puts `used` units a second at the target, in whole units within the bounds.
     fn fit(&self, used: f64) -> f64 {
@@ -155,6 +161,23 @@ mod tests {
         // 110), then one at each hour since the last (170, 230, ... 1 430): 26 in the day.
         let q = provision(&spikes(30), &S);
         assert_eq!(q.decreases, 26);
+    }
+
+    #[test]
+    fn a_fuller_target_holds_less_capacity_and_leaves_less_room_for_a_rise() {
+        // 63 units a second: 90 at 70 %, 70 at 90 %. From the second hour, one minute in five at 100 a second (one
+        // minute over is no reason to scale out). At 70 % the 27 units a second left unused refill the burst
+        // capacity faster than the rises spend it; at 90 % the 7 left do not, and by the end of the day it is spent.
+        let units: Vec<f64> =
+            (0..DAY).map(|m| if m >= 60 && m % 5 == 0 { 100.0 * 60.0 } else { 63.0 * 60.0 }).collect();
+        let full = Scaling { target: Scaling::FULLEST, ..S };
+        let (at_70, at_90) = (provision(&units, &S), provision(&units, &full));
+        assert_eq!((at_70.peak, at_90.peak), (90.0, 70.0));
+        assert!(at_90.unit_hours < 0.8 * at_70.unit_hours, "{} against {}", at_90.unit_hours, at_70.unit_hours);
+        // The first two minutes, at the least capacity, throttle alike; the rises only at 90 %.
+        let start = provision(&units[..60], &S).throttled;
+        assert_eq!((at_70.throttled, provision(&units[..60], &full).throttled), (start, start));
+        assert!(at_90.throttled > start, "{} against {start}", at_90.throttled);
     }
 
     #[test]

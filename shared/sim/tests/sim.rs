@@ -385,8 +385,12 @@ fn the_bills_auto_scaling_is_the_templates() {
         "PoolsIndexReadsScalingPolicy",
         "PoolsIndexWritesScalingPolicy",
     ] {
-        assert_eq!(value(policy, "TargetValue:") / 100.0, Scaling::TEMPLATE.target, "{policy}");
+        let lines = template_resource(policy);
+        let target = lines.iter().find_map(|l| l.trim_start().strip_prefix("TargetValue:")).map(str::trim);
+        assert_eq!(target, Some("!Ref ProvisionedTargetUtilization"), "{policy}");
     }
+    assert_eq!(value("ProvisionedTargetUtilization", "Default:") / 100.0, Scaling::TEMPLATE.target);
+    assert_eq!(value("ProvisionedTargetUtilization", "MaxValue:") / 100.0, Scaling::FULLEST);
     assert_eq!(value("ProvisionedMinCapacity", "Default:"), Scaling::TEMPLATE.min);
     assert_eq!(value("ProvisionedMaxCapacity", "Default:"), Scaling::TEMPLATE.max);
     // Target tracking keeps four alarms on each: the units used over and under the target, the capacity at its
