@@ -540,7 +540,9 @@ impl<'a> Run<'a> {
                 Err(e) => return Err(e),
             }
         }
-        self.wake = Some("deprovisioned");
+        if self.pool.removal_is_news() {
+            self.wake = Some("deprovisioned");
+        }
         Ok(None)
     }
 }

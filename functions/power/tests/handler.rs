@@ -188,25 +188,33 @@ async fn a_progress_event_the_trail_refuses_leaves_the_change_standing() {
     assert!(trail.events.iter().all(|e| e.kind != EventType::ClusterRunning), "{trail:?}");
 }
 
+/// A cluster's removal is news to its pool only where it frees room the pool is held to (here maxConcurrent):
+/// elsewhere the plan counted the cluster out when it began deleting it.
 #[tokio::test]
-async fn a_deleting_cluster_loses_its_machines_then_its_item_and_the_pool_is_told() {
-    let w = World::new(t0());
-    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
-    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
-    c.spec_power_state = Some(DesiredPower::Running);
-    w.put_cluster("ci", c);
-    let deps = w.default_deps(900);
-    power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
-    let mut c = w.cluster("ci", "ci-1").expect("cluster");
-    c.deleting = true;
-    c.rev += 1;
-    w.put_cluster("ci", c);
-    let out = power::power(&deps, &nudge("ci-1"), None).await.expect("deprovision");
-    assert!(out.removed);
-    assert!(w.cluster("ci", "ci-1").is_none());
-    w.time.advance(TimeDelta::minutes(1));
-    assert!(machines(&w).iter().all(|m| *m == MachineState::Terminated));
-    assert!(w.queue.take_reconcile().iter().any(|m| m.reason == "deprovisioned"));
+async fn a_deleting_cluster_loses_its_machines_then_its_item_and_a_pool_held_to_a_bound_is_told() {
+    for bounded in [false, true] {
+        let w = World::new(t0());
+        let mut spec = aws_spec(1, 0);
+        spec.max_concurrent = bounded.then_some(2);
+        w.put_pool(pool("ci", spec, t0()));
+        let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+        c.spec_power_state = Some(DesiredPower::Running);
+        w.put_cluster("ci", c);
+        let deps = w.default_deps(900);
+        power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
+        w.queue.take_reconcile();
+        let mut c = w.cluster("ci", "ci-1").expect("cluster");
+        c.deleting = true;
+        c.rev += 1;
+        w.put_cluster("ci", c);
+        let out = power::power(&deps, &nudge("ci-1"), None).await.expect("deprovision");
+        assert!(out.removed);
+        assert!(w.cluster("ci", "ci-1").is_none());
+        w.time.advance(TimeDelta::minutes(1));
+        assert!(machines(&w).iter().all(|m| *m == MachineState::Terminated));
+        let told = w.queue.take_reconcile().iter().any(|m| m.reason == "deprovisioned");
+        assert_eq!(told, bounded, "maxConcurrent set: {bounded}");
+    }
 }
 
 /// The deprovision used to run while another invocation's provisioning call was still under way (its intent

@@ -2,8 +2,9 @@
 //!
 //! Every run (EventBridge Scheduler, `rate(1 minute)` by default) lists the pools (one Query of the sparse
 //! `pools` index) and enqueues a reconcile for each pool that is due ([`apiary_planner::sweep::due`]): its
-//! `nextWakeAt` has passed, it has no status yet, it is being deleted, or claims wait for clusters (installs and
-//! deletions under way end with the power function's own message; the full pass catches one lost). A run is a
+//! `nextWakeAt` has passed, it has no status yet, it is being deleted, or claims wait for clusters (installs under
+//! way end with the power function's own message, and so do deletions wherever their end frees room the pool is
+//! held to; the full pass catches one lost). A run is a
 //! full pass when the last recorded one is old enough
 //! ([`apiary_planner::sweep::full_due`], every `APIARY_FULL_SWEEP_SECONDS`): it enqueues every pool, and those
 //! reconciles (as any reconcile does) start the tick of a pool with clusters in motion and none live, so a lost

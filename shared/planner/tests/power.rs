@@ -139,6 +139,19 @@ fn a_cluster_settling_asleep_wakes_its_pool_only_where_resume_canaries_pick_slee
     assert!(awake.wakes_pool, "a Running cluster may serve a claim, canaries or not");
 }
 
+/// A cluster's removal is news to its pool only where it frees room the pool is held to, an inventory name, or
+/// brings a pool being deleted closer to its end: the plan counted the cluster out when it began deleting it.
+#[test]
+fn a_clusters_removal_wakes_its_pool_only_where_room_or_a_name_or_the_pools_end_waits_on_it() {
+    let news = |p: PoolBuilder| given(p).snapshot().pool.removal_is_news();
+    assert!(!news(pool().size(3)), "nothing bounds the pool");
+    assert!(!news(pool().size(3).canaries("48h", 1, None)), "nor canaries");
+    assert!(news(pool().size(3).max_size(4)));
+    assert!(news(pool().size(3).max_concurrent(2)));
+    assert!(news(pool().size(2).inventory(&["a", "b", "c"])));
+    assert!(news(pool().size(3).deleting()));
+}
+
 #[test]
 fn an_actuator_error_is_retried_with_backoff_and_never_breaks_the_cluster_by_itself() {
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;

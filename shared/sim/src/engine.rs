@@ -414,7 +414,8 @@ impl<'t> Simulation<'t> {
                 self.tick.due.remove(&id);
                 self.noticing.remove(&id);
                 self.dirty = true;
-                true
+                // The power function tells the pool only where the removal frees room it is held to.
+                self.snap.pool.removal_is_news()
             }
             Event::Wake => {
                 self.usage.news += 1;

@@ -36,6 +36,18 @@ impl Pool {
         let pace = self.status.pace.filter(|_| self.status.pending_claims == 0);
         super::PowerLimits { pace: pace.unwrap_or_default(), ..self.spec.power_limits() }
     }
+
+    /// Whether a cluster's removal (its machines gone, its item deleted) is news to the pool: where it frees room
+    /// the pool is held to (`maxSize`, `maxConcurrent`) or an inventory name, or brings a pool being deleted
+    /// closer to its end. Elsewhere the plan counted the cluster out when it began deleting it, and only the
+    /// status's `deleting` count waits for the next reconcile.
+    pub fn removal_is_news(&self) -> bool {
+        let s = &self.spec;
+        s.max_size.is_some()
+            || s.max_concurrent.is_some()
+            || s.inventory.is_some()
+            || self.deletion_requested_at.is_some()
+    }
 }
 
 /// Everything a reconcile reads: one pool's whole partition.
