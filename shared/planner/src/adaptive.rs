@@ -72,7 +72,8 @@ pub struct Decision {
 }
 
 /// What `keepFresh` keeps: just-installed clusters beyond the running count stay Running for `window` (a typical
-/// stop and resume, [`AdaptiveRunningCount::fresh_window`]), as many as [`KeepFresh::keeps`] says.
+/// stop and resume: the median stop measured on the pool, else [`DEFAULT_STOP`], and the median resume), as many as
+/// [`KeepFresh::keeps`] says.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct KeepFresh {
     /// How long after its install a cluster is kept.
@@ -127,11 +128,13 @@ impl AdaptiveRunningCount {
             .unwrap_or(DEFAULT_RESUME);
         let target = self.target(resume);
         // The typical resume (the median measured, at most the one planned with), read once for the forecast's
-        // flows and for keepFresh's window.
-        let typical = if self.forecast.is_some() || self.keeps_fresh() {
-            measured_resume(clusters, 0.5).unwrap_or(resume).min(resume)
+        // flows and for keepFresh's window; and a stop and a resume, keepFresh's window and how far ahead the
+        // forecast's count holds clusters up.
+        let (typical, trip) = if self.forecast.is_some() || self.keeps_fresh() {
+            let typical = measured_resume(clusters, 0.5).unwrap_or(resume).min(resume);
+            (typical, round_trip(clusters, typical))
         } else {
-            resume
+            (resume, TimeDelta::zero())
         };
         let learn = self.forecast.as_ref().zip(target.map(|_| (self.flow_exposure(typical), resume, cap)));
         let demand = update(self, stored, claims, now, window, learn);
@@ -139,7 +142,7 @@ impl AdaptiveRunningCount {
         let mut running = self.running_for(rate, resume, cap);
         let mut peak = 0;
         let mut next_drop = self.next_drop(running, rate, resume, cap, now);
-        let fresh = self.fresh_window(clusters, typical);
+        let fresh = self.keeps_fresh().then_some(trip);
         // Claims an hour expected over the fresh window: the live estimate, or the forecast's flow across it.
         let mut ahead = rate;
         if let (Some((forecast, (exposure, _, _))), Some(profile)) = (learn, demand.profile.as_ref()) {
@@ -188,8 +191,7 @@ impl AdaptiveRunningCount {
                 next_drop = earliest(next_drop, change);
                 // What it asks for is constant between its moments: the most within a stop and a resume is the
                 // most at the moments in that time.
-                let round_trip = now + round_trip(clusters, typical);
-                peak = moments.iter().take_while(|t| **t <= round_trip).map(|t| at(*t)).max().unwrap_or(0);
+                peak = moments.iter().take_while(|t| **t <= now + trip).map(|t| at(*t)).max().unwrap_or(0);
             }
         }
         let keep_fresh =
@@ -200,13 +202,6 @@ impl AdaptiveRunningCount {
     /// Whether `keepFresh` is on.
     pub fn keeps_fresh(&self) -> bool {
         self.keep_fresh == Some(true)
-    }
-
-    /// With `keepFresh`, how long a just-installed cluster is kept Running for a claim: a typical stop (the median
-    /// measured on the pool, else [`DEFAULT_STOP`]) and the `typical` resume, what hibernating it and resuming it
-    /// again for that claim would take. `None` when the option is off.
-    pub fn fresh_window(&self, clusters: &[Cluster], typical: TimeDelta) -> Option<TimeDelta> {
-        self.keeps_fresh().then(|| round_trip(clusters, typical))
     }
 
     /// When the decaying `rate`, now asking for `running` spares, next asks for fewer.
@@ -383,7 +378,8 @@ fn measured_install(clusters: &[Cluster]) -> Option<TimeDelta> {
 }
 
 /// What hibernating a cluster and resuming it again takes: a typical stop (the median measured on the pool, else
-/// [`DEFAULT_STOP`]) and the `typical` resume.
+/// [`DEFAULT_STOP`]) and the `typical` resume. With `keepFresh`, how long a just-installed cluster is kept Running
+/// for a claim: what hibernating it and resuming it again for that claim would take.
 fn round_trip(clusters: &[Cluster], typical: TimeDelta) -> TimeDelta {
     let stop = crate::pace::quantile(clusters.iter().filter_map(|c| c.last_stop_seconds).collect(), 0.5)
         .map_or(DEFAULT_STOP, |s| TimeDelta::seconds(i64::from(s)));
