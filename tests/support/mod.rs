@@ -291,6 +291,12 @@ impl Stack {
         }
     }
 
+    /// A consumer of the queue at `url`, as the functions' event source mappings are (for tests of the queues
+    /// alone, once the functions are halted).
+    pub fn poller(&self, url: &str) -> apiary_aws::queue::Poller {
+        apiary_aws::queue::Poller::new(&self.sdk, url)
+    }
+
     /// Stops the functions but keeps the stack, for tests of the adapters alone.
     pub async fn halt(&mut self) {
         if let Some(r) = self.running.take() {

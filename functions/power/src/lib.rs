@@ -78,6 +78,18 @@ pub struct Outcome {
     pub dropped: bool,
     /// The infraIds whose machines a reap message's pass deprovisioned (their cluster is gone).
     pub reaped: Vec<String>,
+    /// A tick link carried its chain on in its own message, put back in the queue until its next look: the batch
+    /// reports the message as a failure, so that the event source mapping leaves it.
+    pub returned: bool,
+}
+
+/// A power message as the queue handed it over.
+#[derive(Debug, Clone, Copy)]
+pub struct Received<'a> {
+    /// Its receipt handle.
+    pub receipt: &'a str,
+    /// How many times SQS has handed it out, this time included.
+    pub receives: u32,
 }
 
 async fn get_pool(deps: &Deps, pool: &str) -> Result<Option<Pool>> {
@@ -554,8 +566,8 @@ async fn wake_pool(deps: &Deps, pool: &str, reason: &str) -> Result<()> {
 
 /// Handles one power message: steps the cluster it names once (or a few times, while each step asks to look
 /// again at once) and makes sure the pool's tick looks at it again when it must; or makes the pool's tick; or the
-/// reaper's pass. `receipt` is the message's receipt handle when it came from the queue.
-pub async fn power(deps: &Deps, msg: &PowerMessage, receipt: Option<&str>) -> Result<Outcome> {
+/// reaper's pass. `received` is how the queue handed the message over, when it came from the queue.
+pub async fn power(deps: &Deps, msg: &PowerMessage, received: Option<Received<'_>>) -> Result<Outcome> {
     if msg.reap {
         return Ok(Outcome { reaped: reap::pass(deps, &msg.pool).await?, ..Outcome::default() });
     }
@@ -567,7 +579,7 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, receipt: Option<&str>) -> Re
     };
     let machinery = deps.platforms.of(&pool.spec)?;
     if msg.tick {
-        return tick_run(deps, &pool, machinery.as_ref(), msg, receipt).await;
+        return tick_run(deps, &pool, machinery.as_ref(), msg, received).await;
     }
     let mut run = Run::new(deps, &pool, machinery.as_ref(), msg.clone());
     let result = run.drive().await;
@@ -667,15 +679,16 @@ struct Look {
     written: bool,
 }
 
-/// The pool's tick: looks at the clusters in motion whose look is due, records their next looks and sends the next
-/// link for the earliest. A lost condition on the tick item re-reads it and records again (the looks are not
-/// taken twice); a link found stale then ends without sending.
+/// The pool's tick: looks at the clusters in motion whose look is due, records their next looks and carries the
+/// chain on to the earliest: in its own message, put back in the queue, while that has receives to spare
+/// ([`chain::carries_on`]), or else in a new one. A lost condition on the tick item re-reads it and records again
+/// (the looks are not taken twice); a link found stale then ends without sending.
 async fn tick_run(
     deps: &Deps,
     pool: &Pool,
     platform: &dyn Machinery,
     msg: &PowerMessage,
-    receipt: Option<&str>,
+    received: Option<Received<'_>>,
 ) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     // The clusters in motion, and each one looked at with when it wants its next look.
@@ -729,22 +742,35 @@ async fn tick_run(
         let due = tick::after(&tick, moving, looked);
         let max = TimeDelta::seconds(i64::from(deps.config.max_recheck_seconds));
         let want = tick::next_due(&due, moving, now).map(|at| at.min(now + max));
-        let next = chain::next(&tick, admission, want, now, deps.clock.seed());
+        // The live link goes on in its own message, with its own token, while the message has receives to spare.
+        let back = received.filter(|r| admission == Admission::Own && chain::carries_on(r.receives));
+        let token = back.and(msg.check).unwrap_or_else(|| deps.clock.seed());
+        let next = chain::next(&tick, admission, want, now, token);
         let written = Tick { rev: tick.rev, check: next.check, superseded: next.superseded, due };
-        if stored.as_ref() == Some(&written) || (stored.is_none() && written == Tick::default()) {
+        let unchanged = stored.as_ref() == Some(&written) || (stored.is_none() && written == Tick::default());
+        let back = back.filter(|_| next.send.is_some());
+        if unchanged && back.is_none() {
             return Ok(outcome);
         }
-        match put_tick(deps, &pool.name, stored.as_ref(), written).await {
-            Ok(()) => {}
-            Err(Error::Conflict(_)) => continue,
-            Err(e) => return Err(e),
+        if !unchanged {
+            match put_tick(deps, &pool.name, stored.as_ref(), written).await {
+                Ok(()) => {}
+                Err(Error::Conflict(_)) => continue,
+                Err(e) => return Err(e),
+            }
         }
-        if let (Some(_), Admission::Own, Some(receipt)) = (next.send, admission, receipt) {
-            // This link is done: delete it before sending the next, so that a kill in between cannot leave both.
-            deps.queue.ack_power(receipt).await?;
-        }
-        if let Some(link) = next.send {
-            outcome.recheck = Some(send_tick(deps, &pool.name, link).await?);
+        match (next.send, back) {
+            (Some(link), Some(back)) => {
+                // Unchanged, this is an early copy of the live link (SQS delivers some messages twice): it too
+                // comes back when the link is due, and the chain's next new message ends whichever copy is left.
+                let delay = (link.due - deps.clock.now()).to_std().unwrap_or_default();
+                deps.queue.return_power(back.receipt, delay).await?;
+                (outcome.recheck, outcome.returned) = (Some(delay), true);
+            }
+            // The event source mapping deletes this link's message when the run ends. Killed before that, the
+            // message comes back with a token the tick no longer holds, and ends on arrival.
+            (Some(link), None) => outcome.recheck = Some(send_tick(deps, &pool.name, link).await?),
+            (None, _) => {}
         }
         if next.check.is_none() && !deps.store.moving(&pool.name).await?.is_empty() {
             // A cluster began moving after this tick read the index, and its nudge read the tick before it ended:
@@ -756,29 +782,42 @@ async fn tick_run(
     Err(Error::Conflict("the pool's tick kept changing".into()))
 }
 
-/// Handles one batch from the power queue, its messages concurrently; each failed message is reported alone.
+/// Handles one batch from the power queue, its messages concurrently; each failed message is reported alone, and
+/// so is each tick link put back in the queue to come again.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
-    let results = futures::future::join_all(event.records.into_iter().map(|record| async move {
+    respond(&handle_each(deps, event).await)
+}
+
+/// Each message of a batch from the power queue handled, concurrently: its message id, and what came of it.
+pub async fn handle_each(deps: &Deps, event: SqsEvent) -> Vec<(String, Result<Outcome>)> {
+    futures::future::join_all(event.records.into_iter().map(|record| async move {
         let id = record.message_id.clone().unwrap_or_default();
         let msg = match serde_json::from_str::<PowerMessage>(record.body.as_deref().unwrap_or_default()) {
             Ok(m) => m,
             Err(e) => {
                 // A body that is not a power message never will be: drop it (logged) rather than loop on it.
                 tracing::error!(message_id = id, error = %e, "unreadable power message dropped");
-                return None;
+                return (id, Ok(Outcome { dropped: true, ..Outcome::default() }));
             }
         };
         let span = tracing::info_span!("power", pool = %msg.pool, cluster = %msg.cluster, tick = msg.tick);
-        let result = power(deps, &msg, record.receipt_handle.as_deref()).instrument(span.clone()).await;
+        let received = record
+            .receipt_handle
+            .as_deref()
+            .map(|receipt| Received { receipt, receives: apiary_ports::queue::receives(&record) });
+        let result = power(deps, &msg, received).instrument(span.clone()).await;
         tracing::debug!(parent: &span, ?result, "power message");
-        match result {
-            Ok(_) => None,
-            Err(e) => {
-                tracing::warn!(parent: &span, error = %e, "power step failed");
-                Some(id)
-            }
+        if let Err(e) = &result {
+            tracing::warn!(parent: &span, error = %e, "power step failed");
         }
+        (id, result)
     }))
-    .await;
-    apiary_ports::queue::batch_response(results.into_iter().flatten())
+    .await
+}
+
+/// The batch response for `results`: the messages that failed, and those put back to come again (the event
+/// source mapping must delete neither).
+pub fn respond(results: &[(String, Result<Outcome>)]) -> SqsBatchResponse {
+    let kept = results.iter().filter(|(_, r)| r.as_ref().map_or(true, |o| o.returned));
+    apiary_ports::queue::batch_response(kept.map(|(id, _)| id.clone()))
 }

@@ -36,9 +36,9 @@ async fn drive(w: &World, deps: &Deps, until: Timestamp) -> usize {
             }
             continue;
         }
-        let response = power::handle(deps, event.clone()).await;
-        failed += response.batch_item_failures.len();
-        w.queue.settle(&event, &response);
+        let results = power::handle_each(deps, event.clone()).await;
+        failed += results.iter().filter(|(_, r)| r.is_err()).count();
+        w.queue.settle(&event, &power::respond(&results));
     }
 }
 
@@ -961,4 +961,69 @@ async fn a_look_at_a_stale_copy_makes_no_call_and_reads_the_cluster_again() {
     assert_eq!(w.cluster("ci", "ci-1"), Some(starting), "the cluster as the other invocation wrote it");
     let next = tick_of(&w).due.get("ci-1").copied();
     assert!(next.is_some_and(|at| at > w.now() + TimeDelta::seconds(60)), "looked at again once the fence passes");
+}
+
+/// A standard queue that delivers the next receive of a power message twice, once asked to.
+#[derive(Debug, Default)]
+struct TwiceOnce(std::sync::atomic::AtomicBool);
+
+impl apiary_testkit::hook::Hook for TwiceOnce {
+    fn duplicate(&self) -> bool {
+        self.0.swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// One cluster installing for 20 minutes in a pool that does not know its pace (its tick looks every minute),
+/// its power messages delivered through the queue as Lambda would; with `twice`, the queue delivers the third
+/// link twice. The runs, the messages sent, the most receives of one message, and when the install was found done.
+async fn a_twenty_minute_install(twice: bool) -> (usize, u64, u32, Timestamp) {
+    let hook = std::sync::Arc::new(TwiceOnce::default());
+    let w = World::with_hook(t0(), hook.clone(), 1);
+    let deps = w.default_deps(900);
+    w.cloud.set_timings(apiary_testkit::cloud::Timings { launch: TimeDelta::minutes(20), ..Default::default() });
+    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    w.put_cluster("ci", c);
+    power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
+    let (mut runs, sent, mut receives) = (0, w.queue.sent(), 0);
+    loop {
+        let event = w.queue.receive(QueueName::Power, 10, TimeDelta::seconds(360), &mut |_| 0);
+        if event.records.is_empty() {
+            match w.queue.next_visible() {
+                Some(t) if t <= t0() + TimeDelta::minutes(40) => w.time.set(t),
+                _ => break,
+            }
+            continue;
+        }
+        runs += event.records.len();
+        receives = event.records.iter().map(apiary_ports::queue::receives).fold(receives, u32::max);
+        if twice && runs == 2 {
+            hook.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        let results = power::handle_each(&deps, event.clone()).await;
+        assert!(results.iter().all(|(_, r)| r.is_ok()), "{results:?}");
+        w.queue.settle(&event, &power::respond(&results));
+        assert!(acting_links(&w) <= 2, "the chain never forks");
+    }
+    assert!(w.queue.dead_letters().is_empty(), "no link dead-lettered: {:?}", w.queue.dead_letters());
+    assert!(w.queue.messages(QueueName::Power).is_empty(), "every copy ended");
+    let installed = w.cluster("ci", "ci-1").and_then(|c| c.installed_at).expect("installed");
+    (runs, w.queue.sent() - sent, receives, installed)
+}
+
+#[tokio::test]
+async fn a_tick_link_goes_on_in_its_own_message_while_it_has_receives_to_spare_then_in_a_new_one() {
+    let (runs, sent, receives, found) = a_twenty_minute_install(false).await;
+    // Some twenty links, a minute apart: each message carries three of them and its fourth receive sends the next
+    // (before, each link was a new message: a delete and a send besides its own delete).
+    assert!(runs >= 20, "{runs} runs");
+    assert!(sent as usize <= runs / 4 + 1, "{sent} messages sent for {runs} links");
+    assert_eq!(receives, apiary_planner::power::chain::MAX_RECEIVES - 1, "one receive kept for a failure");
+    assert!(found >= t0() + TimeDelta::minutes(20) && found <= t0() + TimeDelta::minutes(21), "found at {found}");
+    // A link delivered twice: the copy goes round with the live one until the chain's next new message ends it.
+    let (runs_twice, _, receives, found_twice) = a_twenty_minute_install(true).await;
+    assert_eq!(found_twice, found, "found as soon");
+    assert!(runs_twice > runs && runs_twice <= runs + 4, "{runs_twice} runs against {runs}");
+    assert!(receives < apiary_planner::power::chain::MAX_RECEIVES);
 }

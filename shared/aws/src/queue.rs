@@ -82,15 +82,16 @@ impl Queue for SqsQueue {
         Ok(())
     }
 
-    async fn ack_power(&self, receipt: &str) -> Result<()> {
-        count("sqs:DeleteMessage");
+    async fn return_power(&self, receipt: &str, delay: Duration) -> Result<()> {
+        count("sqs:ChangeMessageVisibility");
         self.client
-            .delete_message()
+            .change_message_visibility()
             .queue_url(&self.power_url)
             .receipt_handle(receipt)
+            .visibility_timeout(delay.min(MAX_DELAY).as_secs() as i32)
             .send()
             .await
-            .map_err(|e| crate::error::aws("sqs:DeleteMessage", e))?;
+            .map_err(|e| crate::error::aws("sqs:ChangeMessageVisibility", e))?;
         Ok(())
     }
 
@@ -110,8 +111,9 @@ impl Queue for SqsQueue {
 }
 
 /// Receives batches from a queue the way Lambda's event source mapping does, for running the functions outside
-/// Lambda: long polls, hands a whole batch to a handler as an [`SqsEvent`], then deletes every message except the
-/// batch item failures the handler reported (those come back after the visibility timeout).
+/// Lambda: long polls, hands a whole batch to a handler as an [`SqsEvent`] (each message with its receive count),
+/// then deletes every message except the batch item failures the handler reported (those come back after the
+/// visibility timeout, or the one the handler gave them).
 #[derive(Debug, Clone)]
 pub struct Poller {
     client: Client,
@@ -135,15 +137,18 @@ impl Poller {
             .queue_url(&self.url)
             .max_number_of_messages(max)
             .wait_time_seconds(wait.as_secs() as i32)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
             .await
             .map_err(|e| crate::error::aws("sqs:ReceiveMessage", e))?;
         let mut event = SqsEvent::default();
         for m in out.messages.unwrap_or_default() {
+            let attributes = m.attributes.unwrap_or_default().into_iter().map(|(k, v)| (k.as_str().to_owned(), v));
             event.records.push(SqsMessage {
                 message_id: m.message_id,
                 receipt_handle: m.receipt_handle,
                 body: m.body,
+                attributes: attributes.collect(),
                 ..Default::default()
             });
         }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse};
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsMessage};
 
 use crate::error::Result;
 use crate::messages::{PowerMessage, ReconcileMessage};
@@ -22,10 +22,19 @@ pub trait Queue: Send + Sync {
     async fn reconcile(&self, message: &ReconcileMessage) -> Result<()>;
     /// Ask for a power step of a cluster after `delay` (capped at [`MAX_DELAY`]).
     async fn power(&self, message: &PowerMessage, delay: Duration) -> Result<()>;
-    /// Deletes a power message the handler received (by its receipt handle) before its batch ends. A re-check
-    /// link deletes itself before it sends the next one, so an invocation killed in between never leaves two
-    /// links of one chain in the queue. Deleting a message already deleted is not an error.
-    async fn ack_power(&self, receipt: &str) -> Result<()>;
+    /// Puts a power message the handler received (by its receipt handle) back in the queue, hidden for `delay`
+    /// (capped at [`MAX_DELAY`]): SQS's ChangeMessageVisibility. The handler then reports the message as a batch
+    /// item failure, so that the event source mapping leaves it, and it is delivered again when `delay` is up, one
+    /// receive more. A re-check link carries its chain on this way while its message has receives to spare.
+    async fn return_power(&self, receipt: &str, delay: Duration) -> Result<()>;
+}
+
+/// The message attribute holding how many times SQS has handed a message out, this receive included.
+pub const RECEIVE_COUNT: &str = "ApproximateReceiveCount";
+
+/// How many times SQS has handed `record` out, this receive included (1 when the attribute is missing).
+pub fn receives(record: &SqsMessage) -> u32 {
+    record.attributes.get(RECEIVE_COUNT).and_then(|n| n.parse().ok()).unwrap_or(1)
 }
 
 /// The batch response reporting `failed` message ids (Lambda's ReportBatchItemFailures): those come back after

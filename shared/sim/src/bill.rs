@@ -454,10 +454,11 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
             a.idle_sqs_per_hour * MONTH_HOURS,
             prices.sqs_fifo_request,
         ),
-        // And a tick link that goes on deletes its own message first.
+        // A tick link that goes on in its own message puts it back (a request), and neither sends the next nor has
+        // this one deleted (two fewer).
         Line::new(
             "SQS requests, power queue",
-            (2.0 * power + u.tick_acks as f64) * scale,
+            (2.0 * power - u.tick_returns as f64) * scale,
             a.idle_sqs_per_hour * MONTH_HOURS,
             prices.sqs_request,
         ),

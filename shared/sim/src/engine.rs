@@ -179,6 +179,8 @@ pub struct Simulation<'t> {
     tick: Tick,
     /// Tokens drawn for the tick's links.
     tokens: u64,
+    /// Times the live link's message has been received (it carries the chain on while it has receives to spare).
+    live_receives: u32,
     /// Transitions whose machines are done and which no look has noticed yet: which kind (install, resume, stop),
     /// when they were done, and whether a claim waited then. The simulation acts on them at once; the pool's tick
     /// looks at them as it would at a cluster still in motion, and the look that notices each is measured.
@@ -250,6 +252,7 @@ impl<'t> Simulation<'t> {
             holds: HashMap::new(),
             tick: Tick::default(),
             tokens: 0,
+            live_receives: 0,
             noticing: HashMap::new(),
             last_full_sweep: None,
             index: HashMap::new(),
@@ -590,6 +593,7 @@ impl<'t> Simulation<'t> {
             let next = chain::next(&self.tick, Admission::Nudge, Some(want), now, self.tokens);
             if let Some(link) = next.send {
                 (self.tick.check, self.tick.superseded) = (next.check, next.superseded);
+                self.live_receives = 0;
                 self.tick.due.insert(id.to_string(), want);
                 self.write_tick();
                 self.at(link.due, Event::Tick(link.token));
@@ -634,11 +638,31 @@ impl<'t> Simulation<'t> {
         let moving = self.moving();
         self.tick.due = tick::after(&self.tick, &moving, &looked);
         let want = tick::next_due(&self.tick.due, &moving, now).map(|at| at.min(now + MAX_DELAY));
-        self.tokens += 1;
-        let next = chain::next(&self.tick, admission, want, now, self.tokens);
+        // The live link goes on in its own message, with its own token, while the message has receives to spare;
+        // else in a new one.
+        let receives = self.live_receives + 1;
+        let live = self.tick.check.map(|c| c.token);
+        let back = admission == Admission::Own && chain::carries_on(receives);
+        let token = match live.filter(|_| back) {
+            Some(token) => token,
+            None => {
+                self.tokens += 1;
+                self.tokens
+            }
+        };
+        let next = chain::next(&self.tick, admission, want, now, token);
         if admission == Admission::Own && next.send.is_some() {
-            self.usage.tick_acks += 1;
+            if back {
+                self.usage.tick_returns += 1;
+            } else {
+                self.usage.tick_sends += 1;
+            }
         }
+        self.live_receives = match next.check.map(|c| c.token) {
+            t if t != live => 0,
+            _ if admission == Admission::Own => receives,
+            _ => self.live_receives,
+        };
         (self.tick.check, self.tick.superseded) = (next.check, next.superseded);
         self.write_tick();
         if let Some(link) = next.send {

@@ -49,9 +49,12 @@ pub struct Usage {
     pub ticks: usize,
     /// Looks the ticks took at clusters in motion.
     pub tick_looks: usize,
-    /// Tick links that went on: each deleted its own message before sending the next (the power function's
-    /// `ack_power`, so that a run killed in between cannot leave two links), a request to the queue of its own.
-    pub tick_acks: usize,
+    /// Tick links that went on in a new message (its send is billed as the next link's run).
+    pub tick_sends: usize,
+    /// Tick links that went on in their own message, put back in the queue until the next look
+    /// (ChangeMessageVisibility, while the message has receives to spare: `chain::carries_on`): one request to the
+    /// queue instead of two, the next link's send and the event source mapping's delete of this one.
+    pub tick_returns: usize,
     /// Writes of the pool's tick item (each tick, and each nudge that started or brought it forward): not in the
     /// outcome's writes.
     pub tick_writes: usize,

@@ -3,7 +3,8 @@
 //! - at least once: a received message stays in the queue, invisible for the visibility timeout, until it is
 //!   deleted; what a handler did not delete (it failed, reported the message as a batch item failure, or was
 //!   killed) is delivered again when the timeout passes;
-//! - per-message delays on the power queue (standard), capped at [`MAX_DELAY`];
+//! - per-message delays on the power queue (standard), capped at [`MAX_DELAY`], and a received message put back
+//!   hidden for a while (ChangeMessageVisibility), each receive counted in the message's `ApproximateReceiveCount`;
 //! - on the reconcile queue (FIFO): messages of one group are delivered in the order sent, and no message of a
 //!   group is delivered while another of it is in flight;
 //! - after [`MAX_RECEIVES`] receives a message moves to the dead-letter queue instead (the template's
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use apiary_planner::Timestamp;
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
-use apiary_ports::queue::{Queue, MAX_DELAY};
+use apiary_ports::queue::{Queue, MAX_DELAY, RECEIVE_COUNT};
 use apiary_ports::Result;
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
@@ -30,7 +31,7 @@ use crate::time::Time;
 pub const DEDUP_INTERVAL: TimeDelta = TimeDelta::minutes(5);
 
 /// Receives before a message moves to the dead-letter queue (the template's maxReceiveCount).
-pub const MAX_RECEIVES: u32 = 5;
+pub use apiary_planner::power::chain::MAX_RECEIVES;
 
 /// Which queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -205,6 +206,7 @@ impl MemQueue {
                 message_id: Some(m.id.to_string()),
                 receipt_handle: Some(receipt.to_string()),
                 body: Some(m.body.clone()),
+                attributes: [(RECEIVE_COUNT.to_owned(), m.receives.to_string())].into(),
                 ..Default::default()
             });
             if duplicate {
@@ -276,10 +278,19 @@ impl Queue for MemQueue {
         leave(self.hook.as_ref(), Op::Send, Ok(()))
     }
 
-    async fn ack_power(&self, receipt: &str) -> Result<()> {
+    async fn return_power(&self, receipt: &str, delay: Duration) -> Result<()> {
         enter(self.hook.as_ref(), Op::Send).await?;
         let receipt: Option<u64> = receipt.parse().ok();
-        self.lock().messages.retain(|m| m.queue != QueueName::Power || m.receipt != receipt || receipt.is_none());
+        let delay = TimeDelta::from_std(delay.min(MAX_DELAY)).unwrap_or_default();
+        let visible_at = self.time.now() + TimeDelta::seconds(delay.num_seconds());
+        let mut q = self.lock();
+        // A receipt that is not the message's latest (it was received again since) changes nothing, as in SQS.
+        let held =
+            q.messages.iter_mut().find(|m| m.queue == QueueName::Power && m.receipt == receipt && receipt.is_some());
+        if let Some(m) = held {
+            m.visible_at = visible_at;
+        }
+        drop(q);
         leave(self.hook.as_ref(), Op::Send, Ok(()))
     }
 

@@ -152,6 +152,29 @@ fn a_batch_item_failure_is_redelivered_and_the_rest_deleted() {
 }
 
 #[test]
+fn a_message_put_back_comes_again_when_its_new_visibility_ends_one_receive_more() {
+    let w = World::new(t0());
+    block_on(w.queue.power(&power("c1"), std::time::Duration::ZERO)).expect("send");
+    let vis = TimeDelta::seconds(360);
+    let e = w.queue.receive(QueueName::Power, 10, vis, &mut |_| 0);
+    assert_eq!(e.records.iter().map(apiary_ports::queue::receives).collect::<Vec<_>>(), [1]);
+    let receipt = e.records[0].receipt_handle.clone().expect("receipt");
+    block_on(w.queue.return_power(&receipt, std::time::Duration::from_secs(15))).expect("put back");
+    // Reported as a failure, the mapping leaves it; it is hidden for 15 s, not the queue's 360.
+    w.queue.settle(&e, &batch_response(e.records.iter().filter_map(|r| r.message_id.clone())));
+    w.time.advance(TimeDelta::seconds(14));
+    assert!(w.queue.receive(QueueName::Power, 10, vis, &mut |_| 0).records.is_empty(), "hidden");
+    w.time.advance(TimeDelta::seconds(1));
+    let again = w.queue.receive(QueueName::Power, 10, vis, &mut |_| 0);
+    assert_eq!(again.records.iter().map(apiary_ports::queue::receives).collect::<Vec<_>>(), [2]);
+    // The first receive's receipt is stale: putting the message back with it changes nothing.
+    block_on(w.queue.return_power(&receipt, std::time::Duration::ZERO)).expect("stale receipt");
+    assert!(w.queue.receive(QueueName::Power, 10, vis, &mut |_| 0).records.is_empty(), "still held");
+    w.queue.settle(&again, &batch_response([]));
+    assert!(w.queue.messages(QueueName::Power).is_empty());
+}
+
+#[test]
 fn a_fifo_group_is_delivered_in_order_one_batch_at_a_time() {
     let w = World::new(t0());
     for (pool, reason) in [("p", "1"), ("q", "1"), ("p", "2")] {

@@ -17,6 +17,13 @@
 //! the live one and one superseded one. A superseded link is forgotten when it arrives, or [`FORGET_AFTER`] past
 //! its due (by then SQS has delivered it or moved it to the dead-letter queue: five receives, six minutes apart).
 //!
+//! The live link carries the chain on in its own message while that message has receives to spare
+//! ([`carries_on`]): the power function puts it back in the queue, hidden until the next look is due, instead of
+//! deleting it and sending another (one request to SQS instead of three). The token stays the same, so the link
+//! is still the live one when it comes back. A link whose message has been received [`MAX_RECEIVES`] `- 2` times
+//! goes on in a new message with a new token, which leaves the old message's later receives for its handling to
+//! fail in before SQS moves it to the dead-letter queue.
+//!
 //! Clusters carried their own chains before the pool's tick took their looks over; a cluster's recorded links are
 //! still honoured (its live link steps it once and ends) while they arrive.
 
@@ -50,6 +57,18 @@ pub const LOST_AFTER: TimeDelta = TimeDelta::minutes(2);
 pub const FORGET_AFTER: TimeDelta = TimeDelta::minutes(40);
 /// A live link due this much later than a nudge wants is kept anyway: not worth a second message.
 pub const SLACK: TimeDelta = TimeDelta::seconds(5);
+
+/// Receives of one message before SQS moves it to the dead-letter queue (the template's `maxReceiveCount` on
+/// the power queue).
+pub const MAX_RECEIVES: u32 = 5;
+
+/// Whether the live link, arriving on the `receives`th receive of its message, carries the chain on in that same
+/// message rather than a new one: while two receives or more are left after the next (one for SQS's count being
+/// approximate, one for a handling that fails), so that a message put back never reaches the dead-letter queue
+/// for having been put back.
+pub fn carries_on(receives: u32) -> bool {
+    receives + 2 <= MAX_RECEIVES
+}
 
 /// What a power message arriving for a cluster may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +169,18 @@ mod tests {
         let n = next(&c, Admission::Own, None, t(60), 8);
         assert_eq!((n.check, n.send), (None, None), "settled: the chain ends");
         assert_eq!(next(&c, Admission::Forget, None, t(300), 8).superseded, None);
+    }
+
+    #[test]
+    fn a_link_carries_on_in_its_own_message_while_receives_are_left_for_failures() {
+        assert!(carries_on(1) && carries_on(MAX_RECEIVES - 2));
+        assert!(!carries_on(MAX_RECEIVES - 1) && !carries_on(MAX_RECEIVES));
+        // Carried on with its own token, the link is still the live one when it comes back.
+        let c = cluster(Some((7, 60)), None);
+        let n = next(&c, Admission::Own, Some(t(75)), t(60), 7);
+        assert_eq!(n.check.map(|r| (r.token, r.due)), Some((7, t(75))));
+        let back = cluster(n.check.map(|r| (r.token, 75)), None);
+        assert_eq!(admit(&back, Some(7)), Admission::Own);
     }
 
     #[test]
