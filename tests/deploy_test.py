@@ -196,7 +196,8 @@ class DeployTest(unittest.TestCase):
     def test_a_stack_with_provisioned_capacity_scales_each_of_its_four_capacities(self):
         # A stack of its own: the emulator's CloudFormation cannot change a table's billing in an update.
         stack = f"{STACK}-provisioned"
-        self.deploy("TableCapacity=provisioned ProvisionedMinCapacity=7 ProvisionedTargetUtilization=85", stack=stack)
+        self.deploy("TableCapacity=provisioned ProvisionedMinCapacity=7 ProvisionedIndexMinCapacity=2 "
+                    "ProvisionedTargetUtilization=85", stack=stack)
         outputs = self.outputs(stack)
         # The table and its index are created at DynamoDB's least capacity; on AWS, registering auto scaling brings
         # each to ProvisionedMinCapacity.
@@ -206,8 +207,9 @@ class DeployTest(unittest.TestCase):
         self.assertEqual({k: table["ProvisionedThroughput"][k] for k in least}, least)
         index = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}["pools"]
         self.assertEqual({k: index["ProvisionedThroughput"][k] for k in least}, least)
-        # Auto scaling, which the emulator skips: each of the four capacities between the bounds, at the use the
-        # stack sets (70 % unless told, from 20 % to 90 %, as target tracking allows for DynamoDB).
+        # Auto scaling, which the emulator skips: each of the four capacities between the bounds (the pools index,
+        # which holds the pool items alone, from a least of its own: 1 unless told), at the use the stack sets (70 %
+        # unless told, from 20 % to 90 %, as target tracking allows for DynamoDB).
         resources = self.template["Resources"]
         targets = {k: v["Properties"] for k, v in resources.items()
                    if v["Type"] == "AWS::ApplicationAutoScaling::ScalableTarget"}
@@ -216,8 +218,10 @@ class DeployTest(unittest.TestCase):
             {(f"table/${{Table}}{on}", f"dynamodb:{kind}:{rw}CapacityUnits")
              for on, kind in (("", "table"), ("/index/pools", "index")) for rw in ("Read", "Write")})
         for name, t in targets.items():
+            on_index = "/index/" in t["ResourceId"]["Fn::Sub"]
+            least = "ProvisionedIndexMinCapacity" if on_index else "ProvisionedMinCapacity"
             self.assertEqual((t["MinCapacity"], t["MaxCapacity"]),
-                             ({"Ref": "ProvisionedMinCapacity"}, {"Ref": "ProvisionedMaxCapacity"}), name)
+                             ({"Ref": least}, {"Ref": "ProvisionedMaxCapacity"}), name)
             self.assertEqual(resources[name]["Condition"], "Provisioned", name)
         policies = [v["Properties"] for v in resources.values()
                     if v["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"]
@@ -231,6 +235,8 @@ class DeployTest(unittest.TestCase):
             self.assertEqual(tracking["TargetValue"], {"Ref": "ProvisionedTargetUtilization"})
         target = self.template["Parameters"]["ProvisionedTargetUtilization"]
         self.assertEqual((target["Default"], target["MinValue"], target["MaxValue"]), (70, 20, 90))
+        index = self.template["Parameters"]["ProvisionedIndexMinCapacity"]
+        self.assertEqual((index["Default"], index["MinValue"]), (1, 1))
 
     def test_a_stack_with_a_function_url_serves_the_claim_api_there_and_has_no_api_gateway(self):
         # A stack of its own: changing the endpoint changes the API's URL, which the first test's stack keeps.

@@ -346,7 +346,8 @@ pub fn provisioned(o: &Outcome, pools: usize, prices: &Prices, a: &Assumptions, 
     .map(|u| u + per_minute_sweeps)
     .collect();
     let index_reads = vec![pools as f64 * r.sweep * per_minute_sweeps; len];
-    let [tw, iw, tr, ir] = [&table_writes, &index_writes, &table_reads, &index_reads].map(|u| provision(u, s));
+    let [tw, tr] = [&table_writes, &table_reads].map(|u| provision(u, s));
+    let [iw, ir] = [&index_writes, &index_reads].map(|u| provision(u, &s.index()));
     let scale = MONTH_HOURS / (len as f64 / 60.0).max(1e-9);
     let capacity = ((tw.unit_hours + iw.unit_hours) * prices.write_capacity_hour
         + (tr.unit_hours + ir.unit_hours) * prices.read_capacity_hour)
@@ -592,20 +593,23 @@ pub fn summary(rows: &[(String, &Outcome, TimeDelta)]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "| pools like (50 clusters each) | claims a month each | 1 pool | 10 pools | 100 pools | 100 pools, `TableCapacity` provisioned, `ClaimEndpoint` function-url | always-on Hive |"
+        "| pools like (50 clusters each) | claims a month each | 1 pool | 10 pools | 100 pools | 100 pools, `TableCapacity` provisioned, `ClaimEndpoint` function-url | and `ProvisionedTargetUtilization` 90 | always-on Hive |"
     );
     let cheapest = Assumptions { function_url: true, ..a };
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    let fullest = Scaling { target: Scaling::FULLEST, ..Scaling::TEMPLATE };
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
     for (name, o, measured) in rows {
         let lines = lines(o, *measured, &prices, &a);
         let claims = o.claims as f64 * MONTH_HOURS / hours(*measured).max(1e-9);
         let [one, ten, hundred] = [1.0, 10.0, 100.0].map(|n| monthly(&lines, n));
         let without_gateway = self::lines(o, *measured, &prices, &cheapest);
-        let provisioned = provisioned(o, 100, &prices, &cheapest, &Scaling::TEMPLATE)
-            .map_or("–".to_string(), |p| format!("${:.2}", monthly_provisioned(&without_gateway, &p, 100)));
+        let [provisioned, fuller] = [&Scaling::TEMPLATE, &fullest].map(|s| {
+            provisioned(o, 100, &prices, &cheapest, s)
+                .map_or("–".to_string(), |p| format!("${:.2}", monthly_provisioned(&without_gateway, &p, 100)))
+        });
         let _ = writeln!(
             out,
-            "| {name} | {} | ${one:.2} | ${ten:.2} | ${hundred:.2} | {provisioned} | ${hive:.0} |",
+            "| {name} | {} | ${one:.2} | ${ten:.2} | ${hundred:.2} | {provisioned} | {fuller} | ${hive:.0} |",
             two_figures(claims)
         );
     }

@@ -24,6 +24,9 @@ pub struct Scaling {
     pub target: f64,
     /// Units a second, at least (`ProvisionedMinCapacity`).
     pub min: f64,
+    /// Units a second, at least, on the `pools` index (`ProvisionedIndexMinCapacity`): it holds the pool items
+    /// alone.
+    pub index_min: f64,
     /// Units a second, at most (`ProvisionedMaxCapacity`).
     pub max: f64,
     /// Minutes over the target before the capacity goes up.
@@ -38,9 +41,22 @@ pub struct Scaling {
 
 impl Scaling {
     /// What the template sets by default: a target of 70 % (`ProvisionedTargetUtilization`), from 5 units a
-    /// second to 4 000.
-    pub const TEMPLATE: Self =
-        Self { target: 0.70, min: 5.0, max: 4000.0, out_after: 2, in_after: 15, in_margin: 0.20, burst_seconds: 300.0 };
+    /// second (1 on the `pools` index) to 4 000.
+    pub const TEMPLATE: Self = Self {
+        target: 0.70,
+        min: 5.0,
+        index_min: 1.0,
+        max: 4000.0,
+        out_after: 2,
+        in_after: 15,
+        in_margin: 0.20,
+        burst_seconds: 300.0,
+    };
+
+    /// The `pools` index's: the same but for its least capacity.
+    pub fn index(&self) -> Self {
+        Self { min: self.index_min, ..*self }
+    }
 
     /// The highest target the template's `ProvisionedTargetUtilization` takes (DynamoDB's target tracking allows
     /// 20 % to 90 %).

@@ -323,7 +323,36 @@ fn the_bill_summary_prices_each_row_for_one_ten_and_a_hundred_pools_beside_hive(
     assert_eq!(gateway(&without_gateway), Some(0.0));
     let provisioned = bill::provisioned(&o, 100, &prices, &url, &Scaling::TEMPLATE).expect("the day's minutes");
     assert_eq!(cells[6], format!("${:.2}", bill::monthly_provisioned(&without_gateway, &provisioned, 100)));
-    assert_eq!(cells[7], format!("${:.0}", hive_monthly(&prices, &a)));
+    // And the capacity kept at the fullest use the template allows.
+    let fullest = Scaling { target: Scaling::FULLEST, ..Scaling::TEMPLATE };
+    let fuller = bill::provisioned(&o, 100, &prices, &url, &fullest).expect("the day's minutes");
+    assert_eq!(cells[7], format!("${:.2}", bill::monthly_provisioned(&without_gateway, &fuller, 100)));
+    assert!(fuller.capacity < provisioned.capacity, "{fuller:?} against {provisioned:?}");
+    assert_eq!(cells[8], format!("${:.0}", hive_monthly(&prices, &a)));
+}
+
+#[test]
+fn the_pools_index_is_provisioned_from_a_least_capacity_of_its_own() {
+    // The index holds the pool items alone: one pool's writes and sweeps never ask for a unit a second, so it
+    // holds its least all month, and the table's least (5) there would bill four units more of each, every hour.
+    use apiary_sim::bill::{lines, Assumptions, Prices, MONTH_HOURS};
+    let day = TimeDelta::days(1);
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    let (prices, a) = (Prices::default(), Assumptions::default());
+    assert!(Scaling::TEMPLATE.index_min < Scaling::TEMPLATE.min);
+    let own = bill::provisioned(&o, 1, &prices, &a, &Scaling::TEMPLATE).expect("the day's minutes");
+    let tables = Scaling { index_min: Scaling::TEMPLATE.min, ..Scaling::TEMPLATE };
+    let table_least = bill::provisioned(&o, 1, &prices, &a, &tables).expect("the day's minutes");
+    let units = Scaling::TEMPLATE.min - Scaling::TEMPLATE.index_min;
+    let more = units * (prices.write_capacity_hour + prices.read_capacity_hour) * MONTH_HOURS;
+    assert!((table_least.capacity - own.capacity - more).abs() < 1e-6, "{own:?} against {table_least:?}: {more}");
+    assert_eq!(own.throttled, 0.0, "{own:?}");
+    let on_demand: f64 = lines(&o, day, &prices, &a)
+        .iter()
+        .filter(|l| l.item.starts_with("DynamoDB"))
+        .map(|l| l.count(1.0) * l.price)
+        .sum();
+    assert!(own.capacity > on_demand, "one pool still costs more provisioned: {own:?} against ${on_demand}");
 }
 
 #[test]
@@ -352,9 +381,10 @@ fn a_provisioned_table_is_billed_the_capacity_auto_scaling_holds_for_the_units_e
         "{} read units asked, {day_reads} billed",
         one.asked.1
     );
-    // Never less than the least capacity on each of the four dimensions, all month.
-    let least =
-        bill::MONTH_HOURS * Scaling::TEMPLATE.min * 2.0 * (prices.write_capacity_hour + prices.read_capacity_hour);
+    // Never less than the least capacity on each of the four dimensions (the table's two and its index's two), all
+    // month.
+    let per_unit = bill::MONTH_HOURS * (prices.write_capacity_hour + prices.read_capacity_hour);
+    let least = (Scaling::TEMPLATE.min + Scaling::TEMPLATE.index_min) * per_unit;
     assert!(one.capacity >= least - 1e-9, "{} against {least}", one.capacity);
     assert_eq!(one.alarms, 16.0 * prices.alarm_month);
     // One quiet pool costs more provisioned than on demand; a hundred pools' units, spread over an hour's
@@ -392,6 +422,17 @@ fn the_bills_auto_scaling_is_the_templates() {
     assert_eq!(value("ProvisionedTargetUtilization", "Default:") / 100.0, Scaling::TEMPLATE.target);
     assert_eq!(value("ProvisionedTargetUtilization", "MaxValue:") / 100.0, Scaling::FULLEST);
     assert_eq!(value("ProvisionedMinCapacity", "Default:"), Scaling::TEMPLATE.min);
+    assert_eq!(value("ProvisionedIndexMinCapacity", "Default:"), Scaling::TEMPLATE.index_min);
+    for (target, least) in [
+        ("TableReadsScaling", "ProvisionedMinCapacity"),
+        ("TableWritesScaling", "ProvisionedMinCapacity"),
+        ("PoolsIndexReadsScaling", "ProvisionedIndexMinCapacity"),
+        ("PoolsIndexWritesScaling", "ProvisionedIndexMinCapacity"),
+    ] {
+        let lines = template_resource(target);
+        let min = lines.iter().find_map(|l| l.trim_start().strip_prefix("MinCapacity:")).map(str::trim);
+        assert_eq!(min, Some(format!("!Ref {least}").as_str()), "{target}");
+    }
     assert_eq!(value("ProvisionedMaxCapacity", "Default:"), Scaling::TEMPLATE.max);
     // Target tracking keeps four alarms on each: the units used over and under the target, the capacity at its
     // bounds. The template's parameter says what they cost.
