@@ -5,8 +5,8 @@ mod support;
 
 use apiary_planner::power::{
     deadline, deprovision_step, fenced_until, hibernation_unsupported, in_progress, pause, probe, step, unpause,
-    ActuatorCall, Install, Probe, Readiness, Report, Termination, CALL_FENCE, INSTALL_POLL, MIN_BACKOFF, POLL,
-    SPARSE_POLL,
+    ActuatorCall, Install, Probe, Readiness, Report, Termination, CALL_FENCE, INSTALL_POLL, MIN_BACKOFF, PACED_POLL,
+    POLL, SPARSE_POLL,
 };
 use apiary_planner::*;
 use chrono::TimeDelta;
@@ -832,7 +832,7 @@ fn a_paced_install_is_looked_at_more_and_more_sparsely_until_the_pools_quick_tim
 }
 
 #[test]
-fn a_paced_transition_is_looked_at_every_minute_until_the_pools_quick_time_then_every_poll() {
+fn a_paced_resume_is_looked_at_every_minute_until_the_pools_quick_time_then_every_paced_poll_a_stop_every_minute() {
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
     let started = step(&c, &machines(3), at(0), paced(None)).cluster;
     let s = step(&started, &Report::CallAccepted, at(0), paced(None));
@@ -842,22 +842,27 @@ fn a_paced_transition_is_looked_at_every_minute_until_the_pools_quick_time_then_
         let now = at(0) + TimeDelta::seconds(secs);
         step(&c, &waiting(2), now, paced(None)).recheck_after.unwrap().num_seconds()
     };
-    // The quick resume is 3 minutes: dense looks from a poll before it.
-    assert_eq!([after(60), after(120), after(150), after(165), after(240)], [60, 45, 15, 15, 15]);
-    // Without a known pace, every poll.
+    // The quick resume is 3 minutes: looks every 30 s from 30 s before it (every 15 s until 2026-11-27: no claim
+    // waits on it, and one that comes hurries the tick).
+    assert_eq!([after(60), after(120), after(150), after(165), after(240)], [60, 30, 30, 30, 30]);
+    assert_eq!(PACED_POLL, POLL * 2);
+    // Without a known pace (a new pool, or claims waiting: `Pool::power_limits`), every poll.
     assert_eq!(step(&c, &waiting(2), at(1), timeouts(None, None)).recheck_after, Some(POLL));
     // Seed 002's timeout is looked at when it falls: a 2-minute limit breaks the cluster on time.
     let s = step(&c, &waiting(2), at(1) + TimeDelta::seconds(30), paced(Some(2)));
     assert_eq!(s.recheck_after, Some(TimeDelta::seconds(30)));
     assert!(step(&s.cluster, &waiting(2), at(2), paced(Some(2))).cluster.is_broken());
 
-    // A stop: likewise against the quick stop, 2 minutes.
+    // A stop: every minute throughout, past the quick stop (2 minutes) too, while no claim waits: nothing waits
+    // on its end. Every poll without a known pace.
     let c = cluster("c").running().spec(DesiredPower::Hibernating).c;
     let stopping = step(&c, &machines(3), at(0), paced(None)).cluster;
     let s = step(&stopping, &Report::CallAccepted, at(0), paced(None));
     assert_eq!(s.recheck_after, Some(SPARSE_POLL));
     let late = step(&s.cluster, &waiting(1), at(0) + TimeDelta::seconds(110), paced(None));
-    assert_eq!(late.recheck_after, Some(POLL));
+    assert_eq!(late.recheck_after, Some(SPARSE_POLL));
+    let unpaced = step(&s.cluster, &waiting(1), at(0) + TimeDelta::seconds(110), timeouts(None, None));
+    assert_eq!(unpaced.recheck_after, Some(POLL));
     let done = step(&late.cluster, &waiting(0), at(2) + TimeDelta::seconds(5), paced(None)).cluster;
     assert_eq!((done.power_state, done.last_stop_seconds), (Some(PowerState::Hibernating), Some(125)));
 }

@@ -45,8 +45,13 @@ pub const POLL: TimeDelta = TimeDelta::seconds(15);
 /// one finished costs no claim a resume's worth of waiting, while a 15-second poll would cost four times the calls.
 pub const INSTALL_POLL: TimeDelta = TimeDelta::minutes(1);
 /// How often a power transition is looked at before its pool's quick time for it ([`crate::pace`]): a machine
-/// that could not be started (or stopped) at first, being mid-transition, is acted on within this.
+/// that could not be started (or stopped) at first, being mid-transition, is acted on within this. A stop is
+/// looked at this often throughout while no claim waits: nothing waits on a stop's end.
 pub const SPARSE_POLL: TimeDelta = TimeDelta::minutes(1);
+/// How often a resume is looked at past its pool's quick time while no claim waits. A claim that comes meanwhile
+/// and finds no Running spare waits, and its reconcile hurries the tick: every transition is looked at then, and
+/// every [`POLL`] while claims wait (the pace is set aside: [`crate::Pool::power_limits`]).
+pub const PACED_POLL: TimeDelta = TimeDelta::seconds(30);
 /// Longest gap between looks at an install before its pool's quick install time: an install that fails early is
 /// noticed within this.
 pub const SPARSE_INSTALL_POLL: TimeDelta = TimeDelta::minutes(5);
@@ -431,12 +436,22 @@ pub fn install_look(c: &Cluster, now: Timestamp, pace: Pace) -> TimeDelta {
     age.clamp(INSTALL_POLL, SPARSE_INSTALL_POLL).min(c.created_at + quick - INSTALL_POLL - now).max(INSTALL_POLL)
 }
 
-/// When to look again at `c`'s power transition under way: every [`SPARSE_POLL`] until the pool's `quick` time for
-/// it has passed since it started (never past that time), every [`POLL`] from then on, and always when the quick
-/// time is not known yet.
+/// When to look again at `c`'s resume under way: every [`SPARSE_POLL`] until the pool's `quick` time for it has
+/// passed since it started (never past that time), every [`PACED_POLL`] from then on, and every [`POLL`] when the
+/// quick time is not known (a new pool, or claims waiting).
 pub fn transition_look(c: &Cluster, now: Timestamp, quick: Option<TimeDelta>) -> TimeDelta {
     let (Some(quick), Some(started)) = (quick, c.transition_started_at) else { return POLL };
-    (started + quick - POLL - now).clamp(POLL, SPARSE_POLL)
+    (started + quick - PACED_POLL - now).clamp(PACED_POLL, SPARSE_POLL)
+}
+
+/// When to look again at a stop under way: every [`SPARSE_POLL`] once the pool's pace for stops is known and no
+/// claim waits (`quick`), else every [`POLL`].
+pub fn stop_look(quick: Option<TimeDelta>) -> TimeDelta {
+    if quick.is_some() {
+        SPARSE_POLL
+    } else {
+        POLL
+    }
 }
 
 /// The wait after `failures` failed provisioning attempts: 1, 2, 4 … minutes, at most an hour.
@@ -570,7 +585,7 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp, pace: Pace) {
                     if c.power_state == Some(PowerState::Stopping) {
                         enter(c, PowerState::WaitingForMachinesToStop, "", now);
                     }
-                    out.recheck_after = Some(transition_look(c, now, quick));
+                    out.recheck_after = Some(stop_look(quick));
                 }
             }
         }
@@ -595,7 +610,7 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp, pace: Pace) {
         Report::CallAccepted => {
             c.retry_at = None;
             enter(c, PowerState::WaitingForMachinesToStop, "", now);
-            out.recheck_after = Some(transition_look(c, now, quick));
+            out.recheck_after = Some(stop_look(quick));
         }
         Report::CallFailed { message } => {
             begin(c, PowerState::FailedToStop, now);
