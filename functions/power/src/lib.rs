@@ -127,7 +127,7 @@ async fn put_tick(deps: &Deps, pool: &str, stored: Option<&Tick>, mut next: Tick
 
 /// Sends the tick link `link` of `pool`.
 async fn send_tick(deps: &Deps, pool: &str, link: apiary_planner::Recheck) -> Result<Duration> {
-    let delay = (link.due - deps.clock.now()).to_std().unwrap_or_default();
+    let delay = tick::wait(link.due, deps.clock.now());
     deps.queue.power(&PowerMessage::tick(pool, Some(link.token)), delay).await?;
     Ok(delay)
 }
@@ -590,7 +590,8 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, received: Option<Received<'_
         run.outcome.woke_pool = true;
     }
     if let Some(want) = want {
-        ensure_tick(deps, &pool.name, Some(&msg.cluster), deps.clock.now() + want).await?;
+        let now = deps.clock.now();
+        ensure_tick(deps, &pool.name, Some(&msg.cluster), tick::aligned(now + want, now)).await?;
         run.outcome.recheck = want.to_std().ok();
     }
     Ok(run.outcome)
@@ -656,7 +657,10 @@ async fn look(
     (run.preread, run.seen) = (preread, seen);
     let span = tracing::info_span!("look", cluster = %id);
     let want = match run.drive().instrument(span).await {
-        Ok(want) => want.map(|w| deps.clock.now() + w),
+        Ok(want) => {
+            let now = deps.clock.now();
+            want.map(|w| tick::aligned(now + w, now))
+        }
         Err(e) => {
             tracing::warn!(cluster = %id, error = %e, "a tick's look failed; the next tick looks again");
             Some(deps.clock.now() + POLL)
@@ -763,7 +767,7 @@ async fn tick_run(
             (Some(link), Some(back)) => {
                 // Unchanged, this is an early copy of the live link (SQS delivers some messages twice): it too
                 // comes back when the link is due, and the chain's next new message ends whichever copy is left.
-                let delay = (link.due - deps.clock.now()).to_std().unwrap_or_default();
+                let delay = tick::wait(link.due, deps.clock.now());
                 deps.queue.return_power(back.receipt, delay).await?;
                 (outcome.recheck, outcome.returned) = (Some(delay), true);
             }

@@ -1027,3 +1027,26 @@ async fn a_tick_link_goes_on_in_its_own_message_while_it_has_receives_to_spare_t
     assert!(runs_twice > runs && runs_twice <= runs + 4, "{runs_twice} runs against {runs}");
     assert!(receives < apiary_planner::power::chain::MAX_RECEIVES);
 }
+
+#[tokio::test]
+async fn a_tick_that_comes_at_any_moment_records_its_looks_on_the_quarter_minutes() {
+    // An install looked at every minute (the pool knows no pace). Its tick comes 7 s past a quarter minute (late,
+    // or started by a nudge at that moment): the next look, a minute on, is brought forward to the quarter minute
+    // before it, so the looks of clusters whose transitions began at other moments fall on the same points.
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    w.cloud.set_timings(apiary_testkit::cloud::Timings { launch: TimeDelta::minutes(20), ..Default::default() });
+    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+    let mut c = Cluster::new("ci-0", "ci-0", "ci-0-infra", t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    w.put_cluster("ci", c);
+    power::power(&deps, &nudge("ci-0"), None).await.expect("provision");
+    let link = tick_of(&w).check.expect("a live tick");
+    w.time.set(t0() + TimeDelta::seconds(67));
+    let out = power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
+    assert_eq!(out.looked, ["ci-0"]);
+    let tick = tick_of(&w);
+    assert_eq!(tick.due["ci-0"], t0() + TimeDelta::seconds(120), "a minute on, brought forward 7 s");
+    assert_eq!(tick.check.map(|c| c.due), Some(t0() + TimeDelta::seconds(120)));
+    assert_eq!(out.recheck, Some(std::time::Duration::from_secs(53)), "sent to come on the quarter minute");
+}

@@ -588,6 +588,7 @@ impl<'t> Simulation<'t> {
     fn nudge(&mut self, id: &str, now: Timestamp) -> bool {
         self.usage.nudges += 1;
         let (notable, want) = self.steps(id, now);
+        let want = want.map(|w| tick::aligned(w, now));
         if let Some(want) = want {
             self.tokens += 1;
             let next = chain::next(&self.tick, Admission::Nudge, Some(want), now, self.tokens);
@@ -633,7 +634,7 @@ impl<'t> Simulation<'t> {
             self.noticed(&id, now);
             let (n, want) = self.steps(&id, now);
             notable |= n;
-            looked.push((id, want));
+            looked.push((id, want.map(|w| tick::aligned(w, now))));
         }
         let moving = self.moving();
         self.tick.due = tick::after(&self.tick, &moving, &looked);

@@ -5,7 +5,9 @@
 //! next look is due ([`looks`]), records when each wants its next one ([`after`]) and sends itself the next link
 //! for the earliest of them ([`next_due`]). Looks due within [`WINDOW`] of a tick are taken by it, a little early,
 //! so clusters whose looks fall close together share one invocation; a look is never taken later than its step
-//! asked. The chain is the one of [`super::chain`], carried by the pool's [`Tick`] item: a nudge (a message from a
+//! asked. Looks half a minute off or more are recorded on the quarter-minute grid ([`aligned`]), so those of
+//! transitions begun at any moment fall on the same points, and a link is sent to arrive at its due, never
+//! before ([`wait`]). The chain is the one of [`super::chain`], carried by the pool's [`Tick`] item: a nudge (a message from a
 //! reconcile, the claim API or the sweep) steps its cluster at once and starts or brings forward the tick when
 //! none is live or the live one comes too late for it; at most two tick links are ever in flight per pool.
 //!
@@ -152,6 +154,29 @@ pub fn after(tick: &Tick, moving: &[String], looked: &[(String, Option<Timestamp
     due
 }
 
+/// When to record a look a step wants at `want`, asked for at `now`: a look half a minute off or more is brought
+/// forward onto the quarter-minute grid (whole [`WINDOW`]s since the epoch), at most a [`WINDOW`] early, so that
+/// the looks of clusters whose transitions began at any moment fall on the same points: a tick at one takes those
+/// due there and at the next ([`looks`]), and the pool ticks at most twice a minute while nothing is looked at
+/// every poll. A sooner look (a poll's, or a timeout about to fall) is kept as asked; none is ever later.
+pub fn aligned(want: Timestamp, now: Timestamp) -> Timestamp {
+    if want - now < WINDOW * 2 {
+        return want;
+    }
+    let step = WINDOW.num_seconds();
+    let secs = want.timestamp();
+    Timestamp::from_timestamp(secs - secs.rem_euclid(step), 0).unwrap_or(want)
+}
+
+/// The wait until `due` from `now`, in the whole seconds SQS delays a message by, rounded up: a link never
+/// arrives before its due, so a look it takes on the quarter-minute grid ([`aligned`]) asks for its next one on
+/// the grid too.
+pub fn wait(due: Timestamp, now: Timestamp) -> std::time::Duration {
+    let wait = (due - now).max(TimeDelta::zero());
+    let secs = wait.num_seconds() + i64::from(wait.subsec_nanos() > 0);
+    std::time::Duration::from_secs(u64::try_from(secs).unwrap_or_default())
+}
+
 /// When the next tick is due, given the looks recorded (`due`) and the clusters in motion (`moving`): the
 /// earliest look, and a cluster in motion without one as soon as may be; never sooner than [`MIN_GAP`] after `now`.
 /// `None` when nothing is in motion: the chain ends, and the next nudge starts it again.
@@ -178,6 +203,27 @@ mod tests {
 
     fn tick(due: &[(&str, i64)]) -> Tick {
         Tick { due: due.iter().map(|(id, s)| (id.to_string(), t(*s))).collect(), ..Tick::default() }
+    }
+
+    #[test]
+    fn looks_half_a_minute_off_fall_on_the_quarter_minute_grid_never_later_and_links_never_arrive_early() {
+        // t(0) is on the grid (09:00:00).
+        let now = t(7);
+        assert_eq!(aligned(t(7) + POLL, now), t(22), "a poll's look, as asked");
+        assert_eq!(aligned(t(7) + TimeDelta::seconds(29), now), t(36), "under half a minute, as asked");
+        assert_eq!(aligned(t(37), now), t(30), "half a minute: brought forward to the grid");
+        assert_eq!(aligned(t(67), now), t(60));
+        assert_eq!(aligned(t(90), now), t(90), "on the grid already");
+        // A tick that comes on the grid, up to a WINDOW late, asks for its looks on the grid again.
+        for late in [0, 1, 14] {
+            assert_eq!(aligned(t(30 + late) + TimeDelta::seconds(30), t(30 + late)), t(60), "{late} s late");
+            assert_eq!(aligned(t(30 + late) + TimeDelta::minutes(1), t(30 + late)), t(90), "{late} s late");
+        }
+        // Whole seconds, rounded up.
+        let half = TimeDelta::milliseconds(500);
+        assert_eq!(wait(t(30), t(0) + half), std::time::Duration::from_secs(30));
+        assert_eq!(wait(t(30), t(0)), std::time::Duration::from_secs(30));
+        assert_eq!(wait(t(0), t(5)), std::time::Duration::ZERO, "overdue: at once");
     }
 
     #[test]
