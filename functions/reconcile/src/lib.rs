@@ -100,10 +100,11 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
             }
         }
         // What was written stands even if a later write lost: its machines must be driven either way.
-        for cluster in power {
-            deps.queue.power(&PowerMessage::nudge(pool, cluster), Duration::ZERO).await?;
-            outcome.power_messages += 1;
-        }
+        // In as few requests as SQS allows: a release's three nudges (its cluster deleted and deprovisioned, its
+        // replacement made) are one request.
+        let nudges: Vec<PowerMessage> = power.into_iter().map(|cluster| PowerMessage::nudge(pool, cluster)).collect();
+        deps.queue.power_now(&nudges).await?;
+        outcome.power_messages += nudges.len();
         match lost {
             None => {
                 if hurry {

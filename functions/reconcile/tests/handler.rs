@@ -315,3 +315,33 @@ async fn a_reconcile_that_finds_clusters_in_motion_without_a_live_tick_starts_it
     reconcile::reconcile(&deps, "ci").await.expect("reconcile");
     assert_eq!((w.store.stats() - before).reads, 1);
 }
+
+/// Counts the sends to the queues (each a request to SQS).
+#[derive(Default)]
+struct Sends(AtomicU32);
+
+impl Hook for Sends {
+    fn before(&self, op: Op) -> Gate {
+        if op == Op::Send {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+        Gate::Proceed
+    }
+}
+
+#[tokio::test]
+async fn a_plans_nudges_go_to_the_power_queue_in_one_request_for_up_to_ten() {
+    // A pool of twelve made at once: twelve nudges, in two requests (ten and two), where each was one; the
+    // reaper's pass it asks for is a message of its own.
+    let sends = Arc::new(Sends::default());
+    let w = World::with_hook(t0(), sends.clone(), 1);
+    w.put_pool(pool("ci", aws_spec(12, 1), t0()));
+    let deps = w.default_deps(900);
+    let out = reconcile::reconcile(&deps, "ci").await.expect("reconcile");
+    let power = w.queue.take_power();
+    let nudges = power.iter().filter(|m| !m.reap && !m.tick).count();
+    assert_eq!(nudges, 12);
+    assert_eq!(out.power_messages, power.len());
+    assert_eq!(w.queue.batches(), 2);
+    assert_eq!(sends.0.load(Ordering::SeqCst) as usize, 2 + (power.len() - nudges), "{power:?}");
+}

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
-use apiary_ports::queue::{Queue, MAX_DELAY};
+use apiary_ports::queue::{Queue, MAX_DELAY, SEND_BATCH};
 use apiary_ports::{Config, Result};
 
 use crate::calls::count;
@@ -95,6 +95,35 @@ impl Queue for SqsQueue {
         Ok(())
     }
 
+    async fn power_now(&self, messages: &[PowerMessage]) -> Result<()> {
+        for batch in messages.chunks(SEND_BATCH) {
+            let mut entries = Vec::with_capacity(batch.len());
+            for (i, message) in batch.iter().enumerate() {
+                let entry = aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(serde_json::to_string(message)?)
+                    .build()
+                    .map_err(|e| batch_error(e.to_string(), false))?;
+                entries.push(entry);
+            }
+            count("sqs:SendMessageBatch");
+            let out = self
+                .client
+                .send_message_batch()
+                .queue_url(&self.power_url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| crate::error::aws("sqs:SendMessageBatch", e))?;
+            if let Some(failed) = out.failed.first() {
+                let why = failed.message.as_deref().unwrap_or(&failed.code);
+                let message = format!("{} of {} messages not sent: {why}", out.failed.len(), batch.len());
+                return Err(batch_error(message, !failed.sender_fault));
+            }
+        }
+        Ok(())
+    }
+
     async fn power(&self, message: &PowerMessage, delay: Duration) -> Result<()> {
         let delay = delay.min(MAX_DELAY).as_secs() as i32;
         count("sqs:SendMessage");
@@ -108,6 +137,11 @@ impl Queue for SqsQueue {
             .map_err(|e| crate::error::aws("sqs:SendMessage", e))?;
         Ok(())
     }
+}
+
+/// A SendMessageBatch that did not send every message.
+fn batch_error(message: String, retryable: bool) -> apiary_ports::Error {
+    apiary_ports::Error::Service { op: "sqs:SendMessageBatch", message, retryable, source: None }
 }
 
 /// Receives batches from a queue the way Lambda's event source mapping does, for running the functions outside

@@ -12,6 +12,9 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsMessa
 use crate::error::Result;
 use crate::messages::{PowerMessage, ReconcileMessage};
 
+/// Messages of one SendMessageBatch, at most (SQS's limit).
+pub const SEND_BATCH: usize = 10;
+
 /// Longest delay SQS allows on a message.
 pub const MAX_DELAY: Duration = Duration::from_secs(900);
 
@@ -22,6 +25,10 @@ pub trait Queue: Send + Sync {
     async fn reconcile(&self, message: &ReconcileMessage) -> Result<()>;
     /// Ask for a power step of a cluster after `delay` (capped at [`MAX_DELAY`]).
     async fn power(&self, message: &PowerMessage, delay: Duration) -> Result<()>;
+    /// Ask for power steps now, [`SEND_BATCH`] messages to a request (SQS's SendMessageBatch, billed as one
+    /// request): a reconcile's nudges of the clusters its plan touched. An error may leave some sent: each step is
+    /// idempotent, and the caller sends them all again.
+    async fn power_now(&self, messages: &[PowerMessage]) -> Result<()>;
     /// Puts a power message the handler received (by its receipt handle) back in the queue, hidden for `delay`
     /// (capped at [`MAX_DELAY`]): SQS's ChangeMessageVisibility. The handler then reports the message as a batch
     /// item failure, so that the event source mapping leaves it, and it is delivered again when `delay` is up, one

@@ -456,10 +456,10 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
             prices.sqs_fifo_request,
         ),
         // A tick link that goes on in its own message puts it back (a request), and neither sends the next nor has
-        // this one deleted (two fewer).
+        // this one deleted (two fewer). A reconcile's nudges are sent ten to a request.
         Line::new(
             "SQS requests, power queue",
-            (2.0 * power - u.tick_returns as f64) * scale,
+            (2.0 * power - u.tick_returns as f64 - (u.nudges - u.nudge_sends) as f64) * scale,
             a.idle_sqs_per_hour * MONTH_HOURS,
             prices.sqs_request,
         ),

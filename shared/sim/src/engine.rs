@@ -565,6 +565,8 @@ impl<'t> Simulation<'t> {
         let mut seen = HashSet::new();
         drive.retain(|id| seen.insert(id.clone()));
         self.usage.power_runs += drive.len();
+        // Sent ten to a request (SendMessageBatch).
+        self.usage.nudge_sends += drive.len().div_ceil(apiary_ports::queue::SEND_BATCH);
         let mut again = false;
         if hurry {
             self.usage.power_runs += 1;

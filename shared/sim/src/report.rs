@@ -45,6 +45,8 @@ pub struct Usage {
     pub power_runs: usize,
     /// Of those, nudges.
     pub nudges: usize,
+    /// The requests that sent them: a reconcile sends its nudges ten to a request (SendMessageBatch).
+    pub nudge_sends: usize,
     /// Of those, tick links (stale and superseded ones included).
     pub ticks: usize,
     /// Looks the ticks took at clusters in motion.

@@ -555,7 +555,10 @@ fn each_queues_requests_are_billed_at_its_kind_of_queue() {
     let u = o.usage;
     assert!(u.tick_sends > 0 && u.tick_sends + u.tick_returns <= u.ticks, "{u:?}");
     assert!(u.tick_returns >= 2 * u.tick_sends, "{u:?}");
-    assert_eq!(power.per_pool, (2.0 * u.power_runs as f64 - u.tick_returns as f64) * month);
+    // A reconcile's nudges go ten to a request: fewer sends than nudges, at least one a tenth of them.
+    assert!(u.nudge_sends < u.nudges && 10 * u.nudge_sends >= u.nudges, "{u:?}");
+    let sent_together = (u.nudges - u.nudge_sends) as f64;
+    assert_eq!(power.per_pool, (2.0 * u.power_runs as f64 - u.tick_returns as f64 - sent_together) * month);
     assert!(reconcile.fixed > 0.0 && reconcile.fixed == power.fixed, "each queue polled while empty");
 }
 
@@ -571,7 +574,10 @@ fn every_reconcile_is_billed_the_message_that_asked_for_it() {
     let lines = lines(&o, day, &Prices::default(), &Assumptions::default());
     let sqs = lines.iter().filter(|l| l.item.starts_with("SQS requests"));
     let billed = sqs.map(|l| l.per_pool).sum::<f64>() / (MONTH_HOURS / 24.0) / 2.0;
-    let (reconciles, power) = (o.reconciles as f64, (o.usage.power_runs - o.usage.tick_returns) as f64);
+    // (A nudge sent with others shares its send: half a message.)
+    let u = o.usage;
+    let shared = (u.nudges - u.nudge_sends) as f64 / 2.0;
+    let (reconciles, power) = (o.reconciles as f64, (u.power_runs - u.tick_returns) as f64 - shared);
     assert!(
         billed >= reconciles + power,
         "{billed} messages billed for {reconciles} reconciles and {power} power messages"
