@@ -973,6 +973,16 @@ impl apiary_testkit::hook::Hook for TwiceOnce {
     }
 }
 
+/// Pool `ci` of one cluster, `id`, whose install begins now and takes 20 minutes; the pool knows no pace.
+async fn twenty_minute_install(w: &World, deps: &Deps, id: &str) {
+    w.cloud.set_timings(apiary_testkit::cloud::Timings { launch: TimeDelta::minutes(20), ..Default::default() });
+    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+    let mut c = Cluster::new(id, id, format!("{id}-infra"), t0());
+    c.spec_power_state = Some(DesiredPower::Running);
+    w.put_cluster("ci", c);
+    power::power(deps, &nudge(id), None).await.expect("provision");
+}
+
 /// One cluster installing for 20 minutes in a pool that does not know its pace (its tick looks every minute),
 /// its power messages delivered through the queue as Lambda would; with `twice`, the queue delivers the third
 /// link twice. The runs, the messages sent, the most receives of one message, and when the install was found done.
@@ -980,12 +990,7 @@ async fn a_twenty_minute_install(twice: bool) -> (usize, u64, u32, Timestamp) {
     let hook = std::sync::Arc::new(TwiceOnce::default());
     let w = World::with_hook(t0(), hook.clone(), 1);
     let deps = w.default_deps(900);
-    w.cloud.set_timings(apiary_testkit::cloud::Timings { launch: TimeDelta::minutes(20), ..Default::default() });
-    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
-    let mut c = Cluster::new("ci-1", "ci-1", "ci-1-infra", t0());
-    c.spec_power_state = Some(DesiredPower::Running);
-    w.put_cluster("ci", c);
-    power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
+    twenty_minute_install(&w, &deps, "ci-1").await;
     let (mut runs, sent, mut receives) = (0, w.queue.sent(), 0);
     loop {
         let event = w.queue.receive(QueueName::Power, 10, TimeDelta::seconds(360), &mut |_| 0);
@@ -1035,12 +1040,7 @@ async fn a_tick_that_comes_at_any_moment_records_its_looks_on_the_quarter_minute
     // before it, so the looks of clusters whose transitions began at other moments fall on the same points.
     let w = World::new(t0());
     let deps = w.default_deps(900);
-    w.cloud.set_timings(apiary_testkit::cloud::Timings { launch: TimeDelta::minutes(20), ..Default::default() });
-    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
-    let mut c = Cluster::new("ci-0", "ci-0", "ci-0-infra", t0());
-    c.spec_power_state = Some(DesiredPower::Running);
-    w.put_cluster("ci", c);
-    power::power(&deps, &nudge("ci-0"), None).await.expect("provision");
+    twenty_minute_install(&w, &deps, "ci-0").await;
     let link = tick_of(&w).check.expect("a live tick");
     w.time.set(t0() + TimeDelta::seconds(67));
     let out = power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
