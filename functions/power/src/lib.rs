@@ -765,8 +765,9 @@ async fn tick_run(
         }
         match (next.send, back) {
             (Some(link), Some(back)) => {
-                // Unchanged, this is an early copy of the live link (SQS delivers some messages twice): it too
-                // comes back when the link is due, and the chain's next new message ends whichever copy is left.
+                // Put back until the link is due. With the tick item unchanged, this is an early copy of the live
+                // link (SQS delivers some messages twice): it comes back then too, and the chain's next new message
+                // ends whichever copy is left.
                 let delay = tick::wait(link.due, deps.clock.now());
                 deps.queue.return_power(back.receipt, delay).await?;
                 (outcome.recheck, outcome.returned) = (Some(delay), true);
