@@ -58,7 +58,7 @@ pub struct Tick {
     pub superseded: Option<Recheck>,
     /// When each cluster in motion wants its next look, as its last look asked. A cluster in motion missing here
     /// (a nudge stepped it, or it began moving otherwise) is looked at by the next tick. Kept in whole seconds
-    /// ([`due_seconds`]).
+    /// (`due_seconds`, below).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "due_seconds")]
     pub due: BTreeMap<String, Timestamp>,
 }
