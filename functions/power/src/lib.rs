@@ -747,7 +747,7 @@ async fn tick_run(
         let max = TimeDelta::seconds(i64::from(deps.config.max_recheck_seconds));
         let want = tick::next_due(&due, moving, now).map(|at| at.min(now + max));
         // The live link goes on in its own message, with its own token, while the message has receives to spare.
-        let back = received.filter(|r| admission == Admission::Own && chain::carries_on(r.receives));
+        let back = received.filter(|r| chain::carries_on(admission, r.receives));
         let token = back.and(msg.check).unwrap_or_else(|| deps.clock.seed());
         let next = chain::next(&tick, admission, want, now, token);
         let written = Tick { rev: tick.rev, check: next.check, superseded: next.superseded, due };

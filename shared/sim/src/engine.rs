@@ -645,7 +645,7 @@ impl<'t> Simulation<'t> {
         // else in a new one.
         let receives = self.live_receives + 1;
         let live = self.tick.check.map(|c| c.token);
-        let back = admission == Admission::Own && chain::carries_on(receives);
+        let back = chain::carries_on(admission, receives);
         let token = match live.filter(|_| back) {
             Some(token) => token,
             None => {

@@ -62,12 +62,12 @@ pub const SLACK: TimeDelta = TimeDelta::seconds(5);
 /// the power queue).
 pub const MAX_RECEIVES: u32 = 5;
 
-/// Whether the live link, arriving on the `receives`th receive of its message, carries the chain on in that same
-/// message rather than a new one: while two receives or more are left after the next (one for SQS's count being
-/// approximate, one for a handling that fails), so that a message put back never reaches the dead-letter queue
-/// for having been put back.
-pub fn carries_on(receives: u32) -> bool {
-    receives + 2 <= MAX_RECEIVES
+/// Whether a link admitted as `admission`, arriving on the `receives`th receive of its message, carries the chain
+/// on in that same message rather than a new one: the live link does, while two receives or more are left after
+/// the next (one for SQS's count being approximate, one for a handling that fails), so that a message put back
+/// never reaches the dead-letter queue for having been put back.
+pub fn carries_on(admission: Admission, receives: u32) -> bool {
+    admission == Admission::Own && receives + 2 <= MAX_RECEIVES
 }
 
 /// What a power message arriving for a cluster may do.
@@ -173,8 +173,11 @@ mod tests {
 
     #[test]
     fn a_link_carries_on_in_its_own_message_while_receives_are_left_for_failures() {
-        assert!(carries_on(1) && carries_on(MAX_RECEIVES - 2));
-        assert!(!carries_on(MAX_RECEIVES - 1) && !carries_on(MAX_RECEIVES));
+        let own = |receives| carries_on(Admission::Own, receives);
+        assert!(own(1) && own(MAX_RECEIVES - 2));
+        assert!(!own(MAX_RECEIVES - 1) && !own(MAX_RECEIVES));
+        // Only the live link: a nudge starts a chain in a message of its own.
+        assert!(!carries_on(Admission::Nudge, 1));
         // Carried on with its own token, the link is still the live one when it comes back.
         let c = cluster(Some((7, 60)), None);
         let n = next(&c, Admission::Own, Some(t(75)), t(60), 7);
