@@ -390,9 +390,10 @@ impl Ctx {
                 progress.clear();
                 return Err(self.timed_out(&r, &path, &phase, limit, c.release_on_timeout).await);
             }
-            // The next look, when the claimant's gaps say ([`waiting`]): a request answered at once. One that waited
-            // (`?wait=`) would hold the claim API function, and Lambda bills it by the second.
-            tokio::time::sleep(gap.min(left)).await;
+            // The next look, when the claim API said or else when the claimant's gaps say ([`waiting`]): a request
+            // answered at once. One that waited (`?wait=`) would hold the claim API function, and Lambda bills it
+            // by the second.
+            tokio::time::sleep(next_look(&claim, gap).min(left)).await;
             gap = waiting::next(gap);
             let (status, answer) = self.api.send("GET", &path, None).await?;
             if status == 404 {
@@ -437,6 +438,15 @@ fn claim_path(r: &ClaimRef) -> Result<String> {
 
 fn claim_view(value: &Value) -> Result<ClaimView> {
     serde_json::from_value(value.clone()).map_err(|e| Failure::other(format!("unexpected claim from the API: {e}")))
+}
+
+/// How long to wait before the next look at a claim answered as `claim`: the `retryAfterSeconds` the claim API
+/// gave (at most [`waiting::LONGEST_HINT`]), else the claimant's own `gap`.
+fn next_look(claim: &Value, gap: Duration) -> Duration {
+    match claim["retryAfterSeconds"].as_f64() {
+        Some(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s).min(waiting::LONGEST_HINT),
+        _ => gap,
+    }
 }
 
 fn clusters_of(answer: &Value) -> Result<Vec<Cluster>> {
@@ -499,6 +509,25 @@ impl Progress {
     fn clear(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_next_look_comes_when_the_api_said_else_after_the_claimants_own_gap() {
+        let gap = Duration::from_secs(2);
+        let told = json!({"phase": "Pending", "retryAfterSeconds": 12.5});
+        assert_eq!(next_look(&told, gap), Duration::from_millis(12_500));
+        assert_eq!(next_look(&json!({"phase": "Pending"}), gap), gap);
+        assert_eq!(next_look(&json!({"retryAfterSeconds": 600}), gap), waiting::LONGEST_HINT, "never longer");
+        for odd in [json!(-1), json!("soon"), Value::Null] {
+            assert_eq!(next_look(&json!({"retryAfterSeconds": odd}), gap), gap);
         }
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use apiary_planner::duration::parse as parse_duration;
 use apiary_planner::events::{self, Event, EventType};
+use apiary_planner::power::tick::Tick;
 use apiary_planner::validate::limits::MAX_DURATION_LEN;
 use apiary_planner::validate::validate_lifetime;
 use apiary_planner::waiting;
@@ -254,6 +255,14 @@ async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, A
     }
 }
 
+/// The pool's tick item, for a claimant's [`waiting::hint`] (GetItem, as every other read of the claim API).
+async fn get_tick_item(deps: &Deps, pool: &str) -> Result<Option<Tick>, ApiError> {
+    Ok(match deps.store.get(pool, &Key::Tick).await? {
+        Some(Item::Tick(t)) => Some(*t),
+        _ => None,
+    })
+}
+
 pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, wait: Option<&str>) -> ApiResult {
     let wait = match wait {
         None => Duration::ZERO,
@@ -278,10 +287,19 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
             None => None,
         };
         let now = deps.clock.now();
+        let hint = match waiting::tick_brings(&c, &p.status) {
+            true => waiting::hint(now, &c, &p.status, get_tick_item(deps, pool).await?.as_ref()),
+            false => None,
+        };
         if c.phase(cluster.as_ref()) == ClaimPhase::Ready || now >= deadline {
-            return Ok((200, claim_view(&p, &c, cluster.as_ref())));
+            let mut view = claim_view(&p, &c, cluster.as_ref());
+            if let Some(after) = hint {
+                // When to look again: in seconds to the millisecond.
+                view["retryAfterSeconds"] = json!(after.as_millis() as f64 / 1000.0);
+            }
+            return Ok((200, view));
         }
-        deps.clock.sleep(poll.min((deadline - now).to_std().unwrap_or_default())).await;
+        deps.clock.sleep(hint.unwrap_or(poll).min((deadline - now).to_std().unwrap_or_default())).await;
         poll = waiting::next(poll);
     }
 }

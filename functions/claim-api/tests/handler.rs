@@ -607,3 +607,71 @@ async fn a_pool_naming_the_metadata_service_or_loopback_is_refused_by_field() {
     let (status, body) = call(&local, "PUT", "/pools/l", Some(ADMIN), Some(&hook("http://127.0.0.1:9000"))).await;
     assert_eq!(status, 201, "the local stack: {body}");
 }
+
+/// The pool's tick item, its next link due `due` after now, and a look that found a cluster come up at `up`.
+fn tick_in(w: &World, due: i64, up: Option<Timestamp>) {
+    let link = apiary_planner::Recheck { token: 1, due: w.now() + TimeDelta::seconds(due) };
+    let tick = apiary_planner::power::tick::Tick { check: Some(link), up, ..Default::default() };
+    w.store.put("ci", Item::Tick(Box::new(tick)));
+}
+
+#[tokio::test]
+async fn a_waiting_claim_is_told_to_look_again_just_after_the_pools_next_tick() {
+    let w = World::new(t0());
+    let mut p = pool("ci", aws_spec(2, 1), t0());
+    // The last reconcile had a claim waiting, and no Running spare to give it.
+    p.status.pending_claims = 1;
+    w.put_pool(p);
+    let deps = w.default_deps(900);
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!((status, body["phase"].as_str()), (202, Some("Pending")), "{body}");
+    assert!(body.get("retryAfterSeconds").is_none(), "its reconcile has not seen it: {body}");
+    let look = || call(&deps, "GET", "/pools/ci/claims/job", Some(ALICE), None);
+    let (status, body) = look().await;
+    assert!(status == 200 && body.get("retryAfterSeconds").is_none(), "no tick, nothing to wait for: {body}");
+    // The tick comes in 10 s: look 12 s from now, once what it finds is in the claim.
+    tick_in(&w, 10, None);
+    let before = w.store.stats();
+    let (_, body) = look().await;
+    assert_eq!(body["retryAfterSeconds"].as_f64(), Some(12.0), "{body}");
+    assert_eq!((w.store.stats() - before).reads, 3, "the pool item, the claim and the tick item");
+    // A look found a cluster come up a second ago: the reconcile may be giving it to this claim now.
+    tick_in(&w, 10, Some(w.now() - TimeDelta::seconds(1)));
+    let (_, body) = look().await;
+    assert!(body.get("retryAfterSeconds").is_none(), "{body}");
+    // A GET that waits sleeps to the hint too: one look at once, the next at its deadline.
+    tick_in(&w, 10, None);
+    let (start, before) = (w.now(), w.store.stats());
+    let (_, body) = call(&deps, "GET", "/pools/ci/claims/job?wait=5s", Some(ALICE), None).await;
+    assert_eq!((body["phase"].as_str(), body["retryAfterSeconds"].as_f64()), (Some("Pending"), Some(7.0)), "{body}");
+    assert_eq!(w.now() - start, TimeDelta::seconds(5));
+    assert_eq!((w.store.stats() - before).reads, 5, "the pool item, then the claim and the tick item twice");
+}
+
+#[tokio::test]
+async fn no_hint_where_a_spare_may_be_given_or_the_claim_has_its_cluster() {
+    let w = World::new(t0());
+    let mut p = pool("ci", aws_spec(2, 1), t0());
+    p.status.pending_claims = 1;
+    p.status.ready = 1;
+    w.put_pool(p);
+    let deps = w.default_deps(900);
+    let (status, _) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!(status, 202);
+    tick_in(&w, 10, None);
+    let before = w.store.stats();
+    let (_, body) = call(&deps, "GET", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert!(body.get("retryAfterSeconds").is_none(), "a spare to give: {body}");
+    assert_eq!((w.store.stats() - before).reads, 2, "the tick item is not read");
+    // Given its cluster: nothing to wait for.
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let mut given = w.snapshot("ci").and_then(|s| s.claims.into_iter().next()).expect("the claim");
+    given.cluster = Some("ci-1".into());
+    given.rev += 1;
+    w.store.put("ci", Item::Claim(Box::new(given)));
+    let before = w.store.stats();
+    let (_, body) = call(&deps, "GET", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!(body["phase"].as_str(), Some("Ready"), "{body}");
+    assert!(body.get("retryAfterSeconds").is_none(), "{body}");
+    assert_eq!((w.store.stats() - before).reads, 3, "the pool item, the claim and its cluster");
+}

@@ -81,6 +81,8 @@ pub struct Outcome {
     /// A tick link carried its chain on in its own message, put back in the queue until its next look: the batch
     /// reports the message as a failure, so that the event source mapping leaves it.
     pub returned: bool,
+    /// A look found the cluster (for a tick: one it looked at) come up: an install or a resume done.
+    pub came_up: bool,
 }
 
 /// A power message as the queue handed it over.
@@ -147,7 +149,7 @@ pub async fn ensure_tick(deps: &Deps, pool: &str, cluster: Option<&str>, want: T
         let Some(link) = next.send else { return Ok(()) };
         let mut due = tick.due.clone();
         due.extend(cluster.map(|c| (c.to_owned(), want)));
-        let written = Tick { rev: 0, check: next.check, superseded: next.superseded, due };
+        let written = Tick { rev: 0, check: next.check, superseded: next.superseded, due, up: tick.up };
         match put_tick(deps, pool, stored.as_ref(), written).await {
             Ok(()) => {
                 send_tick(deps, pool, link).await?;
@@ -484,6 +486,7 @@ impl<'a> Run<'a> {
             let mut s = step(&current, &report, now, self.limits);
             if s.cluster.is_running() && !current.is_running() {
                 s.cluster.machines = self.addresses(&s.cluster, now).await;
+                self.outcome.came_up = true;
             }
             wakes |= s.wakes_pool;
             if let Some(c) = s.call {
@@ -585,6 +588,10 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, received: Option<Received<'_
     let result = run.drive().await;
     record_credentials(deps, &pool, &run.creds).await;
     let want = result?;
+    if run.outcome.came_up {
+        // Before the reconcile is asked for: a claimant reading the tick then looks on its own schedule.
+        note_up(deps, &pool.name).await?;
+    }
     if let Some(reason) = run.wake {
         wake_pool(deps, &pool.name, reason).await?;
         run.outcome.woke_pool = true;
@@ -595,6 +602,21 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, received: Option<Received<'_
         run.outcome.recheck = want.to_std().ok();
     }
     Ok(run.outcome)
+}
+
+/// Records in the pool's live tick that a nudge's look found a cluster come up ([`Tick::up`]): claimants told to
+/// look after the tick's next link ([`apiary_planner::waiting::hint`]) look on their own schedule again, while the
+/// reconcile gives it to one of them. Nothing to record without a live tick: no claimant is told to wait for one.
+async fn note_up(deps: &Deps, pool: &str) -> Result<()> {
+    for _ in 0..MAX_ATTEMPTS {
+        let Some(stored) = get_tick(deps, pool).await?.filter(|t| t.check.is_some()) else { return Ok(()) };
+        let noted = Tick { up: tick::up(&stored, true, deps.clock.now()), ..stored.clone() };
+        match put_tick(deps, pool, Some(&stored), noted).await {
+            Err(Error::Conflict(_)) => tracing::info!("the pool's tick changed; reading it again"),
+            other => return other,
+        }
+    }
+    Err(Error::Conflict("the pool's tick kept changing".into()))
 }
 
 /// The tick item of a pool that is gone: deleted (a tick of a pool of the same name made later starts afresh).
@@ -666,7 +688,7 @@ async fn look(
             Some(deps.clock.now() + POLL)
         }
     };
-    Look { id, want, creds: run.creds, wake: run.wake, written: run.outcome.written }
+    Look { id, want, creds: run.creds, wake: run.wake, written: run.outcome.written, came_up: run.outcome.came_up }
 }
 
 /// What one look of a tick came to.
@@ -681,6 +703,8 @@ struct Look {
     wake: Option<&'static str>,
     /// The cluster was written.
     written: bool,
+    /// The look found it come up.
+    came_up: bool,
 }
 
 /// The pool's tick: looks at the clusters in motion whose look is due, records their next looks and carries the
@@ -731,6 +755,7 @@ async fn tick_run(
                 creds = creds.merge(l.creds);
                 wake = wake.or(l.wake);
                 outcome.written |= l.written;
+                outcome.came_up |= l.came_up;
                 looked.push((l.id, l.want));
             }
             record_credentials(deps, pool, &creds).await;
@@ -750,7 +775,8 @@ async fn tick_run(
         let back = received.filter(|r| chain::carries_on(admission, r.receives));
         let token = back.and(msg.check).unwrap_or_else(|| deps.clock.seed());
         let next = chain::next(&tick, admission, want, now, token);
-        let written = Tick { rev: tick.rev, check: next.check, superseded: next.superseded, due };
+        let up = tick::up(&tick, outcome.came_up, now);
+        let written = Tick { rev: tick.rev, check: next.check, superseded: next.superseded, due, up };
         let unchanged = stored.as_ref() == Some(&written) || (stored.is_none() && written == Tick::default());
         let back = back.filter(|_| next.send.is_some());
         if unchanged && back.is_none() {

@@ -1050,3 +1050,44 @@ async fn a_tick_that_comes_at_any_moment_records_its_looks_on_the_quarter_minute
     assert_eq!(tick.check.map(|c| c.due), Some(t0() + TimeDelta::seconds(120)));
     assert_eq!(out.recheck, Some(std::time::Duration::from_secs(53)), "sent to come on the quarter minute");
 }
+
+#[tokio::test]
+async fn a_look_that_finds_a_cluster_come_up_says_so_on_the_pools_tick() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    hibernated(&w).await;
+    power::power(&deps, &nudge("ci-1"), None).await.expect("start");
+    assert!(tick_of(&w).check.is_some() && tick_of(&w).up.is_none(), "{:?}", tick_of(&w));
+    // The tick's looks find nothing come up until the machines run; the one that does says when.
+    let link = tick_of(&w).check.expect("live");
+    w.time.set(link.due);
+    let out = power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
+    assert!(!out.came_up && tick_of(&w).up.is_none(), "{out:?}");
+    drive(&w, &deps, w.now() + TimeDelta::minutes(10)).await;
+    assert_eq!(w.cluster("ci", "ci-1").and_then(|c| c.power_state), Some(PowerState::Running));
+    let up = tick_of(&w).up.expect("said when");
+    assert!(up > link.due && up <= w.now(), "{:?}", tick_of(&w));
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    let resumed = c.last_resume_seconds.expect("a resume's duration");
+    assert!((up - t0()).num_seconds().abs_diff(i64::from(resumed)) <= 1, "{up} against a resume of {resumed} s");
+
+    // A nudge whose look finds it come up says so on the live tick too.
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    hibernated(&w).await;
+    power::power(&deps, &nudge("ci-1"), None).await.expect("start");
+    // Nudged every few seconds, its tick's links left undelivered: the machines, their status checks, Running.
+    let mut out = power::Outcome::default();
+    for k in 1..=20 {
+        w.time.set(t0() + TimeDelta::seconds(3 * k));
+        out = power::power(&deps, &nudge("ci-1"), None).await.expect("look");
+        if out.came_up {
+            break;
+        }
+        assert_eq!(tick_of(&w).up, None, "not up yet");
+    }
+    assert!(out.came_up && out.woke_pool, "{out:?}");
+    assert_eq!(w.cluster("ci", "ci-1").and_then(|c| c.power_state), Some(PowerState::Running));
+    assert!(tick_of(&w).check.is_some(), "the tick is still live: {:?}", tick_of(&w));
+    assert_eq!(tick_of(&w).up, Some(w.now()), "{:?}", tick_of(&w));
+}

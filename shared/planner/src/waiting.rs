@@ -6,8 +6,20 @@
 //! one request instead, and holds the claim API function while it waits: Lambda bills a function by the time it
 //! runs, waiting or not, and a second of the claim API's wait costs about what API Gateway charges for a whole
 //! request, so many short requests cost less than one long one (BENCHMARKS.md counts both).
+//!
+//! A claim that waits for a cluster is given one only by a reconcile, and only a Running cluster ([`crate::plan`]):
+//! once the pool has no Running spare, that is after the pool's tick finds an install or a resume done. The claim
+//! API then tells the claimant when that can next be ([`hint`]): a little after the tick's next link is due. A
+//! claimant that follows it looks once a tick, some 15 s apart while claims wait, instead of every 2 s, and sees
+//! its cluster as soon: the look after the tick that brought it up.
 
 use std::time::Duration;
+
+use chrono::TimeDelta;
+
+use crate::model::{Claim, PoolStatus, Timestamp};
+use crate::power::tick::{Tick, UP_NEWS};
+use crate::power::POLL;
 
 /// The first gap, between making a claim (or a look's request) and the next look.
 pub const FIRST: Duration = Duration::from_millis(250);
@@ -17,6 +29,43 @@ pub const MOST: Duration = Duration::from_secs(2);
 /// The gap after `gap`: twice it, at most [`MOST`].
 pub fn next(gap: Duration) -> Duration {
     (gap * 2).min(MOST)
+}
+
+/// From a tick's due to what its looks found being in the claim: the link's delivery, the power function's run
+/// and the reconcile it asks for (each well under a second on Lambda).
+pub const SETTLE: TimeDelta = TimeDelta::seconds(2);
+
+/// The longest [`hint`]: a poll and [`SETTLE`] (while claims wait, the tick looks at every transition every
+/// poll). A claimant takes no longer one from an answer.
+pub const LONGEST_HINT: Duration = Duration::from_secs(17);
+
+/// When a claimant waiting on `claim` should look at it next, as the claim API sees the pool at `now` (its
+/// `status` as the last reconcile wrote it, and its `tick` item): [`SETTLE`] after the tick's next link is due,
+/// when nothing but that tick can bring the claim its cluster. `None` (the claimant's own gaps, [`next`]) for a
+/// claim that is not pending; while the last reconcile had no claim waiting (it may not have seen this one yet)
+/// or a Running spare to give (it may be giving it now); while a look's news of a cluster come up is fresh
+/// ([`Tick::up`]: the reconcile it asked for may be giving it now); and when no link is live or the live one is
+/// overdue, or due later than claims waiting are looked at ([`POLL`]: a reconcile is about to hurry it).
+pub fn hint(now: Timestamp, claim: &Claim, status: &PoolStatus, tick: Option<&Tick>) -> Option<Duration> {
+    if !tick_brings(claim, status) {
+        return None;
+    }
+    let tick = tick?;
+    if tick.up.is_some_and(|at| now - at < UP_NEWS) {
+        return None;
+    }
+    let wait = tick.check?.due + SETTLE - now;
+    if wait <= TimeDelta::zero() || wait > TimeDelta::from_std(LONGEST_HINT).unwrap_or(POLL + SETTLE) {
+        return None;
+    }
+    wait.to_std().ok()
+}
+
+/// Whether only the pool's tick can bring `claim` its cluster, as far as the pool's `status` says: the claim is
+/// pending, and the last reconcile had claims waiting and no Running spare. Where it cannot, [`hint`] has nothing
+/// to say, and the claim API does not read the tick item.
+pub fn tick_brings(claim: &Claim, status: &PoolStatus) -> bool {
+    claim.is_pending() && status.pending_claims > 0 && status.ready == 0
 }
 
 /// When each look comes, counted from the claim's making: 0.25, 0.75, 1.75, 3.75, 5.75 s and on, without end.
@@ -38,7 +87,22 @@ pub fn looks(wait: Duration) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use chrono::{TimeZone, Utc};
+
     use super::*;
+    use crate::model::{ClaimPhase, Cluster, Recheck};
+
+    fn t(s: i64) -> Timestamp {
+        Utc.with_ymd_and_hms(2026, 11, 27, 9, 0, 0).single().expect("time") + TimeDelta::seconds(s)
+    }
+
+    fn waiting_pool() -> PoolStatus {
+        PoolStatus { pending_claims: 3, ..PoolStatus::default() }
+    }
+
+    fn ticking(due: i64) -> Tick {
+        Tick { check: Some(Recheck { token: 1, due: t(due) }), ..Tick::default() }
+    }
 
     fn secs(s: f64) -> Duration {
         Duration::from_secs_f64(s)
@@ -60,5 +124,49 @@ mod tests {
         assert_eq!(looks(secs(3.75)), 4);
         // Ten minutes: four looks in the first 3.75 s, then one every 2 s.
         assert_eq!(looks(Duration::from_secs(600)), 4 + 299);
+    }
+
+    #[test]
+    fn the_longest_hint_is_a_poll_and_a_settle() {
+        assert_eq!(TimeDelta::from_std(LONGEST_HINT).ok(), Some(POLL + SETTLE));
+    }
+
+    #[test]
+    fn a_pending_claim_is_looked_at_again_a_settle_after_the_ticks_next_link() {
+        let claim = Claim::new("k1", "ci", t(0));
+        let hint = hint(t(4), &claim, &waiting_pool(), Some(&ticking(10)));
+        assert_eq!(hint, Some(Duration::from_secs(8)));
+        // Overdue, or running now: the claimant's own gaps until the tick has written its next link.
+        assert_eq!(super::hint(t(12), &claim, &waiting_pool(), Some(&ticking(10))), None);
+        assert_eq!(super::hint(t(11), &claim, &waiting_pool(), Some(&ticking(10))), Some(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn no_hint_where_something_but_the_tick_may_give_the_claim_its_cluster() {
+        let claim = Claim::new("k1", "ci", t(0));
+        let tick = ticking(10);
+        // The last reconcile saw no claim waiting (not this one yet), or had a spare to give.
+        assert_eq!(hint(t(4), &claim, &PoolStatus::default(), Some(&tick)), None);
+        let spare = PoolStatus { ready: 1, ..waiting_pool() };
+        assert_eq!(hint(t(4), &claim, &spare, Some(&tick)), None);
+        // A look found a cluster come up two seconds ago: the reconcile it asked for may be giving it now.
+        let up = Tick { up: Some(t(2)), ..tick.clone() };
+        assert_eq!(hint(t(4), &claim, &waiting_pool(), Some(&up)), None);
+        assert!(hint(t(2) + UP_NEWS, &claim, &waiting_pool(), Some(&up)).is_some());
+        // No tick, or one set at the pool's pace, minutes off: a reconcile is about to hurry it.
+        assert_eq!(hint(t(4), &claim, &waiting_pool(), None), None);
+        assert_eq!(hint(t(4), &claim, &waiting_pool(), Some(&Tick::default())), None);
+        assert_eq!(hint(t(4), &claim, &waiting_pool(), Some(&ticking(60))), None);
+    }
+
+    #[test]
+    fn no_hint_for_a_claim_that_is_not_waiting_for_a_cluster() {
+        let mut claim = Claim::new("k1", "ci", t(0));
+        claim.cluster = Some("c1".into());
+        let running = Cluster::new("c1", "c1", "c1", t(0));
+        assert_ne!(claim.phase(Some(&running)), ClaimPhase::Pending);
+        assert_eq!(hint(t(4), &claim, &waiting_pool(), Some(&ticking(10))), None);
+        let released = Claim { release_requested_at: Some(t(1)), ..Claim::new("k2", "ci", t(0)) };
+        assert_eq!(hint(t(4), &released, &waiting_pool(), Some(&ticking(10))), None);
     }
 }

@@ -41,6 +41,9 @@ pub const MAX_LOOKS: usize = 100;
 pub const CONCURRENT_LOOKS: usize = 25;
 /// Two ticks of a pool are at least this far apart.
 pub const MIN_GAP: TimeDelta = TimeDelta::seconds(5);
+/// How long the tick item keeps [`Tick::up`]: the claimants of a pool whose tick found a cluster come up look on
+/// their own schedule this long after, while the reconcile it asked for gives the cluster to the oldest claim.
+pub const UP_NEWS: TimeDelta = TimeDelta::seconds(6);
 
 /// The pool's tick item (`TICK` in its partition): its chain, and when each cluster in motion is to be looked at
 /// next.
@@ -61,6 +64,11 @@ pub struct Tick {
     /// (`due_seconds`, below).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "due_seconds")]
     pub due: BTreeMap<String, Timestamp>,
+    /// When a look last found a cluster come up (an install or a resume done), in whole seconds, kept for
+    /// [`UP_NEWS`]: the reconcile that look asked for may be giving a waiting claim its cluster
+    /// ([`crate::waiting::hint`]).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "chrono::serde::ts_seconds_option")]
+    pub up: Option<Timestamp>,
 }
 
 /// The tick item's `due` as the table keeps it: each time in whole seconds since the epoch, rounded down. A look
@@ -177,6 +185,15 @@ pub fn wait(due: Timestamp, now: Timestamp) -> std::time::Duration {
     std::time::Duration::from_secs(u64::try_from(secs).unwrap_or_default())
 }
 
+/// [`Tick::up`] after a tick or a nudge at `now` whose looks found a cluster come up (`came_up`) or not: `now`
+/// when one did, else the last such time while it is news ([`UP_NEWS`]).
+pub fn up(tick: &Tick, came_up: bool, now: Timestamp) -> Option<Timestamp> {
+    if came_up {
+        return Some(now);
+    }
+    tick.up.filter(|at| now - *at < UP_NEWS)
+}
+
 /// When the next tick is due, given the looks recorded (`due`) and the clusters in motion (`moving`): the
 /// earliest look, and a cluster in motion without one as soon as may be; never sooner than [`MIN_GAP`] after `now`.
 /// `None` when nothing is in motion: the chain ends, and the next nudge starts it again.
@@ -289,5 +306,18 @@ mod tests {
         assert_eq!(old.due["b"].timestamp(), 1_795_683_614);
         let bad = serde_json::from_str::<Tick>(r#"{"due":{"a":true}}"#).expect_err("not a time");
         assert!(bad.to_string().contains("did not match any variant"), "{bad}");
+    }
+
+    #[test]
+    fn a_cluster_come_up_is_news_for_a_while_in_whole_seconds() {
+        let k = Tick { up: Some(t(3) + TimeDelta::milliseconds(700)), ..Tick::default() };
+        let text = serde_json::to_string(&k).expect("json");
+        assert_eq!(text, format!(r#"{{"rev":0,"up":{}}}"#, t(3).timestamp()));
+        let k: Tick = serde_json::from_str(&text).expect("read back");
+        assert_eq!(k.up, Some(t(3)));
+        assert_eq!(up(&k, true, t(5)), Some(t(5)), "a look found one come up now");
+        assert_eq!(up(&k, false, t(5)), Some(t(3)), "still news");
+        assert_eq!(up(&k, false, t(3) + UP_NEWS), None, "no longer");
+        assert_eq!(up(&Tick::default(), false, t(5)), None);
     }
 }
