@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use chrono::TimeDelta;
 
 use apiary_planner::duration::hours;
-use apiary_planner::waiting;
+use apiary_planner::{waiting, Timestamp};
 use apiary_ports::metrics::{metric_names, Monitoring, ALARMED};
 use serde_json::Value;
 
@@ -243,8 +243,8 @@ impl ReadCosts {
         let pool_read = (o.usage.pool_item_bytes as f64 / 4096.0).ceil().max(1.0);
         let item_read = 1.0;
         // Create: the pool item, the oldest pending claim's page, a page of spares (two queries when it wraps
-        // around the index), the spare. Release: the pool item and the claim. A long poll: the pool item, then the
-        // claim and its cluster at each look.
+        // around the index), the spare. Release: the pool item and the claim. A poll: the pool item, then at each
+        // look the claim and its cluster, or for a claim waiting for one, the pool's tick item (for its hint).
         let create = pool_read + 3.0 + item_read;
         let release = pool_read + item_read;
         Self {
@@ -316,12 +316,10 @@ pub fn provisioned(o: &Outcome, pools: usize, prices: &Prices, a: &Assumptions, 
     let minutes: Vec<Meter> = o.minutes.windows(2).map(|w| w[0].since(w[1])).collect();
     let r = ReadCosts::of(o, a);
     let mut polls = vec![0.0; minutes.len()];
-    for (at, wait) in &o.waits {
-        for after in poll_times(*wait, a) {
-            let minute = (*at + after - from).num_minutes();
-            if let Some(p) = usize::try_from(minute).ok().and_then(|m| polls.get_mut(m)) {
-                *p += 1.0;
-            }
+    for at in poll_times(o, a) {
+        let minute = (at - from).num_minutes();
+        if let Some(p) = usize::try_from(minute).ok().and_then(|m| polls.get_mut(m)) {
+            *p += 1.0;
         }
     }
     // Each sweep (one a minute) reads its record from the table, and every pool item from the index.
@@ -374,25 +372,27 @@ pub fn monthly_provisioned(lines: &[Line], p: &Provisioning, pools: usize) -> f6
 /// How long a long-polling claimant's `GET ?wait=` waits at most ([`Assumptions::long_polls`]).
 pub const LONG_POLL: TimeDelta = TimeDelta::seconds(20);
 
-/// The claims' polls: the requests each one's wait took.
+/// The claims' polls: the requests their waits took.
 fn polls(o: &Outcome, a: &Assumptions) -> f64 {
-    o.waits.iter().map(|(_, w)| polls_of(*w, a)).sum()
-}
-
-/// The polls of a claim that waited `wait`.
-fn polls_of(wait: TimeDelta, a: &Assumptions) -> f64 {
-    poll_times(wait, a).len() as f64
-}
-
-/// When each poll of a claim that waited `wait` was made, from the claim's making: one a [`LONG_POLL`] long-polling,
-/// else each look [`waiting`] sets until the one that sees it Ready.
-fn poll_times(wait: TimeDelta, a: &Assumptions) -> Vec<TimeDelta> {
-    if a.long_polls {
-        let n = (wait.num_seconds() as f64 / LONG_POLL.num_seconds() as f64).ceil() as i32;
-        return (0..n).map(|k| LONG_POLL * k).collect();
+    if !a.long_polls {
+        return o.looks.len() as f64;
     }
-    let looks = waiting::looks(wait.to_std().unwrap_or_default());
-    waiting::times().take(looks).map(|t| TimeDelta::from_std(t).unwrap_or_default()).collect()
+    poll_times(o, a).len() as f64
+}
+
+/// When each poll of a waiting claim was made: long-polling, one every [`LONG_POLL`] from the claim's making until
+/// it was given its cluster; else each look its claimant took as the CLI takes them, on the claim API's hints or
+/// its own gaps ([`crate::claimant`]).
+fn poll_times(o: &Outcome, a: &Assumptions) -> Vec<Timestamp> {
+    if !a.long_polls {
+        return o.looks.clone();
+    }
+    let mut at = Vec::new();
+    for (made, wait) in &o.waits {
+        let n = (wait.num_seconds() as f64 / LONG_POLL.num_seconds() as f64).ceil() as i32;
+        at.extend((0..n).map(|k| *made + LONG_POLL * k));
+    }
+    at
 }
 
 /// The looks at the claim in one poll: one when each is a request; long-polling, one at once, each [`waiting`]

@@ -25,6 +25,7 @@ use apiary_planner::{
 };
 use apiary_ports::store::{writes_with_events, Cond, Item, Key, ProfileItem, Write};
 
+use crate::claimant::{self, TickLog};
 use crate::report::{Calls, Costs, Lateness, Meter, Noticed, Outcome, Sample, Usage, Written};
 use crate::rng::Rng;
 use crate::trace::Trace;
@@ -185,6 +186,13 @@ pub struct Simulation<'t> {
     /// when they were done, and whether a claim waited then. The simulation acts on them at once; the pool's tick
     /// looks at them as it would at a cluster still in motion, and the look that notices each is measured.
     noticing: HashMap<String, (usize, Timestamp, bool)>,
+    /// The tick item over time, as the claim API reads it for a waiting claim's hint.
+    tick_log: TickLog,
+    /// Claims that waited for a cluster: when each was made and given its cluster, and when that was readable
+    /// (`None` while the cluster given is done but no look has noticed it yet).
+    waited: HashMap<String, (Timestamp, Timestamp, Option<Timestamp>)>,
+    /// Clusters given to a waiting claim before a look noticed them done: the claim.
+    given: HashMap<String, String>,
     /// When the sweep last made a full pass.
     last_full_sweep: Option<Timestamp>,
     /// Where each cluster sits in `snap.clusters`; checked on use and rebuilt when stale.
@@ -254,6 +262,9 @@ impl<'t> Simulation<'t> {
             tokens: 0,
             live_receives: 0,
             noticing: HashMap::new(),
+            tick_log: TickLog::default(),
+            waited: HashMap::new(),
+            given: HashMap::new(),
             last_full_sweep: None,
             index: HashMap::new(),
             counts: (0, 0, 0, 0),
@@ -392,7 +403,7 @@ impl<'t> Simulation<'t> {
                     Admission::Drop => false,
                     Admission::Forget => {
                         self.tick.superseded = None;
-                        self.write_tick();
+                        self.write_tick(now);
                         false
                     }
                     admission @ (Admission::Own | Admission::Nudge) => self.tick_run(admission, now),
@@ -518,6 +529,9 @@ impl<'t> Simulation<'t> {
                 self.metered(ASSIGNED, now);
                 if let Some(c) = self.snap.claims.iter().find(|c| &c.name == claim) {
                     self.waits.push((c.created_at, *at - c.created_at));
+                    if *at > c.created_at {
+                        self.note_given(c.created_at, claim, action, now);
+                    }
                 }
                 let hold = self.holds.get(claim).copied().unwrap_or_default();
                 self.at(*at + hold, Event::Release(claim.clone()));
@@ -584,6 +598,20 @@ impl<'t> Simulation<'t> {
         }
     }
 
+    /// A claim made at `made` that waited is given its cluster by `assign` at `now`: readable Ready once a look has
+    /// noticed the cluster (the simulation gives clusters the moment their machines are done) and the reconcile
+    /// it asks for has run.
+    fn note_given(&mut self, made: Timestamp, claim: &str, assign: &Action, now: Timestamp) {
+        let Action::AssignClaim { cluster, .. } = assign else { return };
+        let readable = if self.noticing.contains_key(cluster) {
+            self.given.insert(cluster.clone(), claim.to_string());
+            None
+        } else {
+            Some(now + claimant::NEWS)
+        };
+        self.waited.insert(claim.to_string(), (made, now, readable));
+    }
+
     /// A nudge of the power function for `id`: it steps the cluster, and makes sure the pool's tick comes soon
     /// enough for the look it wants next (writing the tick item only when it starts or brings the tick forward).
     /// True when it reached a state the pool acts on.
@@ -598,7 +626,7 @@ impl<'t> Simulation<'t> {
                 (self.tick.check, self.tick.superseded) = (next.check, next.superseded);
                 self.live_receives = 0;
                 self.tick.due.insert(id.to_string(), want);
-                self.write_tick();
+                self.write_tick(now);
                 self.at(link.due, Event::Tick(link.token));
             }
         }
@@ -614,14 +642,21 @@ impl<'t> Simulation<'t> {
     /// The tick's look at `id` at `now`: if it notices a transition done since the last look, how long after it
     /// came. (A nudge may look sooner; the simulation, acting at once, makes some nudges at the very moment machines
     /// are done that a deployed pool makes only after the tick noticed them, so only the tick's looks count.)
-    fn noticed(&mut self, id: &str, now: Timestamp) {
-        if let Some((kind, done, claim_waiting)) = self.noticing.remove(id) {
-            let late = (now - done).as_seconds_f64();
-            self.late[kind].push(late);
-            if claim_waiting {
-                self.late[kind + WAITED_ON].push(late);
+    /// True when it noticed an install or a resume done: a cluster come up ([`Tick::up`]).
+    fn noticed(&mut self, id: &str, now: Timestamp) -> bool {
+        let Some((kind, done, claim_waiting)) = self.noticing.remove(id) else { return false };
+        let late = (now - done).as_seconds_f64();
+        self.late[kind].push(late);
+        if claim_waiting {
+            self.late[kind + WAITED_ON].push(late);
+        }
+        // A claim given it meanwhile is readable Ready once the reconcile this look asks for has run.
+        if let Some(claim) = self.given.remove(id) {
+            if let Some(w) = self.waited.get_mut(&claim) {
+                w.2 = Some(now + claimant::NEWS);
             }
         }
+        kind < 2
     }
 
     /// The pool's tick, admitted: looks at the clusters in motion whose look is due, records their next looks
@@ -629,11 +664,11 @@ impl<'t> Simulation<'t> {
     fn tick_run(&mut self, admission: Admission, now: Timestamp) -> bool {
         let moving = self.moving();
         let mut looked = Vec::new();
-        let mut notable = false;
+        let (mut notable, mut came_up) = (false, false);
         let hurry = tick::hurried(admission, self.snap.pool.status.pending_claims);
         for id in tick::looks(&self.tick, &moving, now, hurry) {
             self.usage.tick_looks += 1;
-            self.noticed(&id, now);
+            came_up |= self.noticed(&id, now);
             let (n, want) = self.steps(&id, now);
             notable |= n;
             looked.push((id, want.map(|w| tick::aligned(w, now))));
@@ -667,7 +702,8 @@ impl<'t> Simulation<'t> {
             _ => self.live_receives,
         };
         (self.tick.check, self.tick.superseded) = (next.check, next.superseded);
-        self.write_tick();
+        self.tick.up = tick::up(&self.tick, came_up, now);
+        self.write_tick(now);
         if let Some(link) = next.send {
             self.at(link.due, Event::Tick(link.token));
         }
@@ -718,8 +754,9 @@ impl<'t> Simulation<'t> {
         *by(&mut self.usage.written) += parts;
     }
 
-    /// Counts a write of the tick item: one conditional put, a unit per KB of it.
-    fn write_tick(&mut self) {
+    /// Counts a write of the tick item at `now`: one conditional put, a unit per KB of it.
+    fn write_tick(&mut self, now: Timestamp) {
+        self.tick_log.write(now, &self.tick);
         let bytes = units::size(&Item::Tick(Box::new(self.tick.clone())));
         self.usage.tick_writes += 1;
         self.usage.tick_write_units += units::kb(bytes);
@@ -955,6 +992,42 @@ impl<'t> Simulation<'t> {
         self.now = now;
     }
 
+    /// The looks of the measured claims that waited, each claimant following the claim API's hints and, for
+    /// comparison, on its own gaps alone; how long after being readable Ready each saw its claim so.
+    fn claimants(&self, end: Timestamp) -> Claimants {
+        let measured = self.trace.measured_from();
+        // Each waiting claim: when made, and when readable Ready (a cluster given but never noticed: when given).
+        let mut claims: Vec<(Timestamp, Option<Timestamp>)> = self
+            .waited
+            .values()
+            .filter(|(made, ..)| *made >= measured)
+            .map(|(made, given, ready)| (*made, Some(ready.unwrap_or(*given + claimant::NEWS))))
+            .collect();
+        claims.extend(
+            self.snap
+                .claims
+                .iter()
+                .filter(|c| c.cluster.is_none() && c.created_at >= measured)
+                .map(|c| (c.created_at, None)),
+        );
+        claims.sort();
+        let (mut seen, mut seen_unhinted) = (Vec::new(), Vec::new());
+        let mut c = Claimants::default();
+        for (made, ready) in claims {
+            let told = claimant::looks(made, ready, end, &self.tick_log, true);
+            let own = claimant::looks(made, ready, end, &self.tick_log, false);
+            if let Some(ready) = ready.filter(|r| *r <= end) {
+                seen.push((told.seen - ready).as_seconds_f64());
+                seen_unhinted.push((own.seen - ready).as_seconds_f64());
+            }
+            c.unhinted += own.at.len();
+            c.looks.extend(told.at);
+        }
+        c.looks.sort();
+        (c.seen, c.seen_unhinted) = (Lateness::of(seen), Lateness::of(seen_unhinted));
+        c
+    }
+
     fn finish(mut self, end: Timestamp) -> Outcome {
         // The counters at the end close the last minute (what happened at the end itself counted in it).
         self.meter(end);
@@ -975,6 +1048,7 @@ impl<'t> Simulation<'t> {
         let unserved_count = unserved.len();
         self.waits.extend(unserved);
         self.waits.sort();
+        let claimants = self.claimants(end);
         let costs = self.setup.costs;
         let mut outcome = Outcome::new(
             &self.setup.policy,
@@ -1016,10 +1090,35 @@ impl<'t> Simulation<'t> {
         outcome.minutes_from = (!minutes.is_empty()).then_some(measured);
         outcome.minutes = minutes;
         let [install, resume, stop, install_waited_on, resume_waited_on, deprovision] = self.late.map(Lateness::of);
-        outcome.noticed = Noticed { install, resume, stop, resume_waited_on, install_waited_on, deprovision };
+        outcome.noticed = Noticed {
+            install,
+            resume,
+            stop,
+            resume_waited_on,
+            install_waited_on,
+            deprovision,
+            claim_seen: claimants.seen,
+            claim_seen_unhinted: claimants.seen_unhinted,
+        };
+        outcome.usage.claim_looks = claimants.looks.len();
+        outcome.usage.claim_looks_unhinted = claimants.unhinted;
+        outcome.looks = claimants.looks;
         outcome.claims_hit_broken = timeout.map_or(0, |t| outcome.waits.iter().filter(|(_, w)| *w >= t).count());
         outcome
     }
+}
+
+/// The claimants of the claims that waited ([`Simulation::claimants`]).
+#[derive(Debug, Default)]
+struct Claimants {
+    /// Each look, following the claim API's hints, in order.
+    looks: Vec<Timestamp>,
+    /// How many looks they would have taken on their own gaps alone.
+    unhinted: usize,
+    /// From readable Ready to seen, following the hints.
+    seen: Lateness,
+    /// The same on their own gaps alone.
+    seen_unhinted: Lateness,
 }
 
 /// The buckets of `pool`'s forecast profile, if it has one.

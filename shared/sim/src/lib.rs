@@ -24,6 +24,7 @@
 
 pub mod bill;
 pub mod capacity;
+pub mod claimant;
 pub mod engine;
 pub mod policy;
 pub mod report;

@@ -103,6 +103,11 @@ pub struct Usage {
     pub profile_item_bytes: usize,
     /// Clusters in the pool at the end.
     pub clusters: usize,
+    /// Looks the claimants of claims that waited took, each a request to the claim API, following its hints
+    /// ([`crate::claimant`]).
+    pub claim_looks: usize,
+    /// The looks they would have taken on their own gaps alone, every 2 s.
+    pub claim_looks_unhinted: usize,
 }
 
 /// What the pool had asked of the table by the start of one minute of the measured weeks: the counters a
@@ -199,6 +204,11 @@ pub struct Noticed {
     /// Deprovisions: from the machines gone to the look that deletes the cluster's item (it counts against the
     /// pool's size and concurrency until then).
     pub deprovision: Lateness,
+    /// Claims that waited: from being readable Ready to their claimant's look that saw it, following the claim
+    /// API's hints ([`crate::claimant`]).
+    pub claim_seen: Lateness,
+    /// The same, on the claimant's own gaps alone.
+    pub claim_seen_unhinted: Lateness,
 }
 
 /// Delays, summarised.
@@ -323,6 +333,9 @@ pub struct Outcome {
     /// Each claim's arrival and wait.
     #[serde(skip)]
     pub waits: Vec<(Timestamp, TimeDelta)>,
+    /// When each look of a waiting claim's claimant came ([`Usage::claim_looks`]), in order.
+    #[serde(skip)]
+    pub looks: Vec<Timestamp>,
     /// The table's counters at the start of each minute of the measured weeks, and at their end.
     #[serde(skip)]
     pub minutes: Vec<Meter>,
@@ -378,6 +391,7 @@ impl Outcome {
             reconciles,
             samples,
             waits,
+            looks: Vec::new(),
             minutes: Vec::new(),
             minutes_from: None,
         }

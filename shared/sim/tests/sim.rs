@@ -260,9 +260,14 @@ fn a_waiting_claims_looks_are_billed_as_the_requests_answered_at_once_the_cli_ma
     let (prices, a) = (Prices::default(), Assumptions::default());
     let day = TimeDelta::days(1);
     let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
-    // One more claim that waited ten minutes: four looks in its first 3.75 s, then one every 2 s, each a request.
+    // One more claim that waited ten minutes, with no tick to be told of: four looks in its first 3.75 s, then one
+    // every 2 s, each a request.
     let mut waited = o.clone();
-    waited.waits.push((default_start(), TimeDelta::minutes(10)));
+    let made = default_start();
+    let ready = made + TimeDelta::minutes(10);
+    let looks = apiary_sim::claimant::looks(made, Some(ready), ready + day, &Default::default(), true);
+    assert_eq!(looks.at.len(), 303);
+    waited.looks.extend(looks.at);
     let line = |o: &apiary_sim::Outcome, item: &str| {
         let billed = lines(o, day, &prices, &a);
         billed.iter().find(|l| l.item == item).map(|l| l.per_pool).unwrap_or_else(|| panic!("a line {item}"))
@@ -520,6 +525,30 @@ fn a_claim_waiting_on_a_resume_or_an_install_is_not_kept_waiting_by_the_pace() {
     assert!(resumes.count > 50 && installs.count > 50, "{resumes:?} {installs:?}");
     assert!(resumes.max_s <= power::POLL.as_seconds_f64() + 1e-9, "{resumes:?}");
     assert!(installs.max_s <= power::INSTALL_POLL.as_seconds_f64() + 1e-9, "{installs:?}");
+}
+
+#[test]
+fn claimants_told_when_the_pools_tick_comes_look_a_fraction_as_often_and_see_their_claims_as_soon() {
+    // Every claim waits on a resume or an install. A claimant on its own gaps looks every 2 s; one told by the
+    // claim API looks once a tick (some 15 s apart while claims wait), and a little more after a tick that brought
+    // a cluster up.
+    let o = run(&monday(), &Policy::Static { name: "static-0".into(), running: 0 }, 1);
+    let (told, own) = (o.usage.claim_looks, o.usage.claim_looks_unhinted);
+    assert_eq!(told, o.looks.len());
+    assert!(told > 0 && told * 3 < own, "{told} looks told, {own} on their own gaps");
+    // Each sees its claim Ready at a look that comes no later on average, and at most a tick later.
+    let (seen, seen_own) = (o.noticed.claim_seen, o.noticed.claim_seen_unhinted);
+    assert!(seen.count > 100 && seen.count == seen_own.count, "{seen:?} {seen_own:?}");
+    assert!(seen.mean_s <= seen_own.mean_s + 0.1, "{seen:?} against {seen_own:?}");
+    let tick = power::POLL.as_seconds_f64();
+    assert!(seen.p95_s <= seen_own.p95_s && seen.max_s <= tick + 1.0, "{seen:?} against {seen_own:?}");
+    // The bill counts the looks told, each a request.
+    let day = TimeDelta::days(1);
+    let (prices, a) = (bill::Prices::default(), bill::Assumptions::default());
+    let billed = bill::lines(&o, day, &prices, &a);
+    let api = billed.iter().find(|l| l.item == "API Gateway requests").expect("a line").per_pool;
+    let made = (2 * o.claims + told) as f64 * bill::MONTH_HOURS / 24.0;
+    assert!((api - made).abs() < 1e-6, "{api} requests a month against {made}");
 }
 
 /// The lines of `resource` in the template as the stack deploys it, up to the next resource.
