@@ -408,6 +408,27 @@ fn a_claim_waited_on_is_looked_at_with_requests_answered_at_once_soon_then_less_
 }
 
 #[test]
+fn a_claim_waited_on_is_looked_at_again_when_the_api_says() {
+    let pending = r#"{"pool":"ci","name":"build-8","owner":"arn:aws:iam::123456789012:role/ci","phase":"Pending"}"#;
+    let told = r#"{"pool":"ci","name":"build-8","owner":"arn:aws:iam::123456789012:role/ci","phase":"Pending",
+        "retryAfterSeconds":1.5}"#;
+    let ready = r#"{"pool":"ci","name":"build-8","owner":"arn:aws:iam::123456789012:role/ci","phase":"Ready"}"#;
+    let (port, server) = serve(vec![(202, pending), (200, told), (200, ready)]);
+    let api = format!("http://127.0.0.1:{port}");
+    let out = bare_apiary()
+        .args(["--api", &api, "--as", "arn:aws:iam::123456789012:role/ci", "claim", "ci", "build-8", "--wait", "1m"])
+        .args(["-o", "json"])
+        .output()
+        .expect("apiary");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = server.join().expect("served");
+    assert_eq!(got.len(), 3);
+    // The first look after its own gap (0.25 s); the next when the answer said (1.5 s), not its own 0.5 s.
+    let gaps: Vec<std::time::Duration> = got.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    assert!(gaps[0].as_millis() >= 230 && gaps[1].as_millis() >= 1480, "{gaps:?}");
+}
+
+#[test]
 fn a_function_url_is_signed_for_lambda_in_its_own_region() {
     // The stack's ApiUrl with ClaimEndpoint=function-url, as Lambda gives it (with its closing slash).
     let out =
