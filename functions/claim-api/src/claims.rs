@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use apiary_planner::duration::parse as parse_duration;
 use apiary_planner::events::{self, Event, EventType};
-use apiary_planner::power::tick::Tick;
 use apiary_planner::validate::limits::MAX_DURATION_LEN;
 use apiary_planner::validate::validate_lifetime;
 use apiary_planner::waiting;
@@ -151,7 +150,12 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
             tries,
             "claim stored"
         );
-        return Ok((if cluster.is_some() { 201 } else { 202 }, claim_view(&p, &stored, cluster.as_ref())));
+        let view = claim_view(&p, &stored, cluster.as_ref());
+        return Ok(match cluster {
+            Some(_) => (201, view),
+            // Made while older claims wait for the pool's tick: the first look can wait for it too.
+            None => (202, with_hint(view, hint(deps, &p, &stored).await?)),
+        });
     }
 }
 
@@ -255,12 +259,26 @@ async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, A
     }
 }
 
-/// The pool's tick item, for a claimant's [`waiting::hint`] (GetItem, as every other read of the claim API).
-async fn get_tick_item(deps: &Deps, pool: &str) -> Result<Option<Tick>, ApiError> {
-    Ok(match deps.store.get(pool, &Key::Tick).await? {
+/// When the claimant of `claim` should look at it again ([`waiting::hint`]), as `pool` (the pool item as read) and
+/// its tick item say now: the tick item is read (GetItem, as every other read of the claim API) only where the
+/// pool's status says nothing but the tick can bring the claim a cluster.
+async fn hint(deps: &Deps, pool: &Pool, claim: &Claim) -> Result<Option<Duration>, ApiError> {
+    if !waiting::tick_brings(claim, &pool.status) {
+        return Ok(None);
+    }
+    let tick = match deps.store.get(&pool.name, &Key::Tick).await? {
         Some(Item::Tick(t)) => Some(*t),
         _ => None,
-    })
+    };
+    Ok(waiting::hint(deps.clock.now(), claim, pool, tick.as_ref()))
+}
+
+/// A claim's `view` with `retryAfterSeconds`, when there is a `hint`: in seconds, to the millisecond.
+fn with_hint(mut view: Value, hint: Option<Duration>) -> Value {
+    if let Some(after) = hint {
+        view["retryAfterSeconds"] = json!(after.as_millis() as f64 / 1000.0);
+    }
+    view
 }
 
 pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, wait: Option<&str>) -> ApiResult {
@@ -286,18 +304,10 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
             Some(id) => get_cluster_item(deps, pool, id).await?,
             None => None,
         };
+        let hint = hint(deps, &p, &c).await?;
         let now = deps.clock.now();
-        let hint = match waiting::tick_brings(&c, &p.status) {
-            true => waiting::hint(now, &c, &p.status, get_tick_item(deps, pool).await?.as_ref()),
-            false => None,
-        };
         if c.phase(cluster.as_ref()) == ClaimPhase::Ready || now >= deadline {
-            let mut view = claim_view(&p, &c, cluster.as_ref());
-            if let Some(after) = hint {
-                // When to look again: in seconds to the millisecond.
-                view["retryAfterSeconds"] = json!(after.as_millis() as f64 / 1000.0);
-            }
-            return Ok((200, view));
+            return Ok((200, with_hint(claim_view(&p, &c, cluster.as_ref()), hint)));
         }
         deps.clock.sleep(hint.unwrap_or(poll).min((deadline - now).to_std().unwrap_or_default())).await;
         poll = waiting::next(poll);

@@ -608,9 +608,12 @@ async fn a_pool_naming_the_metadata_service_or_loopback_is_refused_by_field() {
     assert_eq!(status, 201, "the local stack: {body}");
 }
 
-/// The pool's tick item, its next link due `due` after now, and a look that found a cluster come up at `up`.
+/// The pool's tick item, its next link due `due` after now, and a look that found a cluster come up at `up`,
+/// having read the pool item at its revision now.
 fn tick_in(w: &World, due: i64, up: Option<Timestamp>) {
     let link = apiary_planner::Recheck { token: 1, due: w.now() + TimeDelta::seconds(due) };
+    let rev = w.snapshot("ci").expect("pool").pool.rev;
+    let up = up.map(|at| apiary_planner::power::tick::Up { at, rev });
     let tick = apiary_planner::power::tick::Tick { check: Some(link), up, ..Default::default() };
     w.store.put("ci", Item::Tick(Box::new(tick)));
 }
@@ -625,7 +628,7 @@ async fn a_waiting_claim_is_told_to_look_again_just_after_the_pools_next_tick() 
     let deps = w.default_deps(900);
     let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
     assert_eq!((status, body["phase"].as_str()), (202, Some("Pending")), "{body}");
-    assert!(body.get("retryAfterSeconds").is_none(), "its reconcile has not seen it: {body}");
+    assert!(body.get("retryAfterSeconds").is_none(), "no tick: {body}");
     let look = || call(&deps, "GET", "/pools/ci/claims/job", Some(ALICE), None);
     let (status, body) = look().await;
     assert!(status == 200 && body.get("retryAfterSeconds").is_none(), "no tick, nothing to wait for: {body}");
@@ -639,6 +642,12 @@ async fn a_waiting_claim_is_told_to_look_again_just_after_the_pools_next_tick() 
     tick_in(&w, 10, Some(w.now() - TimeDelta::seconds(1)));
     let (_, body) = look().await;
     assert!(body.get("retryAfterSeconds").is_none(), "{body}");
+    // Once a reconcile has written the pool item since (it gave the cluster to an older claim), the tick again.
+    let mut p = w.snapshot("ci").expect("pool").pool;
+    p.rev += 1;
+    w.put_pool(p);
+    let (_, body) = look().await;
+    assert_eq!(body["retryAfterSeconds"].as_f64(), Some(12.0), "{body}");
     // A GET that waits sleeps to the hint too: one look at once, the next at its deadline.
     tick_in(&w, 10, None);
     let (start, before) = (w.now(), w.store.stats());
@@ -646,6 +655,10 @@ async fn a_waiting_claim_is_told_to_look_again_just_after_the_pools_next_tick() 
     assert_eq!((body["phase"].as_str(), body["retryAfterSeconds"].as_f64()), (Some("Pending"), Some(7.0)), "{body}");
     assert_eq!(w.now() - start, TimeDelta::seconds(5));
     assert_eq!((w.store.stats() - before).reads, 5, "the pool item, then the claim and the tick item twice");
+    // A claim made while others wait for the tick is told so at once.
+    tick_in(&w, 10, None);
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/next", Some(BOB), None).await;
+    assert_eq!((status, body["retryAfterSeconds"].as_f64()), (202, Some(12.0)), "{body}");
 }
 
 #[tokio::test]

@@ -17,9 +17,8 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 
-use crate::model::{Claim, PoolStatus, Timestamp};
-use crate::power::tick::{Tick, UP_NEWS};
-use crate::power::POLL;
+use crate::model::{Claim, Pool, PoolStatus, Timestamp};
+use crate::power::tick::Tick;
 
 /// The first gap, between making a claim (or a look's request) and the next look.
 pub const FIRST: Duration = Duration::from_millis(250);
@@ -35,30 +34,31 @@ pub fn next(gap: Duration) -> Duration {
 /// and the reconcile it asks for (each well under a second on Lambda).
 pub const SETTLE: TimeDelta = TimeDelta::seconds(2);
 
-/// The longest [`hint`]: a poll and [`SETTLE`] (while claims wait, the tick looks at every transition every
-/// poll). A claimant takes no longer one from an answer.
+/// The longest [`hint`]: a poll and [`SETTLE`] (while claims wait, the tick looks at a resume every poll). A tick
+/// due later (an install's looks, a minute apart) is looked for again this soon: a nudge may bring it forward. A
+/// claimant takes no longer one from an answer.
 pub const LONGEST_HINT: Duration = Duration::from_secs(17);
 
-/// When a claimant waiting on `claim` should look at it next, as the claim API sees the pool at `now` (its
-/// `status` as the last reconcile wrote it, and its `tick` item): [`SETTLE`] after the tick's next link is due,
-/// when nothing but that tick can bring the claim its cluster. `None` (the claimant's own gaps, [`next`]) for a
-/// claim that is not pending; while the last reconcile had no claim waiting (it may not have seen this one yet)
-/// or a Running spare to give (it may be giving it now); while a look's news of a cluster come up is fresh
-/// ([`Tick::up`]: the reconcile it asked for may be giving it now); and when no link is live or the live one is
-/// overdue, or due later than claims waiting are looked at ([`POLL`]: a reconcile is about to hurry it).
-pub fn hint(now: Timestamp, claim: &Claim, status: &PoolStatus, tick: Option<&Tick>) -> Option<Duration> {
-    if !tick_brings(claim, status) {
+/// When a claimant waiting on `claim` should look at it next, as the claim API sees the pool at `now` (its `pool`
+/// item, with its status as the last reconcile wrote it, and its `tick` item): [`SETTLE`] after the tick's next
+/// link is due, when nothing but that tick can bring the claim its cluster. `None` (the claimant's own gaps,
+/// [`next`]) for a claim that is not pending; while the last reconcile had no claim waiting (it may not have seen
+/// this one yet) or a Running spare to give (it may be giving it now); while a look's news of a cluster come up
+/// is news ([`Tick::up`]: the reconcile it asked for has not written the pool item yet, and may be giving it now);
+/// and when no link is live or the live one is overdue. At most [`LONGEST_HINT`].
+pub fn hint(now: Timestamp, claim: &Claim, pool: &Pool, tick: Option<&Tick>) -> Option<Duration> {
+    if !tick_brings(claim, &pool.status) {
         return None;
     }
     let tick = tick?;
-    if tick.up.is_some_and(|at| now - at < UP_NEWS) {
+    if tick.up.is_some_and(|u| u.is_news(now, pool.rev)) {
         return None;
     }
     let wait = tick.check?.due + SETTLE - now;
-    if wait <= TimeDelta::zero() || wait > TimeDelta::from_std(LONGEST_HINT).unwrap_or(POLL + SETTLE) {
+    if wait <= TimeDelta::zero() {
         return None;
     }
-    wait.to_std().ok()
+    wait.to_std().ok().map(|w| w.min(LONGEST_HINT))
 }
 
 /// Whether only the pool's tick can bring `claim` its cluster, as far as the pool's `status` says: the claim is
@@ -90,14 +90,29 @@ mod tests {
     use chrono::{TimeZone, Utc};
 
     use super::*;
-    use crate::model::{ClaimPhase, Cluster, Recheck};
+    use crate::model::{ClaimPhase, Cluster, FakePlatform, Platform, PoolSpec, Recheck};
+    use crate::power::tick::{Up, UP_NEWS};
+    use crate::power::POLL;
 
     fn t(s: i64) -> Timestamp {
         Utc.with_ymd_and_hms(2026, 11, 27, 9, 0, 0).single().expect("time") + TimeDelta::seconds(s)
     }
 
-    fn waiting_pool() -> PoolStatus {
-        PoolStatus { pending_claims: 3, ..PoolStatus::default() }
+    /// A pool item at revision 5 whose last reconcile had three claims waiting, and no Running spare.
+    fn waiting_pool() -> Pool {
+        with_status(PoolStatus { pending_claims: 3, ..PoolStatus::default() })
+    }
+
+    fn with_status(status: PoolStatus) -> Pool {
+        Pool {
+            name: "ci".into(),
+            spec: PoolSpec::new(4, Platform::Fake(FakePlatform::default())),
+            status,
+            next_wake_at: None,
+            deletion_requested_at: None,
+            created_at: t(-3600),
+            rev: 5,
+        }
     }
 
     fn ticking(due: i64) -> Tick {
@@ -139,6 +154,8 @@ mod tests {
         // Overdue, or running now: the claimant's own gaps until the tick has written its next link.
         assert_eq!(super::hint(t(12), &claim, &waiting_pool(), Some(&ticking(10))), None);
         assert_eq!(super::hint(t(11), &claim, &waiting_pool(), Some(&ticking(10))), Some(Duration::from_secs(1)));
+        // A tick a minute off (an install's looks): again a poll and a settle later, as a nudge may bring it on.
+        assert_eq!(super::hint(t(4), &claim, &waiting_pool(), Some(&ticking(60))), Some(LONGEST_HINT));
     }
 
     #[test]
@@ -146,17 +163,21 @@ mod tests {
         let claim = Claim::new("k1", "ci", t(0));
         let tick = ticking(10);
         // The last reconcile saw no claim waiting (not this one yet), or had a spare to give.
-        assert_eq!(hint(t(4), &claim, &PoolStatus::default(), Some(&tick)), None);
-        let spare = PoolStatus { ready: 1, ..waiting_pool() };
+        assert_eq!(hint(t(4), &claim, &with_status(PoolStatus::default()), Some(&tick)), None);
+        let spare = with_status(PoolStatus { ready: 1, pending_claims: 3, ..PoolStatus::default() });
         assert_eq!(hint(t(4), &claim, &spare, Some(&tick)), None);
-        // A look found a cluster come up two seconds ago: the reconcile it asked for may be giving it now.
-        let up = Tick { up: Some(t(2)), ..tick.clone() };
+        // A look found a cluster come up two seconds ago, and no reconcile has written the pool item since: the
+        // one it asked for may be giving it now.
+        let up = Tick { up: Some(Up { at: t(2), rev: 5 }), ..tick.clone() };
         assert_eq!(hint(t(4), &claim, &waiting_pool(), Some(&up)), None);
-        assert!(hint(t(2) + UP_NEWS, &claim, &waiting_pool(), Some(&up)).is_some());
-        // No tick, or one set at the pool's pace, minutes off: a reconcile is about to hurry it.
+        let later = Tick { up: up.up, ..ticking(20) };
+        assert_eq!(hint(t(2) + UP_NEWS, &claim, &waiting_pool(), Some(&later)), Some(Duration::from_secs(10)));
+        // A reconcile has written it since: it gave the cluster to an older claim.
+        let since = Pool { rev: 6, ..waiting_pool() };
+        assert_eq!(hint(t(4), &claim, &since, Some(&up)), Some(Duration::from_secs(8)));
+        // No tick live.
         assert_eq!(hint(t(4), &claim, &waiting_pool(), None), None);
         assert_eq!(hint(t(4), &claim, &waiting_pool(), Some(&Tick::default())), None);
-        assert_eq!(hint(t(4), &claim, &waiting_pool(), Some(&ticking(60))), None);
     }
 
     #[test]

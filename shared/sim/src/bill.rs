@@ -269,11 +269,13 @@ pub fn reads(o: &Outcome, measured: TimeDelta, a: &Assumptions) -> [(&'static st
     let u = &o.usage;
     let r = ReadCosts::of(o, a);
     let sweeps = a.sweeps_per_hour * MONTH_HOURS;
+    let told = o.usage.claims_made_after_others as f64;
     [
         // A reconcile's Query reads the whole partition, the pool's tick item with it (`query_units` weighs it); a
         // claim request reads single items and index pages, never the partition.
         ("reconcile: the partition", u.query_units as f64 * scale),
-        ("claim API: make, release, wait", (o.claims as f64 * r.claim + polls(o, a) * r.poll) * scale),
+        // A claim made while older ones wait for the tick reads the tick item too, for its answer's hint.
+        ("claim API: make, release, wait", (o.claims as f64 * r.claim + told + polls(o, a) * r.poll) * scale),
         ("power: nudges", u.nudges as f64 * r.nudge * scale),
         ("power: ticks", u.ticks as f64 * r.tick * scale),
         ("power: the ticks' looks", u.tick_looks as f64 * r.look * scale),
@@ -315,11 +317,13 @@ pub fn provisioned(o: &Outcome, pools: usize, prices: &Prices, a: &Assumptions, 
     let from = o.minutes_from?;
     let minutes: Vec<Meter> = o.minutes.windows(2).map(|w| w[0].since(w[1])).collect();
     let r = ReadCosts::of(o, a);
-    let mut polls = vec![0.0; minutes.len()];
-    for at in poll_times(o, a) {
-        let minute = (at - from).num_minutes();
-        if let Some(p) = usize::try_from(minute).ok().and_then(|m| polls.get_mut(m)) {
-            *p += 1.0;
+    let (mut polls, mut told) = (vec![0.0; minutes.len()], vec![0.0; minutes.len()]);
+    for (times, per_minute) in [(poll_times(o, a), &mut polls), (o.made_after_others.clone(), &mut told)] {
+        for at in times {
+            let minute = (at - from).num_minutes();
+            if let Some(p) = usize::try_from(minute).ok().and_then(|m| per_minute.get_mut(m)) {
+                *p += 1.0;
+            }
         }
     }
     // Each sweep (one a minute) reads its record from the table, and every pool item from the index.
@@ -335,6 +339,7 @@ pub fn provisioned(o: &Outcome, pools: usize, prices: &Prices, a: &Assumptions, 
     let table_reads: Vec<f64> = series(&|i, m| {
         m.query_units as f64
             + m.claims as f64 * r.claim
+            + told[i]
             + polls[i] * r.poll
             + m.nudges as f64 * r.nudge
             + m.ticks as f64 * r.tick

@@ -3,25 +3,38 @@
 //! they are done; a deployed pool gives a waiting claim its cluster only after the pool's tick has looked at it
 //! and the reconcile that look asked for has run. So a claim is Ready, for its claimant, [`NEWS`] after the tick's
 //! look that noticed its cluster; and the claim API answers each look from the pool's tick item as it stood then
-//! ([`TickLog`]).
+//! ([`TickLog`]), and from the pool item, which that reconcile wrote [`NEWS`] after the look.
 
 use chrono::TimeDelta;
 
-use apiary_planner::power::tick::Tick;
+use apiary_planner::power::tick::{Tick, Up};
 use apiary_planner::waiting;
-use apiary_planner::{Claim, PoolStatus, Recheck, Timestamp};
+use apiary_planner::{Claim, FakePlatform, Platform, Pool, PoolSpec, PoolStatus, Recheck, Timestamp};
 
-/// From a tick's look noticing a cluster done to the claim given it being readable (**assumed**): the reconcile's
-/// message and its run, each well under a second on Lambda.
+/// From a tick's look noticing a cluster done to the claim given it being readable, and the pool item written
+/// (**assumed**): the reconcile's message and its run, each well under a second on Lambda.
 pub const NEWS: TimeDelta = TimeDelta::seconds(1);
 
-/// From a claim's making to the reconcile that sees it (**assumed**, as [`NEWS`]): looks before then are answered
-/// without a hint, as the pool's status does not count the claim yet.
+/// From a claim's making to the reconcile that sees it (**assumed**, as [`NEWS`]): unless older claims were waiting
+/// already, looks before then are answered without a hint, as the pool's status does not count a claim waiting yet.
 pub const SEEN: TimeDelta = TimeDelta::seconds(1);
+
+/// How a claimant looks at its claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claimant {
+    /// On its own gaps alone.
+    Own,
+    /// When the claim API says ([`waiting::hint`]), else on its own gaps.
+    Told {
+        /// Older claims were waiting already when it was made, counted by the pool's last reconcile: the answer to
+        /// its making may say too.
+        after_others: bool,
+    },
+}
 
 /// The pool's tick item over time: each write's time, its live link's due and its [`Tick::up`].
 #[derive(Debug, Clone, Default)]
-pub struct TickLog(Vec<(Timestamp, Option<Timestamp>, Option<Timestamp>)>);
+pub struct TickLog(Vec<(Timestamp, Option<Timestamp>, Option<Up>)>);
 
 impl TickLog {
     /// Records the tick item as written at `at`.
@@ -46,16 +59,33 @@ pub struct Looks {
     pub seen: Timestamp,
 }
 
-/// The looks of a claim made at `made` and readable Ready from `ready` (`None`: not by `end`), its claimant
-/// following the claim API's hints when `hinted`, else its own gaps alone.
-pub fn looks(made: Timestamp, ready: Option<Timestamp>, end: Timestamp, log: &TickLog, hinted: bool) -> Looks {
+/// The pool item as the claim API reads it at `now`, for a claim the last reconcile saw waiting with no Running
+/// spare (else it had one): written again [`NEWS`] after a look found a cluster come up (`tick`'s [`Tick::up`]).
+fn pool_item(tick: &Tick, now: Timestamp) -> Pool {
+    let rev = tick.up.map_or(0, |u| u.rev + u64::from(now >= u.at + NEWS));
+    Pool {
+        name: "sim".into(),
+        spec: PoolSpec::new(1, Platform::Fake(FakePlatform::default())),
+        status: PoolStatus { pending_claims: 1, ..PoolStatus::default() },
+        next_wake_at: None,
+        deletion_requested_at: None,
+        created_at: now,
+        rev,
+    }
+}
+
+/// The looks of a claim made at `made` and readable Ready from `ready` (`None`: not by `end`), by `claimant`.
+pub fn looks(made: Timestamp, ready: Option<Timestamp>, end: Timestamp, log: &TickLog, claimant: Claimant) -> Looks {
     let claim = Claim::new("waiting", "sim", made);
-    // The reconcile that saw it had claims waiting, and no Running spare (else the claim had one).
-    let status = PoolStatus { pending_claims: 1, ..PoolStatus::default() };
     let until = ready.unwrap_or(end);
+    // What the answer to the claim's making, or to a look at `now`, says.
+    let told = |now: Timestamp| -> Option<std::time::Duration> {
+        let Claimant::Told { after_others } = claimant else { return None };
+        let tick = log.at(now).filter(|_| after_others || now >= made + SEEN)?;
+        waiting::hint(now, &claim, &pool_item(&tick, now), Some(&tick))
+    };
     let mut at = Vec::new();
-    // The answer to the claim's making has no hint (its reconcile has not run); each look's answer may.
-    let (mut now, mut gap, mut hint) = (made, waiting::FIRST, None);
+    let (mut now, mut gap, mut hint) = (made, waiting::FIRST, told(made));
     loop {
         now += TimeDelta::from_std(hint.unwrap_or(gap)).unwrap_or(TimeDelta::MAX);
         gap = waiting::next(gap);
@@ -66,10 +96,7 @@ pub fn looks(made: Timestamp, ready: Option<Timestamp>, end: Timestamp, log: &Ti
         if now >= until {
             break;
         }
-        hint = match hinted && now >= made + SEEN {
-            true => waiting::hint(now, &claim, &status, log.at(now).as_ref()),
-            false => None,
-        };
+        hint = told(now);
     }
     let seen = at.last().copied().unwrap_or(made);
     Looks { at, seen }
@@ -80,6 +107,8 @@ mod tests {
     use chrono::{TimeZone, Utc};
 
     use super::*;
+
+    const TOLD: Claimant = Claimant::Told { after_others: false };
 
     fn t(s: f64) -> Timestamp {
         Utc.with_ymd_and_hms(2026, 11, 27, 9, 0, 0).single().expect("time")
@@ -92,7 +121,7 @@ mod tests {
         log.write(t(-10.0), &Tick { check: Some(Recheck { token: 1, due: t(5.0) }), ..Tick::default() });
         let mut due = 5.0;
         while due < 300.0 {
-            let found = (due == up).then(|| t(due));
+            let found = (due == up).then(|| Up { at: t(due), rev: 3 });
             let tick = Tick { check: Some(Recheck { token: 1, due: t(due + 15.0) }), up: found, ..Tick::default() };
             log.write(t(due), &tick);
             due += 15.0;
@@ -105,8 +134,8 @@ mod tests {
         // The tick at 95 s notices the resume; the claim is readable Ready a second later.
         let log = ticking(95.0);
         let ready = Some(t(95.0) + NEWS);
-        let own = looks(t(0.0), ready, t(600.0), &log, false);
-        let told = looks(t(0.0), ready, t(600.0), &log, true);
+        let own = looks(t(0.0), ready, t(600.0), &log, Claimant::Own);
+        let told = looks(t(0.0), ready, t(600.0), &log, TOLD);
         // Its own gaps: 0.25, 0.75, 1.75, 3.75 s, then every 2 s, until 97.75 s.
         assert_eq!(own.at.len(), 4 + 47, "{:?}", own.at);
         assert_eq!(own.seen, t(97.75));
@@ -115,23 +144,34 @@ mod tests {
         let expected: Vec<Timestamp> = [0.25, 0.75, 1.75, 7.0, 22.0, 37.0, 52.0, 67.0, 82.0, 97.0].map(t).to_vec();
         assert_eq!(told.at, expected);
         assert!(told.seen <= own.seen);
+        // Made while older claims waited for the tick: the answer to its making says when, too.
+        let after = looks(t(0.0), ready, t(600.0), &log, Claimant::Told { after_others: true });
+        assert_eq!(after.at, [7.0, 22.0, 37.0, 52.0, 67.0, 82.0, 97.0].map(t).to_vec());
     }
 
     #[test]
-    fn after_a_tick_that_brought_a_cluster_up_the_claimant_looks_on_its_own_gaps_a_while() {
-        // The tick at 35 s brought up a cluster another claim was given; this one's is noticed at 65 s.
+    fn a_tick_that_brought_a_cluster_up_for_another_claim_costs_no_look_once_the_pool_is_written() {
+        // The tick at 35 s brought up a cluster an older claim was given; this one's is noticed at 65 s. At 37 s
+        // the reconcile has written the pool item (36 s): the next tick, then.
         let log = ticking(35.0);
-        let told = looks(t(0.0), Some(t(65.0) + NEWS), t(600.0), &log, true);
-        let expected: Vec<Timestamp> = [0.25, 0.75, 1.75, 7.0, 22.0, 37.0, 39.0, 41.0, 52.0, 67.0].map(t).to_vec();
-        assert_eq!(told.at, expected, "two looks of its own while the news is fresh");
+        let told = looks(t(0.0), Some(t(65.0) + NEWS), t(600.0), &log, TOLD);
+        let expected: Vec<Timestamp> = [0.25, 0.75, 1.75, 7.0, 22.0, 37.0, 52.0, 67.0].map(t).to_vec();
+        assert_eq!(told.at, expected);
+        // A nudge found one come up at 36.5 s: at 37 s the pool item is not written yet, a look of its own at 39 s.
+        let mut log = ticking(-1.0);
+        let nudged = (t(36.5), Some(t(50.0)), Some(Up { at: t(36.5), rev: 3 }));
+        log.0.insert(log.0.partition_point(|(at, ..)| *at <= t(36.5)), nudged);
+        let told = looks(t(0.0), Some(t(65.0) + NEWS), t(600.0), &log, TOLD);
+        let expected: Vec<Timestamp> = [0.25, 0.75, 1.75, 7.0, 22.0, 37.0, 39.0, 52.0, 67.0].map(t).to_vec();
+        assert_eq!(told.at, expected, "one look of its own while the news is news");
     }
 
     #[test]
     fn a_claim_still_waiting_at_the_end_is_looked_at_until_then() {
         let log = ticking(-1.0);
-        let told = looks(t(0.0), None, t(60.0), &log, true);
+        let told = looks(t(0.0), None, t(60.0), &log, TOLD);
         assert_eq!(told.at.last().copied(), Some(t(52.0)));
         assert_eq!(told.seen, t(52.0));
-        assert!(looks(t(0.0), None, t(60.0), &log, false).at.len() > told.at.len());
+        assert!(looks(t(0.0), None, t(60.0), &log, Claimant::Own).at.len() > told.at.len());
     }
 }

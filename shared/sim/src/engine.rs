@@ -25,7 +25,7 @@ use apiary_planner::{
 };
 use apiary_ports::store::{writes_with_events, Cond, Item, Key, ProfileItem, Write};
 
-use crate::claimant::{self, TickLog};
+use crate::claimant::{self, Claimant, TickLog};
 use crate::report::{Calls, Costs, Lateness, Meter, Noticed, Outcome, Sample, Usage, Written};
 use crate::rng::Rng;
 use crate::trace::Trace;
@@ -702,7 +702,7 @@ impl<'t> Simulation<'t> {
             _ => self.live_receives,
         };
         (self.tick.check, self.tick.superseded) = (next.check, next.superseded);
-        self.tick.up = tick::up(&self.tick, came_up, now);
+        self.tick.up = tick::up(&self.tick, came_up, self.snap.pool.rev, now);
         self.write_tick(now);
         if let Some(link) = next.send {
             self.at(link.due, Event::Tick(link.token));
@@ -1013,9 +1013,20 @@ impl<'t> Simulation<'t> {
         claims.sort();
         let (mut seen, mut seen_unhinted) = (Vec::new(), Vec::new());
         let mut c = Claimants::default();
-        for (made, ready) in claims {
-            let told = claimant::looks(made, ready, end, &self.tick_log, true);
-            let own = claimant::looks(made, ready, end, &self.tick_log, false);
+        // Claims made a reconcile's time before this one (so counted waiting) are readable Ready by then at the
+        // latest: while that is later, older claims still wait for the tick.
+        let (mut counted, mut waiting_until) = (0, None);
+        for (i, &(made, ready)) in claims.iter().enumerate() {
+            while counted < i && claims[counted].0 + claimant::SEEN <= made {
+                waiting_until = waiting_until.max(Some(claims[counted].1.unwrap_or(end)));
+                counted += 1;
+            }
+            let after_others = waiting_until.is_some_and(|until| until > made);
+            if after_others {
+                c.told_at_making.push(made);
+            }
+            let told = claimant::looks(made, ready, end, &self.tick_log, Claimant::Told { after_others });
+            let own = claimant::looks(made, ready, end, &self.tick_log, Claimant::Own);
             if let Some(ready) = ready.filter(|r| *r <= end) {
                 seen.push((told.seen - ready).as_seconds_f64());
                 seen_unhinted.push((own.seen - ready).as_seconds_f64());
@@ -1102,6 +1113,8 @@ impl<'t> Simulation<'t> {
         };
         outcome.usage.claim_looks = claimants.looks.len();
         outcome.usage.claim_looks_unhinted = claimants.unhinted;
+        outcome.usage.claims_made_after_others = claimants.told_at_making.len();
+        outcome.made_after_others = claimants.told_at_making;
         outcome.looks = claimants.looks;
         outcome.claims_hit_broken = timeout.map_or(0, |t| outcome.waits.iter().filter(|(_, w)| *w >= t).count());
         outcome
@@ -1115,6 +1128,8 @@ struct Claimants {
     looks: Vec<Timestamp>,
     /// How many looks they would have taken on their own gaps alone.
     unhinted: usize,
+    /// When each claim made while older ones waited was made: its making read the tick item too.
+    told_at_making: Vec<Timestamp>,
     /// From readable Ready to seen, following the hints.
     seen: Lateness,
     /// The same on their own gaps alone.

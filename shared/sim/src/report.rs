@@ -108,6 +108,9 @@ pub struct Usage {
     pub claim_looks: usize,
     /// The looks they would have taken on their own gaps alone, every 2 s.
     pub claim_looks_unhinted: usize,
+    /// Of the claims that waited, those made while older ones waited for the pool's tick: the claim API read the
+    /// tick item for the answer to their making too.
+    pub claims_made_after_others: usize,
 }
 
 /// What the pool had asked of the table by the start of one minute of the measured weeks: the counters a
@@ -336,6 +339,9 @@ pub struct Outcome {
     /// When each look of a waiting claim's claimant came ([`Usage::claim_looks`]), in order.
     #[serde(skip)]
     pub looks: Vec<Timestamp>,
+    /// When each claim made while older ones waited for the tick was made ([`Usage::claims_made_after_others`]).
+    #[serde(skip)]
+    pub made_after_others: Vec<Timestamp>,
     /// The table's counters at the start of each minute of the measured weeks, and at their end.
     #[serde(skip)]
     pub minutes: Vec<Meter>,
@@ -392,6 +398,7 @@ impl Outcome {
             samples,
             waits,
             looks: Vec::new(),
+            made_after_others: Vec::new(),
             minutes: Vec::new(),
             minutes_from: None,
         }

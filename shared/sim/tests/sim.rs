@@ -265,7 +265,8 @@ fn a_waiting_claims_looks_are_billed_as_the_requests_answered_at_once_the_cli_ma
     let mut waited = o.clone();
     let made = default_start();
     let ready = made + TimeDelta::minutes(10);
-    let looks = apiary_sim::claimant::looks(made, Some(ready), ready + day, &Default::default(), true);
+    let told = apiary_sim::claimant::Claimant::Told { after_others: true };
+    let looks = apiary_sim::claimant::looks(made, Some(ready), ready + day, &Default::default(), told);
     assert_eq!(looks.at.len(), 303);
     waited.looks.extend(looks.at);
     let line = |o: &apiary_sim::Outcome, item: &str| {
