@@ -235,7 +235,7 @@ async fn dynamodb_indexes_spares_clusters_in_motion_and_pending_claims_exactly_a
         check: Some(Recheck { token: 7, due: t0() }),
         superseded: None,
         due: [("installing".to_owned(), t0())].into(),
-        up: Some(apiary_planner::power::tick::Up { at: t0(), rev: 3 }),
+        up: Some(t0()),
     };
     for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
         store.write("idx", vec![Write::Put(Item::Tick(Box::new(tick.clone())), Cond::Absent)]).await.expect("tick");

@@ -375,19 +375,30 @@ fn a_signed_claim_request_carries_the_signature_of_exactly_what_it_sends() {
     assert_eq!(Some(authorization), expected);
 }
 
-#[test]
-fn a_claim_waited_on_is_looked_at_with_requests_answered_at_once_soon_then_less_often() {
-    let pending = r#"{"pool":"ci","name":"build-7","owner":"arn:aws:iam::123456789012:role/ci","phase":"Pending"}"#;
-    let ready = r#"{"pool":"ci","name":"build-7","owner":"arn:aws:iam::123456789012:role/ci","phase":"Ready"}"#;
-    let (port, server) = serve(vec![(202, pending), (200, pending), (200, pending), (200, pending), (200, ready)]);
+/// `apiary claim ci NAME --wait 1m` against a server answering `answers` in turn: the requests it made, each with
+/// when it came.
+fn waited_on(name: &str, answers: Vec<(u16, &'static str)>) -> Vec<(Received, std::time::Instant)> {
+    let (port, server) = serve(answers);
     let api = format!("http://127.0.0.1:{port}");
     let out = bare_apiary()
-        .args(["--api", &api, "--as", "arn:aws:iam::123456789012:role/ci", "claim", "ci", "build-7", "--wait", "1m"])
+        .args(["--api", &api, "--as", "arn:aws:iam::123456789012:role/ci", "claim", "ci", name, "--wait", "1m"])
         .args(["-o", "json"])
         .output()
         .expect("apiary");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let got = server.join().expect("served");
+    server.join().expect("served")
+}
+
+/// The gaps between the requests `got`.
+fn gaps(got: &[(Received, std::time::Instant)]) -> Vec<std::time::Duration> {
+    got.windows(2).map(|w| w[1].1 - w[0].1).collect()
+}
+
+#[test]
+fn a_claim_waited_on_is_looked_at_with_requests_answered_at_once_soon_then_less_often() {
+    let pending = r#"{"pool":"ci","name":"build-7","owner":"arn:aws:iam::123456789012:role/ci","phase":"Pending"}"#;
+    let ready = r#"{"pool":"ci","name":"build-7","owner":"arn:aws:iam::123456789012:role/ci","phase":"Ready"}"#;
+    let got = waited_on("build-7", vec![(202, pending), (200, pending), (200, pending), (200, pending), (200, ready)]);
     let lines: Vec<&str> = got.iter().map(|(r, _)| r.line.as_str()).collect();
     // No `?wait=`: a request that waited would hold the claim API function, billed by the second.
     assert_eq!(
@@ -401,7 +412,7 @@ fn a_claim_waited_on_is_looked_at_with_requests_answered_at_once_soon_then_less_
         ]
     );
     // Each look after its gap (apiary_planner::waiting): 0.25, 0.5, 1, then 2 s. A gap is never shorter.
-    let gaps: Vec<std::time::Duration> = got.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    let gaps = gaps(&got);
     for (gap, least) in gaps.iter().zip([250, 500, 1000, 2000]) {
         assert!(gap.as_millis() >= least - 20, "{gaps:?}");
     }
@@ -413,18 +424,10 @@ fn a_claim_waited_on_is_looked_at_again_when_the_api_says() {
     let told = r#"{"pool":"ci","name":"build-8","owner":"arn:aws:iam::123456789012:role/ci","phase":"Pending",
         "retryAfterSeconds":1.5}"#;
     let ready = r#"{"pool":"ci","name":"build-8","owner":"arn:aws:iam::123456789012:role/ci","phase":"Ready"}"#;
-    let (port, server) = serve(vec![(202, pending), (200, told), (200, ready)]);
-    let api = format!("http://127.0.0.1:{port}");
-    let out = bare_apiary()
-        .args(["--api", &api, "--as", "arn:aws:iam::123456789012:role/ci", "claim", "ci", "build-8", "--wait", "1m"])
-        .args(["-o", "json"])
-        .output()
-        .expect("apiary");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let got = server.join().expect("served");
+    let got = waited_on("build-8", vec![(202, pending), (200, told), (200, ready)]);
     assert_eq!(got.len(), 3);
     // The first look after its own gap (0.25 s); the next when the answer said (1.5 s), not its own 0.5 s.
-    let gaps: Vec<std::time::Duration> = got.windows(2).map(|w| w[1].1 - w[0].1).collect();
+    let gaps = gaps(&got);
     assert!(gaps[0].as_millis() >= 230 && gaps[1].as_millis() >= 1480, "{gaps:?}");
 }
 

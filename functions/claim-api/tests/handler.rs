@@ -608,12 +608,9 @@ async fn a_pool_naming_the_metadata_service_or_loopback_is_refused_by_field() {
     assert_eq!(status, 201, "the local stack: {body}");
 }
 
-/// The pool's tick item, its next link due `due` after now, and a look that found a cluster come up at `up`,
-/// having read the pool item at its revision now.
+/// The pool's tick item, its next link due `due` after now, and a look that found a cluster come up at `up`.
 fn tick_in(w: &World, due: i64, up: Option<Timestamp>) {
     let link = apiary_planner::Recheck { token: 1, due: w.now() + TimeDelta::seconds(due) };
-    let rev = w.snapshot("ci").expect("pool").pool.rev;
-    let up = up.map(|at| apiary_planner::power::tick::Up { at, rev });
     let tick = apiary_planner::power::tick::Tick { check: Some(link), up, ..Default::default() };
     w.store.put("ci", Item::Tick(Box::new(tick)));
 }
@@ -642,8 +639,9 @@ async fn a_waiting_claim_is_told_to_look_again_just_after_the_pools_next_tick() 
     tick_in(&w, 10, Some(w.now() - TimeDelta::seconds(1)));
     let (_, body) = look().await;
     assert!(body.get("retryAfterSeconds").is_none(), "{body}");
-    // Once a reconcile has written the pool item since (it gave the cluster to an older claim), the tick again.
+    // Once a plan made since has written the pool's status (it gave the cluster to an older claim), the tick again.
     let mut p = w.snapshot("ci").expect("pool").pool;
+    p.status.planned_at = Some(w.now());
     p.rev += 1;
     w.put_pool(p);
     let (_, body) = look().await;

@@ -605,13 +605,13 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, received: Option<Received<'_
 }
 
 /// Records in `pool`'s live tick that a nudge's look found a cluster come up ([`Tick::up`]): claimants told to
-/// look after the tick's next link ([`apiary_planner::waiting::hint`]) look on their own schedule again, until the
+/// look after the tick's next link ([`apiary_planner::waiting::hint`]) look on their own schedule again, until a
 /// reconcile has given it to one of them. Nothing to record without a live tick: no claimant is told to wait for
 /// one.
 async fn note_up(deps: &Deps, pool: &Pool) -> Result<()> {
     for _ in 0..MAX_ATTEMPTS {
         let Some(stored) = get_tick(deps, &pool.name).await?.filter(|t| t.check.is_some()) else { return Ok(()) };
-        let noted = Tick { up: tick::up(&stored, true, pool.rev, deps.clock.now()), ..stored.clone() };
+        let noted = Tick { up: tick::up(&stored, true, deps.clock.now()), ..stored.clone() };
         match put_tick(deps, &pool.name, Some(&stored), noted).await {
             Err(Error::Conflict(_)) => tracing::info!("the pool's tick changed; reading it again"),
             other => return other,
@@ -776,7 +776,7 @@ async fn tick_run(
         let back = received.filter(|r| chain::carries_on(admission, r.receives));
         let token = back.and(msg.check).unwrap_or_else(|| deps.clock.seed());
         let next = chain::next(&tick, admission, want, now, token);
-        let up = tick::up(&tick, outcome.came_up, pool.rev, now);
+        let up = tick::up(&tick, outcome.came_up, now);
         let written = Tick { rev: tick.rev, check: next.check, superseded: next.superseded, due, up };
         let unchanged = stored.as_ref() == Some(&written) || (stored.is_none() && written == Tick::default());
         let back = back.filter(|_| next.send.is_some());

@@ -45,12 +45,14 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     loop {
         outcome.attempts += 1;
+        // The plan's time is taken before the partition is read: a status it writes says a look's news of a
+        // cluster come up before then is old (`PoolStatus::planned_at`, `tick::news`).
+        let now = deps.clock.now();
         // The tick item comes with the partition (one Query): whether the pool's tick is live.
         let Some((mut snapshot, tick)) = deps.store.read_pool_and_tick(pool).await? else {
             outcome.gone = true;
             return Ok(outcome);
         };
-        let now = deps.clock.now();
         let plan = plan(&snapshot, now, deps.clock.seed());
         let hurry = tick::hurry(snapshot.pool.status.pending_claims, plan.status.pending_claims, &snapshot.clusters);
         let mut power = BTreeSet::new();

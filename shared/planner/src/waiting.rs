@@ -44,14 +44,15 @@ pub const LONGEST_HINT: Duration = Duration::from_secs(17);
 /// link is due, when nothing but that tick can bring the claim its cluster. `None` (the claimant's own gaps,
 /// [`next`]) for a claim that is not pending; while the last reconcile had no claim waiting (it may not have seen
 /// this one yet) or a Running spare to give (it may be giving it now); while a look's news of a cluster come up
-/// is news ([`Tick::up`]: the reconcile it asked for has not written the pool item yet, and may be giving it now);
+/// is news ([`Tick::up`]: no reconcile that read the partition after it has written the pool's status yet, and the
+/// one it asked for may be giving the cluster now);
 /// and when no link is live or the live one is overdue. At most [`LONGEST_HINT`].
 pub fn hint(now: Timestamp, claim: &Claim, pool: &Pool, tick: Option<&Tick>) -> Option<Duration> {
     if !tick_brings(claim, &pool.status) {
         return None;
     }
     let tick = tick?;
-    if tick.up.is_some_and(|u| u.is_news(now, pool.rev)) {
+    if crate::power::tick::news(tick.up, now, pool.status.planned_at) {
         return None;
     }
     let wait = tick.check?.due + SETTLE - now;
@@ -91,14 +92,14 @@ mod tests {
 
     use super::*;
     use crate::model::{ClaimPhase, Cluster, FakePlatform, Platform, PoolSpec, Recheck};
-    use crate::power::tick::{Up, UP_NEWS};
+    use crate::power::tick::UP_NEWS;
     use crate::power::POLL;
 
     fn t(s: i64) -> Timestamp {
         Utc.with_ymd_and_hms(2026, 11, 27, 9, 0, 0).single().expect("time") + TimeDelta::seconds(s)
     }
 
-    /// A pool item at revision 5 whose last reconcile had three claims waiting, and no Running spare.
+    /// A pool item whose last reconcile had three claims waiting, and no Running spare.
     fn waiting_pool() -> Pool {
         with_status(PoolStatus { pending_claims: 3, ..PoolStatus::default() })
     }
@@ -166,14 +167,15 @@ mod tests {
         assert_eq!(hint(t(4), &claim, &with_status(PoolStatus::default()), Some(&tick)), None);
         let spare = with_status(PoolStatus { ready: 1, pending_claims: 3, ..PoolStatus::default() });
         assert_eq!(hint(t(4), &claim, &spare, Some(&tick)), None);
-        // A look found a cluster come up two seconds ago, and no reconcile has written the pool item since: the
+        // A look found a cluster come up two seconds ago, and no reconcile has written the pool's status since: the
         // one it asked for may be giving it now.
-        let up = Tick { up: Some(Up { at: t(2), rev: 5 }), ..tick.clone() };
+        let up = Tick { up: Some(t(2)), ..tick.clone() };
         assert_eq!(hint(t(4), &claim, &waiting_pool(), Some(&up)), None);
         let later = Tick { up: up.up, ..ticking(20) };
         assert_eq!(hint(t(2) + UP_NEWS, &claim, &waiting_pool(), Some(&later)), Some(Duration::from_secs(10)));
-        // A reconcile has written it since: it gave the cluster to an older claim.
-        let since = Pool { rev: 6, ..waiting_pool() };
+        // A plan made since has written it: it gave the cluster to an older claim.
+        let mut since = waiting_pool();
+        since.status.planned_at = Some(t(3));
         assert_eq!(hint(t(4), &claim, &since, Some(&up)), Some(Duration::from_secs(8)));
         // No tick live.
         assert_eq!(hint(t(4), &claim, &waiting_pool(), None), None);

@@ -704,3 +704,25 @@ fn clusters_lost_to_provisioning_hold_back_new_ones_for_a_growing_while() {
 fn plan_at(s: &Snapshot, now: Timestamp) -> Plan {
     plan(s, now, 9)
 }
+
+// ── what the status says of the plan that wrote it ─────────────────────────────────────────────────────
+
+#[test]
+fn a_status_that_changed_is_written_with_its_plans_time_and_the_time_alone_is_never_written() {
+    let scenario = given(pool().size(2).running_count(1))
+        .with(cluster("r1").created(at(1)).running())
+        .with(claim("k1").created(at(10)));
+    let mut snap = scenario.snapshot();
+    let first = plan(&snap, at(11), 42);
+    assert_eq!(first.status.planned_at, Some(at(11)), "the claim is served: the status changed");
+    let written = first.actions.iter().find_map(|a| match a {
+        Action::UpdatePool { status, .. } => Some(status.planned_at),
+        _ => None,
+    });
+    assert_eq!(written, Some(Some(at(11))));
+    apply_mut(&mut snap, &first).unwrap();
+    // Later, nothing new: the same status, and its time stays the one written.
+    let again = plan(&snap, at(12), 43);
+    assert!(!again.actions.iter().any(|a| matches!(a, Action::UpdatePool { .. })), "{:?}", again.actions);
+    assert_eq!(again.status.planned_at, Some(at(11)));
+}

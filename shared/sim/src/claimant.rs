@@ -3,11 +3,11 @@
 //! they are done; a deployed pool gives a waiting claim its cluster only after the pool's tick has looked at it
 //! and the reconcile that look asked for has run. So a claim is Ready, for its claimant, [`NEWS`] after the tick's
 //! look that noticed its cluster; and the claim API answers each look from the pool's tick item as it stood then
-//! ([`TickLog`]), and from the pool item, which that reconcile wrote [`NEWS`] after the look.
+//! ([`TickLog`]), and from the pool item, whose status that reconcile wrote [`NEWS`] after the look.
 
 use chrono::TimeDelta;
 
-use apiary_planner::power::tick::{Tick, Up};
+use apiary_planner::power::tick::Tick;
 use apiary_planner::waiting;
 use apiary_planner::{Claim, FakePlatform, Platform, Pool, PoolSpec, PoolStatus, Recheck, Timestamp};
 
@@ -34,7 +34,7 @@ pub enum Claimant {
 
 /// The pool's tick item over time: each write's time, its live link's due and its [`Tick::up`].
 #[derive(Debug, Clone, Default)]
-pub struct TickLog(Vec<(Timestamp, Option<Timestamp>, Option<Up>)>);
+pub struct TickLog(Vec<(Timestamp, Option<Timestamp>, Option<Timestamp>)>);
 
 impl TickLog {
     /// Records the tick item as written at `at`.
@@ -60,17 +60,18 @@ pub struct Looks {
 }
 
 /// The pool item as the claim API reads it at `now`, for a claim the last reconcile saw waiting with no Running
-/// spare (else it had one): written again [`NEWS`] after a look found a cluster come up (`tick`'s [`Tick::up`]).
+/// spare (else it had one): its status written again by the reconcile a look asked for, [`NEWS`] after that look
+/// found a cluster come up (`tick`'s [`Tick::up`]).
 fn pool_item(tick: &Tick, now: Timestamp) -> Pool {
-    let rev = tick.up.map_or(0, |u| u.rev + u64::from(now >= u.at + NEWS));
+    let planned_at = tick.up.map(|up| up + NEWS).filter(|at| *at <= now);
     Pool {
         name: "sim".into(),
         spec: PoolSpec::new(1, Platform::Fake(FakePlatform::default())),
-        status: PoolStatus { pending_claims: 1, ..PoolStatus::default() },
+        status: PoolStatus { pending_claims: 1, planned_at, ..PoolStatus::default() },
         next_wake_at: None,
         deletion_requested_at: None,
         created_at: now,
-        rev,
+        rev: 1,
     }
 }
 
@@ -121,7 +122,7 @@ mod tests {
         log.write(t(-10.0), &Tick { check: Some(Recheck { token: 1, due: t(5.0) }), ..Tick::default() });
         let mut due = 5.0;
         while due < 300.0 {
-            let found = (due == up).then(|| Up { at: t(due), rev: 3 });
+            let found = (due == up).then(|| t(due));
             let tick = Tick { check: Some(Recheck { token: 1, due: t(due + 15.0) }), up: found, ..Tick::default() };
             log.write(t(due), &tick);
             due += 15.0;
@@ -159,7 +160,7 @@ mod tests {
         assert_eq!(told.at, expected);
         // A nudge found one come up at 36.5 s: at 37 s the pool item is not written yet, a look of its own at 39 s.
         let mut log = ticking(-1.0);
-        let nudged = (t(36.5), Some(t(50.0)), Some(Up { at: t(36.5), rev: 3 }));
+        let nudged = (t(36.5), Some(t(50.0)), Some(t(36.5)));
         log.0.insert(log.0.partition_point(|(at, ..)| *at <= t(36.5)), nudged);
         let told = looks(t(0.0), Some(t(65.0) + NEWS), t(600.0), &log, TOLD);
         let expected: Vec<Timestamp> = [0.25, 0.75, 1.75, 7.0, 22.0, 37.0, 39.0, 52.0, 67.0].map(t).to_vec();

@@ -702,7 +702,7 @@ impl<'t> Simulation<'t> {
             _ => self.live_receives,
         };
         (self.tick.check, self.tick.superseded) = (next.check, next.superseded);
-        self.tick.up = tick::up(&self.tick, came_up, self.snap.pool.rev, now);
+        self.tick.up = tick::up(&self.tick, came_up, now);
         self.write_tick(now);
         if let Some(link) = next.send {
             self.at(link.due, Event::Tick(link.token));

@@ -285,7 +285,7 @@ impl<'a> Planner<'a> {
             actions.push(Action::Deprovision { cluster: slot.c.id.clone() });
         }
 
-        let status = self.status();
+        let mut status = self.status();
         let wake_at = self.out.wake.filter(|t| *t > self.now);
         let pool = &self.snap.pool;
         let released = |kind: fn(&Action) -> bool| actions.iter().filter(|a| kind(a)).count();
@@ -296,6 +296,10 @@ impl<'a> Planner<'a> {
         if pool.deletion_requested_at.is_some() && drained {
             actions.push(Action::DeletePool { expected_rev: pool.rev });
         } else if status != pool.status || wake_at != pool.next_wake_at {
+            // The plan's time is written with a status that changed, never alone.
+            if status != pool.status {
+                status.planned_at = Some(self.now);
+            }
             actions.push(Action::UpdatePool {
                 expected_rev: pool.rev,
                 status: Box::new(status.clone()),

@@ -99,6 +99,8 @@ impl Planner<'_> {
             demand: self.targets.demand.clone(),
             pace: self.pace,
             orphans: self.snap.pool.status.orphans.clone(),
+            // The plan's own time, set by the plan when it writes a status that changed.
+            planned_at: self.snap.pool.status.planned_at,
             conditions,
         }
     }

@@ -41,9 +41,10 @@ pub const MAX_LOOKS: usize = 100;
 pub const CONCURRENT_LOOKS: usize = 25;
 /// Two ticks of a pool are at least this far apart.
 pub const MIN_GAP: TimeDelta = TimeDelta::seconds(5);
-/// How long the tick item keeps [`Tick::up`] at most: until the reconcile that look asked for has written the pool
-/// item ([`Up::rev`]), the claimants of the pool look on their own schedule, while it gives the cluster to the
-/// oldest claim; a reconcile that writes nothing (the cluster given to no claim) leaves them so this long.
+/// How long the tick item keeps [`Tick::up`] at most: until a reconcile that read the pool's partition after it has
+/// written the pool item ([`crate::PoolStatus::planned_at`]), the claimants of the pool look on their own schedule,
+/// while it gives the cluster to the oldest claim; a reconcile that writes nothing (the cluster given to no claim)
+/// leaves them so this long.
 pub const UP_NEWS: TimeDelta = TimeDelta::seconds(10);
 
 /// The pool's tick item (`TICK` in its partition): its chain, and when each cluster in motion is to be looked at
@@ -65,28 +66,19 @@ pub struct Tick {
     /// (`due_seconds`, below).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty", with = "due_seconds")]
     pub due: BTreeMap<String, Timestamp>,
-    /// The last look that found a cluster come up (an install or a resume done), kept for [`UP_NEWS`]: the
-    /// reconcile that look asked for may be giving a waiting claim its cluster ([`crate::waiting::hint`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub up: Option<Up>,
+    /// When a look last found a cluster come up (an install or a resume done), in whole seconds, after writing it,
+    /// kept for [`UP_NEWS`]: the reconcile that look asked for may be giving a waiting claim its cluster
+    /// ([`crate::waiting::hint`]).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "chrono::serde::ts_seconds_option")]
+    pub up: Option<Timestamp>,
 }
 
-/// A look's news that a cluster came up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Up {
-    /// When, in whole seconds.
-    #[serde(with = "chrono::serde::ts_seconds")]
-    pub at: Timestamp,
-    /// The pool item's revision as the look's run read it: a pool item written since is the reconcile's that saw
-    /// the cluster up (the cluster is written before the reconcile is asked for), and the news is old.
-    pub rev: u64,
-}
-
-impl Up {
-    /// Whether it is still news at `now` to a reader of the pool item at revision `pool_rev`.
-    pub fn is_news(&self, now: Timestamp, pool_rev: u64) -> bool {
-        now - self.at < UP_NEWS && pool_rev <= self.rev
-    }
+/// Whether a look's news of a cluster come up at `up` is still news at `now`, to a reader of a pool item whose status
+/// was last written by a plan made at `planned_at`: a plan made after it was made on a partition read after the
+/// cluster was written, which gave it to a waiting claim if any was to have it. Both in whole seconds (rounded
+/// down), so only a plan made in a later second counts.
+pub fn news(up: Option<Timestamp>, now: Timestamp, planned_at: Option<Timestamp>) -> bool {
+    up.is_some_and(|up| now - up < UP_NEWS && planned_at.is_none_or(|p| p.timestamp() <= up.timestamp()))
 }
 
 /// The tick item's `due` as the table keeps it: each time in whole seconds since the epoch, rounded down. A look
@@ -203,13 +195,13 @@ pub fn wait(due: Timestamp, now: Timestamp) -> std::time::Duration {
     std::time::Duration::from_secs(u64::try_from(secs).unwrap_or_default())
 }
 
-/// [`Tick::up`] after a tick or a nudge at `now`, run on the pool item at revision `pool_rev`, whose looks found a
-/// cluster come up (`came_up`) or not: this one when one did, else the last while it may be news ([`UP_NEWS`]).
-pub fn up(tick: &Tick, came_up: bool, pool_rev: u64, now: Timestamp) -> Option<Up> {
+/// [`Tick::up`] after a tick or a nudge at `now` whose looks found a cluster come up (`came_up`) or not: `now` when
+/// one did, else the last such time while it may be news ([`UP_NEWS`]).
+pub fn up(tick: &Tick, came_up: bool, now: Timestamp) -> Option<Timestamp> {
     if came_up {
-        return Some(Up { at: now, rev: pool_rev });
+        return Some(now);
     }
-    tick.up.filter(|u| u.is_news(now, u.rev))
+    tick.up.filter(|at| now - *at < UP_NEWS)
 }
 
 /// When the next tick is due, given the looks recorded (`due`) and the clusters in motion (`moving`): the
@@ -328,17 +320,18 @@ mod tests {
 
     #[test]
     fn a_cluster_come_up_is_news_for_a_while_in_whole_seconds() {
-        let k = Tick { up: Some(Up { at: t(3) + TimeDelta::milliseconds(700), rev: 7 }), ..Tick::default() };
+        let k = Tick { up: Some(t(3) + TimeDelta::milliseconds(700)), ..Tick::default() };
         let text = serde_json::to_string(&k).expect("json");
-        assert_eq!(text, format!(r#"{{"rev":0,"up":{{"at":{},"rev":7}}}}"#, t(3).timestamp()));
+        assert_eq!(text, format!(r#"{{"rev":0,"up":{}}}"#, t(3).timestamp()));
         let k: Tick = serde_json::from_str(&text).expect("read back");
-        let was = Up { at: t(3), rev: 7 };
-        assert_eq!(k.up, Some(was));
-        assert_eq!(up(&k, true, 8, t(5)), Some(Up { at: t(5), rev: 8 }), "a look found one come up now");
-        assert_eq!(up(&k, false, 8, t(5)), Some(was), "kept");
-        assert_eq!(up(&k, false, 8, t(3) + UP_NEWS), None, "no longer");
-        assert_eq!(up(&Tick::default(), false, 8, t(5)), None);
-        // News to a reader of the pool item the look read; old to one of the pool item a reconcile wrote since.
-        assert!(was.is_news(t(5), 7) && !was.is_news(t(5), 8));
+        assert_eq!(k.up, Some(t(3)));
+        assert_eq!(up(&k, true, t(5)), Some(t(5)), "a look found one come up now");
+        assert_eq!(up(&k, false, t(5)), Some(t(3)), "kept");
+        assert_eq!(up(&k, false, t(3) + UP_NEWS), None, "no longer");
+        assert_eq!(up(&Tick::default(), false, t(5)), None);
+        // News until a plan made in a later second has written the pool's status.
+        assert!(news(k.up, t(5), None) && news(k.up, t(5), Some(t(2))));
+        assert!(news(k.up, t(5), Some(t(3) + TimeDelta::milliseconds(900))), "the same second: perhaps before it");
+        assert!(!news(k.up, t(5), Some(t(4))) && !news(k.up, t(3) + UP_NEWS, None));
     }
 }
