@@ -77,15 +77,6 @@ pub fn times() -> impl Iterator<Item = Duration> {
     })
 }
 
-/// The looks a claimant takes at a claim that became Ready `wait` after it was made: every look before then, and
-/// the one that finds it Ready. None for a claim Ready at once (its making answered with the cluster).
-pub fn looks(wait: Duration) -> usize {
-    if wait.is_zero() {
-        return 0;
-    }
-    times().take_while(|at| *at < wait).count() + 1
-}
-
 #[cfg(test)]
 mod tests {
     use chrono::{TimeZone, Utc};
@@ -129,17 +120,6 @@ mod tests {
         let first: Vec<Duration> = times().take(7).collect();
         assert_eq!(first, [0.25, 0.75, 1.75, 3.75, 5.75, 7.75, 9.75].map(secs));
         assert_eq!(next(Duration::from_secs(5)), MOST);
-    }
-
-    #[test]
-    fn a_wait_takes_each_look_before_it_ends_and_the_one_that_sees_it_end() {
-        assert_eq!(looks(Duration::ZERO), 0);
-        assert_eq!(looks(secs(0.1)), 1);
-        assert_eq!(looks(secs(0.25)), 1);
-        assert_eq!(looks(secs(0.3)), 2);
-        assert_eq!(looks(secs(3.75)), 4);
-        // Ten minutes: four looks in the first 3.75 s, then one every 2 s.
-        assert_eq!(looks(Duration::from_secs(600)), 4 + 299);
     }
 
     #[test]
