@@ -154,7 +154,7 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
         return Ok(match cluster {
             Some(_) => (201, view),
             // Made while older claims wait for the pool's tick: the first look can wait for it too.
-            None => (202, with_hint(view, hint(deps, &p, &stored).await?)),
+            None => (202, with_hint(view, hint(deps, &p, &stored).await)),
         });
     }
 }
@@ -248,7 +248,15 @@ async fn existing_claim(deps: &Deps, caller: &Caller, pool: &Pool, existing: Cla
         Some(id) => get_cluster_item(deps, &pool.name, id).await?,
         None => None,
     };
-    Ok((if cluster.is_some() { 201 } else { 202 }, claim_view(pool, &existing, cluster.as_ref())))
+    let view = claim_view(pool, &existing, cluster.as_ref());
+    if cluster.is_some() {
+        return Ok((201, view));
+    }
+    // Still waiting: the PUT that stored it may have been answered with an error because the reconcile could not
+    // be asked for, and nothing else asks before the sweep's next full pass. Asking again costs a message, once
+    // per window.
+    reconcile_coalesced(deps, &pool.name, "claim").await?;
+    Ok((202, with_hint(view, hint(deps, pool, &existing).await)))
 }
 
 async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, ApiError> {
@@ -261,16 +269,21 @@ async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, A
 
 /// When the claimant of `claim` should look at it again ([`waiting::hint`]), as `pool` (the pool item as read) and
 /// its tick item say now: the tick item is read (GetItem, as every other read of the claim API) only where the
-/// pool's status says nothing but the tick can bring the claim a cluster.
-async fn hint(deps: &Deps, pool: &Pool, claim: &Claim) -> Result<Option<Duration>, ApiError> {
+/// pool's status says nothing but the tick can bring the claim a cluster. The hint is advice: a read that fails
+/// (past the SDK's retries) leaves the answer without it, and the claimant looks on its own gaps.
+async fn hint(deps: &Deps, pool: &Pool, claim: &Claim) -> Option<Duration> {
     if !waiting::tick_brings(claim, &pool.status) {
-        return Ok(None);
+        return None;
     }
-    let tick = match deps.store.get(&pool.name, &Key::Tick).await? {
-        Some(Item::Tick(t)) => Some(*t),
-        _ => None,
+    let tick = match deps.store.get(&pool.name, &Key::Tick).await {
+        Ok(Some(Item::Tick(t))) => Some(*t),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(pool = %pool.name, claim = %claim.name, error = %e, "tick item not read; no hint");
+            return None;
+        }
     };
-    Ok(waiting::hint(deps.clock.now(), claim, pool, tick.as_ref()))
+    waiting::hint(deps.clock.now(), claim, pool, tick.as_ref())
 }
 
 /// A claim's `view` with `retryAfterSeconds`, when there is a `hint`: in seconds, to the millisecond.
@@ -304,7 +317,7 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
             Some(id) => get_cluster_item(deps, pool, id).await?,
             None => None,
         };
-        let hint = hint(deps, &p, &c).await?;
+        let hint = hint(deps, &p, &c).await;
         let now = deps.clock.now();
         if c.phase(cluster.as_ref()) == ClaimPhase::Ready || now >= deadline {
             return Ok((200, with_hint(claim_view(&p, &c, cluster.as_ref()), hint)));

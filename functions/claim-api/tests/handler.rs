@@ -659,6 +659,92 @@ async fn a_waiting_claim_is_told_to_look_again_just_after_the_pools_next_tick() 
     assert_eq!((status, body["retryAfterSeconds"].as_f64()), (202, Some(12.0)), "{body}");
 }
 
+/// Fails the `n`-th call of `op` counted from when it is armed, and no other: a read or a send that fails once,
+/// past the SDK's own retries (a throttled partition, a queue that did not answer).
+#[derive(Default)]
+struct FailNth {
+    op: Option<Op>,
+    left: std::sync::atomic::AtomicU32,
+}
+
+impl FailNth {
+    fn of(op: Op) -> Arc<Self> {
+        Arc::new(Self { op: Some(op), ..Default::default() })
+    }
+
+    fn arm(&self, n: u32) {
+        self.left.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Hook for FailNth {
+    fn before(&self, op: Op) -> Gate {
+        use std::sync::atomic::Ordering::SeqCst;
+        if Some(op) == self.op && self.left.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) == Ok(1) {
+            return Gate::Fail(apiary_ports::Error::service("GetItem", "ThrottlingException: Rate exceeded", true));
+        }
+        Gate::Proceed
+    }
+}
+
+/// The hint is advice: a tick item that cannot be read costs the answer its `retryAfterSeconds` (the claimant
+/// looks on its own gaps), never the answer itself, least of all for a claim already stored.
+#[tokio::test]
+async fn a_tick_item_that_cannot_be_read_costs_the_answer_its_hint_only() {
+    let hook = FailNth::of(Op::Read);
+    let w = World::with_hook(t0(), hook.clone(), 1);
+    let mut p = pool("ci", aws_spec(2, 1), t0());
+    p.status.pending_claims = 1;
+    w.put_pool(p);
+    tick_in(&w, 10, None);
+    let deps = w.default_deps(900);
+    call(&deps, "PUT", "/pools/ci/claims/first", Some(ALICE), None).await;
+    let before = w.store.stats();
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/second", Some(ALICE), None).await;
+    assert_eq!((status, body["retryAfterSeconds"].as_f64()), (202, Some(12.0)), "{body}");
+    // The same claim's reads again (behind older ones waiting), the last of them (the tick item's) failing.
+    hook.arm((w.store.stats() - before).reads as u32);
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!((status, body["phase"].as_str()), (202, Some("Pending")), "stored, and told so: {body}");
+    assert!(body.get("retryAfterSeconds").is_none(), "{body}");
+    // A look: the pool item, the claim, then the tick item, which fails.
+    hook.arm(3);
+    let look = || call(&deps, "GET", "/pools/ci/claims/job", Some(ALICE), None);
+    let (status, body) = look().await;
+    assert_eq!((status, body["phase"].as_str()), (200, Some("Pending")), "{body}");
+    assert!(body.get("retryAfterSeconds").is_none(), "{body}");
+    let (_, body) = look().await;
+    assert_eq!(body["retryAfterSeconds"].as_f64(), Some(12.0), "read again, the hint is back: {body}");
+}
+
+/// A claim stored whose reconcile could not be asked for is answered with an error (the queue did not take the
+/// message), and the claimant's PUT again asks for it: nothing else would before the sweep's next full pass.
+#[tokio::test]
+async fn a_claim_put_again_while_pending_asks_for_the_reconcile_its_first_put_could_not() {
+    let hook = FailNth::of(Op::Send);
+    let w = World::with_hook(t0(), hook.clone(), 1);
+    w.put_pool(pool("ci", aws_spec(2, 1), t0()));
+    let deps = w.default_deps(900);
+    hook.arm(1);
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(w.snapshot("ci").expect("pool").claims.len(), 1, "the claim is stored");
+    assert!(w.queue.take_reconcile().is_empty());
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!((status, body["phase"].as_str()), (202, Some("Pending")), "{body}");
+    assert_eq!(w.queue.take_reconcile().len(), 1, "asked for now");
+    // Once it has its cluster, a PUT again asks for nothing.
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let mut given = w.snapshot("ci").and_then(|s| s.claims.into_iter().next()).expect("the claim");
+    given.cluster = Some("ci-1".into());
+    given.rev += 1;
+    w.store.put("ci", Item::Claim(Box::new(given)));
+    w.time.advance(TimeDelta::seconds(10));
+    let (status, _) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!(status, 201);
+    assert!(w.queue.take_reconcile().is_empty());
+}
+
 #[tokio::test]
 async fn no_hint_where_a_spare_may_be_given_or_the_claim_has_its_cluster() {
     let w = World::new(t0());
