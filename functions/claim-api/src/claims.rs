@@ -333,6 +333,8 @@ pub(crate) async fn release_claim(deps: &Deps, caller: &Caller, pool: &str, clai
         let c = get_claim_item(deps, pool, claim).await?;
         authorize(caller, &p, &c)?;
         if c.release_requested_at.is_some() {
+            // Asked before: the reconcile is asked again, in case the queue did not take that ask's message.
+            reconcile_coalesced(deps, pool, "release").await?;
             return Ok((202, claim_view(&p, &c, None)));
         }
         let (rev, now) = (c.rev, deps.clock.now());
@@ -370,6 +372,11 @@ pub(crate) async fn power_claim(deps: &Deps, caller: &Caller, pool: &str, claim:
             return Err(ApiError::conflict(format!("cluster {id} of claim {claim} no longer exists")));
         };
         if cluster.spec_power_state == Some(to) {
+            // Asked before: while the machines are not there yet, the power function is asked again, in case the
+            // queue did not take that ask's message.
+            if apiary_planner::power::in_progress(&cluster) {
+                deps.queue.power(&PowerMessage::nudge(pool, id), Duration::ZERO).await?;
+            }
             return Ok((202, claim_view(&p, &c, Some(&cluster))));
         }
         let rev = cluster.rev;

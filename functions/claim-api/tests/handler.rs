@@ -745,6 +745,47 @@ async fn a_claim_put_again_while_pending_asks_for_the_reconcile_its_first_put_co
     assert!(w.queue.take_reconcile().is_empty());
 }
 
+/// The same for a claimant's other asks: a power request or a release stored, whose message the queue did not
+/// take, is answered 503, and asked again it sends the message (while the cluster has not got there, for power).
+#[tokio::test]
+async fn a_power_request_or_release_asked_again_sends_what_its_first_ask_could_not() {
+    let hook = FailNth::of(Op::Send);
+    let w = World::with_hook(t0(), hook.clone(), 1);
+    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let deps = w.default_deps(900);
+    let (status, _) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!(status, 201);
+    w.queue.take_reconcile();
+    let hibernate = || call(&deps, "POST", "/pools/ci/claims/job/hibernate", Some(ALICE), None);
+    hook.arm(1);
+    let (status, body) = hibernate().await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(w.cluster("ci", "ci-1").expect("cluster").spec_power_state, Some(DesiredPower::Hibernating));
+    assert!(w.queue.take_power().is_empty());
+    let (status, _) = hibernate().await;
+    assert_eq!(status, 202);
+    assert_eq!(w.queue.take_power().len(), 1, "the power function is asked now");
+    // Once the machines have stopped, asking again sends nothing.
+    let mut stopped = w.cluster("ci", "ci-1").expect("cluster");
+    stopped.power_state = Some(apiary_planner::PowerState::Hibernating);
+    stopped.rev += 1;
+    w.put_cluster("ci", stopped);
+    let (status, _) = hibernate().await;
+    assert_eq!(status, 202);
+    assert!(w.queue.take_power().is_empty());
+    // Past the claim's own ask's window (asks within one are one message).
+    w.time.advance(TimeDelta::seconds(10));
+    let release = || call(&deps, "DELETE", "/pools/ci/claims/job", Some(ALICE), None);
+    hook.arm(1);
+    let (status, body) = release().await;
+    assert_eq!(status, 503, "{body}");
+    assert!(w.queue.take_reconcile().is_empty());
+    let (status, body) = release().await;
+    assert_eq!((status, body["phase"].as_str()), (202, Some("Releasing")), "{body}");
+    assert_eq!(w.queue.take_reconcile().len(), 1, "the reconcile is asked now");
+}
+
 #[tokio::test]
 async fn no_hint_where_a_spare_may_be_given_or_the_claim_has_its_cluster() {
     let w = World::new(t0());
