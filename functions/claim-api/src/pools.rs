@@ -152,8 +152,13 @@ pub(crate) async fn put_pool(
                 return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
             }
             Some(p) if p.spec == spec => {
-                // Nothing to write, but the scheduler may have lost what an earlier PUT synced: sync again.
+                // Nothing to write, but the scheduler may have lost what an earlier PUT synced: sync again. And
+                // while no plan has been made for this spec, the queue may have lost the reconcile that PUT asked
+                // for (answered 503): ask again. Once planned, the same spec asks nothing.
                 deps.schedules.sync(pool, &spec.schedules).await?;
+                if p.status.pool_version != apiary_planner::version::pool_version(&spec) {
+                    reconcile_soon(deps, pool, "pool-updated").await?;
+                }
                 return Ok((200, pool_view(&p, &deps.config.stack_id)));
             }
             Some(p) => {

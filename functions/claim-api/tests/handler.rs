@@ -786,6 +786,40 @@ async fn a_power_request_or_release_asked_again_sends_what_its_first_ask_could_n
     assert_eq!(w.queue.take_reconcile().len(), 1, "the reconcile is asked now");
 }
 
+/// A pool written whose reconcile the queue did not take is answered 503; the admin's PUT again of the same spec
+/// asks for it, until a reconcile has planned that spec (a PUT of what is already planned asks nothing, so a
+/// loop applying the same spec does not reconcile the pool at each apply).
+#[tokio::test]
+async fn a_pool_put_again_asks_for_the_reconcile_until_one_has_planned_its_spec() {
+    let hook = FailNth::of(Op::Send);
+    let w = World::with_hook(t0(), hook.clone(), 1);
+    let deps = w.default_deps(900);
+    let spec = json!({"size": 2, "platform": {"aws": {"region": "us-east-1", "imageId": "ami-1",
+        "instanceType": "t3.large"}}})
+    .to_string();
+    let put = || call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&spec));
+    let (status, _) = put().await;
+    assert_eq!(status, 201);
+    assert_eq!(w.queue.take_reconcile().len(), 1);
+    let resized = spec.replace("\"size\":2", "\"size\":3");
+    hook.arm(1);
+    let (status, body) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&resized)).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(w.snapshot("ci").expect("pool").pool.spec.size, 3, "the new spec is stored");
+    assert!(w.queue.take_reconcile().is_empty());
+    let (status, _) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&resized)).await;
+    assert_eq!(status, 200);
+    assert_eq!(w.queue.take_reconcile().len(), 1, "asked for now");
+    // Once a plan has been made for it, the same spec asks nothing.
+    let mut p = w.snapshot("ci").expect("pool").pool;
+    p.status.pool_version = apiary_planner::version::pool_version(&p.spec);
+    p.rev += 1;
+    w.put_pool(p);
+    let (status, _) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&resized)).await;
+    assert_eq!(status, 200);
+    assert!(w.queue.take_reconcile().is_empty());
+}
+
 #[tokio::test]
 async fn no_hint_where_a_spare_may_be_given_or_the_claim_has_its_cluster() {
     let w = World::new(t0());
