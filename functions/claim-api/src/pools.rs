@@ -222,6 +222,15 @@ pub(crate) async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> Api
     Err(ApiError::busy("the pool is changing too fast; try again"))
 }
 
+/// Tells the functions of a cluster's pause or unpause: the power function carries on where it stopped (an
+/// unpause), and the pool counts its spares again (a paused cluster is neither assignable nor a spare).
+async fn pause_told(deps: &Deps, pool: &str, id: &str, paused: bool) -> Result<(), ApiError> {
+    if !paused {
+        deps.queue.power(&PowerMessage::nudge(pool, id.to_owned()), Duration::ZERO).await?;
+    }
+    reconcile_soon(deps, pool, if paused { "cluster-paused" } else { "cluster-unpaused" }).await
+}
+
 pub(crate) async fn list_clusters(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
     let snap = read_pool(deps, pool).await?;
     caller.may_see(&snap.pool)?;
@@ -247,6 +256,8 @@ pub(crate) async fn pause_cluster(deps: &Deps, caller: &Caller, pool: &str, id: 
         let now = deps.clock.now();
         let changed = if paused { power::pause(&mut next, now) } else { power::unpause(&mut next, now) };
         if !changed {
+            // Asked before: asked again, in case the queue did not take that ask's messages (answered 503).
+            pause_told(deps, pool, id, paused).await?;
             return Ok((200, to_json(&stored)));
         }
         next.rev = stored.rev + 1;
@@ -256,13 +267,7 @@ pub(crate) async fn pause_cluster(deps: &Deps, caller: &Caller, pool: &str, id: 
             vec![Write::Put(Item::Cluster(Box::new(next.clone())), Cond::Rev(stored.rev)), Write::Append(said)];
         match deps.store.write(pool, writes).await {
             Ok(()) => {
-                if !paused {
-                    // Power management carries on where it stopped.
-                    let nudge = PowerMessage::nudge(pool, id.to_owned());
-                    deps.queue.power(&nudge, Duration::ZERO).await?;
-                }
-                // The pool counts its spares again: a paused cluster is neither assignable nor a spare.
-                reconcile_soon(deps, pool, if paused { "cluster-paused" } else { "cluster-unpaused" }).await?;
+                pause_told(deps, pool, id, paused).await?;
                 tracing::info!(pool, cluster = id, paused, "cluster power management changed");
                 return Ok((200, to_json(&next)));
             }

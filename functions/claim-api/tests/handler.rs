@@ -820,6 +820,29 @@ async fn a_pool_put_again_asks_for_the_reconcile_until_one_has_planned_its_spec(
     assert!(w.queue.take_reconcile().is_empty());
 }
 
+/// And an admin's unpause: stored, its nudge not taken, answered 503; asked again, it nudges and asks the pool's
+/// reconcile (the pool counts its spares again).
+#[tokio::test]
+async fn an_unpause_asked_again_sends_what_its_first_ask_could_not() {
+    let hook = FailNth::of(Op::Send);
+    let w = World::with_hook(t0(), hook.clone(), 1);
+    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+    let mut paused = installed("ci-1", DesiredPower::Running, t0());
+    paused.power_paused = true;
+    w.put_cluster("ci", paused);
+    let deps = w.default_deps(900);
+    let unpause = || call(&deps, "POST", "/pools/ci/clusters/ci-1/unpause", Some(ADMIN), None);
+    hook.arm(1);
+    let (status, body) = unpause().await;
+    assert_eq!(status, 503, "{body}");
+    assert!(!w.cluster("ci", "ci-1").expect("cluster").power_paused, "stored");
+    assert!(w.queue.take_power().is_empty() && w.queue.take_reconcile().is_empty());
+    let (status, body) = unpause().await;
+    assert_eq!((status, body["powerPaused"].as_bool()), (200, None), "{body}");
+    assert_eq!(w.queue.take_power().len(), 1, "the power function carries on");
+    assert_eq!(w.queue.take_reconcile().len(), 1, "and the pool counts it");
+}
+
 #[tokio::test]
 async fn no_hint_where_a_spare_may_be_given_or_the_claim_has_its_cluster() {
     let w = World::new(t0());
