@@ -121,9 +121,11 @@ pub struct Assumptions {
     /// `GET ?wait=20s` again and again ([`LONG_POLL`]), each taking the same looks inside the request, and
     /// holding the claim API function until its deadline or the claim is Ready.
     pub long_polls: bool,
-    /// SQS requests of an event source mapping polling its empty queue, per hour (five pollers, 20 s long polls),
-    /// for each of the two queues.
-    pub idle_sqs_per_hour: f64,
+    /// The pollers Lambda's event source mapping keeps on the reconcile queue (FIFO) while it is empty, each a 20 s
+    /// long poll after another ([`POLLS_PER_POLLER_HOUR`]): [`POLLERS`].
+    pub reconcile_pollers: f64,
+    /// The same on the power queue (standard): [`POLLERS`], or as few as [`FEWEST_POLLERS`] while traffic is low.
+    pub power_pollers: f64,
     /// Worker nodes of an always-on Hive.
     pub hive_nodes: f64,
     /// The metric series the stack publishes (its `Monitoring`; `alarms` by default).
@@ -139,6 +141,16 @@ pub struct Assumptions {
     pub function_url: bool,
 }
 
+/// The pollers an SQS event source mapping keeps on an empty queue: five, as Lambda's documentation says it scales
+/// back to when traffic is low.
+pub const POLLERS: f64 = 5.0;
+/// As few pollers as Lambda may keep on a standard queue with low traffic, by the same documentation: an
+/// optimization it makes, not one it promises, and never where the mapping sets `MaximumConcurrency` (the
+/// template's set none). Not said of FIFO queues, so the reconcile queue keeps [`POLLERS`].
+pub const FEWEST_POLLERS: f64 = 2.0;
+/// Receives one poller makes an hour on an empty queue: a 20 s long poll after another.
+pub const POLLS_PER_POLLER_HOUR: f64 = 180.0;
+
 impl Default for Assumptions {
     fn default() -> Self {
         Self {
@@ -153,7 +165,8 @@ impl Default for Assumptions {
             log_bytes: 1024.0,
             log_info: false,
             long_polls: false,
-            idle_sqs_per_hour: 5.0 * 180.0,
+            reconcile_pollers: POLLERS,
+            power_pollers: POLLERS,
             hive_nodes: 2.0,
             monitoring: Monitoring::default(),
             stack_series: Documents::new().iter().map(|d| metric_names(d).len()).sum::<usize>() as f64,
@@ -457,7 +470,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         Line::new(
             "SQS requests, reconcile queue (FIFO)",
             2.0 * u.reconcile_messages as f64 * scale,
-            a.idle_sqs_per_hour * MONTH_HOURS,
+            a.reconcile_pollers * POLLS_PER_POLLER_HOUR * MONTH_HOURS,
             prices.sqs_fifo_request,
         ),
         // A tick link that goes on in its own message puts it back (a request), and neither sends the next nor has
@@ -465,7 +478,7 @@ pub fn lines(o: &Outcome, measured: TimeDelta, prices: &Prices, a: &Assumptions)
         Line::new(
             "SQS requests, power queue",
             (2.0 * power - u.tick_returns as f64 - (u.nudges - u.nudge_sends) as f64) * scale,
-            a.idle_sqs_per_hour * MONTH_HOURS,
+            a.power_pollers * POLLS_PER_POLLER_HOUR * MONTH_HOURS,
             prices.sqs_request,
         ),
         // The sweep's schedule; a pool wakes through the sweep (its `nextWakeAt`), never a schedule of its own. (A
@@ -743,6 +756,16 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
     let _ = writeln!(
         out,
         "| with `ClaimEndpoint` function-url: the claim API at its function's URL, not API Gateway | | | | {} | {} | {} |",
+        change(1.0),
+        change(10.0),
+        change(100.0)
+    );
+    // The power queue's pollers as few as Lambda may keep them while traffic is low.
+    let fewest = self::lines(o, measured, &prices, &Assumptions { power_pollers: FEWEST_POLLERS, ..a });
+    let change = |n: f64| signed(monthly(&fewest, n) - monthly(&lines, n));
+    let _ = writeln!(
+        out,
+        "| with the power queue polled by {FEWEST_POLLERS:.0} of Lambda's pollers, not {POLLERS:.0}: as few as it may keep on a standard queue while traffic is low (never where a mapping sets `MaximumConcurrency`; the template's set none) | | | | {} | {} | {} |",
         change(1.0),
         change(10.0),
         change(100.0)

@@ -562,6 +562,35 @@ fn template_resource(resource: &str) -> Vec<&'static str> {
 }
 
 #[test]
+fn the_event_sources_leave_lambda_free_to_poll_a_quiet_queue_with_fewer_pollers() {
+    // Lambda may poll a standard queue with little traffic with two pollers instead of five, but not where the
+    // mapping sets MaximumConcurrency: the template caps the functions with reserved concurrency instead, and the
+    // bill's line for the fewer pollers is what the power queue's idle receives would save.
+    use apiary_sim::bill::{lines, Assumptions, Prices, FEWEST_POLLERS, MONTH_HOURS, POLLERS, POLLS_PER_POLLER_HOUR};
+    for mapping in ["ReconcileEvents", "PowerEvents"] {
+        let own = template_resource(mapping);
+        assert!(own.iter().any(|l| l.trim() == "Type: AWS::Lambda::EventSourceMapping"), "{mapping}");
+        for setting in ["ScalingConfig", "MaximumConcurrency", "ProvisionedPollerConfig"] {
+            assert!(!own.iter().any(|l| l.contains(setting)), "{mapping} sets {setting}");
+        }
+    }
+    for function in ["ReconcileFunction", "PowerFunction"] {
+        assert!(template_resource(function).iter().any(|l| l.contains("ReservedConcurrentExecutions:")), "{function}");
+    }
+    let prices = Prices::default();
+    let o = run(&monday(), &Policy::Static { name: "static-2".into(), running: 2 }, 1);
+    let day = TimeDelta::days(1);
+    let fixed = |a: &Assumptions, item: &str| {
+        lines(&o, day, &prices, a).into_iter().find(|l| l.item == item).map(|l| l.fixed).expect("a line")
+    };
+    let (five, two) = (Assumptions::default(), Assumptions { power_pollers: FEWEST_POLLERS, ..Assumptions::default() });
+    let saved = fixed(&five, "SQS requests, power queue") - fixed(&two, "SQS requests, power queue");
+    assert!((saved - (POLLERS - FEWEST_POLLERS) * POLLS_PER_POLLER_HOUR * MONTH_HOURS).abs() < 1e-6, "{saved}");
+    let fifo = "SQS requests, reconcile queue (FIFO)";
+    assert_eq!(fixed(&five, fifo), fixed(&two, fifo), "the FIFO queue keeps its five");
+}
+
+#[test]
 fn each_queues_requests_are_billed_at_its_kind_of_queue() {
     // The reconcile queue is FIFO, whose requests cost a quarter more than a standard queue's: its messages and its
     // idle pollers are billed at that price, the power queue's at the standard one. A send and a delete a message.
