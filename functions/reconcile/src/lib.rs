@@ -2,7 +2,8 @@
 //!
 //! Reads the pool's whole partition (one strongly consistent Query), asks the planner for a plan, and carries it
 //! out write by write, each conditional. A lost condition means someone acted first: re-read and re-plan, up to
-//! [`MAX_ATTEMPTS`] times, then leave the message to SQS. Clusters the plan created, powered, assigned or wants
+//! [`MAX_ATTEMPTS`] times, then leave the message to SQS. A throttled read or write is tried again the same way,
+//! after a short pause. Clusters the plan created, powered, assigned or wants
 //! checked or deprovisioned get a power message: the power function drives machines, never the reconcile.
 //! Delivered twice or late, a message only makes the reconcile plan again from what is stored.
 
@@ -49,7 +50,14 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
         // cluster come up before then is old (`PoolStatus::planned_at`, `tick::news`).
         let now = deps.clock.now();
         // The tick item comes with the partition (one Query): whether the pool's tick is live.
-        let Some((mut snapshot, tick)) = deps.store.read_pool_and_tick(pool).await? else {
+        let read = match deps.store.read_pool_and_tick(pool).await {
+            Err(e) if throttled(&e) && outcome.attempts < MAX_ATTEMPTS => {
+                back_off(deps, pool, outcome.attempts, &e).await;
+                continue;
+            }
+            read => read?,
+        };
+        let Some((mut snapshot, tick)) = read else {
             outcome.gone = true;
             return Ok(outcome);
         };
@@ -76,7 +84,7 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
             if !writes.is_empty() {
                 match deps.store.write(pool, writes).await {
                     Ok(()) => outcome.writes += 1,
-                    Err(e @ Error::Conflict(_)) => {
+                    Err(e) if matches!(e, Error::Conflict(_)) || throttled(&e) => {
                         lost = Some(e);
                         break;
                     }
@@ -124,9 +132,26 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
                 return Ok(outcome);
             }
             Some(e) if outcome.attempts >= MAX_ATTEMPTS => return Err(e),
+            Some(e) if throttled(&e) => back_off(deps, pool, outcome.attempts, &e).await,
             Some(e) => tracing::info!(pool, attempt = outcome.attempts, error = %e, "lost a condition; re-planning"),
         }
     }
+}
+
+/// Whether `e` is a moment's load rather than a lost race or a fault: a call the service refused but may take if
+/// tried again (a partition past its units, after the SDK's own retries), which the reconcile tries again itself
+/// after [`back_off`], within its [`MAX_ATTEMPTS`], rather than leaving its messages to the queue's visibility
+/// timeout (minutes, with the pool's later messages held behind them in its FIFO group).
+fn throttled(e: &Error) -> bool {
+    matches!(e, Error::Service { retryable: true, .. })
+}
+
+/// A pause before the `attempt`-th attempt's successor: 100 ms doubled at each attempt, and up to 100 ms more
+/// drawn from the clock's seed, so reconciles throttled together do not come back together.
+async fn back_off(deps: &Deps, pool: &str, attempt: u32, e: &Error) {
+    let wait = Duration::from_millis((100 << attempt.saturating_sub(1).min(4)) + deps.clock.seed() % 100);
+    tracing::info!(pool, attempt, error = %e, wait_ms = wait.as_millis() as u64, "throttled; trying again");
+    deps.clock.sleep(wait).await;
 }
 
 fn log_action(pool: &str, action: &Action) {

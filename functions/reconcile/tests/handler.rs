@@ -164,6 +164,39 @@ async fn a_throttled_read_is_a_retryable_failure_of_that_pools_messages() {
     assert!(w.queue.messages(QueueName::Power).is_empty());
 }
 
+/// Throttles the first `n` table calls of `op` past the SDK's retries, as DynamoDB does a partition past its units
+/// (a burst of claims on one pool).
+struct ThrottleFirst(Op, AtomicU32);
+
+impl Hook for ThrottleFirst {
+    fn before(&self, op: Op) -> Gate {
+        if op == self.0 && self.1.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            let call = if op == Op::Read { "dynamodb:Query" } else { "dynamodb:TransactWriteItems" };
+            return Gate::Fail(Error::service(call, "ThrottlingException", true));
+        }
+        Gate::Proceed
+    }
+}
+
+/// A throttled read or write is a moment's load, not a failure of the message: the reconcile backs off and plans
+/// again in the same invocation, instead of leaving the pool's messages to come back after the queue's
+/// visibility timeout (six minutes, with every later reconcile of the pool held behind them in its FIFO group).
+#[tokio::test]
+async fn a_throttled_read_or_write_is_tried_again_in_the_same_reconcile() {
+    for op in [Op::Read, Op::Write] {
+        let w = World::with_hook(t0(), Arc::new(ThrottleFirst(op, AtomicU32::new(2))), 1);
+        w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+        w.put_cluster("ci", apiary_testkit::fixtures::installed("ci-1", DesiredPower::Running, t0()));
+        let claim = apiary_planner::Claim::new("k", "arn:aws:iam::123456789012:user/ci", t0());
+        w.store.put("ci", apiary_ports::store::Item::Claim(Box::new(claim)));
+        let deps = w.default_deps(900);
+        let out = reconcile::reconcile(&deps, "ci").await.unwrap_or_else(|e| panic!("{op:?}: {e}"));
+        assert_eq!(out.attempts, 3, "{op:?}");
+        assert_eq!(w.cluster("ci", "ci-1").expect("cluster").claim.as_deref(), Some("k"), "{op:?}");
+        assert!(w.time.now() > t0(), "{op:?}: it backed off");
+    }
+}
+
 /// The reaper's pass is made by the power function (it reaches the pool's cloud): a reconcile sends it a reap
 /// message when a pass is due, and none while the last is recent.
 #[tokio::test]
