@@ -2,8 +2,9 @@
 //!
 //! Reads the pool's whole partition (one strongly consistent Query), asks the planner for a plan, and carries it
 //! out write by write, each conditional. A lost condition means someone acted first: re-read and re-plan, up to
-//! [`MAX_ATTEMPTS`] times, then leave the message to SQS. A throttled read or write is tried again the same way,
-//! after a short pause. Clusters the plan created, powered, assigned or wants
+//! [`MAX_ATTEMPTS`] times, then leave the message to SQS. A read or write the table refused for a moment (throttled,
+//! a 5xx) is tried again the same way, after a short pause; a reconcile that fails all the same puts its messages
+//! back to come again in seconds ([`come_again_after`]), not at the queue's visibility timeout. Clusters the plan created, powered, assigned or wants
 //! checked or deprovisioned get a power message: the power function drives machines, never the reconcile.
 //! Delivered twice or late, a message only makes the reconcile plan again from what is stored.
 
@@ -14,9 +15,10 @@ use apiary_planner::power::{needs_tick, tick};
 use apiary_planner::{plan, reaper, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
+use apiary_ports::queue::receives;
 use apiary_ports::store::{transactions, writes_with_events};
 use apiary_ports::{Deps, Error, Result};
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use tracing::Instrument;
 
 /// Re-plans after lost conditions before giving the message back to the queue.
@@ -51,7 +53,7 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
         let now = deps.clock.now();
         // The tick item comes with the partition (one Query): whether the pool's tick is live.
         let read = match deps.store.read_pool_and_tick(pool).await {
-            Err(e) if throttled(&e) && outcome.attempts < MAX_ATTEMPTS => {
+            Err(e) if momentary(&e) && outcome.attempts < MAX_ATTEMPTS => {
                 back_off(deps, pool, outcome.attempts, &e).await;
                 continue;
             }
@@ -84,7 +86,7 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
             if !writes.is_empty() {
                 match deps.store.write(pool, writes).await {
                     Ok(()) => outcome.writes += 1,
-                    Err(e) if matches!(e, Error::Conflict(_)) || throttled(&e) => {
+                    Err(e) if matches!(e, Error::Conflict(_)) || momentary(&e) => {
                         lost = Some(e);
                         break;
                     }
@@ -132,17 +134,17 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
                 return Ok(outcome);
             }
             Some(e) if outcome.attempts >= MAX_ATTEMPTS => return Err(e),
-            Some(e) if throttled(&e) => back_off(deps, pool, outcome.attempts, &e).await,
+            Some(e) if momentary(&e) => back_off(deps, pool, outcome.attempts, &e).await,
             Some(e) => tracing::info!(pool, attempt = outcome.attempts, error = %e, "lost a condition; re-planning"),
         }
     }
 }
 
-/// Whether `e` is a moment's load rather than a lost race or a fault: a call the service refused but may take if
-/// tried again (a partition past its units, after the SDK's own retries), which the reconcile tries again itself
-/// after [`back_off`], within its [`MAX_ATTEMPTS`], rather than leaving its messages to the queue's visibility
-/// timeout (minutes, with the pool's later messages held behind them in its FIFO group).
-fn throttled(e: &Error) -> bool {
+/// Whether `e` is a moment's trouble rather than a lost race or a fault of the request: a call the service refused
+/// but may take if tried again, after the SDK's own retries (a partition past its units, a 5xx, a timeout). The
+/// reconcile tries again itself after [`back_off`], within its [`MAX_ATTEMPTS`], rather than leaving its messages
+/// to the queue (see [`come_again_after`]).
+fn momentary(e: &Error) -> bool {
     matches!(e, Error::Service { retryable: true, .. })
 }
 
@@ -150,7 +152,7 @@ fn throttled(e: &Error) -> bool {
 /// drawn from the clock's seed, so reconciles throttled together do not come back together.
 async fn back_off(deps: &Deps, pool: &str, attempt: u32, e: &Error) {
     let wait = Duration::from_millis((100 << attempt.saturating_sub(1).min(4)) + deps.clock.seed() % 100);
-    tracing::info!(pool, attempt, error = %e, wait_ms = wait.as_millis() as u64, "throttled; trying again");
+    tracing::info!(pool, attempt, error = %e, wait_ms = wait.as_millis() as u64, "store call refused; trying again");
     deps.clock.sleep(wait).await;
 }
 
@@ -172,15 +174,15 @@ fn log_action(pool: &str, action: &Action) {
 /// end of the latest coalescing window among them; the messages of a pool whose reconcile failed are reported as
 /// batch item failures, the others are done.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
-    let mut by_pool: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut by_pool: BTreeMap<String, Vec<&SqsMessage>> = BTreeMap::new();
     let mut failures = vec![];
     let mut not_before = None;
-    for record in event.records {
+    for record in &event.records {
         let id = record.message_id.clone().unwrap_or_default();
         match serde_json::from_str::<ReconcileMessage>(record.body.as_deref().unwrap_or_default()) {
             Ok(m) => {
                 not_before = not_before.max(m.not_before);
-                by_pool.entry(m.pool).or_default().push(id);
+                by_pool.entry(m.pool).or_default().push(record);
             }
             // A body that is not a reconcile message never will be: drop it (logged) rather than loop on it.
             Err(e) => tracing::error!(message_id = id, error = %e, "unreadable reconcile message dropped"),
@@ -192,7 +194,7 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     if let Some(wait) = not_before.and_then(|t| (t - deps.clock.now()).min(longest).to_std().ok()) {
         deps.clock.sleep(wait).await;
     }
-    for (pool, ids) in by_pool {
+    for (pool, records) in by_pool {
         let span = tracing::info_span!("reconcile", pool = %pool);
         match reconcile(deps, &pool).instrument(span.clone()).await {
             Ok(o) => tracing::info!(
@@ -205,9 +207,33 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
             ),
             Err(e) => {
                 tracing::warn!(parent: &span, error = %e, retryable = e.is_retryable(), "reconcile failed");
-                failures.extend(ids);
+                for record in records {
+                    come_again(deps, record).await;
+                    failures.push(record.message_id.clone().unwrap_or_default());
+                }
             }
         }
     }
     apiary_ports::queue::batch_response(failures)
+}
+
+/// How long a reconcile message whose reconcile failed stays hidden, by its receives so far: 10 s, a minute,
+/// then six (the template's visibility timeout). A fault of a moment costs its pool seconds, one that lasts is
+/// not hammered, and the queue's `maxReceiveCount` still sends a message that keeps failing to the dead letters.
+pub fn come_again_after(receives: u32) -> Duration {
+    match receives {
+        0 | 1 => Duration::from_secs(10),
+        2 => Duration::from_secs(60),
+        _ => Duration::from_secs(360),
+    }
+}
+
+/// Puts `record` back to come again after [`come_again_after`] its receives. Best effort: if the queue does not
+/// take it, the message comes back at the visibility timeout, as it would have anyway.
+async fn come_again(deps: &Deps, record: &SqsMessage) {
+    let Some(receipt) = record.receipt_handle.as_deref() else { return };
+    let after = come_again_after(receives(record));
+    if let Err(e) = deps.queue.return_reconcile(receipt, after).await {
+        tracing::warn!(error = %e, "reconcile message not put back; it comes again at the visibility timeout");
+    }
 }

@@ -171,7 +171,11 @@ struct ThrottleFirst(Op, AtomicU32);
 impl Hook for ThrottleFirst {
     fn before(&self, op: Op) -> Gate {
         if op == self.0 && self.1.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
-            let call = if op == Op::Read { "dynamodb:Query" } else { "dynamodb:TransactWriteItems" };
+            let call = match op {
+                Op::Read => "dynamodb:Query",
+                Op::Send => "sqs:SendMessageBatch",
+                _ => "dynamodb:TransactWriteItems",
+            };
             return Gate::Fail(Error::service(call, "ThrottlingException", true));
         }
         Gate::Proceed
@@ -195,6 +199,38 @@ async fn a_throttled_read_or_write_is_tried_again_in_the_same_reconcile() {
         assert_eq!(w.cluster("ci", "ci-1").expect("cluster").claim.as_deref(), Some("k"), "{op:?}");
         assert!(w.time.now() > t0(), "{op:?}: it backed off");
     }
+}
+
+/// A reconcile that fails all the same (here, its nudges not sent) puts its pool's messages back to come again
+/// 10 s later, then a minute, then at the queue's visibility timeout (six minutes), instead of at once leaving
+/// them hidden for that timeout with the pool's later messages held behind them in its FIFO group.
+#[tokio::test]
+async fn a_failed_reconcile_comes_back_in_seconds_then_less_and_less_often() {
+    let hook = Arc::new(ThrottleFirst(Op::Send, AtomicU32::new(0)));
+    let w = World::with_hook(t0(), hook.clone(), 1);
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    let deps = w.default_deps(900);
+    apiary_ports::queue::Queue::reconcile(deps.queue.as_ref(), &ReconcileMessage::new("ci", "claim"))
+        .await
+        .expect("asked");
+    let visibility = TimeDelta::seconds(360);
+    for back in [10, 60, 360] {
+        hook.1.store(1, Ordering::SeqCst);
+        let event = w.queue.receive(QueueName::Reconcile, 10, visibility, &mut |_| 0);
+        assert_eq!(event.records.len(), 1);
+        let response = reconcile::handle(&deps, event.clone()).await;
+        assert_eq!(response.batch_item_failures.len(), 1, "the nudges were not sent");
+        w.queue.settle(&event, &response);
+        assert_eq!(w.queue.next_visible(), Some(w.time.now() + TimeDelta::seconds(back)));
+        w.time.advance(TimeDelta::seconds(back));
+    }
+    // Well again: the pool is reconciled, its message done.
+    let event = w.queue.receive(QueueName::Reconcile, 10, visibility, &mut |_| 0);
+    let response = reconcile::handle(&deps, event.clone()).await;
+    assert!(response.batch_item_failures.is_empty());
+    w.queue.settle(&event, &response);
+    assert!(w.queue.messages(QueueName::Reconcile).is_empty());
+    assert_eq!(w.snapshot("ci").expect("pool").clusters.len(), 1);
 }
 
 /// The reaper's pass is made by the power function (it reaches the pool's cloud): a reconcile sends it a reap

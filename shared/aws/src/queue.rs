@@ -56,6 +56,20 @@ impl SqsQueue {
     fn sent_coalesced(&self, pool: &str) -> Option<String> {
         self.coalesced.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(pool).cloned()
     }
+
+    /// Hides the message of `receipt` on the queue at `url` for `delay` from now (ChangeMessageVisibility).
+    async fn change_visibility(&self, url: &str, receipt: &str, delay: Duration) -> Result<()> {
+        count("sqs:ChangeMessageVisibility");
+        self.client
+            .change_message_visibility()
+            .queue_url(url)
+            .receipt_handle(receipt)
+            .visibility_timeout(delay.min(MAX_DELAY).as_secs() as i32)
+            .send()
+            .await
+            .map_err(|e| crate::error::aws("sqs:ChangeMessageVisibility", e))?;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -83,16 +97,11 @@ impl Queue for SqsQueue {
     }
 
     async fn return_power(&self, receipt: &str, delay: Duration) -> Result<()> {
-        count("sqs:ChangeMessageVisibility");
-        self.client
-            .change_message_visibility()
-            .queue_url(&self.power_url)
-            .receipt_handle(receipt)
-            .visibility_timeout(delay.min(MAX_DELAY).as_secs() as i32)
-            .send()
-            .await
-            .map_err(|e| crate::error::aws("sqs:ChangeMessageVisibility", e))?;
-        Ok(())
+        self.change_visibility(&self.power_url, receipt, delay).await
+    }
+
+    async fn return_reconcile(&self, receipt: &str, delay: Duration) -> Result<()> {
+        self.change_visibility(&self.reconcile_url, receipt, delay).await
     }
 
     async fn power_now(&self, messages: &[PowerMessage]) -> Result<()> {

@@ -34,6 +34,10 @@ pub trait Queue: Send + Sync {
     /// item failure, so that the event source mapping leaves it, and it is delivered again when `delay` is up, one
     /// receive more. A re-check link carries its chain on this way while its message has receives to spare.
     async fn return_power(&self, receipt: &str, delay: Duration) -> Result<()>;
+    /// Puts a reconcile message the handler received back, hidden for `delay` (capped at [`MAX_DELAY`]), the same
+    /// way: a reconcile that failed has its pool's messages come again after a pause that grows with their
+    /// receives, rather than the queue's whole visibility timeout (which holds the pool's FIFO group meanwhile).
+    async fn return_reconcile(&self, receipt: &str, delay: Duration) -> Result<()>;
 }
 
 /// The message attribute holding how many times SQS has handed a message out, this receive included.

@@ -266,6 +266,24 @@ impl MemQueue {
     }
 }
 
+impl MemQueue {
+    /// Hides the message of `queue` received with `receipt` for `delay` from now, as ChangeMessageVisibility does.
+    async fn return_to(&self, queue: QueueName, receipt: &str, delay: Duration) -> Result<()> {
+        enter(self.hook.as_ref(), Op::Send).await?;
+        let receipt: Option<u64> = receipt.parse().ok();
+        let delay = TimeDelta::from_std(delay.min(MAX_DELAY)).unwrap_or_default();
+        let visible_at = self.time.now() + TimeDelta::seconds(delay.num_seconds());
+        let mut q = self.lock();
+        // A receipt that is not the message's latest (it was received again since) changes nothing, as in SQS.
+        let held = q.messages.iter_mut().find(|m| m.queue == queue && m.receipt == receipt && receipt.is_some());
+        if let Some(m) = held {
+            m.visible_at = visible_at;
+        }
+        drop(q);
+        leave(self.hook.as_ref(), Op::Send, Ok(()))
+    }
+}
+
 #[async_trait]
 impl Queue for MemQueue {
     async fn reconcile(&self, message: &ReconcileMessage) -> Result<()> {
@@ -286,19 +304,11 @@ impl Queue for MemQueue {
     }
 
     async fn return_power(&self, receipt: &str, delay: Duration) -> Result<()> {
-        enter(self.hook.as_ref(), Op::Send).await?;
-        let receipt: Option<u64> = receipt.parse().ok();
-        let delay = TimeDelta::from_std(delay.min(MAX_DELAY)).unwrap_or_default();
-        let visible_at = self.time.now() + TimeDelta::seconds(delay.num_seconds());
-        let mut q = self.lock();
-        // A receipt that is not the message's latest (it was received again since) changes nothing, as in SQS.
-        let held =
-            q.messages.iter_mut().find(|m| m.queue == QueueName::Power && m.receipt == receipt && receipt.is_some());
-        if let Some(m) = held {
-            m.visible_at = visible_at;
-        }
-        drop(q);
-        leave(self.hook.as_ref(), Op::Send, Ok(()))
+        self.return_to(QueueName::Power, receipt, delay).await
+    }
+
+    async fn return_reconcile(&self, receipt: &str, delay: Duration) -> Result<()> {
+        self.return_to(QueueName::Reconcile, receipt, delay).await
     }
 
     async fn power_now(&self, messages: &[PowerMessage]) -> Result<()> {
