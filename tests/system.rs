@@ -170,29 +170,43 @@ async fn one_describe_looks_at_many_clusters_as_the_one_cluster_calls_do() {
     s.stop().await;
 }
 
-/// A power message put back in the queue (ChangeMessageVisibility) is handed out again when its new visibility
-/// ends, not the queue's, and counted one receive more: what a pool's tick link relies on to carry its chain on
-/// in its own message (`Queue::return_power`, and the receive count the poller hands the handler as Lambda does).
+/// A message put back in its queue (ChangeMessageVisibility) is handed out again when its new visibility ends, not
+/// the queue's, and counted one receive more: what a pool's tick link relies on to carry its chain on in its own
+/// message (`Queue::return_power`, and the receive count the poller hands the handler as Lambda does), and a failed
+/// reconcile to come again in seconds (`Queue::return_reconcile`, on the FIFO queue).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_power_message_put_back_comes_again_when_its_new_visibility_ends_one_receive_more() {
+async fn a_message_put_back_comes_again_when_its_new_visibility_ends_one_receive_more() {
     let mut s = stack().await;
     s.halt().await;
     // A long poll the halted consumers left open would take the message: wait their five seconds out.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let poller = s.poller(&s.deps.config.power_queue_url);
-    s.deps.queue.power(&PowerMessage::tick("none", Some(7)), Duration::ZERO).await.expect("send");
-    let first = poller.receive(10, Duration::from_secs(5)).await.expect("receive");
-    let receives = |records: &[_]| records.iter().map(apiary_ports::queue::receives).collect::<Vec<u32>>();
-    assert_eq!(receives(&first.records), [1]);
-    let receipt = first.records[0].receipt_handle.clone().expect("receipt");
-    s.deps.queue.return_power(&receipt, Duration::from_secs(2)).await.expect("put back");
-    let hidden = poller.receive(10, Duration::from_secs(1)).await.expect("receive");
-    assert!(hidden.records.is_empty(), "hidden for two seconds: {hidden:?}");
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let again = poller.receive(10, Duration::from_secs(5)).await.expect("receive");
-    assert_eq!(receives(&again.records), [2], "the same message, once more");
-    assert_eq!(again.records[0].message_id, first.records[0].message_id);
-    poller.settle(&again, &apiary_ports::queue::batch_response([])).await.expect("delete");
+    for fifo in [false, true] {
+        let url = if fifo { &s.deps.config.reconcile_queue_url } else { &s.deps.config.power_queue_url };
+        let poller = s.poller(url);
+        if fifo {
+            s.deps.queue.reconcile(&ReconcileMessage::new("none", "claim")).await.expect("send");
+        } else {
+            s.deps.queue.power(&PowerMessage::tick("none", Some(7)), Duration::ZERO).await.expect("send");
+        }
+        let first = poller.receive(10, Duration::from_secs(5)).await.expect("receive");
+        let receives = |records: &[_]| records.iter().map(apiary_ports::queue::receives).collect::<Vec<u32>>();
+        assert_eq!(receives(&first.records), [1], "fifo {fifo}");
+        let receipt = first.records[0].receipt_handle.clone().expect("receipt");
+        let back = Duration::from_secs(2);
+        let put = if fifo {
+            s.deps.queue.return_reconcile(&receipt, back).await
+        } else {
+            s.deps.queue.return_power(&receipt, back).await
+        };
+        put.expect("put back");
+        let hidden = poller.receive(10, Duration::from_secs(1)).await.expect("receive");
+        assert!(hidden.records.is_empty(), "fifo {fifo}: hidden for two seconds: {hidden:?}");
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let again = poller.receive(10, Duration::from_secs(5)).await.expect("receive");
+        assert_eq!(receives(&again.records), [2], "fifo {fifo}: the same message, once more");
+        assert_eq!(again.records[0].message_id, first.records[0].message_id);
+        poller.settle(&again, &apiary_ports::queue::batch_response([])).await.expect("delete");
+    }
     s.stop().await;
 }
 
