@@ -8,7 +8,7 @@ use apiary_planner::{Claim, DesiredPower, Timestamp};
 use apiary_ports::store::Item;
 use apiary_ports::Deps;
 use apiary_testkit::fixtures::{aws_spec, installed, pool};
-use apiary_testkit::hook::{Gate, Hook, Op};
+use apiary_testkit::hook::{Gate, Hook, Op, Refuse};
 use apiary_testkit::store::StoreStats;
 use apiary_testkit::{World, ADMIN};
 use chrono::{TimeDelta, TimeZone, Utc};
@@ -517,30 +517,13 @@ async fn claims_in_the_same_second_ask_for_one_reconcile_and_the_next_second_for
     assert_eq!(windows, [t0() + TimeDelta::milliseconds(1_100), t0() + TimeDelta::milliseconds(2_100)]);
 }
 
-/// The table refuses the first `left` writes as DynamoDB does when a partition is past its write units.
-struct Throttle {
-    left: std::sync::atomic::AtomicU32,
-}
-
-impl Hook for Throttle {
-    fn before(&self, op: Op) -> Gate {
-        use std::sync::atomic::Ordering::SeqCst;
-        if op == Op::Write && self.left.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok() {
-            return Gate::Fail(apiary_ports::Error::service(
-                "TransactWriteItems",
-                "ThrottlingException: Throughput exceeds the current capacity for one or more partitions",
-                true,
-            ));
-        }
-        Gate::Proceed
-    }
-}
-
 /// A burst past the partition's write units is throttled beyond the SDK's own retries: the claim backs off and
 /// tries again within its budget instead of answering 503 while the pool has spares.
 #[tokio::test]
 async fn a_claim_throttled_by_the_table_tries_again_and_gets_its_spare() {
-    let w = World::with_hook(t0(), Arc::new(Throttle { left: 5.into() }), 7);
+    let throttle = Refuse::of(Op::Write);
+    throttle.first(5);
+    let w = World::with_hook(t0(), throttle, 7);
     stocked(&w, "ci", 3, 3);
     let deps = w.default_deps(900);
     let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
@@ -659,39 +642,11 @@ async fn a_waiting_claim_is_told_to_look_again_just_after_the_pools_next_tick() 
     assert_eq!((status, body["retryAfterSeconds"].as_f64()), (202, Some(12.0)), "{body}");
 }
 
-/// Fails the `n`-th call of `op` counted from when it is armed, and no other: a read or a send that fails once,
-/// past the SDK's own retries (a throttled partition, a queue that did not answer).
-#[derive(Default)]
-struct FailNth {
-    op: Option<Op>,
-    left: std::sync::atomic::AtomicU32,
-}
-
-impl FailNth {
-    fn of(op: Op) -> Arc<Self> {
-        Arc::new(Self { op: Some(op), ..Default::default() })
-    }
-
-    fn arm(&self, n: u32) {
-        self.left.store(n, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-impl Hook for FailNth {
-    fn before(&self, op: Op) -> Gate {
-        use std::sync::atomic::Ordering::SeqCst;
-        if Some(op) == self.op && self.left.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)) == Ok(1) {
-            return Gate::Fail(apiary_ports::Error::service("GetItem", "ThrottlingException: Rate exceeded", true));
-        }
-        Gate::Proceed
-    }
-}
-
 /// The hint is advice: a tick item that cannot be read costs the answer its `retryAfterSeconds` (the claimant
 /// looks on its own gaps), never the answer itself, least of all for a claim already stored.
 #[tokio::test]
 async fn a_tick_item_that_cannot_be_read_costs_the_answer_its_hint_only() {
-    let hook = FailNth::of(Op::Read);
+    let hook = Refuse::of(Op::Read);
     let w = World::with_hook(t0(), hook.clone(), 1);
     let mut p = pool("ci", aws_spec(2, 1), t0());
     p.status.pending_claims = 1;
@@ -703,12 +658,12 @@ async fn a_tick_item_that_cannot_be_read_costs_the_answer_its_hint_only() {
     let (status, body) = call(&deps, "PUT", "/pools/ci/claims/second", Some(ALICE), None).await;
     assert_eq!((status, body["retryAfterSeconds"].as_f64()), (202, Some(12.0)), "{body}");
     // The same claim's reads again (behind older ones waiting), the last of them (the tick item's) failing.
-    hook.arm((w.store.stats() - before).reads as u32);
+    hook.nth((w.store.stats() - before).reads as u32);
     let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
     assert_eq!((status, body["phase"].as_str()), (202, Some("Pending")), "stored, and told so: {body}");
     assert!(body.get("retryAfterSeconds").is_none(), "{body}");
     // A look: the pool item, the claim, then the tick item, which fails.
-    hook.arm(3);
+    hook.nth(3);
     let look = || call(&deps, "GET", "/pools/ci/claims/job", Some(ALICE), None);
     let (status, body) = look().await;
     assert_eq!((status, body["phase"].as_str()), (200, Some("Pending")), "{body}");
@@ -721,11 +676,11 @@ async fn a_tick_item_that_cannot_be_read_costs_the_answer_its_hint_only() {
 /// message), and the claimant's PUT again asks for it: nothing else would before the sweep's next full pass.
 #[tokio::test]
 async fn a_claim_put_again_while_pending_asks_for_the_reconcile_its_first_put_could_not() {
-    let hook = FailNth::of(Op::Send);
+    let hook = Refuse::of(Op::Send);
     let w = World::with_hook(t0(), hook.clone(), 1);
     w.put_pool(pool("ci", aws_spec(2, 1), t0()));
     let deps = w.default_deps(900);
-    hook.arm(1);
+    hook.nth(1);
     let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(w.snapshot("ci").expect("pool").claims.len(), 1, "the claim is stored");
@@ -749,7 +704,7 @@ async fn a_claim_put_again_while_pending_asks_for_the_reconcile_its_first_put_co
 /// take, is answered 503, and asked again it sends the message (while the cluster has not got there, for power).
 #[tokio::test]
 async fn a_power_request_or_release_asked_again_sends_what_its_first_ask_could_not() {
-    let hook = FailNth::of(Op::Send);
+    let hook = Refuse::of(Op::Send);
     let w = World::with_hook(t0(), hook.clone(), 1);
     w.put_pool(pool("ci", aws_spec(1, 1), t0()));
     w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
@@ -758,7 +713,7 @@ async fn a_power_request_or_release_asked_again_sends_what_its_first_ask_could_n
     assert_eq!(status, 201);
     w.queue.take_reconcile();
     let hibernate = || call(&deps, "POST", "/pools/ci/claims/job/hibernate", Some(ALICE), None);
-    hook.arm(1);
+    hook.nth(1);
     let (status, body) = hibernate().await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(w.cluster("ci", "ci-1").expect("cluster").spec_power_state, Some(DesiredPower::Hibernating));
@@ -777,7 +732,7 @@ async fn a_power_request_or_release_asked_again_sends_what_its_first_ask_could_n
     // Past the claim's own ask's window (asks within one are one message).
     w.time.advance(TimeDelta::seconds(10));
     let release = || call(&deps, "DELETE", "/pools/ci/claims/job", Some(ALICE), None);
-    hook.arm(1);
+    hook.nth(1);
     let (status, body) = release().await;
     assert_eq!(status, 503, "{body}");
     assert!(w.queue.take_reconcile().is_empty());
@@ -791,7 +746,7 @@ async fn a_power_request_or_release_asked_again_sends_what_its_first_ask_could_n
 /// loop applying the same spec does not reconcile the pool at each apply).
 #[tokio::test]
 async fn a_pool_put_again_asks_for_the_reconcile_until_one_has_planned_its_spec() {
-    let hook = FailNth::of(Op::Send);
+    let hook = Refuse::of(Op::Send);
     let w = World::with_hook(t0(), hook.clone(), 1);
     let deps = w.default_deps(900);
     let spec = json!({"size": 2, "platform": {"aws": {"region": "us-east-1", "imageId": "ami-1",
@@ -802,7 +757,7 @@ async fn a_pool_put_again_asks_for_the_reconcile_until_one_has_planned_its_spec(
     assert_eq!(status, 201);
     assert_eq!(w.queue.take_reconcile().len(), 1);
     let resized = spec.replace("\"size\":2", "\"size\":3");
-    hook.arm(1);
+    hook.nth(1);
     let (status, body) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&resized)).await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(w.snapshot("ci").expect("pool").pool.spec.size, 3, "the new spec is stored");
@@ -824,7 +779,7 @@ async fn a_pool_put_again_asks_for_the_reconcile_until_one_has_planned_its_spec(
 /// reconcile (the pool counts its spares again).
 #[tokio::test]
 async fn an_unpause_asked_again_sends_what_its_first_ask_could_not() {
-    let hook = FailNth::of(Op::Send);
+    let hook = Refuse::of(Op::Send);
     let w = World::with_hook(t0(), hook.clone(), 1);
     w.put_pool(pool("ci", aws_spec(1, 1), t0()));
     let mut paused = installed("ci-1", DesiredPower::Running, t0());
@@ -832,7 +787,7 @@ async fn an_unpause_asked_again_sends_what_its_first_ask_could_not() {
     w.put_cluster("ci", paused);
     let deps = w.default_deps(900);
     let unpause = || call(&deps, "POST", "/pools/ci/clusters/ci-1/unpause", Some(ADMIN), None);
-    hook.arm(1);
+    hook.nth(1);
     let (status, body) = unpause().await;
     assert_eq!(status, 503, "{body}");
     assert!(!w.cluster("ci", "ci-1").expect("cluster").power_paused, "stored");

@@ -9,7 +9,7 @@ use apiary_planner::{DesiredPower, Inventory, InventoryEntry, Timestamp};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::Error;
 use apiary_testkit::fixtures::{aws_spec, pool};
-use apiary_testkit::hook::{Gate, Hook, Op};
+use apiary_testkit::hook::{Gate, Hook, Op, Refuse};
 use apiary_testkit::queue::QueueName;
 use apiary_testkit::World;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
@@ -164,31 +164,15 @@ async fn a_throttled_read_is_a_retryable_failure_of_that_pools_messages() {
     assert!(w.queue.messages(QueueName::Power).is_empty());
 }
 
-/// Throttles the first `n` table calls of `op` past the SDK's retries, as DynamoDB does a partition past its units
-/// (a burst of claims on one pool).
-struct ThrottleFirst(Op, AtomicU32);
-
-impl Hook for ThrottleFirst {
-    fn before(&self, op: Op) -> Gate {
-        if op == self.0 && self.1.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
-            let call = match op {
-                Op::Read => "dynamodb:Query",
-                Op::Send => "sqs:SendMessageBatch",
-                _ => "dynamodb:TransactWriteItems",
-            };
-            return Gate::Fail(Error::service(call, "ThrottlingException", true));
-        }
-        Gate::Proceed
-    }
-}
-
 /// A throttled read or write is a moment's load, not a failure of the message: the reconcile backs off and plans
 /// again in the same invocation, instead of leaving the pool's messages to come back after the queue's
 /// visibility timeout (six minutes, with every later reconcile of the pool held behind them in its FIFO group).
 #[tokio::test]
 async fn a_throttled_read_or_write_is_tried_again_in_the_same_reconcile() {
     for op in [Op::Read, Op::Write] {
-        let w = World::with_hook(t0(), Arc::new(ThrottleFirst(op, AtomicU32::new(2))), 1);
+        let throttle = Refuse::of(op);
+        throttle.first(2);
+        let w = World::with_hook(t0(), throttle, 1);
         w.put_pool(pool("ci", aws_spec(1, 1), t0()));
         w.put_cluster("ci", apiary_testkit::fixtures::installed("ci-1", DesiredPower::Running, t0()));
         let claim = apiary_planner::Claim::new("k", "arn:aws:iam::123456789012:user/ci", t0());
@@ -206,7 +190,7 @@ async fn a_throttled_read_or_write_is_tried_again_in_the_same_reconcile() {
 /// them hidden for that timeout with the pool's later messages held behind them in its FIFO group.
 #[tokio::test]
 async fn a_failed_reconcile_comes_back_in_seconds_then_less_and_less_often() {
-    let hook = Arc::new(ThrottleFirst(Op::Send, AtomicU32::new(0)));
+    let hook = Refuse::of(Op::Send);
     let w = World::with_hook(t0(), hook.clone(), 1);
     w.put_pool(pool("ci", aws_spec(1, 0), t0()));
     let deps = w.default_deps(900);
@@ -215,7 +199,7 @@ async fn a_failed_reconcile_comes_back_in_seconds_then_less_and_less_often() {
         .expect("asked");
     let visibility = TimeDelta::seconds(360);
     for back in [10, 60, 360] {
-        hook.1.store(1, Ordering::SeqCst);
+        hook.first(1);
         let event = w.queue.receive(QueueName::Reconcile, 10, visibility, &mut |_| 0);
         assert_eq!(event.records.len(), 1);
         let response = reconcile::handle(&deps, event.clone()).await;

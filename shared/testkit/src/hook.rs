@@ -124,6 +124,56 @@ pub struct NoFaults;
 
 impl Hook for NoFaults {}
 
+/// Refuses calls of one kind as a service does for a moment, past the SDK's own retries (a throttled partition, a
+/// queue that did not answer): retryable, nothing changed. Unarmed, every call goes through; [`Refuse::first`]
+/// refuses the next `n` calls of its kind, [`Refuse::nth`] only the `n`-th from now.
+#[derive(Debug)]
+pub struct Refuse {
+    op: Op,
+    skip: std::sync::atomic::AtomicU32,
+    refuse: std::sync::atomic::AtomicU32,
+}
+
+impl Refuse {
+    /// Unarmed, for calls of `op`.
+    pub fn of(op: Op) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self { op, skip: 0.into(), refuse: 0.into() })
+    }
+
+    /// Refuses the next `n` calls.
+    pub fn first(&self, n: u32) {
+        self.arm(0, n);
+    }
+
+    /// Refuses the `n`-th call from now (the first is 1), and no other.
+    pub fn nth(&self, n: u32) {
+        self.arm(n.saturating_sub(1), u32::from(n > 0));
+    }
+
+    fn arm(&self, skip: u32, refuse: u32) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.skip.store(skip, SeqCst);
+        self.refuse.store(refuse, SeqCst);
+    }
+}
+
+impl Hook for Refuse {
+    fn before(&self, op: Op) -> Gate {
+        use std::sync::atomic::Ordering::SeqCst;
+        let less = |n: &std::sync::atomic::AtomicU32| n.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok();
+        if op != self.op || less(&self.skip) || !less(&self.refuse) {
+            return Gate::Proceed;
+        }
+        let call = match op {
+            Op::Read => "dynamodb:Query",
+            Op::Write => "dynamodb:TransactWriteItems",
+            Op::Send => "sqs:SendMessage",
+            _ => "the cloud's API",
+        };
+        Gate::Fail(Error::service(call, "ThrottlingException: Rate exceeded", true))
+    }
+}
+
 /// Passes `op` through `hook`: returns once the call may run, or with the error it must fail with; never
 /// returns when the hook kills the invocation.
 pub async fn enter(hook: &dyn Hook, op: Op) -> Result<()> {
@@ -161,5 +211,24 @@ impl Future for YieldOnce {
         self.0 = true;
         cx.waker().wake_by_ref();
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuse_refuses_the_calls_it_is_armed_for_and_no_others() {
+        let refuse = Refuse::of(Op::Read);
+        let refused = |n: usize| -> Vec<bool> {
+            (0..n).map(|_| matches!(refuse.before(Op::Read), Gate::Fail(e) if e.is_retryable())).collect()
+        };
+        assert_eq!(refused(2), [false, false], "unarmed");
+        refuse.first(2);
+        assert!(matches!(refuse.before(Op::Write), Gate::Proceed), "another kind of call");
+        assert_eq!(refused(3), [true, true, false]);
+        refuse.nth(3);
+        assert_eq!(refused(4), [false, false, true, false]);
     }
 }
