@@ -642,6 +642,15 @@ async fn a_waiting_claim_is_told_to_look_again_just_after_the_pools_next_tick() 
     assert_eq!((status, body["retryAfterSeconds"].as_f64()), (202, Some(12.0)), "{body}");
 }
 
+/// Pool `ci`'s one claim given a Running cluster, `ci-1`, as a reconcile would.
+fn give_the_claim_a_cluster(w: &World) {
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let mut given = w.snapshot("ci").and_then(|s| s.claims.into_iter().next()).expect("the claim");
+    given.cluster = Some("ci-1".into());
+    given.rev += 1;
+    w.store.put("ci", Item::Claim(Box::new(given)));
+}
+
 /// The hint is advice: a tick item that cannot be read costs the answer its `retryAfterSeconds` (the claimant
 /// looks on its own gaps), never the answer itself, least of all for a claim already stored.
 #[tokio::test]
@@ -689,11 +698,7 @@ async fn a_claim_put_again_while_pending_asks_for_the_reconcile_its_first_put_co
     assert_eq!((status, body["phase"].as_str()), (202, Some("Pending")), "{body}");
     assert_eq!(w.queue.take_reconcile().len(), 1, "asked for now");
     // Once it has its cluster, a PUT again asks for nothing.
-    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
-    let mut given = w.snapshot("ci").and_then(|s| s.claims.into_iter().next()).expect("the claim");
-    given.cluster = Some("ci-1".into());
-    given.rev += 1;
-    w.store.put("ci", Item::Claim(Box::new(given)));
+    give_the_claim_a_cluster(&w);
     w.time.advance(TimeDelta::seconds(10));
     let (status, _) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
     assert_eq!(status, 201);
@@ -814,11 +819,7 @@ async fn no_hint_where_a_spare_may_be_given_or_the_claim_has_its_cluster() {
     assert!(body.get("retryAfterSeconds").is_none(), "a spare to give: {body}");
     assert_eq!((w.store.stats() - before).reads, 2, "the tick item is not read");
     // Given its cluster: nothing to wait for.
-    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
-    let mut given = w.snapshot("ci").and_then(|s| s.claims.into_iter().next()).expect("the claim");
-    given.cluster = Some("ci-1".into());
-    given.rev += 1;
-    w.store.put("ci", Item::Claim(Box::new(given)));
+    give_the_claim_a_cluster(&w);
     let before = w.store.stats();
     let (_, body) = call(&deps, "GET", "/pools/ci/claims/job", Some(ALICE), None).await;
     assert_eq!(body["phase"].as_str(), Some("Ready"), "{body}");
