@@ -2,10 +2,11 @@
 //!
 //! Reads the pool's whole partition (one strongly consistent Query), asks the planner for a plan, and carries it
 //! out write by write, each conditional. A lost condition means someone acted first: re-read and re-plan, up to
-//! [`MAX_ATTEMPTS`] times, then leave the message to SQS. A read or write the table refused for a moment (throttled,
-//! a 5xx) is tried again the same way, after a short pause; a reconcile that fails all the same puts its messages
-//! back to come again in seconds ([`come_again_after`]), not at the queue's visibility timeout. Clusters the plan created, powered, assigned or wants
-//! checked or deprovisioned get a power message: the power function drives machines, never the reconcile.
+//! [`MAX_ATTEMPTS`] times, then leave the message to SQS. A read or write the table refused for a moment
+//! (throttled, a 5xx) is tried again the same way, after a short pause; a reconcile that fails all the same puts
+//! its messages back to come again in seconds ([`come_again_after`]), not at the queue's visibility timeout.
+//! Clusters the plan created, powered, assigned or wants checked or deprovisioned get a power message: the power
+//! function drives machines, never the reconcile.
 //! Delivered twice or late, a message only makes the reconcile plan again from what is stored.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -171,8 +172,8 @@ fn log_action(pool: &str, action: &Action) {
 }
 
 /// Handles one batch from the reconcile queue: each pool once, however many messages name it, and not before the
-/// end of the latest coalescing window among them; the messages of a pool whose reconcile failed are reported as
-/// batch item failures, the others are done.
+/// end of the latest coalescing window among them; the messages of a pool whose reconcile failed are put back to
+/// come again after [`come_again_after`] and reported as batch item failures, the others are done.
 pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
     let mut by_pool: BTreeMap<String, Vec<&SqsMessage>> = BTreeMap::new();
     let mut failures = vec![];
