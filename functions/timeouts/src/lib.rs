@@ -8,9 +8,9 @@
 //! full pass when the last recorded one is old enough
 //! ([`apiary_planner::sweep::full_due`], every `APIARY_FULL_SWEEP_SECONDS`): it enqueues every pool, and those
 //! reconciles (as any reconcile does) start the tick of a pool with clusters in motion and none live, so a lost
-//! message delays work, never loses it. The time of the last
-//! full pass is kept in the table, written conditionally, so concurrent or early runs cannot skip or double it
-//! whatever the sweep's rate.
+//! message delays work, never loses it. The time of the last full pass is kept in the table, written once the pass
+//! has enqueued every pool: a run cannot skip it whatever the sweep's rate, and one that failed part way is made
+//! again by the next run.
 
 use apiary_planner::sweep;
 use apiary_ports::messages::ReconcileMessage;
@@ -27,18 +27,25 @@ pub struct Outcome {
     pub full: bool,
 }
 
-/// One run of the sweep as its schedule invokes it: decides whether this run is a full pass, then sweeps.
+/// One run of the sweep as its schedule invokes it: decides whether this run is a full pass, sweeps, and records a
+/// full pass once it has enqueued every pool. One that fails part way (the queue refused a pool's message) is not
+/// recorded, so the next run, a minute later, makes it again rather than leaving the pools it missed for ten
+/// minutes more. (The function runs one at a time, and two full passes at once would only reconcile each pool
+/// twice.)
 pub async fn run(deps: &Deps) -> Result<Outcome> {
     let now = deps.clock.now();
     let last = deps.store.last_full_sweep().await?;
-    let full = sweep::full_due(last, now, deps.config.full_sweep_every)
-        && match deps.store.record_full_sweep(last, now).await {
-            Ok(()) => true,
-            // Another run recorded it first: that one makes the full pass.
-            Err(Error::Conflict(_)) => false,
-            Err(e) => return Err(e),
-        };
-    sweep(deps, full).await
+    let full = sweep::full_due(last, now, deps.config.full_sweep_every);
+    let outcome = sweep(deps, full).await?;
+    if full {
+        match deps.store.record_full_sweep(last, now).await {
+            // Another run recorded one meanwhile: both were made.
+            Ok(()) | Err(Error::Conflict(_)) => {}
+            // Made but not recorded: the next run makes it again, which costs each pool a reconcile.
+            Err(e) => tracing::warn!(error = %e, "full pass made but not recorded"),
+        }
+    }
+    Ok(outcome)
 }
 
 /// Runs one pass; a `full` one enqueues every pool, with [`reconcile::FULL_SWEEP`] as the reason.

@@ -78,3 +78,29 @@ async fn between_full_passes_installs_and_deletions_under_way_wait_for_their_mes
     assert_eq!(woken, ["waiting"]);
     assert_eq!(timeouts::sweep(&deps, true).await.expect("sweep").enqueued, 2);
 }
+
+/// A full pass that fails part way (the queue refused a pool's message) is not recorded as made: the next sweep, a
+/// minute later, makes it again and enqueues every pool, instead of leaving the pools it missed to the pass after
+/// next, ten minutes on (a lost tick or a reaper's pass waiting on it that much longer).
+#[tokio::test]
+async fn a_full_pass_that_fails_part_way_is_made_again_by_the_next_sweep() {
+    use apiary_testkit::hook::{Op, Refuse};
+    let refuse = Refuse::of(Op::Send);
+    let w = World::with_hook(t0(), refuse.clone(), 1);
+    for name in ["a", "b", "c"] {
+        let mut p = pool(name, aws_spec(1, 0), t0());
+        p.status.pool_version = "v".into();
+        w.put_pool(p);
+    }
+    let deps = w.default_deps(900);
+    refuse.nth(2);
+    timeouts::run(&deps).await.expect_err("the second pool's message refused");
+    assert_eq!(w.queue.take_reconcile().len(), 1, "one pool enqueued");
+    w.time.advance(TimeDelta::minutes(1));
+    let out = timeouts::run(&deps).await.expect("sweep");
+    assert_eq!((out.full, out.enqueued), (true, 3), "the full pass again");
+    assert!(w.queue.take_reconcile().iter().all(|m| m.reason == reconcile::FULL_SWEEP));
+    w.time.advance(TimeDelta::minutes(1));
+    let out = timeouts::run(&deps).await.expect("sweep");
+    assert_eq!((out.full, out.enqueued), (false, 0), "made: the next is ten minutes on");
+}
