@@ -248,14 +248,14 @@ async fn existing_claim(deps: &Deps, caller: &Caller, pool: &Pool, existing: Cla
         Some(id) => get_cluster_item(deps, &pool.name, id).await?,
         None => None,
     };
+    // The PUT that stored it may have been answered with an error because the reconcile it asks for (to find the
+    // claim a cluster, or to resume the pool's next spare) could not be asked for, and nothing else may ask before
+    // the sweep's next full pass. Asking again costs a message, once per window.
+    reconcile_coalesced(deps, &pool.name, "claim").await?;
     let view = claim_view(pool, &existing, cluster.as_ref());
     if cluster.is_some() {
         return Ok((201, view));
     }
-    // Still waiting: the PUT that stored it may have been answered with an error because the reconcile could not
-    // be asked for, and nothing else asks before the sweep's next full pass. Asking again costs a message, once
-    // per window.
-    reconcile_coalesced(deps, &pool.name, "claim").await?;
     Ok((202, with_hint(view, hint(deps, pool, &existing).await)))
 }
 

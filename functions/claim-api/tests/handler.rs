@@ -697,12 +697,25 @@ async fn a_claim_put_again_while_pending_asks_for_the_reconcile_its_first_put_co
     let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
     assert_eq!((status, body["phase"].as_str()), (202, Some("Pending")), "{body}");
     assert_eq!(w.queue.take_reconcile().len(), 1, "asked for now");
-    // Once it has its cluster, a PUT again asks for nothing.
-    give_the_claim_a_cluster(&w);
-    w.time.advance(TimeDelta::seconds(10));
-    let (status, _) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
-    assert_eq!(status, 201);
+}
+
+/// The same for a claim served at once from a spare: the reconcile it asks for resumes the pool's next spare, and
+/// its PUT again, answered 201, asks for it as the first did.
+#[tokio::test]
+async fn a_claim_served_at_once_put_again_asks_for_the_reconcile_its_first_put_could_not() {
+    let hook = Refuse::of(Op::Send);
+    let w = World::with_hook(t0(), hook.clone(), 1);
+    w.put_pool(pool("ci", aws_spec(2, 1), t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let deps = w.default_deps(900);
+    hook.nth(1);
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(w.cluster("ci", "ci-1").expect("cluster").claim.as_deref(), Some("job"), "assigned");
     assert!(w.queue.take_reconcile().is_empty());
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!((status, body["cluster"]["id"].as_str()), (201, Some("ci-1")), "{body}");
+    assert_eq!(w.queue.take_reconcile().len(), 1, "asked for now");
 }
 
 /// The same for a claimant's other asks: a power request or a release stored, whose message the queue did not
