@@ -841,6 +841,13 @@ pub async fn handle_each(deps: &Deps, event: SqsEvent) -> Vec<(String, Result<Ou
         tracing::debug!(parent: &span, ?result, "power message");
         if let Err(e) = &result {
             tracing::warn!(parent: &span, error = %e, "power step failed");
+            // Back to come again soon, not at the visibility timeout (best effort: that is what it falls back to).
+            if let Some(Received { receipt, receives }) = received {
+                let after = apiary_ports::queue::come_again_after(receives);
+                if let Err(e) = deps.queue.return_power(receipt, after).await {
+                    tracing::warn!(parent: &span, error = %e, "power message not put back; it comes again later");
+                }
+            }
         }
         (id, result)
     }))

@@ -1091,3 +1091,30 @@ async fn a_look_that_finds_a_cluster_come_up_says_so_on_the_pools_tick() {
     assert!(tick_of(&w).check.is_some(), "the tick is still live: {:?}", tick_of(&w));
     assert_eq!(tick_of(&w).up, Some(w.now()), "{:?}", tick_of(&w));
 }
+
+/// A power step that fails (the table refused its write for a moment, past the SDK's retries) comes again in 10 s,
+/// then a minute, then at the queue's visibility timeout, as a failed reconcile does, instead of at once leaving
+/// its message hidden for six minutes: for a tick link, every cluster in motion in its pool waits on it.
+#[tokio::test]
+async fn a_power_step_that_fails_comes_again_in_seconds_then_less_and_less_often() {
+    use apiary_testkit::hook::{Op, Refuse};
+    let refuse = Refuse::of(Op::Write);
+    let w = World::with_hook(t0(), refuse.clone(), 1);
+    let deps = w.default_deps(900);
+    with_stopped_machines(&w).await;
+    deps.queue.power(&nudge("ci-1"), std::time::Duration::ZERO).await.expect("sent");
+    for back in [10, 60] {
+        refuse.first(100);
+        let event = w.queue.receive(QueueName::Power, 10, TimeDelta::seconds(360), &mut |_| 0);
+        assert_eq!(event.records.len(), 1);
+        let results = power::handle_each(&deps, event.clone()).await;
+        assert!(results[0].1.is_err(), "{results:?}");
+        w.queue.settle(&event, &power::respond(&results));
+        assert_eq!(w.queue.next_visible(), Some(w.time.now() + TimeDelta::seconds(back)));
+        w.time.advance(TimeDelta::seconds(back));
+    }
+    refuse.first(0);
+    assert_eq!(drive(&w, &deps, w.time.now() + TimeDelta::minutes(5)).await, 0);
+    let c = w.cluster("ci", "ci-1").expect("cluster");
+    assert_eq!(c.power_state, Some(PowerState::Running), "started again once the table took its writes: {c:?}");
+}

@@ -4,7 +4,7 @@
 //! out write by write, each conditional. A lost condition means someone acted first: re-read and re-plan, up to
 //! [`MAX_ATTEMPTS`] times, then leave the message to SQS. A read or write the table refused for a moment
 //! (throttled, a 5xx) is tried again the same way, after a short pause; a reconcile that fails all the same puts
-//! its messages back to come again in seconds ([`come_again_after`]), not at the queue's visibility timeout.
+//! its messages back to come again in seconds (`come_again_after`), not at the queue's visibility timeout.
 //! Clusters the plan created, powered, assigned or wants checked or deprovisioned get a power message: the power
 //! function drives machines, never the reconcile.
 //! Delivered twice or late, a message only makes the reconcile plan again from what is stored.
@@ -16,7 +16,7 @@ use apiary_planner::power::{needs_tick, tick};
 use apiary_planner::{plan, reaper, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
-use apiary_ports::queue::receives;
+use apiary_ports::queue::{come_again_after, receives};
 use apiary_ports::store::{transactions, writes_with_events};
 use apiary_ports::{Deps, Error, Result};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
@@ -216,17 +216,6 @@ pub async fn handle(deps: &Deps, event: SqsEvent) -> SqsBatchResponse {
         }
     }
     apiary_ports::queue::batch_response(failures)
-}
-
-/// How long a reconcile message whose reconcile failed stays hidden, by its receives so far: 10 s, a minute,
-/// then six (the template's visibility timeout). A fault of a moment costs its pool seconds, one that lasts is
-/// not hammered, and the queue's `maxReceiveCount` still sends a message that keeps failing to the dead letters.
-pub fn come_again_after(receives: u32) -> Duration {
-    match receives {
-        0 | 1 => Duration::from_secs(10),
-        2 => Duration::from_secs(60),
-        _ => Duration::from_secs(360),
-    }
 }
 
 /// Puts `record` back to come again after [`come_again_after`] its receives. Best effort: if the queue does not

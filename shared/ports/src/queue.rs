@@ -48,6 +48,19 @@ pub fn receives(record: &SqsMessage) -> u32 {
     record.attributes.get(RECEIVE_COUNT).and_then(|n| n.parse().ok()).unwrap_or(1)
 }
 
+/// How long a message whose handling failed stays hidden before it comes again, by its receives so far: 10 s, a
+/// minute, then six (the template's visibility timeout). A fault of a moment costs seconds, not the visibility
+/// timeout (for a reconcile, its pool's FIFO group held behind it; for a tick link, every cluster in motion in its
+/// pool); one that lasts is not hammered; and the queue's `maxReceiveCount` still sends a message that keeps
+/// failing to the dead letters.
+pub fn come_again_after(receives: u32) -> Duration {
+    match receives {
+        0 | 1 => Duration::from_secs(10),
+        2 => Duration::from_secs(60),
+        _ => Duration::from_secs(360),
+    }
+}
+
 /// The batch response reporting `failed` message ids (Lambda's ReportBatchItemFailures): those come back after
 /// the visibility timeout, the others are deleted.
 pub fn batch_response(failed: impl IntoIterator<Item = String>) -> SqsBatchResponse {
