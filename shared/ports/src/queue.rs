@@ -61,8 +61,8 @@ pub fn come_again_after(receives: u32) -> Duration {
     }
 }
 
-/// The batch response reporting `failed` message ids (Lambda's ReportBatchItemFailures): those come back after
-/// the visibility timeout, the others are deleted.
+/// The batch response reporting `failed` message ids (Lambda's ReportBatchItemFailures): those come back when their
+/// visibility ends (the queue's timeout, or sooner where the handler put them back), the others are deleted.
 pub fn batch_response(failed: impl IntoIterator<Item = String>) -> SqsBatchResponse {
     SqsBatchResponse {
         batch_item_failures: failed.into_iter().map(|item_identifier| BatchItemFailure { item_identifier }).collect(),

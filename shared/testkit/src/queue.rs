@@ -264,9 +264,7 @@ impl MemQueue {
     pub fn take_reconcile(&self) -> Vec<ReconcileMessage> {
         self.take(QueueName::Reconcile).iter().filter_map(|b| serde_json::from_str(b).ok()).collect()
     }
-}
 
-impl MemQueue {
     /// Hides the message of `queue` received with `receipt` for `delay` from now, as ChangeMessageVisibility does.
     async fn return_to(&self, queue: QueueName, receipt: &str, delay: Duration) -> Result<()> {
         enter(self.hook.as_ref(), Op::Send).await?;
