@@ -5,9 +5,11 @@ document.
 First every request the readiness check sends in a recorded look at a cluster (shared/clouds/tests/wire.rs, against
 the fake cluster API) is held against the client's operations, as its generated `_*_serialize` functions make them:
 the HTTP method and path (the most literal operation that matches), the query parameters that operation takes,
-`limit` an integer, `continue` the token the previous page gave. Each answer the check reads is held against the
-model the operation answers (`V1NodeList`: every field one the model names, of its type); a custom resource's list
-(the ClusterOperators, `object` to the client) by its envelope: `V1ListMeta` and each item's `V1ObjectMeta`.
+`limit` an integer, `continue` the token the previous page gave, and a request body (a certificate request's
+approval) against the model the operation takes (`V1CertificateSigningRequest`). Each answer the check reads is
+held against the model the operation answers (`V1NodeList`, `V1CertificateSigningRequestList`: every field one the
+model names, of its type); a custom resource's list (the ClusterOperators, the Machines: `object` to the client) by
+its envelope: `V1ListMeta` and each item's `V1ObjectMeta`.
 
 Then the client reads the fake cluster
 API (shared/fakeclouds/src/bin/fake-cluster-api.rs) as Apiary's readiness check does: the nodes, a page at a time
@@ -40,6 +42,9 @@ PRIMITIVES = {
     "datetime": lambda v: isinstance(v, str) and re.match(r"^\d{4}-\d\d-\d\dT", v) is not None,
     "date": lambda v: isinstance(v, str),
     "object": lambda v: True,
+    # `format: byte`: base64 on the wire.
+    "bytes": lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9+/]*={0,2}", v) is not None,
+    "bytearray": lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9+/]*={0,2}", v) is not None,
 }
 
 
@@ -63,7 +68,9 @@ def operations():
             query = {k for k, _ in parse_qsl(urlsplit(url).query)}
             source = inspect.getsource(getattr(api, f"{op}_with_http_info"))
             answer = re.search(r"'200': \"(\w+)\"", source)
-            found.append((holes, f"{name}.{op}", method, pattern, query, answer.group(1) if answer else None))
+            body = re.search(r":type body: (\w+)", inspect.getdoc(getattr(api, op)) or "")
+            found.append((holes, f"{name}.{op}", method, pattern, query, answer.group(1) if answer else None,
+                          body.group(1) if body else None))
     return sorted(found, key=lambda o: o[0])
 
 
@@ -108,7 +115,7 @@ def check(known, exchange, previous, table):
     matched = [o for o in known if o[2] == exchange["method"] and o[3].match(path)]
     if not matched:
         return [f"{exchange['method']} {path}: no operation of the client has this path"]
-    _, op, _, _, query, answer = matched[0]
+    _, op, _, _, query, answer, body_type = matched[0]
     where = f"{op} ({exchange['method']} {path})"
     checked = table.setdefault(op, set())
     for name, value in exchange["query"]:
@@ -122,6 +129,12 @@ def check(known, exchange, previous, table):
                 errors.append(f"{where}: continue={value!r}, the previous page gave {given!r}")
             checked.add("continue as the previous page gave it")
     checked.add("path and query")
+    if exchange.get("request") is not None:
+        if not body_type:
+            errors.append(f"{where}: a request body, which the operation does not take")
+        else:
+            check_value(body_type, exchange["request"], f"{where} request", errors)
+            checked.add(f"request as {body_type}")
     body = exchange["response"]
     if exchange["status"] == 200 and answer == "object":
         check_value("V1ListMeta", body.get("metadata", {}), f"{where} response.metadata", errors)
@@ -142,13 +155,15 @@ def self_test(known):
          "response": {"kind": "NodeList", "items": [{"metadata": {"name": 3}, "ready": True}]}},
         {"method": "GET", "path": "/c/api/v1/nodes", "query": [["continue", "9"]], "status": 200, "response": {}},
         {"method": "GET", "path": "/c/api/v2/nodes", "query": [], "status": 200, "response": {}},
+        {"method": "PUT", "path": "/c/apis/certificates.k8s.io/v1/certificatesigningrequests/csr-1/approval",
+         "query": [], "status": 200, "response": {}, "request": {"status": {"approved": True}}},
     ]
     errors, previous = [], None
     for exchange in bad:
         errors.extend(check(known, exchange, previous, {}))
         previous = exchange["response"]
     must_catch(errors, ["'page' is not one", "limit='x'", "no field 'ready'", "metadata.name", "continue='9'",
-                   "no operation of the client"])
+                   "no operation of the client", "no field 'approved' in V1CertificateSigningRequestStatus"])
 
 
 def requests():
@@ -219,6 +234,34 @@ def main():
                                   plural="clusteroperators")
             assert count > 1 and all(o["metadata"]["name"] and o["status"]["conditions"] for o in listed)
             done.append(f"ClusterOperators (config.openshift.io/v1) over {count} pages")
+        fake.tell("certificates 0")
+        with api(fake, "ci-renew", ca.name, fake.token) as c:
+            core, certificates = client.CoreV1Api(c), client.CertificatesV1Api(c)
+            core.list_node()
+            client.CustomObjectsApi(c).list_cluster_custom_object("config.openshift.io", "v1", "clusteroperators")
+            nodes = core.list_node().items  # A resume past the kubelets' certificates.
+            assert all(k.status == "Unknown" for n in nodes for k in n.status.conditions if k.type == "Ready"), nodes
+            pending, count = pages(certificates.list_certificate_signing_request)
+            assert len(pending) == 5 and all(r.spec.signer_name.endswith("-client-kubelet") for r in pending), pending
+            first = pending[0]
+            first.status.conditions = [client.V1CertificateSigningRequestCondition(
+                type="Approved", status="True", reason="ApiaryApprove", message="Approved by Apiary")]
+            approved = certificates.replace_certificate_signing_request_approval(first.metadata.name, first)
+            assert approved.status.conditions[0].type == "Approved" and approved.status.certificate, approved.status
+            try:
+                certificates.replace_certificate_signing_request_approval(first.metadata.name, first)
+                raise SystemExit("conformance: an approval at a stale resourceVersion was taken")
+            except client.ApiException as e:
+                assert e.status == 409 and json.loads(e.body)["reason"] == "Conflict", e
+            after, _ = pages(certificates.list_certificate_signing_request)
+            serving = [r for r in after if r.spec.signer_name == "kubernetes.io/kubelet-serving"]
+            assert len(serving) == 1 and serving[0].spec.username == "system:node:ci-renew-master-0", [(r.metadata.name, r.spec.signer_name) for r in after]
+            machines = client.CustomObjectsApi(c).list_namespaced_custom_object(
+                "machine.openshift.io", "v1beta1", "openshift-machine-api", "machines")
+            assert machines["kind"] == "MachineList" and len(machines["items"]) == 2, machines["kind"]
+            assert machines["items"][0]["status"]["nodeRef"]["name"] == "ci-renew-master-0", machines["items"][0]
+        done.append(f"certificate requests as V1CertificateSigningRequestList over {count} pages, an approval as "
+                    "V1CertificateSigningRequest (409 when stale), the serving request it brings, Machines")
         fake.tell("plain ci-plain")
         with api(fake, "ci-plain", ca.name, fake.token) as c:
             try:

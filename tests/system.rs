@@ -762,11 +762,15 @@ async fn a_pool_naming_another_teams_secrets_is_refused_them_and_makes_nothing()
 /// The external installer's story through the HTTP API: a GCP pool whose clusters the reference installer makes
 /// behind the signed webhook fills with the installer's clusters (its infraIds, its machines), a claim is answered
 /// with the cluster's outputs, the pool's GCP actuator hibernates and resumes the installer's machines, and a
-/// released cluster is removed through the webhook.
+/// released cluster is removed through the webhook. The pool's Kubernetes check reads each cluster's API: the
+/// kubelets' certificates expire a second after the install, so the resume approves their requests (seed 004),
+/// and the hostile requests posted beside them stay pending.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machines_and_removes_them_through_it() {
     let s = support::clouds_stack().await;
     let clouds = s.clouds.as_ref().expect("a stack with the fake clouds");
+    clouds.cluster_api.certificates_valid(Duration::from_secs(1), Duration::from_secs(30 * 24 * 3600));
+    clouds.cluster_api.hostile(&apiary_fakeclouds::kubelets::Hostile::ALL);
     let mut spec: Value =
         serde_json::from_str(include_str!("../infra/demo-pool-installer.json")).expect("the demo pool");
     clouds.fill(&mut spec);
@@ -826,6 +830,23 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
     .await;
     let seen = seen.into_inner().expect("seen");
     assert!(seen.iter().any(|(state, _)| state == "PausingForClusterOperatorsToSettle"), "{seen:?}");
+    let csrs = clouds.cluster_api.csrs(running["infraId"].as_str().expect("infraId"));
+    assert_eq!(csrs.iter().filter(|c| !c.hostile()).count(), 6, "a client and a serving request per node");
+    for csr in &csrs {
+        assert_eq!(csr.approved(), !csr.hostile(), "{} approved exactly when a kubelet's own", csr.name());
+    }
+    let cluster = running["id"].as_str().expect("id");
+    let (_, trail) = s.call("GET", &format!("/pools/w/events?cluster={cluster}"), ADMIN, None).await;
+    let told = |kind: &str| -> Vec<String> {
+        let events = trail["events"].as_array().cloned().unwrap_or_default();
+        events.iter().filter(|e| e["type"] == kind).map(|e| e["message"].as_str().unwrap_or_default().into()).collect()
+    };
+    let approved = told("NodeCertificatesApproved").join(" ");
+    assert_eq!(approved.matches("certificate)").count(), 6, "{trail}");
+    let pending = told("NodeCertificatesLeftPending").join(" ");
+    assert!(pending.contains("not the node bootstrapper") && pending.contains("is not the requester"), "{trail}");
+    let running_told = told("ClusterRunning");
+    assert!(running_told[0].ends_with("6 node certificate requests approved"), "{running_told:?}");
     let (_, resumed) = s.call("GET", "/pools/w/claims/job", ALICE, None).await;
     assert_eq!(addressed(&resumed).len(), 3, "the resume found the machines' addresses again: {resumed}");
     for (state, phase) in &seen {

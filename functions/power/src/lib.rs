@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use apiary_planner::events;
+use apiary_planner::power::certificates::{self, CertificateLook};
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::power::tick::{self, Tick};
 use apiary_planner::power::{
@@ -170,12 +171,14 @@ pub async fn ensure_tick(deps: &Deps, pool: &str, cluster: Option<&str>, want: T
 /// An error that trying again cannot mend (credentials refused, a secret that does not exist, a permission
 /// missing) is reported as a failure of what the question is for, so the planner backs off and the cluster's
 /// conditions say why, instead of the message failing until it is dropped.
+/// A look at the nodes puts what the pool's readiness check did with their certificate requests in `certificates`.
 async fn ask(
     platform: &dyn Machinery,
     t: Target<'_>,
     question: Probe,
     creds: &mut Credentials,
     seen: Option<Seen>,
+    certificates: &mut CertificateLook,
 ) -> Result<Report> {
     let answer = match (question, seen) {
         (Probe::Install, Some(Seen { install: Some(install), .. })) => Ok(Report::Install(install)),
@@ -185,13 +188,20 @@ async fn ask(
         (Probe::MachinesRunning, _) => platform.machines_running(t).await.map(|m| machines(&m)),
         (Probe::MachinesStopped, _) => platform.machines_stopped(t).await.map(|m| stopped(&m)),
         (Probe::Readiness, _) => platform.cluster_ready(t).await.map(Report::Ready),
-        (Probe::NodesReady, _) => platform.nodes_ready(t).await.map(|nodes| match nodes {
-            Nodes::Ready => Report::Nodes(Readiness::Ready),
-            Nodes::NotReady(message) => Report::Nodes(Readiness::NotReady { message }),
-            Nodes::Unreachable(message) => Report::Nodes(Readiness::Unreachable { message }),
-            // A machine went down while the nodes were awaited: the resume waits for the machines again.
-            Nodes::Machines(m) => machines(&m),
-        }),
+        (Probe::NodesReady, _) => platform
+            .nodes_look(t)
+            .await
+            .map(|(nodes, looked)| {
+                *certificates = looked;
+                nodes
+            })
+            .map(|nodes| match nodes {
+                Nodes::Ready => Report::Nodes(Readiness::Ready),
+                Nodes::NotReady(message) => Report::Nodes(Readiness::NotReady { message }),
+                Nodes::Unreachable(message) => Report::Nodes(Readiness::Unreachable { message }),
+                // A machine went down while the nodes were awaited: the resume waits for the machines again.
+                Nodes::Machines(m) => machines(&m),
+            }),
     };
     creds.saw(&answer);
     match answer {
@@ -428,6 +438,21 @@ impl<'a> Run<'a> {
         Ok(want.map(|w| if w <= TimeDelta::zero() { POLL } else { w }.min(max)))
     }
 
+    /// Counts and logs what a look at `cluster`'s nodes did with their certificate requests.
+    fn certificates(&self, cluster: &Cluster, look: &CertificateLook) {
+        if look.is_empty() {
+            return;
+        }
+        let stack = &self.deps.config.stack;
+        let (approved, refused) = (look.approved.len(), look.refused.len());
+        let now = self.deps.clock.now();
+        self.deps.metrics.emit(metrics::node_certificates(stack, &self.pool.name, approved, refused, now));
+        for r in &look.refused {
+            tracing::warn!(cluster = %cluster.id, csr = %r.name, why = %r.why, "a certificate request left pending");
+        }
+        tracing::info!(cluster = %cluster.id, approved = ?look.approved, "node certificate requests approved");
+    }
+
     /// The machines of `cluster`, which has just become Running, with their addresses (for the claim that gets
     /// it; a public address may be new with each start), at most [`MAX_MACHINES`]. None when the platform cannot
     /// say now: the cluster is usable all the same, and its next resume asks again.
@@ -481,9 +506,14 @@ impl<'a> Run<'a> {
                 break;
             };
             let t = Target { pool: &self.pool.name, spec: &self.pool.spec, cluster: &current, now };
-            let report = ask(self.platform, t, question, &mut self.creds, self.seen.take()).await?;
+            let mut certificates = CertificateLook::default();
+            let report = ask(self.platform, t, question, &mut self.creds, self.seen.take(), &mut certificates).await?;
             tracing::debug!(cluster = %current.id, ?question, ?report, "looked");
             let mut s = step(&current, &report, now, self.limits);
+            if question == Probe::NodesReady {
+                self.certificates(&s.cluster, &certificates);
+                certificates::note(&mut s.cluster, &certificates);
+            }
             if s.cluster.is_running() && !current.is_running() {
                 s.cluster.machines = self.addresses(&s.cluster, now).await;
                 self.outcome.came_up = true;

@@ -11,19 +11,32 @@
 //! bearer token (the check's `server` then says where). The check's `server` and `caBundle` override the
 //! kubeconfig's. Nothing of the secret is logged or put in a message: messages name the secret by its ARN.
 //!
+//! - Certificate requests (seed 004), while some node is not Ready and the check approves them
+//!   (`approveNodeCertificates`, default on): the cluster's pending CSRs (`certificates.k8s.io/v1`), its Machines
+//!   (`machine.openshift.io/v1beta1` in `openshift-machine-api`) and the nodes just read are held to the machine
+//!   approver's rules ([`crate::csr`]); each request that passes is approved through its `approval` subresource in
+//!   the same look, and the requests the kubelets post once approved (a serving one after a client one) are looked
+//!   at once more before the look ends. A cluster without the Machine API gets no approval: nothing can say which
+//!   machine a node is.
+//!
 //! One attempt per look, bounded like the HTTPS probe: an API that does not answer is unreachable; `401`/`403`
 //! (credentials expired or revoked, seed 002's failed resume) and any other answer are not ready, with what the
 //! cluster said. A refused credential is read again at the next look, in case it was rotated.
 
+use std::collections::BTreeSet;
+
+use apiary_planner::power::certificates::{CertificateLook, Refusal};
 use apiary_planner::power::Readiness;
 use apiary_planner::KubernetesCheck;
-use apiary_ports::platform::{ReadinessCheck, Target};
+use apiary_ports::platform::{NodesFound, ReadinessCheck, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
 use base64::Engine;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
+use crate::csr::{self, Verdict};
 use crate::http::{look_once, Bundles, Http, Identity};
 use crate::secrets::SecretCache;
 
@@ -33,6 +46,15 @@ const PAGE: u32 = 500;
 const MAX_PAGES: usize = 20;
 /// Names listed at most in a message.
 const NAMED: usize = 5;
+/// Certificate requests approved or refused at most per look.
+const MAX_JUDGED: usize = 200;
+/// Rounds of listing certificate requests per look: the requests found, then those the kubelets post once the
+/// first are approved.
+const CSR_ROUNDS: usize = 2;
+/// The cluster's certificate requests.
+const CSRS: &str = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+/// The cluster's Machines.
+const MACHINES: &str = "/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machines";
 
 /// The Kubernetes readiness check.
 pub struct KubernetesReadiness {
@@ -66,9 +88,9 @@ struct Access {
 }
 
 /// What a look found, before it is a [`Readiness`].
-enum Look {
+enum Look<T = Object> {
     /// The list's items.
-    Items(Vec<Object>),
+    Items(Vec<T>),
     /// The API has no such resource (`404`).
     Absent,
     /// What the cluster answered instead.
@@ -103,7 +125,7 @@ impl KubernetesReadiness {
     }
 
     /// Every item of `path` on the cluster (following `continue`), or what the cluster said instead.
-    async fn list(&self, access: &Access, path: &str) -> Result<Look> {
+    async fn list<T: DeserializeOwned>(&self, access: &Access, path: &str) -> Result<Look<T>> {
         let http = self.clients.client_with(access.ca.as_deref(), access.identity.as_ref())?;
         let mut items = Vec::new();
         let mut next: Option<String> = None;
@@ -134,7 +156,7 @@ impl KubernetesReadiness {
                 }
                 _ => return Ok(not_ready(format!("{url} answered {status}: {}", said(&body)))),
             }
-            let page: List = match serde_json::from_slice(&body) {
+            let page: List<T> = match serde_json::from_slice(&body) {
                 Ok(page) => page,
                 Err(e) => return Ok(not_ready(format!("{url}: the answer is not a Kubernetes list: {e}"))),
             };
@@ -148,7 +170,7 @@ impl KubernetesReadiness {
     }
 }
 
-fn not_ready(message: String) -> Look {
+fn not_ready<T>(message: String) -> Look<T> {
     Look::Said(Readiness::NotReady { message })
 }
 
@@ -166,29 +188,44 @@ fn said(body: &[u8]) -> String {
 
 #[async_trait]
 impl ReadinessCheck for KubernetesReadiness {
-    async fn nodes(&self, t: Target<'_>) -> Result<Option<Readiness>> {
+    async fn nodes(&self, t: Target<'_>) -> Result<Option<NodesFound>> {
         let access = match self.access(&t).await? {
             Ok(access) => access,
-            Err(message) => return Ok(Some(Readiness::NotReady { message })),
+            Err(message) => return Ok(Some(NodesFound::only(Readiness::NotReady { message }))),
         };
-        Ok(Some(match self.list(&access, "/api/v1/nodes").await? {
-            Look::Said(said) => said,
-            Look::Absent => Readiness::NotReady { message: format!("{}: no node API", access.server) },
+        let nodes = match self.list::<Object>(&access, "/api/v1/nodes").await? {
+            Look::Said(said) => return Ok(Some(NodesFound::only(said))),
+            Look::Absent => {
+                let message = format!("{}: no node API", access.server);
+                return Ok(Some(NodesFound::only(Readiness::NotReady { message })));
+            }
             Look::Items(nodes) if nodes.is_empty() => {
-                Readiness::NotReady { message: "the cluster has no nodes".into() }
+                let message = "the cluster has no nodes".to_owned();
+                return Ok(Some(NodesFound::only(Readiness::NotReady { message })));
             }
-            Look::Items(nodes) => {
-                let waiting: Vec<String> = nodes
-                    .iter()
-                    .filter_map(|node| match node.condition("Ready") {
-                        Some(c) if c.status == "True" => None,
-                        Some(c) => Some(format!("{} (Ready={}{})", node.name(), c.status, c.why())),
-                        None => Some(format!("{} (no Ready condition yet)", node.name())),
-                    })
-                    .collect();
-                verdict(&waiting, nodes.len(), "nodes are not Ready")
+            Look::Items(nodes) => nodes,
+        };
+        let waiting: Vec<String> = nodes
+            .iter()
+            .filter_map(|node| match node.condition("Ready") {
+                Some(c) if c.status == "True" => None,
+                Some(c) => Some(format!("{} (Ready={}{})", node.name(), c.status, c.why())),
+                None => Some(format!("{} (no Ready condition yet)", node.name())),
+            })
+            .collect();
+        let readiness = verdict(&waiting, nodes.len(), "nodes are not Ready");
+        if waiting.is_empty() || !check(&t)?.approves_node_certificates() {
+            return Ok(Some(NodesFound::only(readiness)));
+        }
+        let names = nodes.iter().map(|n| n.metadata.name.clone()).collect();
+        let (certificates, note) = self.approve(&access, &names).await?;
+        let readiness = match (readiness, note) {
+            (Readiness::NotReady { message }, Some(note)) => {
+                Readiness::NotReady { message: format!("{message}; {note}") }
             }
-        }))
+            (readiness, _) => readiness,
+        };
+        Ok(Some(NodesFound { readiness, certificates }))
     }
 
     async fn check(&self, t: Target<'_>) -> Result<Readiness> {
@@ -196,7 +233,7 @@ impl ReadinessCheck for KubernetesReadiness {
             Ok(access) => access,
             Err(message) => return Ok(Readiness::NotReady { message }),
         };
-        Ok(match self.list(&access, "/apis/config.openshift.io/v1/clusteroperators").await? {
+        Ok(match self.list::<Object>(&access, "/apis/config.openshift.io/v1/clusteroperators").await? {
             Look::Said(said) => said,
             // Not OpenShift: no operators to wait for.
             Look::Absent => Readiness::Ready,
@@ -221,6 +258,174 @@ impl ReadinessCheck for KubernetesReadiness {
     }
 }
 
+impl KubernetesReadiness {
+    /// Approves the pending certificate requests of the cluster at `access` that pass the rules, on a cluster
+    /// whose nodes are `nodes`: what it approved and left pending, and why it could not look, if it could not.
+    async fn approve(&self, access: &Access, nodes: &BTreeSet<String>) -> Result<(CertificateLook, Option<String>)> {
+        let mut look = CertificateLook::default();
+        let mut machines: Option<Vec<csr::Machine>> = None;
+        let mut judged = BTreeSet::new();
+        for _ in 0..CSR_ROUNDS {
+            let pending: Vec<Csr> = match self.list::<serde_json::Value>(access, CSRS).await? {
+                Look::Items(items) => items.into_iter().map(Csr::from).filter(|c| !c.decided).collect(),
+                Look::Absent => return Ok((look, Some("the cluster has no certificates API".into()))),
+                Look::Said(said) => return Ok((look, Some(format!("its certificate requests: {}", message(&said))))),
+            };
+            let fresh: Vec<Csr> = pending.into_iter().filter(|c| !judged.contains(&c.request.name)).collect();
+            if fresh.is_empty() {
+                break;
+            }
+            let machines = match &machines {
+                Some(m) => m,
+                None => match self.list::<MachineObject>(access, MACHINES).await? {
+                    Look::Items(items) => machines.insert(items.into_iter().map(csr::Machine::from).collect()),
+                    Look::Absent => {
+                        let why = "the cluster has no Machine API: its nodes' certificate requests are left pending";
+                        return Ok((look, Some(why.into())));
+                    }
+                    Look::Said(said) => return Ok((look, Some(format!("its Machines: {}", message(&said))))),
+                },
+            };
+            let mut approved = false;
+            for c in fresh {
+                if judged.len() >= MAX_JUDGED {
+                    break;
+                }
+                judged.insert(c.request.name.clone());
+                let name = c.request.name.clone();
+                match c.problem.clone().map_or_else(|| csr::judge(&c.request, nodes, machines), Verdict::Refuse) {
+                    Verdict::Refuse(why) => look.refused.push(Refusal { name, why }),
+                    Verdict::Approve(what) => match self.put_approval(access, c).await? {
+                        Ok(()) => {
+                            look.approved.push(format!("{name} ({what})"));
+                            approved = true;
+                        }
+                        Err(why) => tracing::info!(csr = %name, why, "a certificate request not approved this look"),
+                    },
+                }
+            }
+            if !approved {
+                break;
+            }
+        }
+        Ok((look, None))
+    }
+
+    /// Approves `c` through its `approval` subresource, at the resource version read; `Err` says why the cluster
+    /// did not take it (changed since, gone: the next look sees it again).
+    async fn put_approval(&self, access: &Access, c: Csr) -> Result<std::result::Result<(), String>> {
+        let http = self.clients.client_with(access.ca.as_deref(), access.identity.as_ref())?;
+        let url = format!("{}{CSRS}/{}/approval", access.server, crate::http::escape(&c.request.name));
+        let mut body = c.object;
+        let approved = serde_json::json!({
+            "type": "Approved",
+            "status": "True",
+            "reason": "ApiaryApprove",
+            "message": "Approved by Apiary: a kubelet's request on resuming from hibernation, by the machine approver's rules",
+        });
+        match body.pointer_mut("/status/conditions").and_then(|v| v.as_array_mut()) {
+            Some(conditions) => conditions.push(approved),
+            None => body["status"] = serde_json::json!({"conditions": [approved]}),
+        }
+        let mut request = http.client().put(&url).header("accept", "application/json").json(&body);
+        if let Some(token) = &access.token {
+            request = request.bearer_auth(token);
+        }
+        apiary_ports::calls::count("kubernetes.Approve");
+        Ok(match look_once(&http, &url, request).await {
+            Ok((200 | 201, _)) => Ok(()),
+            Ok((status, body)) => Err(format!("{url} answered {status}: {}", said(&body))),
+            Err(why) => Err(why),
+        })
+    }
+}
+
+/// What a look said instead of the list it asked for.
+fn message(r: &Readiness) -> &str {
+    match r {
+        Readiness::Ready => "",
+        Readiness::NotReady { message } | Readiness::Unreachable { message } => message,
+    }
+}
+
+/// A certificate request as listed: what the rules read, whether it is decided already, and the object itself
+/// (its approval is the object written back with one more condition).
+struct Csr {
+    request: csr::Request,
+    /// Approved, denied or failed already: left alone.
+    decided: bool,
+    /// What makes it unreadable (a request that is not base64), if anything.
+    problem: Option<String>,
+    object: serde_json::Value,
+}
+
+impl From<serde_json::Value> for Csr {
+    fn from(object: serde_json::Value) -> Self {
+        let text = |path: &str| object.pointer(path).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+        let list = |path: &str| -> Vec<String> {
+            let items = object.pointer(path).and_then(|v| v.as_array()).map(Vec::as_slice).unwrap_or_default();
+            items.iter().filter_map(|v| v.as_str()).map(str::to_owned).collect()
+        };
+        let decided = object
+            .pointer("/status/conditions")
+            .and_then(|v| v.as_array())
+            .is_some_and(|cs| cs.iter().any(|c| matches!(c["type"].as_str(), Some("Approved" | "Denied" | "Failed"))));
+        let encoded = text("/spec/request");
+        let (pem, problem) = if encoded.len() > csr::MAX_REQUEST * 4 / 3 + 4 {
+            (vec![], Some(format!("the request is more than {} bytes", csr::MAX_REQUEST)))
+        } else {
+            match base64::engine::general_purpose::STANDARD.decode(encoded.trim()) {
+                Ok(pem) => (pem, None),
+                Err(_) => (vec![], Some("the request is not base64".to_owned())),
+            }
+        };
+        let request = csr::Request {
+            name: text("/metadata/name"),
+            signer: text("/spec/signerName"),
+            username: text("/spec/username"),
+            groups: list("/spec/groups"),
+            usages: list("/spec/usages"),
+            pem,
+        };
+        Self { request, decided, problem, object }
+    }
+}
+
+/// A Machine of the Machine API (only what the rules read).
+#[derive(Deserialize)]
+struct MachineObject {
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default)]
+    status: MachineStatus,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MachineStatus {
+    #[serde(default)]
+    addresses: Vec<Address>,
+    #[serde(default)]
+    node_ref: Option<Meta>,
+}
+
+#[derive(Deserialize)]
+struct Address {
+    #[serde(rename = "type")]
+    type_: String,
+    address: String,
+}
+
+impl From<MachineObject> for csr::Machine {
+    fn from(m: MachineObject) -> Self {
+        csr::Machine {
+            name: m.metadata.name,
+            addresses: m.status.addresses.into_iter().map(|a| (a.type_, a.address)).collect(),
+            node: m.status.node_ref.map(|r| r.name).filter(|n| !n.is_empty()),
+        }
+    }
+}
+
 /// Ready when nothing is `waiting`, else not ready naming the first few of them.
 fn verdict(waiting: &[String], of: usize, what: &str) -> Readiness {
     if waiting.is_empty() {
@@ -235,9 +440,9 @@ fn verdict(waiting: &[String], of: usize, what: &str) -> Readiness {
 
 /// A Kubernetes list (only what the check reads).
 #[derive(Deserialize)]
-struct List {
-    #[serde(default)]
-    items: Vec<Object>,
+struct List<T> {
+    #[serde(default = "Vec::new")]
+    items: Vec<T>,
     #[serde(default)]
     metadata: Option<ListMeta>,
 }

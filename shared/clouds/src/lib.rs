@@ -7,7 +7,8 @@
 //! - [`vsphere`]: vCenter's Automation REST API (`platform.vsphere`).
 //! - [`webhook`]: an external installer behind a signed webhook (`provisioner.webhook`), beside any platform.
 //! - [`readiness`]: a pool's readiness check of its clusters: an HTTPS probe (`readiness.https`), or
-//!   [`kubernetes`]: nodes and ClusterOperators through the cluster's API (`readiness.kubernetes`).
+//!   [`kubernetes`]: nodes and ClusterOperators through the cluster's API (`readiness.kubernetes`), approving
+//!   the certificate requests of nodes back from hibernation by [`csr`]'s rules.
 //!
 //! They share one [`http::Http`] client (built once per process, bounded and retrying like the AWS calls), read
 //! their credentials through the [`Secrets`](apiary_ports::secrets::Secrets) port by the ARN a pool names, and
@@ -15,6 +16,7 @@
 //! `main` joins them ([`with_clouds`]).
 
 pub mod azure;
+pub mod csr;
 pub mod fanout;
 pub mod gcp;
 pub mod http;

@@ -9,7 +9,7 @@
 
 use apiary_planner::power::Readiness;
 use apiary_planner::HttpsProbe;
-use apiary_ports::platform::{ReadinessCheck, Target};
+use apiary_ports::platform::{NodesFound, ReadinessCheck, Target};
 use apiary_ports::secrets::Secrets;
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -86,7 +86,7 @@ impl ReadinessCheck for Checks {
         }
     }
 
-    async fn nodes(&self, t: Target<'_>) -> Result<Option<Readiness>> {
+    async fn nodes(&self, t: Target<'_>) -> Result<Option<NodesFound>> {
         if Self::kubernetes(&t) {
             self.kubernetes.nodes(t).await
         } else {

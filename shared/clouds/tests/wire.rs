@@ -183,6 +183,7 @@ async fn the_kubernetes_readiness_checks_requests_are_recorded_on_the_wire() {
     let api = FakeClusterApi::start(Duration::ZERO).await.expect("fake");
     // Pages of two: three nodes and four ClusterOperators take two pages each, so `continue` is followed.
     api.page(2);
+    api.certificates_valid(Duration::from_secs(60), Duration::from_secs(30 * 24 * 3600));
     api.record();
     let check = KubernetesReadiness::new(Http::new(None).expect("client"), MemSecrets::one(api.token().into()));
     let mut aim = Aim::new(Platform::Fake(FakePlatform::default()));
@@ -190,12 +191,22 @@ async fn the_kubernetes_readiness_checks_requests_are_recorded_on_the_wire() {
         credentials: ARN.into(),
         server: Some(api.server("{infraId}")),
         ca_bundle: Some(api.ca_bundle()),
+        approve_node_certificates: None,
     };
     aim.spec.readiness = Some(ReadinessSpec { https: None, kubernetes: Some(kubernetes), settle_pause: None });
-    assert_eq!(check.nodes(aim.target()).await.expect("nodes"), Some(Readiness::Ready));
+    assert_eq!(check.nodes(aim.target()).await.expect("nodes").map(|f| f.readiness), Some(Readiness::Ready));
     assert_eq!(check.check(aim.target()).await.expect("operators"), Readiness::Ready);
+    // Then a resume past the kubelets' certificates: the requests, the Machines and the approvals.
+    api.advance(Duration::from_secs(3600));
+    let found = check.nodes(aim.target()).await.expect("nodes").expect("the check reads nodes");
+    assert_eq!(found.certificates.approved.len(), 6, "{found:?}");
     let wire = api.take_wire();
-    assert_eq!(wire.iter().filter(|e| e.query.iter().any(|(k, _)| k == "continue")).count(), 2, "{wire:#?}");
+    assert!(wire.iter().filter(|e| e.query.iter().any(|(k, _)| k == "continue")).count() >= 4, "{wire:#?}");
+    let calls: Vec<String> = wire.iter().map(|e| format!("{} {}", e.method, e.path)).collect();
+    for wanted in ["GET /x/apis/certificates.k8s.io/v1/certificatesigningrequests", "/machines", "/approval"] {
+        let wanted = wanted.replace("/x/", "/ci-x7k2p/");
+        assert!(calls.iter().any(|c| c.contains(&wanted)), "{wanted}: {calls:#?}");
+    }
     write_out("kubernetes", &wire);
 }
 

@@ -6,6 +6,12 @@
 //! - `GET /{infraId}/apis/config.openshift.io/v1/clusteroperators`: its ClusterOperators, all Available and
 //!   neither Progressing nor Degraded once the cluster is ready; `404` for a plain Kubernetes cluster.
 //!
+//! - `GET /{infraId}/apis/certificates.k8s.io/v1/certificatesigningrequests`, `PUT
+//!   …/certificatesigningrequests/{name}/approval`: its kubelets' certificate requests, and their approval
+//!   ([`crate::kubelets`]: certificates that expired while the cluster was hibernated are renewed on resume).
+//! - `GET /{infraId}/apis/machine.openshift.io/v1beta1/namespaces/openshift-machine-api/machines`: a Machine per
+//!   node, with its addresses and its node; `404` for a plain Kubernetes cluster.
+//!
 //! A cluster is ready `ready_after` its first look, unless it never becomes ready or flaps (ready and not, look
 //! after look). The Kubernetes endpoints want the fake's bearer token or a client certificate its CA issued (both
 //! in the kubeconfig [`FakeClusterApi::kubeconfig`] writes), answer `401` otherwise or once a cluster's
@@ -19,6 +25,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::common::{recorded, Clock, Exchange, Log, Wire};
+use crate::kubelets::{self, Hostile, Kubelets, Validity};
 use crate::server::{serve_tls_on, Request, Response, CLIENT_CERTIFICATE};
 use crate::tls::Authority;
 
@@ -39,6 +46,10 @@ struct State {
     flapping: BTreeMap<String, bool>,
     plain: BTreeSet<String>,
     revoked: BTreeSet<String>,
+    validity: Validity,
+    kubelets: BTreeMap<String, Kubelets>,
+    hostile: Vec<Hostile>,
+    authority: Arc<Authority>,
     log: Log,
     wire: Wire,
 }
@@ -64,8 +75,9 @@ impl FakeClusterApi {
     /// Starts the fake on a free port of 127.0.0.1: each cluster ready `ready_after` its first look.
     pub async fn start(ready_after: Duration) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let authority =
-            crate::tls::authority("Fake cluster CA", &["127.0.0.1", "localhost"]).map_err(std::io::Error::other)?;
+        let authority = Arc::new(
+            crate::tls::authority("Fake cluster CA", &["127.0.0.1", "localhost"]).map_err(std::io::Error::other)?,
+        );
         let state = State {
             clock: Clock::wall(),
             ready_after,
@@ -78,12 +90,15 @@ impl FakeClusterApi {
             flapping: BTreeMap::new(),
             plain: BTreeSet::new(),
             revoked: BTreeSet::new(),
+            validity: Validity::default(),
+            kubelets: BTreeMap::new(),
+            hostile: Vec::new(),
+            authority: authority.clone(),
             log: Log::default(),
             wire: Wire::default(),
         };
         let server = authority.server.clone();
-        let fake =
-            Self { state: Arc::new(Mutex::new(state)), addr: listener.local_addr()?, authority: Arc::new(authority) };
+        let fake = Self { state: Arc::new(Mutex::new(state)), addr: listener.local_addr()?, authority };
         let state = fake.state.clone();
         serve_tls_on(listener, server, Arc::new(move |req: Request| handle(&state, req)))?;
         Ok(fake)
@@ -143,6 +158,22 @@ impl FakeClusterApi {
     /// Cluster `infra_id` is plain Kubernetes: no ClusterOperator API.
     pub fn plain(&self, infra_id: &str) {
         self.lock().plain.insert(infra_id.to_owned());
+    }
+
+    /// Kubelet certificates are valid `first` at install and `later` once renewed (default 24 hours and 30
+    /// days): a cluster resumed after they expired needs its nodes' certificate requests approved.
+    pub fn certificates_valid(&self, first: Duration, later: Duration) {
+        self.lock().validity = Validity { first, later };
+    }
+
+    /// Each renewal posts `hostile` requests beside its kubelets' (each must stay pending).
+    pub fn hostile(&self, hostile: &[Hostile]) {
+        self.lock().hostile = hostile.to_vec();
+    }
+
+    /// Cluster `infra_id`'s certificate requests, as listed.
+    pub fn csrs(&self, infra_id: &str) -> Vec<kubelets::Csr> {
+        self.lock().kubelets.get(infra_id).map(|k| k.csrs.clone()).unwrap_or_default()
     }
 
     /// Cluster `infra_id` refuses every credential (expired certificates, a revoked token).
@@ -213,10 +244,22 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
         ("GET", [infra, "apis", "config.openshift.io", "v1", "clusteroperators"]) => {
             ((*infra).to_owned(), What::Operators)
         }
+        ("GET", [infra, "apis", "certificates.k8s.io", "v1", "certificatesigningrequests"]) => {
+            ((*infra).to_owned(), What::Csrs)
+        }
+        ("PUT", [infra, "apis", "certificates.k8s.io", "v1", "certificatesigningrequests", name, "approval"]) => {
+            ((*infra).to_owned(), What::Approve((*name).to_owned()))
+        }
+        (
+            "GET",
+            [infra, "apis", "machine.openshift.io", "v1beta1", "namespaces", "openshift-machine-api", "machines"],
+        ) => ((*infra).to_owned(), What::Machines),
         _ => return Response::json(404, &status(404, "NotFound", &format!("no route {}", req.path))),
     };
     let now = s.clock.now();
     let first = *s.first_look.entry(infra.clone()).or_insert(now);
+    let validity = s.validity;
+    s.kubelets.entry(infra.clone()).or_insert_with(|| Kubelets::new(now, validity)).looked(now, validity);
     if what != What::Readyz {
         let token = req.headers.get("authorization").and_then(|a| a.strip_prefix("Bearer "));
         let certificate = req.headers.contains_key(CLIENT_CERTIFICATE);
@@ -232,25 +275,61 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
         What::Nodes => {
             let up = now >= first + s.nodes_after;
             let stuck = s.nodes_never.contains(&infra);
-            let nodes: Vec<serde_json::Value> = (0..s.nodes)
+            let (n, hostile) = (s.nodes, s.hostile.clone());
+            let kubelets = s.kubelets.get_mut(&infra).expect("looked");
+            let certified = kubelets.nodes(&infra, n, &hostile, now);
+            let nodes: Vec<serde_json::Value> = (0..n)
                 .map(|i| {
                     let ready = up && !(stuck && i == 1);
-                    let condition = if ready {
+                    let condition = if !certified[i] {
+                        json!({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                               "message": "Kubelet stopped posting node status."})
+                    } else if ready {
                         json!({"type": "Ready", "status": "True", "reason": "KubeletReady"})
                     } else {
                         json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady",
                                "message": "container runtime network not ready"})
                     };
-                    json!({"metadata": {"name": format!("{infra}-master-{i}")}, "status": {"conditions": [condition]}})
+                    json!({"metadata": {"name": kubelets::node_name(&infra, i)}, "status": {"conditions": [condition]}})
                 })
                 .collect();
             page(&s, &req, "v1", "NodeList", nodes)
         }
+        What::Csrs => {
+            let csrs = s.kubelets.get(&infra).map(|k| k.csrs.iter().map(|c| c.object.clone()).collect());
+            page(&s, &req, "certificates.k8s.io/v1", "CertificateSigningRequestList", csrs.unwrap_or_default())
+        }
+        What::Approve(name) => {
+            let (validity, authority) = (s.validity, s.authority.clone());
+            let kubelets = s.kubelets.get_mut(&infra).expect("looked");
+            match kubelets.approve(&infra, &name, &req.json(), now, validity, &authority) {
+                Ok(csr) => Response::json(200, &csr),
+                Err((code, message)) => {
+                    let reason = match code {
+                        404 => "NotFound",
+                        409 => "Conflict",
+                        _ => "Invalid",
+                    };
+                    Response::json(code, &status(code, reason, &message))
+                }
+            }
+        }
+        What::Machines if s.plain.contains(&infra) => {
+            Response::json(404, &status(404, "NotFound", "the server could not find the requested resource"))
+        }
+        What::Machines => {
+            let machines = (0..s.nodes).map(|i| kubelets::machine(&infra, i)).collect();
+            page(&s, &req, "machine.openshift.io/v1beta1", "MachineList", machines)
+        }
         What::Operators if s.plain.contains(&infra) => {
+            s.kubelets.get_mut(&infra).expect("looked").settled();
             Response::json(404, &status(404, "NotFound", "the server could not find the requested resource"))
         }
         What::Operators => {
             let settled = ready(&mut s, &infra, first, now);
+            if settled {
+                s.kubelets.get_mut(&infra).expect("looked").settled();
+            }
             let operators: Vec<serde_json::Value> = OPERATORS
                 .iter()
                 .map(|name| {
@@ -274,11 +353,14 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum What {
     Readyz,
     Nodes,
     Operators,
+    Csrs,
+    Approve(String),
+    Machines,
 }
 
 /// Whether cluster `infra` answers ready at this look.

@@ -5,13 +5,15 @@
 //! - [`gcp`]: Compute Engine and Google's token endpoint.
 //! - [`azure`]: Azure Resource Manager (resource groups, deployments, VMs) and Entra ID's token endpoint.
 //! - [`vsphere`]: vCenter's Automation REST API (sessions, inventory, clones, power, tools, tagging).
-//! - [`cluster_api`]: the clusters' API servers (`/readyz`), for readiness checks.
+//! - [`cluster_api`]: the clusters' API servers (`/readyz`, nodes, ClusterOperators, Machines), for readiness
+//!   checks, with [`kubelets`] whose certificates expire while their cluster is hibernated.
 //! - [`webhook`]: a reference receiver of Apiary's webhook provisioner, installing on the fake Compute Engine.
 
 pub mod azure;
 pub mod cluster_api;
 pub mod common;
 pub mod gcp;
+pub mod kubelets;
 pub mod server;
 pub mod tls;
 pub mod vsphere;

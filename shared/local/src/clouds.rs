@@ -35,8 +35,10 @@ pub const AZURE_SECRET: &str = "{{fake-azure-credentials}}";
 pub const VSPHERE_SECRET: &str = "{{fake-vsphere-credentials}}";
 /// The placeholder of the installer's signing key.
 pub const WEBHOOK_SECRET: &str = "{{fake-webhook-secret}}";
+/// The placeholder of the clusters' API token (a Kubernetes readiness check's `credentials`).
+pub const CLUSTER_API_SECRET: &str = "{{fake-cluster-api-token}}";
 /// The demo's secrets, by the placeholder a pool file names them with.
-pub const SECRETS: [&str; 4] = [GCP_SECRET, AZURE_SECRET, VSPHERE_SECRET, WEBHOOK_SECRET];
+pub const SECRETS: [&str; 5] = [GCP_SECRET, AZURE_SECRET, VSPHERE_SECRET, WEBHOOK_SECRET, CLUSTER_API_SECRET];
 
 /// Which pools each demo secret is tagged for (`apiary:pools`), by its placeholder: a pool may use only the
 /// secrets granted to it, as a team's pool may use only its team's credentials.
@@ -87,8 +89,15 @@ pub struct DemoClouds {
     /// The ARN of its signing key: a pool's `provisioner.webhook.secret`.
     pub webhook_secret: String,
     /// The clusters' API servers, for readiness checks (HTTPS, its CA in [`cluster_api::FakeClusterApi::ca_bundle`]).
+    /// Their kubelets' first certificates are valid [`FIRST_CERTIFICATES`]: a standby resumed later asks for new
+    /// ones, as an OpenShift cluster hibernated in its first day does.
     pub cluster_api: cluster_api::FakeClusterApi,
+    /// The ARN of the clusters' API token: a Kubernetes readiness check's `credentials`.
+    pub cluster_api_credentials: String,
 }
+
+/// How long a demo cluster's first kubelet certificates are valid (OpenShift's are 24 hours).
+pub const FIRST_CERTIFICATES: Duration = Duration::from_secs(60);
 
 impl DemoClouds {
     /// Starts the three fakes (machines boot in `boot`, stop in `stop`) and the installer (installs take two
@@ -131,6 +140,10 @@ impl DemoClouds {
         };
         let webhook = webhook::FakeWebhook::start(settings).await?;
         let cluster_api = cluster_api::FakeClusterApi::start(boot).await?;
+        cluster_api.certificates_valid(FIRST_CERTIFICATES, Duration::from_secs(30 * 24 * 3600));
+        let cluster_api_credentials = secrets
+            .create(&format!("{prefix}-fake-cluster-api"), cluster_api.token(), grants.of(CLUSTER_API_SECRET))
+            .await?;
         Ok(Self {
             gcp,
             azure,
@@ -141,6 +154,7 @@ impl DemoClouds {
             webhook,
             webhook_secret,
             cluster_api,
+            cluster_api_credentials,
         })
     }
 
@@ -165,6 +179,8 @@ impl DemoClouds {
             ("{{fake-webhook-url}}", self.webhook.url()),
             (WEBHOOK_SECRET, self.webhook_secret.clone()),
             ("{{fake-cluster-api-url}}", self.cluster_api.url_template()),
+            ("{{fake-cluster-api-server}}", self.cluster_api.server("{infraId}")),
+            (CLUSTER_API_SECRET, self.cluster_api_credentials.clone()),
             ("{{fake-cluster-api-ca}}", self.cluster_api.ca_bundle()),
         ];
         match spec {

@@ -50,6 +50,11 @@ pub enum EventType {
     ClusterInstalled,
     /// A power transition began (the message says to which state).
     PowerTransitionStarted,
+    /// A resuming cluster's node certificate requests were approved (seed 004; the message names them).
+    NodeCertificatesApproved,
+    /// A resuming cluster's certificate requests were left pending: they failed a rule (the message names each
+    /// and the rule); each is told once.
+    NodeCertificatesLeftPending,
     /// A cluster's machines all run and it is ready.
     ClusterRunning,
     /// A cluster's machines are stopped.
@@ -78,6 +83,8 @@ impl EventType {
                 | EventType::PowerTransitionStarted
                 | EventType::ClusterRunning
                 | EventType::ClusterHibernated
+                | EventType::NodeCertificatesApproved
+                | EventType::NodeCertificatesLeftPending
         )
     }
 
@@ -97,6 +104,8 @@ impl EventType {
             EventType::InstallFailed => "InstallFailed",
             EventType::ClusterInstalled => "ClusterInstalled",
             EventType::PowerTransitionStarted => "PowerTransitionStarted",
+            EventType::NodeCertificatesApproved => "NodeCertificatesApproved",
+            EventType::NodeCertificatesLeftPending => "NodeCertificatesLeftPending",
             EventType::ClusterRunning => "ClusterRunning",
             EventType::ClusterHibernated => "ClusterHibernated",
             EventType::ClusterPaused => "ClusterPaused",
@@ -293,8 +302,11 @@ pub fn of_cluster(before: &Cluster, after: Option<&Cluster>, now: Timestamp) -> 
                 let took =
                     after.last_resume_seconds.filter(|_| after.last_resume_seconds != before.last_resume_seconds);
                 let e = at(EventType::ClusterRunning);
+                let approved = crate::power::certificates::approved_in_resume(after)
+                    .map(|n| format!(", {n} node certificate request{} approved", if n == 1 { "" } else { "s" }))
+                    .unwrap_or_default();
                 out.push(match took {
-                    Some(s) => e.saying(format!("resumed in {s}s")),
+                    Some(s) => e.saying(format!("resumed in {s}s{approved}")),
                     None => e,
                 });
             }
@@ -302,8 +314,31 @@ pub fn of_cluster(before: &Cluster, after: Option<&Cluster>, now: Timestamp) -> 
             _ => {}
         }
     }
+    out.extend(certificates(before, after).into_iter().map(|(kind, message)| at(kind).saying(message)));
     if !before.is_broken() && after.is_broken() {
         out.push(at(EventType::ClusterBroken).saying(broken_why(after)));
+    }
+    out
+}
+
+/// What a look at `after`'s certificate requests did since `before`: the requests it approved, and those it left
+/// pending that `before` had not told of.
+fn certificates(before: &Cluster, after: &Cluster) -> Vec<(EventType, String)> {
+    let Some(now) = &after.node_certificates else { return vec![] };
+    let then = before.node_certificates.clone().unwrap_or_default();
+    let mut out = vec![];
+    if now.approved > then.approved {
+        let n = now.approved - then.approved;
+        out.push((EventType::NodeCertificatesApproved, format!("approved {n}: {}", now.last_approved.join(", "))));
+    }
+    let new: Vec<&str> = now
+        .refused
+        .iter()
+        .filter(|r| r.split_once(": ").is_none_or(|(name, _)| !then.refused_already(name)))
+        .map(String::as_str)
+        .collect();
+    if !new.is_empty() {
+        out.push((EventType::NodeCertificatesLeftPending, format!("left pending: {}", new.join("; "))));
     }
     out
 }

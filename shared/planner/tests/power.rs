@@ -866,3 +866,57 @@ fn a_paced_resume_is_looked_at_every_minute_until_the_pools_quick_time_then_ever
     let done = step(&late.cluster, &waiting(0), at(2) + TimeDelta::seconds(5), paced(None)).cluster;
     assert_eq!((done.power_state, done.last_stop_seconds), (Some(PowerState::Hibernating), Some(125)));
 }
+
+/// Seed 004's CSRs: what the readiness check approved and left pending at each look of a resume is kept on the
+/// cluster, counted in its Ready condition, told to the trail once, and summed up when it is Running.
+#[test]
+fn a_resumes_certificate_requests_are_counted_in_its_condition_and_told_once_to_the_trail() {
+    use apiary_planner::events::{of_cluster, EventType};
+    use apiary_planner::power::certificates::{note, CertificateLook, Refusal};
+    let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    let c = step(&c, &machines(3), at(1), PowerLimits::default()).cluster;
+    let c = step(&c, &Report::CallAccepted, at(1), PowerLimits::default()).cluster;
+    let c = step(&c, &machines(0), at(2), PowerLimits::default()).cluster;
+    let not_ready = |n: u32| Report::Nodes(Readiness::NotReady { message: format!("{n} of 3 nodes are not Ready") });
+    let hostile = Refusal { name: "csr-9".into(), why: "no node x in the cluster".into() };
+    let first = CertificateLook {
+        approved: vec!["csr-1 (node a's client certificate)".into(), "csr-2 (node a's serving certificate)".into()],
+        refused: vec![hostile.clone()],
+    };
+
+    let mut after = step(&c, &not_ready(3), at(3), PowerLimits::default()).cluster;
+    assert!(note(&mut after, &first));
+    assert_eq!(
+        cond(&after, condition::READY).message,
+        "2 node certificate requests approved since the resume began, 1 left pending; 3 of 3 nodes are not Ready"
+    );
+    let told: Vec<(EventType, Option<String>)> =
+        of_cluster(&c, Some(&after), at(3)).into_iter().map(|e| (e.kind, e.message)).collect();
+    assert_eq!(
+        told,
+        [
+            (
+                EventType::NodeCertificatesApproved,
+                Some("approved 2: csr-1 (node a's client certificate), csr-2 (node a's serving certificate)".into())
+            ),
+            (EventType::NodeCertificatesLeftPending, Some("left pending: csr-9: no node x in the cluster".into())),
+        ]
+    );
+
+    // The next look finds the hostile request again, and nothing else: nothing more is told, the count stays.
+    let again = CertificateLook { approved: vec![], refused: vec![hostile] };
+    let mut next = step(&after, &not_ready(1), at(4), PowerLimits::default()).cluster;
+    note(&mut next, &again);
+    assert!(of_cluster(&after, Some(&next), at(4)).is_empty(), "told once");
+    assert!(cond(&next, condition::READY).message.starts_with("2 node certificate requests approved"));
+
+    let running = step(&next, &Report::Nodes(Readiness::Ready), at(5), PowerLimits::default()).cluster;
+    let told = of_cluster(&next, Some(&running), at(5));
+    assert_eq!(told[0].kind, EventType::ClusterRunning);
+    assert_eq!(told[0].message.as_deref(), Some("resumed in 240s, 2 node certificate requests approved"));
+
+    // The next resume starts counting afresh.
+    let asleep = Cluster { spec_power_state: Some(DesiredPower::Hibernating), ..running };
+    let stopping = step(&asleep, &machines(3), at(6), PowerLimits::default()).cluster;
+    assert_eq!(stopping.node_certificates, None);
+}

@@ -9,6 +9,8 @@
 //! - `ClaimAssignmentSeconds`: claim created → assigned a Running cluster ([`claim_assigned`]).
 //! - `PowerTransitionSeconds`, with the dimension `Transition` (`Resume` or `Hibernate`): transition began →
 //!   settled ([`power_transition`]).
+//! - `NodeCertificatesApproved`, `NodeCertificatesRefused`: a resume's look at its nodes' certificate requests
+//!   ([`node_certificates`]).
 //!
 //! The documents are built by pure functions (tested here); [`Metrics::emit`] only writes them.
 
@@ -131,6 +133,20 @@ pub fn power_transition(stack: &str, pool: &str, before: &Cluster, after: &Clust
         &[("PowerTransitionSeconds", seconds(started, now), Unit::Seconds)],
         now,
     ))
+}
+
+/// A look at a resuming cluster's nodes approved `approved` certificate requests and left `refused` pending (seed
+/// 004): `NodeCertificatesApproved` and `NodeCertificatesRefused`.
+pub fn node_certificates(stack: &str, pool: &str, approved: usize, refused: usize, at: Timestamp) -> Value {
+    document(
+        stack,
+        &[("Pool", pool)],
+        &[
+            ("NodeCertificatesApproved", approved as f64, Unit::Count),
+            ("NodeCertificatesRefused", refused as f64, Unit::Count),
+        ],
+        at,
+    )
 }
 
 /// Which metric series a stack publishes (its `Monitoring` parameter). CloudWatch bills each series a month

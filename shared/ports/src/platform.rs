@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
+use apiary_planner::power::certificates::CertificateLook;
 use apiary_planner::power::{Install, Readiness, Termination};
 use apiary_planner::{Cluster, Machine, PoolSpec, Timestamp};
 use async_trait::async_trait;
@@ -175,6 +176,11 @@ pub trait Actuator: Send + Sync {
     /// Whether the cluster's nodes are ready (on EC2: every instance passes its status checks), or, when not
     /// every machine runs, which are not.
     async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes>;
+    /// [`Actuator::nodes_ready`], with what the pool's readiness check did with the nodes' certificate requests
+    /// in the same look (seed 004); a platform alone approves none.
+    async fn nodes_look(&self, t: Target<'_>) -> Result<(Nodes, CertificateLook)> {
+        Ok((self.nodes_ready(t).await?, CertificateLook::default()))
+    }
     /// The cluster's machines with their addresses: asked each time the cluster becomes Running, for the claim
     /// that gets it (a public address may change with each start).
     async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>>;
@@ -188,14 +194,31 @@ pub trait Actuator: Send + Sync {
     }
 }
 
+/// What a readiness check found of a cluster's own nodes ([`ReadinessCheck::nodes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodesFound {
+    /// Whether every node is ready.
+    pub readiness: Readiness,
+    /// The certificate requests the look approved or left pending.
+    pub certificates: CertificateLook,
+}
+
+impl NodesFound {
+    /// Found `readiness`, with no certificate request looked at.
+    pub fn only(readiness: Readiness) -> Self {
+        Self { readiness, certificates: CertificateLook::default() }
+    }
+}
+
 /// Checks that a cluster is usable (a pool's `readiness`).
 #[async_trait]
 pub trait ReadinessCheck: Send + Sync {
     /// Whether the cluster of `t` passes its pool's check.
     async fn check(&self, t: Target<'_>) -> Result<Readiness>;
     /// Whether the cluster's own nodes are ready, asked once its platform says every machine runs and is
-    /// healthy (seed 004's WaitingForNodes); `None` when the pool's check does not read the cluster's nodes.
-    async fn nodes(&self, t: Target<'_>) -> Result<Option<Readiness>> {
+    /// healthy (seed 004's WaitingForNodes), with the certificate requests the look approved or left pending;
+    /// `None` when the pool's check does not read the cluster's nodes.
+    async fn nodes(&self, t: Target<'_>) -> Result<Option<NodesFound>> {
         let _ = t;
         Ok(None)
     }
@@ -334,13 +357,20 @@ impl Actuator for Composed {
         self.platform.machines_stopped(t).await
     }
     async fn nodes_ready(&self, t: Target<'_>) -> Result<Nodes> {
+        Ok(self.nodes_look(t).await?.0)
+    }
+    async fn nodes_look(&self, t: Target<'_>) -> Result<(Nodes, CertificateLook)> {
         let nodes = self.platform.nodes_ready(t).await?;
-        let Some(check) = self.check.as_ref().filter(|_| nodes == Nodes::Ready) else { return Ok(nodes) };
-        Ok(match check.nodes(t).await? {
-            None | Some(Readiness::Ready) => Nodes::Ready,
-            Some(Readiness::NotReady { message }) => Nodes::NotReady(message),
-            Some(Readiness::Unreachable { message }) => Nodes::Unreachable(message),
-        })
+        let Some(check) = self.check.as_ref().filter(|_| nodes == Nodes::Ready) else {
+            return Ok((nodes, CertificateLook::default()));
+        };
+        let Some(found) = check.nodes(t).await? else { return Ok((Nodes::Ready, CertificateLook::default())) };
+        let nodes = match found.readiness {
+            Readiness::Ready => Nodes::Ready,
+            Readiness::NotReady { message } => Nodes::NotReady(message),
+            Readiness::Unreachable { message } => Nodes::Unreachable(message),
+        };
+        Ok((nodes, found.certificates))
     }
     async fn machine_addresses(&self, t: Target<'_>) -> Result<Vec<Machine>> {
         self.platform.machine_addresses(t).await

@@ -179,6 +179,9 @@ pub struct Cluster {
     /// A superseded link of a re-check chain that may still arrive.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded: Option<Recheck>,
+    /// What the readiness check did with the nodes' certificate requests since the last resume began (seed 004).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_certificates: Option<crate::power::certificates::NodeCertificates>,
     /// Revision for conditional writes.
     #[serde(default)]
     pub rev: u64,
@@ -248,6 +251,7 @@ impl Cluster {
             pending_call: None,
             check: None,
             superseded: None,
+            node_certificates: None,
             rev: 0,
         }
     }

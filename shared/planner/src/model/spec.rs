@@ -303,12 +303,22 @@ pub struct KubernetesCheck {
     /// PEM certificates to trust for the API server (default: the kubeconfig's certificate authority).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_bundle: Option<String>,
+    /// Whether a resume approves the certificate requests its nodes make (seed 004: kubelet certificates that
+    /// expired while the cluster was hibernated), by the cluster machine approver's rules; `false` leaves them to
+    /// something else. Default `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_node_certificates: Option<bool>,
 }
 
 impl KubernetesCheck {
     /// The credentials' secret ARN for `cluster`; `Err` as [`HttpsProbe::url_for`].
     pub fn credentials_for(&self, cluster: &Cluster, base_domain: Option<&str>) -> Result<String, String> {
         fill_cluster_template(&self.credentials, cluster, base_domain)
+    }
+
+    /// Whether a resume approves its nodes' certificate requests (`approveNodeCertificates`, default `true`).
+    pub fn approves_node_certificates(&self) -> bool {
+        self.approve_node_certificates.unwrap_or(true)
     }
 
     /// The API server's URL for `cluster`, when the check names one; `Err` as [`HttpsProbe::url_for`].

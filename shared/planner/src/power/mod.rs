@@ -25,6 +25,7 @@
 //! ([`deprovision_step`]). Re-checks travel as one chain of delayed messages per pool, its [`tick`], which looks
 //! at every cluster in motion ([`chain`]).
 
+pub mod certificates;
 pub mod chain;
 pub mod tick;
 
@@ -654,6 +655,7 @@ fn begin(c: &mut Cluster, state: PowerState, now: Timestamp) {
     };
     if !same_direction || c.transition_started_at.is_none() {
         c.transition_started_at = Some(now);
+        c.node_certificates = None;
         // A backoff of the other direction does not hold this one back.
         c.retry_at = None;
     }

@@ -587,6 +587,7 @@ mod tests {
                 credentials: credentials.into(),
                 server: server.map(Into::into),
                 ca_bundle: ca.map(Into::into),
+                approve_node_certificates: None,
             };
             s.readiness = Some(ReadinessSpec { https: None, kubernetes: Some(kubernetes), settle_pause: None });
             s
