@@ -227,50 +227,17 @@ impl Kubelets {
     }
 
     fn post(&mut self, infra: &str, node: usize, kind: Kind, now: Duration) {
-        let name = node_name(infra, node);
-        let csr = match kind {
-            Kind::Client => Spec {
-                signer: CLIENT_SIGNER,
-                username: BOOTSTRAPPER.into(),
-                groups: BOOTSTRAPPER_GROUPS.to_vec(),
-                usages: &["digital signature", "client auth"],
-                common_name: format!("system:node:{name}"),
-                dns: vec![],
-                ips: vec![],
-            },
-            Kind::Serving => Spec {
-                signer: SERVING_SIGNER,
-                username: format!("system:node:{name}"),
-                groups: vec!["system:nodes", "system:authenticated"],
-                usages: &["digital signature", "server auth"],
-                common_name: format!("system:node:{name}"),
-                dns: vec![name.clone()],
-                ips: vec![address(node)],
-            },
+        let spec = match kind {
+            Kind::Client => Spec::client(&node_name(infra, node)),
+            Kind::Serving => Spec::serving(infra, node),
         };
-        self.push(csr, Some((node, kind)), now);
+        self.push(spec, Some((node, kind)), now);
     }
 
     fn post_hostile(&mut self, infra: &str, hostile: Hostile, now: Duration) {
         let node = |i| node_name(infra, i);
-        let serving = |i: usize| Spec {
-            signer: SERVING_SIGNER,
-            username: format!("system:node:{}", node(i)),
-            groups: vec!["system:nodes", "system:authenticated"],
-            usages: &["digital signature", "server auth"],
-            common_name: format!("system:node:{}", node(i)),
-            dns: vec![node(i)],
-            ips: vec![address(i)],
-        };
-        let client = |name: String| Spec {
-            signer: CLIENT_SIGNER,
-            username: BOOTSTRAPPER.into(),
-            groups: BOOTSTRAPPER_GROUPS.to_vec(),
-            usages: &["digital signature", "client auth"],
-            common_name: format!("system:node:{name}"),
-            dns: vec![],
-            ips: vec![],
-        };
+        let serving = |i| Spec::serving(infra, i);
+        let client = |name: String| Spec::client(&name);
         let spec = match hostile {
             Hostile::OtherMachinesAddress => Spec { ips: vec![address(1)], ..serving(0) },
             Hostile::NotTheBootstrapper => {
@@ -354,6 +321,33 @@ struct Spec {
 }
 
 impl Spec {
+    /// What node `name`'s kubelet asks for as its client certificate.
+    fn client(name: &str) -> Self {
+        Spec {
+            signer: CLIENT_SIGNER,
+            username: BOOTSTRAPPER.into(),
+            groups: BOOTSTRAPPER_GROUPS.to_vec(),
+            usages: &["digital signature", "client auth"],
+            common_name: format!("system:node:{name}"),
+            dns: vec![],
+            ips: vec![],
+        }
+    }
+
+    /// What the kubelet of node `i` of cluster `infra` asks for as its serving certificate.
+    fn serving(infra: &str, i: usize) -> Self {
+        let name = node_name(infra, i);
+        Spec {
+            signer: SERVING_SIGNER,
+            username: format!("system:node:{name}"),
+            groups: vec!["system:nodes", "system:authenticated"],
+            usages: &["digital signature", "server auth"],
+            common_name: format!("system:node:{name}"),
+            dns: vec![name],
+            ips: vec![address(i)],
+        }
+    }
+
     /// The PKCS#10 request, PEM, signed by a new key.
     fn request(&self) -> Result<String, rcgen::Error> {
         let key = KeyPair::generate()?;
