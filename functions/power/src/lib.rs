@@ -188,20 +188,16 @@ async fn ask(
         (Probe::MachinesRunning, _) => platform.machines_running(t).await.map(|m| machines(&m)),
         (Probe::MachinesStopped, _) => platform.machines_stopped(t).await.map(|m| stopped(&m)),
         (Probe::Readiness, _) => platform.cluster_ready(t).await.map(Report::Ready),
-        (Probe::NodesReady, _) => platform
-            .nodes_look(t)
-            .await
-            .map(|(nodes, looked)| {
-                *certificates = looked;
-                nodes
-            })
-            .map(|nodes| match nodes {
+        (Probe::NodesReady, _) => platform.nodes_look(t).await.map(|(nodes, looked)| {
+            *certificates = looked;
+            match nodes {
                 Nodes::Ready => Report::Nodes(Readiness::Ready),
                 Nodes::NotReady(message) => Report::Nodes(Readiness::NotReady { message }),
                 Nodes::Unreachable(message) => Report::Nodes(Readiness::Unreachable { message }),
                 // A machine went down while the nodes were awaited: the resume waits for the machines again.
                 Nodes::Machines(m) => machines(&m),
-            }),
+            }
+        }),
     };
     creds.saw(&answer);
     match answer {
@@ -438,19 +434,22 @@ impl<'a> Run<'a> {
         Ok(want.map(|w| if w <= TimeDelta::zero() { POLL } else { w }.min(max)))
     }
 
-    /// Counts and logs what a look at `cluster`'s nodes did with their certificate requests.
+    /// Counts and logs what a look at `cluster` (as it stood before the look) did with its nodes' certificate
+    /// requests: those approved, and those left pending for the first time in the resume.
     fn certificates(&self, cluster: &Cluster, look: &CertificateLook) {
-        if look.is_empty() {
+        let refused = certificates::new_refusals(cluster, look);
+        if look.approved.is_empty() && refused.is_empty() {
             return;
         }
-        let stack = &self.deps.config.stack;
-        let (approved, refused) = (look.approved.len(), look.refused.len());
-        let now = self.deps.clock.now();
-        self.deps.metrics.emit(metrics::node_certificates(stack, &self.pool.name, approved, refused, now));
-        for r in &look.refused {
+        let (stack, now) = (&self.deps.config.stack, self.deps.clock.now());
+        let doc = metrics::node_certificates(stack, &self.pool.name, look.approved.len(), refused.len(), now);
+        self.deps.metrics.emit(doc);
+        for r in refused {
             tracing::warn!(cluster = %cluster.id, csr = %r.name, why = %r.why, "a certificate request left pending");
         }
-        tracing::info!(cluster = %cluster.id, approved = ?look.approved, "node certificate requests approved");
+        if !look.approved.is_empty() {
+            tracing::info!(cluster = %cluster.id, approved = ?look.approved, "node certificate requests approved");
+        }
     }
 
     /// The machines of `cluster`, which has just become Running, with their addresses (for the claim that gets
@@ -511,7 +510,7 @@ impl<'a> Run<'a> {
             tracing::debug!(cluster = %current.id, ?question, ?report, "looked");
             let mut s = step(&current, &report, now, self.limits);
             if question == Probe::NodesReady {
-                self.certificates(&s.cluster, &certificates);
+                self.certificates(&current, &certificates);
                 certificates::note(&mut s.cluster, &certificates);
             }
             if s.cluster.is_running() && !current.is_running() {

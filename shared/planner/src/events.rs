@@ -325,16 +325,17 @@ pub fn of_cluster(before: &Cluster, after: Option<&Cluster>, now: Timestamp) -> 
 /// pending that `before` had not told of.
 fn certificates(before: &Cluster, after: &Cluster) -> Vec<(EventType, String)> {
     let Some(now) = &after.node_certificates else { return vec![] };
-    let then = before.node_certificates.clone().unwrap_or_default();
+    let then = before.node_certificates.as_ref();
     let mut out = vec![];
-    if now.approved > then.approved {
-        let n = now.approved - then.approved;
+    let approved_then = then.map_or(0, |t| t.approved);
+    if now.approved > approved_then {
+        let n = now.approved - approved_then;
         out.push((EventType::NodeCertificatesApproved, format!("approved {n}: {}", now.last_approved.join(", "))));
     }
     let new: Vec<&str> = now
         .refused
         .iter()
-        .filter(|r| r.split_once(": ").is_none_or(|(name, _)| !then.refused_already(name)))
+        .filter(|r| r.split_once(": ").is_none_or(|(name, _)| !then.is_some_and(|t| t.refused_already(name))))
         .map(String::as_str)
         .collect();
     if !new.is_empty() {

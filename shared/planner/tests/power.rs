@@ -872,7 +872,7 @@ fn a_paced_resume_is_looked_at_every_minute_until_the_pools_quick_time_then_ever
 #[test]
 fn a_resumes_certificate_requests_are_counted_in_its_condition_and_told_once_to_the_trail() {
     use apiary_planner::events::{of_cluster, EventType};
-    use apiary_planner::power::certificates::{note, CertificateLook, Refusal};
+    use apiary_planner::power::certificates::{new_refusals, note, CertificateLook, Refusal};
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
     let c = step(&c, &machines(3), at(1), PowerLimits::default()).cluster;
     let c = step(&c, &Report::CallAccepted, at(1), PowerLimits::default()).cluster;
@@ -904,7 +904,9 @@ fn a_resumes_certificate_requests_are_counted_in_its_condition_and_told_once_to_
     );
 
     // The next look finds the hostile request again, and nothing else: nothing more is told, the count stays.
+    assert_eq!(new_refusals(&c, &first).len(), 1, "new to the resume");
     let again = CertificateLook { approved: vec![], refused: vec![hostile] };
+    assert!(new_refusals(&after, &again).is_empty(), "found again, not new");
     let mut next = step(&after, &not_ready(1), at(4), PowerLimits::default()).cluster;
     note(&mut next, &again);
     assert!(of_cluster(&after, Some(&next), at(4)).is_empty(), "told once");

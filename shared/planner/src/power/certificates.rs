@@ -58,6 +58,13 @@ impl NodeCertificates {
     }
 }
 
+/// The requests `look` left pending that `c`'s resume had not left pending before: what is told, counted and
+/// logged of a look (a hostile request is found again at every look of the resume).
+pub fn new_refusals<'a>(c: &Cluster, look: &'a CertificateLook) -> Vec<&'a Refusal> {
+    let told = c.node_certificates.as_ref();
+    look.refused.iter().filter(|r| !told.is_some_and(|t| t.refused_already(&r.name))).collect()
+}
+
 /// Keeps what `look` did on `c`, stepped just before from the same look: approvals counted, requests left pending
 /// named once, and, while it waits for its nodes, its Ready condition's message prefixed with the counts so far
 /// (at every look of the resume once there is something to count). Whether `c` changed.
