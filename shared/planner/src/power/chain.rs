@@ -13,8 +13,9 @@
 //!   by the next nudge: the sweep's full pass starts the tick of every pool with work under way and no live tick.
 //!
 //! Replacing a live link leaves its message in flight until it arrives: it is recorded as `superseded`, and a
-//! chain is replaced only while no superseded link is in flight. So at most two links are in flight per chain:
-//! the live one and one superseded one. A superseded link is forgotten when it arrives, or [`FORGET_AFTER`] past
+//! chain is replaced only while no superseded link is in flight, or when its live link is lost, which is then
+//! forgotten rather than recorded (should its message come after all, it ends on arrival). So at most two links
+//! can act per chain: the live one and one superseded one. A superseded link is forgotten when it arrives, or [`FORGET_AFTER`] past
 //! its due (by then SQS has delivered it or moved it to the dead-letter queue: five receives, six minutes apart).
 //!
 //! The live link carries the chain on in its own message while that message has receives to spare
@@ -132,6 +133,9 @@ pub fn next(links: &impl Links, admission: Admission, want: Option<Timestamp>, n
                 Some(c) if live(links, now) && c.due <= want + SLACK => keep,
                 // Too late for what the nudge found, or lost: replace it, unless a replaced link is still in flight.
                 Some(c) if superseded.is_none() => start(Some(c)),
+                // Lost while a replaced link is still recorded: forgotten (its message, should it come after all,
+                // ends on arrival), so the chain goes on with two links at most that can act.
+                Some(_) if !live(links, now) => start(superseded),
                 Some(_) => keep,
             }
         }
@@ -207,5 +211,22 @@ mod tests {
         let late = t(200) + FORGET_AFTER + TimeDelta::seconds(1);
         let n = next(&cluster(Some((7, 3000)), Some((5, 200))), Admission::Nudge, Some(late), late, 9);
         assert_eq!((n.check.map(|r| r.token), n.superseded.map(|r| r.token)), (Some(9), Some(7)));
+    }
+
+    /// Seed 36 of the whole-system simulation: the live link was lost while a replaced one was still recorded, and
+    /// no nudge could take the chain over until the replaced one was forgotten, forty minutes on; a resume begun
+    /// meanwhile was never looked at and timed out.
+    #[test]
+    fn a_lost_live_link_is_taken_over_while_a_replaced_one_is_recorded() {
+        let now = t(300) + LOST_AFTER + TimeDelta::seconds(1);
+        let n = next(&cluster(Some((7, 300)), Some((5, 200))), Admission::Nudge, Some(now), now, 9);
+        assert_eq!(
+            (n.check.map(|r| r.token), n.superseded.map(|r| r.token), n.send.map(|r| r.token)),
+            (Some(9), Some(5), Some(9)),
+            "the lost link is forgotten (it ends on arrival, if it ever comes); the replaced one stays recorded"
+        );
+        // The lost link's message, should it come after all, acts no more: two links at most can act.
+        let taken = Cluster { check: n.check, superseded: n.superseded, ..cluster(None, None) };
+        assert_eq!(admit(&taken, Some(7)), Admission::Drop);
     }
 }
