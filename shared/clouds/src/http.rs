@@ -504,11 +504,21 @@ pub(crate) const LOOK: Duration = Duration::from_secs(10);
 
 /// Sends `request` for `url` once, bounded by [`LOOK`]: its status and body, or why nothing answered (the
 /// cluster is unreachable). The readiness checks look this way: one attempt per look, never retried within it.
+/// A client answered in process ([`Http::in_process`]) makes its one exchange there.
 pub(crate) async fn look_once(
     http: &Http,
     url: &str,
     request: reqwest::RequestBuilder,
 ) -> std::result::Result<(u16, bytes::Bytes), String> {
+    if let Transport::InProcess(exchange) = &http.transport {
+        // One exchange, as the network's one attempt; the simulation's clock bounds nothing here.
+        let request = request.build().map_err(|e| format!("{url}: {}", error_chain(&e)))?;
+        return exchange
+            .exchange(request)
+            .await
+            .map(|a| (a.status.as_u16(), a.body))
+            .map_err(|e| format!("{url}: {e}"));
+    }
     if let Err(why) = http.check_url(url) {
         return Err(format!("{url}: refused: {why}"));
     }
@@ -564,6 +574,19 @@ mod tests {
         assert_eq!(answer.status, StatusCode::OK);
         let seen = echo.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
         assert_eq!(seen, ["https://vcenter.invalid/api/session"], "the simulation's exchange answered it");
+    }
+
+    /// The readiness checks' one look goes where the client's requests go: in process it is answered by the
+    /// exchange, with no timer (the simulation polls it by hand, without a runtime).
+    #[test]
+    fn a_look_answers_in_process_when_its_client_does() {
+        let echo = std::sync::Arc::new(Echo(std::sync::Mutex::new(Vec::new())));
+        let http = Http::in_process(echo.clone()).expect("client");
+        let url = "https://127.0.0.5/infra/api/v1/nodes";
+        let answer = futures::executor::block_on(look_once(&http, url, http.client().get(url)));
+        assert_eq!(answer.map(|(status, _)| status), Ok(200));
+        let seen = echo.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        assert_eq!(seen, [url], "the simulation's exchange answered it");
     }
 
     #[test]
