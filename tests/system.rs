@@ -769,7 +769,6 @@ async fn a_pool_naming_another_teams_secrets_is_refused_them_and_makes_nothing()
 async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machines_and_removes_them_through_it() {
     let s = support::clouds_stack().await;
     let clouds = s.clouds.as_ref().expect("a stack with the fake clouds");
-    clouds.cluster_api.certificates_valid(Duration::from_secs(1), Duration::from_secs(30 * 24 * 3600));
     clouds.cluster_api.hostile(&apiary_fakeclouds::kubelets::Hostile::ALL);
     let mut spec: Value =
         serde_json::from_str(include_str!("../infra/demo-pool-installer.json")).expect("the demo pool");
@@ -812,6 +811,8 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
         (machines(&running) == ["TERMINATED"; 3]).then_some(())
     })
     .await;
+    // Asleep past its kubelets' certificates (seed 004): the resume must approve their requests.
+    clouds.cluster_api.expire(running["infraId"].as_str().expect("infraId"));
     let (status, body) = s.call("POST", "/pools/w/claims/job/resume", ALICE, None).await;
     assert_eq!(status, 202, "{body}");
     // Seed 004's waiting states: the machines, the nodes, the settle pause, the pool's readiness check; the

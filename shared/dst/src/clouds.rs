@@ -6,6 +6,11 @@
 //! answer (so the client sends it again: the fakes see the duplicates the real APIs would). While faults are on,
 //! machines also get stuck (a transition that never ends, a guest that never boots) or refuse every call, until
 //! the faults stop.
+//!
+//! The clusters' API servers are the fake cluster API's, answered in process too: a pool with the Kubernetes
+//! readiness check looks at its clusters' nodes and operators there, and its kubelets' certificates expire while
+//! they are hibernated (seed 004), so a resume needs its nodes' certificate requests approved; every renewal also
+//! posts the hostile requests that must stay pending.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -13,8 +18,9 @@ use std::time::Duration;
 
 use apiary_clouds::http::{Answer, Exchange, Http};
 use apiary_fakeclouds::common::Clock;
+use apiary_fakeclouds::kubelets::{Csr, Hostile};
 use apiary_fakeclouds::server::{Request, Response};
-use apiary_fakeclouds::{azure, gcp, vsphere};
+use apiary_fakeclouds::{azure, cluster_api, gcp, vsphere};
 use apiary_planner::machines::MachineState;
 use apiary_ports::platform::Platforms;
 use apiary_ports::Result;
@@ -34,6 +40,11 @@ pub const POOLS: [&str; 4] = ["p0", "p1", "p2", "p3"];
 const GCP_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/gcp";
 const AZURE_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/azure";
 const VSPHERE_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/vsphere";
+const CLUSTER_API_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/cluster-api";
+/// How long the kubelets' first certificates last: a cluster hibernated then resumed more than this after its
+/// install needs its nodes' certificate requests approved (24 hours on OpenShift; shorter here, so that the
+/// two-hour chaos phase sees it often).
+pub const FIRST_CERTIFICATES: Duration = Duration::from_secs(30 * 60);
 
 fn addr(last: u8) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, last], 443))
@@ -71,15 +82,23 @@ pub struct SimClouds {
     pub azure: azure::FakeAzure,
     /// The fake vCenter.
     pub vsphere: vsphere::FakeVsphere,
+    /// The clusters' API servers.
+    pub cluster_api: cluster_api::FakeClusterApi,
     secrets: Arc<MemSecrets>,
     hook: Arc<dyn Hook>,
     /// Machines made stuck or refusing, per cloud, to be healed when the faults stop.
     harmed: Mutex<Vec<(&'static str, String)>>,
+    /// How long ago the cluster of an infraId was installed, as the table says.
+    installed: Installed,
 }
 
+/// How long ago the cluster of an infraId was installed, if it was.
+pub type Installed = Box<dyn Fn(&str) -> Option<Duration> + Send + Sync>;
+
 impl SimClouds {
-    /// The fakes on `time` (from its current instant), each request passing through `hook`.
-    pub fn new(time: Arc<Time>, hook: Arc<dyn Hook>) -> Self {
+    /// The fakes on `time` (from its current instant), each request passing through `hook`; `installed` tells the
+    /// cluster API when a cluster it first hears of was installed (its kubelets' certificates date from then).
+    pub fn new(time: Arc<Time>, hook: Arc<dyn Hook>, installed: Installed) -> Self {
         let start = time.now();
         let since = move || (time.now() - start).to_std().unwrap_or_default();
         let clock = Clock::given(since);
@@ -93,10 +112,19 @@ impl SimClouds {
         // A vSphere install takes one more look than the others (the clones are tagged once they exist): with 45 s
         // clones it is done at the second look, as the simulated EC2 launch of 90 s is, which the quiet phase's
         // bounds are derived from.
-        let vsphere =
-            vsphere::FakeVsphere::new(vsphere::Timings { clone: s(45), boot: s(30), shutdown: s(20) }, clock, addr(4));
+        let vsphere = vsphere::FakeVsphere::new(
+            vsphere::Timings { clone: s(45), boot: s(30), shutdown: s(20) },
+            clock.clone(),
+            addr(4),
+        );
         vsphere.add_template("rhcos");
         vsphere.add_folder("apiary");
+        // Nothing here can fail but issuing the fake's own certificates, which a broken build would.
+        let cluster_api = cluster_api::FakeClusterApi::new(Duration::ZERO, clock, addr(5))
+            .unwrap_or_else(|e| panic!("the fake cluster API: {e}"));
+        cluster_api.certificates_valid(FIRST_CERTIFICATES, Duration::from_secs(30 * 24 * 3600));
+        cluster_api.hostile(&Hostile::ALL);
+        cluster_api.page(50);
         let secrets = Arc::new(MemSecrets::default());
         let key = gcp
             .service_account_with("apiary@apiary-sim.iam.gserviceaccount.com", PROJECT, service_account_key())
@@ -105,7 +133,8 @@ impl SimClouds {
         secrets.put(GCP_ARN, &key, &POOLS);
         secrets.put(AZURE_ARN, &azure.app(TENANT, "apiary-sim"), &POOLS);
         secrets.put(VSPHERE_ARN, &vsphere.user("apiary@vsphere.local"), &POOLS);
-        Self { gcp, azure, vsphere, secrets, hook, harmed: Mutex::new(vec![]) }
+        secrets.put(CLUSTER_API_ARN, cluster_api.token(), &POOLS);
+        Self { gcp, azure, vsphere, cluster_api, secrets, hook, harmed: Mutex::new(vec![]), installed }
     }
 
     /// `base` with the GCP, Azure and vSphere platforms, their requests answered by the fakes.
@@ -156,6 +185,18 @@ impl SimClouds {
                 "shutdownGracePeriod": if version.is_multiple_of(2) { "2m" } else { "3m" },
             }}),
         }
+    }
+
+    /// The Kubernetes readiness check of a pool whose clusters' API servers are the fake's: nodes Ready, their
+    /// certificate requests approved, operators settled.
+    pub fn readiness() -> Value {
+        json!({"kubernetes": {"credentials": CLUSTER_API_ARN, "server": format!("https://{}/{{infraId}}", addr(5))}})
+    }
+
+    /// Every certificate request the clusters' kubelets (and the hostile requesters beside them) made, with the
+    /// infraId of its cluster.
+    pub fn csrs(&self) -> Vec<(String, Csr)> {
+        self.cluster_api.every_csr()
     }
 
     /// Every machine of the three fakes, with the infraId it belongs to (Apiary names machines `<infraId>-<n>`
@@ -227,6 +268,16 @@ impl SimClouds {
             self.azure.handle(request)
         } else if to(addr(4)) {
             self.vsphere.handle(request)
+        } else if to(addr(5)) {
+            // Served under /{infraId}: a cluster first heard of is one the pool installed, and maybe hibernated
+            // at once, so first looked at only on a resume.
+            let infra = request.path.split('/').find(|p| !p.is_empty()).unwrap_or_default().to_owned();
+            if !self.cluster_api.knows(&infra) {
+                if let Some(ago) = (self.installed)(&infra) {
+                    self.cluster_api.installed(&infra, ago);
+                }
+            }
+            self.cluster_api.handle(request)
         } else {
             Response::json(502, &json!({"error": format!("no fake at {host}")}))
         }

@@ -11,11 +11,14 @@
 //! - **bounded re-checks**: at most two links of a pool's tick in flight (and of a cluster's own chain, while its
 //!   links from before the tick arrive);
 //! - **no 500**: the API never answers a server error but 503 (busy, try again);
+//! - **no hostile certificate request approved** (seed 004): of the requests the clusters' kubelets and the hostile
+//!   requesters beside them made, none of the hostile ones is ever approved;
 //! - **every end told**: a cluster whose item is gone has, in its pool's trail, a `ClusterDeleting` event saying
 //!   why and a `ClusterRemoved` event (written in the same transactions as the changes they tell of), unless the
 //!   simulation removed it behind Apiary's back.
 //!
-//! Once quiet (see [`crate::run()`]): every pending claim is assigned within [`CLAIM_BOUND`] of its pool having room
+//! Once quiet (see [`crate::run()`]): **resumes end Running**: no cluster whose resume began once the faults stopped
+//! breaks on it (a resume whose nodes need their certificates approved among them); every pending claim is assigned within [`CLAIM_BOUND`] of its pool having room
 //! for it, every pool converges within [`POOL_BOUND`], and no machine is left without its cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use apiary_planner::events::EventType;
 use apiary_planner::machines::MachineState;
 use apiary_planner::power::chain::{self, Admission};
-use apiary_planner::{plan, Action, Snapshot, Timestamp};
+use apiary_planner::{plan, Action, PowerState, Snapshot, Timestamp};
 use apiary_ports::messages::PowerMessage;
 use apiary_ports::store::{Item, Key};
 use apiary_testkit::queue::QueueName;
@@ -79,6 +82,33 @@ pub struct Checker {
     counts: BTreeMap<String, Counts>,
     /// Every cluster (pool, id) in the table, as of the last look.
     clusters: BTreeSet<(String, String)>,
+    /// The approvals the clusters' API servers took, as of the last look.
+    approvals: u64,
+    /// When the faults stopped, once they have.
+    quiet_at: Option<Timestamp>,
+    /// Clusters of pools with the Kubernetes check whose machines were found running, since when.
+    nodes_since: BTreeMap<(String, String), Timestamp>,
+    /// How long the resumes seen so far took from there.
+    pub resumes: ResumeTimes,
+}
+
+/// Resumes (and installs) on pools with the Kubernetes readiness check, from the look that found their machines
+/// running (WaitingForNodes) to Running, in seconds: those whose nodes needed certificate requests approved
+/// (seed 004), and the others.
+#[derive(Debug, Clone, Default)]
+pub struct ResumeTimes {
+    /// Those that approved certificate requests.
+    pub with_certificates: Vec<f64>,
+    /// Those that needed none.
+    pub without: Vec<f64>,
+}
+
+impl ResumeTimes {
+    /// Adds `other`'s.
+    pub fn extend(&mut self, other: &ResumeTimes) {
+        self.with_certificates.extend(&other.with_certificates);
+        self.without.extend(&other.without);
+    }
 }
 
 impl Checker {
@@ -98,6 +128,14 @@ impl Checker {
             self.sent = sent;
             rechecks(sim, now)?;
         }
+        let approvals = sim.clouds.cluster_api.approvals();
+        if approvals != self.approvals {
+            self.approvals = approvals;
+            if let Some((infra, csr)) = sim.clouds.csrs().into_iter().find(|(_, c)| c.hostile() && c.approved()) {
+                let detail = format!("{} of the cluster {infra} was approved: {}", csr.name(), csr.object);
+                return violation(now, "no hostile certificate request approved", detail);
+            }
+        }
         let writes = sim.world.store.writes();
         if writes != self.writes {
             self.writes = writes;
@@ -105,6 +143,11 @@ impl Checker {
             self.table(sim, &tables, now)?;
         }
         Ok(())
+    }
+
+    /// The faults stopped at `at`: from now on, resumes begun since end Running.
+    pub fn quiet(&mut self, at: Timestamp) {
+        self.quiet_at = Some(at);
     }
 
     fn table(&mut self, sim: &Sim, tables: &Tables, now: Timestamp) -> Result<(), Violation> {
@@ -174,6 +217,8 @@ impl Checker {
                 }
             }
             self.limits(&snap, now)?;
+            self.resumes_end_running(sim, &snap, now)?;
+            self.time_resumes(&snap, now);
         }
         self.assigned = assigned;
         self.ends_told(sim, clusters, now)
@@ -193,6 +238,61 @@ impl Checker {
         }
         self.clusters = clusters;
         Ok(())
+    }
+
+    /// Once quiet, no cluster breaks on a resume begun since: every call succeeds, every machine starts, and a
+    /// resume whose nodes need their certificate requests approved gets them approved.
+    fn resumes_end_running(&self, sim: &Sim, snap: &Snapshot, now: Timestamp) -> Result<(), Violation> {
+        let Some(quiet_at) = self.quiet_at else { return Ok(()) };
+        let failed = snap.clusters.iter().find(|c| {
+            c.broken_reason() == Some(apiary_planner::reason::FAILED_TO_START)
+                && c.transition_started_at.is_some_and(|t| t >= quiet_at)
+        });
+        let Some(c) = failed else { return Ok(()) };
+        let pending: Vec<String> = sim
+            .clouds
+            .csrs()
+            .into_iter()
+            .filter(|(infra, csr)| *infra == c.infra_id && !csr.approved() && !csr.hostile())
+            .map(|(_, csr)| csr.name().to_owned())
+            .collect();
+        let detail = format!(
+            "{}/{} broke on a resume begun at {:?}, after the faults stopped: {}; its certificate requests still \
+             pending: {pending:?}; node certificates {:?}",
+            snap.pool.name,
+            c.id,
+            c.transition_started_at,
+            c.broken_reason().unwrap_or_default(),
+            c.node_certificates
+        );
+        violation(now, "resumes end Running once quiet", detail)
+    }
+
+    /// Notes when clusters of a pool with the Kubernetes check wait for their nodes, and how long until Running.
+    fn time_resumes(&mut self, snap: &Snapshot, now: Timestamp) {
+        if snap.pool.spec.readiness.as_ref().is_none_or(|r| r.kubernetes.is_none()) {
+            return;
+        }
+        for c in &snap.clusters {
+            let key = (snap.pool.name.clone(), c.id.clone());
+            match c.power_state {
+                Some(PowerState::WaitingForNodes) => {
+                    self.nodes_since.entry(key).or_insert(now);
+                }
+                Some(PowerState::Running) => {
+                    if let Some(since) = self.nodes_since.remove(&key) {
+                        let took = (now - since).as_seconds_f64();
+                        match c.node_certificates.as_ref().is_some_and(|n| n.approved > 0) {
+                            true => self.resumes.with_certificates.push(took),
+                            false => self.resumes.without.push(took),
+                        }
+                    }
+                }
+                _ => {
+                    self.nodes_since.remove(&key);
+                }
+            }
+        }
     }
 
     fn limits(&mut self, snap: &Snapshot, now: Timestamp) -> Result<(), Violation> {

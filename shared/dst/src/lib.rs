@@ -16,6 +16,7 @@ mod run;
 pub mod sim;
 pub mod workload;
 
+pub use clouds::{SimClouds, FIRST_CERTIFICATES};
 pub use faults::Faults;
 pub use run::{run, settle, start, Failure, Report, RunConfig, BACKLOG_LIMIT};
 pub use sim::{Options, Request, Sim};

@@ -50,6 +50,8 @@ pub struct Report {
     pub slowest_convergence: TimeDelta,
     /// Messages dead-lettered (their work was recovered by the sweep).
     pub dead_letters: usize,
+    /// How long resumes on pools with the Kubernetes check took from their machines found running to Running.
+    pub resumes: crate::invariants::ResumeTimes,
 }
 
 /// A failing run: the first invariant that did not hold.
@@ -100,6 +102,8 @@ pub const ORPHAN_BOUND: TimeDelta = TimeDelta::minutes(
 /// Returns the longest any pool took to converge.
 pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Result<TimeDelta, Violation> {
     sim.quiet();
+    // The invocations in flight at `quiet_at` ran to their end under the faults: from here on, none.
+    checker.quiet(sim.now());
     let pools = sim.world.store.tables().snapshots();
     let settled: BTreeMap<String, Option<TimeDelta>> = pools.into_iter().map(|s| (s.pool.name, None)).collect();
     let due = settled.keys().map(|p| (p.clone(), quiet_at + POOL_BOUND)).collect();
@@ -280,5 +284,6 @@ pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
         answers,
         slowest_convergence: slowest,
         dead_letters: sim.world.queue.dead_letters().len(),
+        resumes: checker.resumes.clone(),
     })
 }

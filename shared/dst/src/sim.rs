@@ -226,7 +226,14 @@ impl Sim {
             ..Config::named("apiary", &[ADMIN])
         };
         let mut deps = world.deps(config);
-        let clouds = Arc::new(SimClouds::new(world.time.clone(), hook.clone()));
+        let (store, time) = (world.store.clone(), world.time.clone());
+        let installed: crate::clouds::Installed = Box::new(move |infra: &str| {
+            let tables = store.tables();
+            let at =
+                tables.snapshots().into_iter().flat_map(|s| s.clusters).find(|c| c.infra_id == infra)?.installed_at?;
+            (time.now() - at).to_std().ok()
+        });
+        let clouds = Arc::new(SimClouds::new(world.time.clone(), hook.clone(), installed));
         // The adapters' clients are built in process: nothing here can fail but a broken build.
         if let Ok(platforms) = clouds.platforms(&deps.platforms) {
             deps.platforms = Arc::new(platforms);

@@ -1,4 +1,5 @@
-//! A seeded workload: a few pools with varied specs (a quarter with the adaptive count and `keepFresh`), each on
+//! A seeded workload: a few pools with varied specs (a quarter with the adaptive count and `keepFresh`, over a
+//! third with the Kubernetes readiness check, whose resumes may need node certificates approved), each on
 //! one of four clouds (EC2 in memory, or GCP, Azure or vSphere through their real adapters and fakes), then
 //! claims (some with lifetimes), releases, hibernate and resume requests, and pool edits (size, runningCount,
 //! maxConcurrent, inventory, platform, schedules) spread over the chaos phase, now and then a pool deleted, and
@@ -72,6 +73,11 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
     let mut aside = SplitMix::new(rng.clone().below(u64::MAX) ^ 0x6b65_6570_6672_6573);
     if aside.chance(0.25) {
         spec["adaptiveRunningCount"] = json!({"instantShare": 0.9, "keepFresh": true});
+    }
+    // Over a third look at their clusters' nodes and operators through the Kubernetes readiness check, so that
+    // their resumes approve the certificate requests of nodes whose certificates expired while hibernated.
+    if aside.chance(0.4) {
+        spec["readiness"] = crate::clouds::SimClouds::readiness();
     }
     spec
 }

@@ -236,3 +236,61 @@ fn a_broken_cluster_is_not_room_for_a_claim() {
     snap.clusters[1].installed_at = Some(t);
     assert!(apiary_dst::invariants::pending_with_capacity(&snap, later).is_err(), "a free cluster: it must be served");
 }
+
+/// A request to the simulation's fake cluster API for cluster `infra`, with its token.
+fn to_cluster_api(sim: &Sim, method: &str, path: &str, body: &serde_json::Value) -> serde_json::Value {
+    let api = &sim.clouds.cluster_api;
+    let auth = format!("Bearer {}", api.token());
+    let url = format!("https://127.0.0.5/{path}");
+    let body = bytes::Bytes::from(body.to_string());
+    let request = apiary_fakeclouds::server::Request::new(method, &url, [("authorization", auth.as_str())], body);
+    serde_json::from_slice(&api.handle(request).body).expect("JSON")
+}
+
+#[test]
+fn a_hostile_certificate_request_approved_is_caught_and_a_kubelets_own_is_not() {
+    let sim = quiet_sim();
+    // Installed at the start, asleep for an hour since: its first node look starts a renewal, hostile requests
+    // beside it.
+    sim.world.time.advance(chrono::TimeDelta::hours(1));
+    sim.clouds.cluster_api.installed("c-infra", std::time::Duration::from_secs(3600));
+    to_cluster_api(&sim, "GET", "c-infra/api/v1/nodes", &serde_json::Value::Null);
+    let csrs = sim.clouds.csrs();
+    let approve = |csr: &apiary_fakeclouds::kubelets::Csr| {
+        let mut body = csr.object.clone();
+        body["status"] = serde_json::json!({"conditions": [{"type": "Approved", "status": "True", "reason": "Test"}]});
+        let path = format!("c-infra/apis/certificates.k8s.io/v1/certificatesigningrequests/{}/approval", csr.name());
+        let answer = to_cluster_api(&sim, "PUT", &path, &body);
+        assert_eq!(answer["metadata"]["name"], csr.name(), "{answer}");
+    };
+    let mut checker = Checker::default();
+    let own = csrs.iter().map(|(_, c)| c).find(|c| !c.hostile()).expect("a kubelet's request");
+    approve(own);
+    checker.step(&sim).expect("a kubelet's own request may be approved");
+    let hostile = csrs.iter().map(|(_, c)| c).find(|c| c.hostile()).expect("a hostile request");
+    approve(hostile);
+    let v = checker.step(&sim).expect_err("a hostile request approved");
+    assert_eq!(v.invariant, "no hostile certificate request approved", "{v}");
+}
+
+#[test]
+fn a_resume_begun_once_quiet_that_breaks_is_caught_and_one_begun_before_is_not() {
+    let t = start();
+    for (begun, caught) in [(t - chrono::TimeDelta::minutes(1), false), (t, true)] {
+        let sim = quiet_sim();
+        sim.world.put_pool(pool("p", aws_spec(1, 1), t));
+        let mut c = installed("c1", DesiredPower::Running, t);
+        c.transition_started_at = Some(begun);
+        c.broken_at = Some(begun + chrono::TimeDelta::minutes(15));
+        let (hibernating, why) = (apiary_planner::condition::HIBERNATING, apiary_planner::reason::FAILED_TO_START);
+        let status = apiary_planner::ConditionStatus::False;
+        apiary_planner::set_condition(&mut c.conditions, hibernating, status, why, "timed out", t);
+        sim.world.put_cluster("p", c);
+        let mut checker = Checker::default();
+        checker.quiet(t);
+        match checker.step(&sim) {
+            Err(v) => assert!(caught && v.invariant == "resumes end Running once quiet", "{v}"),
+            Ok(()) => assert!(!caught, "a resume begun once quiet broke unseen"),
+        }
+    }
+}

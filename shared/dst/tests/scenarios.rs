@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use apiary_dst::{Options, Request, Sim};
+use apiary_planner::events::EventType;
 use apiary_planner::machines::MachineState;
 use apiary_planner::{condition, find_condition, PowerState, Timestamp};
 use apiary_ports::store::{Cond, Key, Store, Write};
@@ -236,4 +237,44 @@ fn a_pool_working_through_a_queue_of_claims_is_not_taken_for_stuck() {
     assert!(slowest > apiary_dst::invariants::POOL_BOUND, "busy for longer than the fixed bound: {slowest}");
     let snap = sim.world.snapshot("ci").expect("pool");
     assert!(snap.claims.iter().all(|k| !k.is_pending()), "every claim was served");
+}
+
+/// Seed 004: a pool's clusters hibernated at their install and claimed after their kubelets' first certificates
+/// expired come back Running, their nodes' certificate requests approved in the resume and every hostile request
+/// beside them left pending, all through the real adapters and the fake cluster API on the simulated clock.
+#[test]
+fn a_resume_whose_node_certificates_expired_ends_running_with_only_the_kubelets_requests_approved() {
+    let mut with_check = spec(2, 0);
+    with_check["readiness"] = apiary_dst::SimClouds::readiness();
+    let mut sim = sim_with("p0", with_check);
+    sim.run_for(minutes(20));
+    let snap = sim.world.snapshot("p0").expect("pool");
+    assert!(snap.clusters.iter().all(|c| c.power_state == Some(PowerState::Hibernating)), "{:?}", snap.clusters);
+    assert!(sim.clouds.csrs().is_empty(), "a fresh cluster's certificates are valid");
+    // Past the first certificates' life, asleep all along.
+    let valid = TimeDelta::from_std(apiary_dst::FIRST_CERTIFICATES).expect("a duration");
+    sim.run_for(valid);
+    claim(&mut sim, "p0", "job");
+    sim.run_for(minutes(15));
+    let snap = sim.world.snapshot("p0").expect("pool");
+    let claimed = snap.claims.iter().find(|k| k.name == "job").and_then(|k| k.cluster.clone());
+    let claimed = claimed.unwrap_or_else(|| panic!("not assigned: {:#?} {:?}", snap.clusters, sim.clouds.csrs()));
+    let c = snap.clusters.iter().find(|c| c.id == claimed).expect("cluster");
+    assert_eq!(c.power_state, Some(PowerState::Running), "{c:?}");
+    assert!(!c.is_broken(), "{c:?}");
+    let csrs: Vec<_> = sim.clouds.csrs().into_iter().filter(|(infra, _)| *infra == c.infra_id).collect();
+    let (hostile, kubelets): (Vec<_>, Vec<_>) = csrs.iter().partition(|(_, csr)| csr.hostile());
+    // Three nodes, each a client and then a serving request; five hostile requests beside them.
+    assert_eq!((kubelets.len(), hostile.len()), (6, 5), "{csrs:?}");
+    assert!(kubelets.iter().all(|(_, csr)| csr.approved()), "{kubelets:?}");
+    assert!(hostile.iter().all(|(_, csr)| !csr.approved()), "{hostile:?}");
+    assert_eq!(c.node_certificates.as_ref().map(|n| (n.approved, n.refused.len())), Some((6, 5)), "{c:?}");
+    let told = |kind, says: &str| {
+        sim.world.store.told("p0", |e| {
+            e.kind == kind && e.cluster.as_deref() == Some(&c.id) && e.message.as_deref().unwrap_or("").contains(says)
+        })
+    };
+    assert!(told(EventType::ClusterRunning, ", 6 node certificate requests approved"));
+    assert!(told(EventType::NodeCertificatesApproved, "csr-"));
+    assert!(told(EventType::NodeCertificatesLeftPending, "csr-"));
 }

@@ -49,6 +49,7 @@ struct State {
     validity: Validity,
     kubelets: BTreeMap<String, Kubelets>,
     hostile: Vec<Hostile>,
+    approvals: u64,
     authority: Arc<Authority>,
     log: Log,
     wire: Wire,
@@ -72,14 +73,22 @@ pub struct FakeClusterApi {
 }
 
 impl FakeClusterApi {
-    /// Starts the fake on a free port of 127.0.0.1: each cluster ready `ready_after` its first look.
+    /// Starts the fake on a free port of 127.0.0.1, on the wall clock: each cluster ready `ready_after` its first
+    /// look.
     pub async fn start(ready_after: Duration) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let authority = Arc::new(
-            crate::tls::authority("Fake cluster CA", &["127.0.0.1", "localhost"]).map_err(std::io::Error::other)?,
-        );
+        let fake = Self::new(ready_after, Clock::wall(), listener.local_addr()?).map_err(std::io::Error::other)?;
+        let state = fake.state.clone();
+        serve_tls_on(listener, fake.authority.server.clone(), Arc::new(move |req: Request| handle(&state, req)))?;
+        Ok(fake)
+    }
+
+    /// The fake answering as at `addr`, on `clock`, without a server: [`FakeClusterApi::handle`] answers each
+    /// request (the whole-system simulation serves it in process so).
+    pub fn new(ready_after: Duration, clock: Clock, addr: SocketAddr) -> Result<Self, String> {
+        let authority = Arc::new(crate::tls::authority("Fake cluster CA", &["127.0.0.1", "localhost"])?);
         let state = State {
-            clock: Clock::wall(),
+            clock,
             ready_after,
             nodes_after: Duration::ZERO,
             nodes: 3,
@@ -93,15 +102,17 @@ impl FakeClusterApi {
             validity: Validity::default(),
             kubelets: BTreeMap::new(),
             hostile: Vec::new(),
+            approvals: 0,
             authority: authority.clone(),
             log: Log::default(),
             wire: Wire::default(),
         };
-        let server = authority.server.clone();
-        let fake = Self { state: Arc::new(Mutex::new(state)), addr: listener.local_addr()?, authority };
-        let state = fake.state.clone();
-        serve_tls_on(listener, server, Arc::new(move |req: Request| handle(&state, req)))?;
-        Ok(fake)
+        Ok(Self { state: Arc::new(Mutex::new(state)), addr, authority })
+    }
+
+    /// Answers one request, as the server does.
+    pub fn handle(&self, req: Request) -> Response {
+        handle(&self.state, req)
     }
 
     /// The API server URL of cluster `infra_id`.
@@ -174,6 +185,41 @@ impl FakeClusterApi {
     /// Cluster `infra_id`'s certificate requests, as listed.
     pub fn csrs(&self, infra_id: &str) -> Vec<kubelets::Csr> {
         self.lock().kubelets.get(infra_id).map(|k| k.csrs.clone()).unwrap_or_default()
+    }
+
+    /// Cluster `infra_id` was installed `ago` (its kubelets' first certificates issued then), unless it was looked
+    /// at already. Without this a cluster's certificates date from its first look: one hibernated at its install
+    /// and first looked at on a resume would seem freshly installed.
+    pub fn installed(&self, infra_id: &str, ago: Duration) {
+        let mut s = self.lock();
+        let (at, validity) = (s.clock.now().saturating_sub(ago), s.validity);
+        s.kubelets.entry(infra_id.to_owned()).or_insert_with(|| Kubelets::installed(at, validity));
+    }
+
+    /// Cluster `infra_id`'s kubelets' certificates expire now, as if it had slept past their life: its next boot
+    /// renews them through certificate requests.
+    pub fn expire(&self, infra_id: &str) {
+        let mut s = self.lock();
+        let now = s.clock.now();
+        if let Some(k) = s.kubelets.get_mut(infra_id) {
+            k.expire(now);
+        }
+    }
+
+    /// Whether cluster `infra_id` was looked at or told installed.
+    pub fn knows(&self, infra_id: &str) -> bool {
+        self.lock().kubelets.contains_key(infra_id)
+    }
+
+    /// Every cluster's certificate requests, with its infraId.
+    pub fn every_csr(&self) -> Vec<(String, kubelets::Csr)> {
+        let s = self.lock();
+        s.kubelets.iter().flat_map(|(infra, k)| k.csrs.iter().map(move |c| (infra.clone(), c.clone()))).collect()
+    }
+
+    /// How many approvals the clusters took so far.
+    pub fn approvals(&self) -> u64 {
+        self.lock().approvals
     }
 
     /// Cluster `infra_id` refuses every credential (expired certificates, a revoked token).
@@ -303,7 +349,10 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
             let (validity, authority) = (s.validity, s.authority.clone());
             let kubelets = s.kubelets.get_mut(&infra).expect("looked");
             match kubelets.approve(&infra, &name, &req.json(), now, validity, &authority) {
-                Ok(csr) => Response::json(200, &csr),
+                Ok(csr) => {
+                    s.approvals += 1;
+                    Response::json(200, &csr)
+                }
                 Err((code, message)) => {
                     let reason = match code {
                         404 => "NotFound",

@@ -4,6 +4,9 @@
 //! and renew them for [`Validity::later`] (30 days) when they are past 80 % of their life while the cluster is up.
 //! The fake cannot see the machines: it counts a cluster as up while it is looked at, so a cluster renews only at
 //! its looks, and one hibernated and resumed without a look between comes back with the certificates it had.
+//! The install is its first look, unless an installer tells the fake of it ([`Kubelets::installed`]: the reference
+//! webhook installer does as it reports a cluster Ready, the whole-system simulation as the table says): then a
+//! standby hibernated at its install and first looked at on a resume counts its certificates from the install.
 //!
 //! A resume (the first node look after the cluster's operators were last found settled) whose certificates have
 //! expired starts a **renewal**: every node is NotReady and posts a client request as the node bootstrapper; once
@@ -131,6 +134,17 @@ impl Kubelets {
     /// A cluster's kubelets first seen at `now`.
     pub fn new(now: Duration, validity: Validity) -> Self {
         Self { issued: now, life: validity.first, ..Self::default() }
+    }
+
+    /// A cluster's kubelets as its install left them at `at`, the cluster up since: the next node look is a
+    /// boot's, which renews the certificates if they expired meanwhile.
+    pub fn installed(at: Duration, validity: Validity) -> Self {
+        Self { up: true, ..Self::new(at, validity) }
+    }
+
+    /// The certificates expire at `now`, as if the cluster had slept past their life.
+    pub fn expire(&mut self, now: Duration) {
+        (self.issued, self.life) = (now, Duration::ZERO);
     }
 
     /// A look at `now` while the cluster is up: certificates past 80 % of their life are renewed.

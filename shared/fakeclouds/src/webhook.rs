@@ -46,6 +46,8 @@ pub struct Settings {
     pub key: String,
     /// The AWS account and region the kubeconfig secrets' ARNs name.
     pub secrets_region: String,
+    /// The clusters' API servers, told of each install as it completes (its kubelets' certificates date from it).
+    pub cluster_api: Option<crate::cluster_api::FakeClusterApi>,
 }
 
 struct Record {
@@ -296,6 +298,9 @@ fn answer(s: &mut State, id: &str) -> Response {
     let running = statuses.len() == s.settings.machines as usize && statuses.iter().all(|st| st == "RUNNING");
     if !installed || !running || s.stalled {
         return Response::json(202, &with(base, json!({"state": "Provisioning", "retryAfterSeconds": 30})));
+    }
+    if let Some(api) = &s.settings.cluster_api {
+        api.installed(&r.infra_id, Duration::ZERO);
     }
     let domain = format!("{}.{}", r.name, r.base_domain);
     let outputs = json!({

@@ -129,6 +129,8 @@ impl DemoClouds {
         let key = webhook::new_key();
         let webhook_secret =
             secrets.create(&format!("{prefix}-fake-installer"), &key, grants.of(WEBHOOK_SECRET)).await?;
+        let cluster_api = cluster_api::FakeClusterApi::start(boot).await?;
+        cluster_api.certificates_valid(FIRST_CERTIFICATES, Duration::from_secs(30 * 24 * 3600));
         let settings = webhook::Settings {
             gcp: gcp.clone(),
             project: DEMO_PROJECT.into(),
@@ -137,10 +139,9 @@ impl DemoClouds {
             install_time: boot * 2,
             key,
             secrets_region: "us-east-1".into(),
+            cluster_api: Some(cluster_api.clone()),
         };
         let webhook = webhook::FakeWebhook::start(settings).await?;
-        let cluster_api = cluster_api::FakeClusterApi::start(boot).await?;
-        cluster_api.certificates_valid(FIRST_CERTIFICATES, Duration::from_secs(30 * 24 * 3600));
         let cluster_api_credentials = secrets
             .create(&format!("{prefix}-fake-cluster-api"), cluster_api.token(), grants.of(CLUSTER_API_SECRET))
             .await?;

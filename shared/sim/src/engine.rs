@@ -77,10 +77,57 @@ pub struct Platform {
     /// Added to that per day the cluster has been asleep (certificates, credentials and operators that do not
     /// survive a long hibernation; seed 002).
     pub resume_failure_per_day_asleep: f64,
+    /// The kubelets' certificates (seed 004): a resume after they expired waits one look more, for the readiness
+    /// check to approve its nodes' certificate requests. `None`: they never expire.
+    pub certificates: Option<Certificates>,
+}
+
+/// How long kubelet certificates last: `first` from the install (24 hours on OpenShift), `later` once renewed
+/// (30 days). A cluster renews them while up once they are past 80 % of their life; one asleep until they expired
+/// renews them on resume, through certificate requests the readiness check approves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Certificates {
+    /// Their life from the install.
+    pub first: TimeDelta,
+    /// Their life once renewed.
+    pub later: TimeDelta,
+}
+
+impl Certificates {
+    /// OpenShift's: 24 hours from the install, then 30 days.
+    pub fn openshift() -> Self {
+        Self { first: TimeDelta::hours(24), later: TimeDelta::days(30) }
+    }
+}
+
+/// A cluster's kubelets' certificates, as the simulation follows them.
+#[derive(Debug, Clone, Copy)]
+struct Kubelets {
+    issued: Timestamp,
+    life: TimeDelta,
+    /// Running since (renewing as they near their end); `None` while stopped.
+    up_since: Option<Timestamp>,
+    /// Resumed after they expired: the next node look approves the requests (and finds the nodes not Ready).
+    expired: bool,
+}
+
+impl Kubelets {
+    /// Renewals while up from `up_since` to `now`: each once past 80 % of the life, before its end.
+    fn renew_while_up(&mut self, now: Timestamp, later: TimeDelta) {
+        let Some(from) = self.up_since else { return };
+        loop {
+            let at = (self.issued + self.life * 4 / 5).max(from);
+            if at >= self.issued + self.life || at > now {
+                break;
+            }
+            (self.issued, self.life) = (at, later);
+        }
+    }
 }
 
 impl Default for Platform {
-    /// An OpenShift-like cluster: ~40 minutes to install, 2–5 minutes to resume (seed 000), 1% of resumes stuck.
+    /// An OpenShift-like cluster: ~40 minutes to install, 2–5 minutes to resume (seed 000), 1% of resumes stuck,
+    /// OpenShift's kubelet certificates (seed 004).
     fn default() -> Self {
         Self {
             machines: 3,
@@ -91,6 +138,7 @@ impl Default for Platform {
             install_failure: 0.0,
             resume_failure: 0.01,
             resume_failure_per_day_asleep: 0.0,
+            certificates: Some(Certificates::openshift()),
         }
     }
 }
@@ -176,6 +224,8 @@ pub struct Simulation<'t> {
     rng: Rng,
     plan_seed: u64,
     holds: HashMap<String, TimeDelta>,
+    /// Each cluster's kubelets' certificates, when the platform's expire.
+    kubelets: HashMap<String, Kubelets>,
     /// The pool's tick item: its chain, and each cluster's next look.
     tick: Tick,
     /// Tokens drawn for the tick's links.
@@ -258,6 +308,7 @@ impl<'t> Simulation<'t> {
             rng,
             plan_seed: setup.seed,
             holds: HashMap::new(),
+            kubelets: HashMap::new(),
             tick: Tick::default(),
             tokens: 0,
             live_receives: 0,
@@ -387,6 +438,7 @@ impl<'t> Simulation<'t> {
                 };
                 match next {
                     Some(state) => {
+                        self.kubelets_up(&id, now);
                         self.machines.insert(id.clone(), state);
                         self.dirty = true;
                         self.at_once(&id, now)
@@ -416,6 +468,7 @@ impl<'t> Simulation<'t> {
                 if let Some(next) = self.tick.due.get(&id).copied().or(self.tick.check.map(|c| c.due)) {
                     self.late[DEPROVISIONS].push((next - now).as_seconds_f64().max(0.0));
                 }
+                self.kubelets.remove(&id);
                 if let Some(stored) = self.snap.clusters.iter().find(|c| c.id == id) {
                     let mut gone = vec![Write::Delete(Key::Cluster(id.clone()), Cond::Rev(stored.rev))];
                     gone.extend(events::of_cluster(stored, None, now).into_iter().map(Write::Append));
@@ -850,7 +903,7 @@ impl<'t> Simulation<'t> {
     }
 
     /// What the simulated actuator answers.
-    fn report(&self, id: &str, probe: Probe) -> Report {
+    fn report(&mut self, id: &str, probe: Probe) -> Report {
         let n = self.setup.platform.machines;
         let state = self.machines.get(id).copied().unwrap_or(Machines::Absent);
         // A start acts on stopped or stopping machines here, a stop on running or starting ones (`call`).
@@ -870,12 +923,48 @@ impl<'t> Simulation<'t> {
             (Probe::MachinesStopped, s) => {
                 all(s == Machines::Stopped, matches!(s, Machines::Running | Machines::Starting(_)))
             }
+            (Probe::NodesReady, Machines::Running) if self.approve_certificates(id) => {
+                let message = "nodes NotReady: their certificate requests were approved at this look".into();
+                Report::Nodes(Readiness::NotReady { message })
+            }
             (Probe::NodesReady, Machines::Running) => Report::Nodes(Readiness::Ready),
             (Probe::NodesReady, _) => Report::Nodes(Readiness::NotReady { message: "machines not running".into() }),
             // The simulated clusters are usable once their machines run.
             (Probe::Readiness, Machines::Running) => Report::Ready(Readiness::Ready),
             (Probe::Readiness, _) => Report::Ready(Readiness::NotReady { message: "machines not running".into() }),
         }
+    }
+
+    /// `id`'s machines are done installing or starting at `now`: its kubelets are up, with the certificates an
+    /// install gives, or those they had, expired or not.
+    fn kubelets_up(&mut self, id: &str, now: Timestamp) {
+        let Some(c) = self.setup.platform.certificates else { return };
+        match self.machines.get(id) {
+            Some(Machines::Installing(_)) => {
+                let k = Kubelets { issued: now, life: c.first, up_since: Some(now), expired: false };
+                self.kubelets.insert(id.to_string(), k);
+            }
+            Some(Machines::Starting(_)) => {
+                if let Some(k) = self.kubelets.get_mut(id) {
+                    k.expired = now >= k.issued + k.life;
+                    k.up_since = Some(now);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether `id`'s nodes wait on certificate requests at this look, which approves them (the next finds the
+    /// nodes Ready): one look more for a resume after its kubelets' certificates expired.
+    fn approve_certificates(&mut self, id: &str) -> bool {
+        let (Some(c), Some(k)) = (self.setup.platform.certificates, self.kubelets.get_mut(id)) else { return false };
+        if !k.expired {
+            return false;
+        }
+        let now = self.now;
+        *k = Kubelets { issued: now, life: c.later, up_since: Some(now), expired: false };
+        self.usage.certificate_resumes += 1;
+        true
     }
 
     /// Makes an actuator call against the simulated machines.
@@ -909,6 +998,10 @@ impl<'t> Simulation<'t> {
             }
             (ActuatorCall::Stop, Machines::Running | Machines::Starting(_)) => {
                 self.calls.stop += 1;
+                if let (Some(k), Some(c)) = (self.kubelets.get_mut(id), p.certificates) {
+                    k.renew_while_up(now, c.later);
+                    k.up_since = None;
+                }
                 let t = now + p.stop.draw(&mut self.rng);
                 self.at(t, Event::MachinesDone(id.to_string(), t));
                 Machines::Stopping(t)

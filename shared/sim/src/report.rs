@@ -73,6 +73,9 @@ pub struct Usage {
     /// Hours of the alarms' series with data in them, summed over the series: what CloudWatch bills for them at
     /// `alarms`, a series a month for each 730.
     pub alarm_hours: usize,
+    /// Resumes whose kubelets' certificates had expired while the cluster slept (seed 004): each took one look
+    /// more, the look that approved its nodes' certificate requests.
+    pub certificate_resumes: usize,
     /// Messages a reconcile's nudges sent back to it: a cluster they stepped reached a state the pool acts on.
     pub news: usize,
     /// Messages to the reconcile queue: a claim made or released, a power look or deprovision that the pool acts

@@ -967,3 +967,27 @@ fn keep_fresh_stops_and_resumes_less_for_the_same_service() {
     );
     assert!(kept.pool_cost <= 1.01 * forecast.pool_cost, "${:.0} vs ${:.0}", kept.pool_cost, forecast.pool_cost);
 }
+
+/// Seed 004: a standby asleep past its kubelets' first certificates (24 hours from its install) resumes one look
+/// later, the look that approves its nodes' certificate requests; on a platform whose certificates never expire
+/// the same claim gets the same cluster a look sooner.
+#[test]
+fn a_resume_after_the_certificates_expired_takes_one_look_more() {
+    // One standby, asleep since its install; a claim two days later waits for its resume.
+    let csv = "# length: 72h\nclaim_at_seconds,hold_seconds\n172800,600\n";
+    let trace = Trace::parse("two-days-asleep", csv).unwrap();
+    let policy = Policy::Static { name: "static-0".into(), running: 0 };
+    let run_on = |platform: &Platform| simulate(&trace, &policy, &base_spec(1), platform, Costs::default(), 1);
+    let expiring = run_on(&Platform { resume_failure: 0.0, ..Platform::default() });
+    let lasting = run_on(&Platform { resume_failure: 0.0, certificates: None, ..Platform::default() });
+    assert_eq!((expiring.usage.certificate_resumes, lasting.usage.certificate_resumes), (1, 0));
+    let wait = |o: &Outcome| o.waits.iter().map(|(_, w)| w.num_seconds()).sum::<i64>();
+    // One look more while the claim waits: the short poll, not a resume's timeout.
+    let added = wait(&expiring) - wait(&lasting);
+    assert!((1..=power::PACED_POLL.num_seconds()).contains(&added), "{added}s more");
+    // Asleep for less than a day, the certificates still hold.
+    let csv = "# length: 24h\nclaim_at_seconds,hold_seconds\n36000,600\n";
+    let trace = Trace::parse("ten-hours-asleep", csv).unwrap();
+    let o = simulate(&trace, &policy, &base_spec(1), &Platform::default(), Costs::default(), 1);
+    assert_eq!(o.usage.certificate_resumes, 0);
+}

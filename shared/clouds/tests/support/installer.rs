@@ -44,6 +44,7 @@ impl World {
             install_time: INSTALL,
             key: KEY.into(),
             secrets_region: "eu-west-1".into(),
+            cluster_api: None,
         };
         let receiver = FakeWebhook::start(settings).await.expect("receiver");
         let secrets = Arc::new(MemSecrets(
