@@ -46,15 +46,22 @@ async fn a_pool_of_four_with_two_running_converges_with_the_two_oldest_running()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_with_a_running_spare_gets_the_oldest_and_the_next_oldest_is_resumed() {
     let s = stack().await;
-    s.put_pool("spare", &aws_pool(3, 1)).await;
-    let before = s.converged("spare", 3, 1).await;
+    s.put_pool("spare", &aws_pool(4, 2)).await;
+    let before = s.converged("spare", 4, 2).await;
+    // Seed 000: the pool names its Running spares oldest first, and a claim alone gets the first.
+    let oldest: Vec<Value> = before[..2].iter().map(|c| c["id"].clone()).collect();
+    s.until("the pool names its spares oldest first", MINUTE, || async {
+        let (_, pool) = s.call("GET", "/pools/spare", ADMIN, None).await;
+        (pool["status"]["nextSpares"].as_array() == Some(&oldest)).then_some(())
+    })
+    .await;
     let (status, claim) = s.call("PUT", "/pools/spare/claims/job1", ALICE, None).await;
     assert_eq!(status, 201, "{claim}");
     assert_eq!(claim["cluster"]["id"], before[0]["id"], "the oldest Running cluster is handed out");
     assert_eq!(claim["cluster"]["powerState"], "Running");
     assert!(claim["cluster"]["clusterName"].is_string() && claim["cluster"]["infraId"].is_string());
-    // The pool keeps one unclaimed cluster Running: the next-oldest is resumed.
-    let next = before[1].clone();
+    // The pool keeps two unclaimed clusters Running: the next-oldest standby is resumed.
+    let next = before[2].clone();
     s.until("the next-oldest cluster runs", MINUTE, || async {
         let c = s.clusters("spare").await;
         let now = c.iter().find(|c| c["id"] == next["id"])?.clone();

@@ -1,9 +1,10 @@
 //! Claims: make one (assigned at once when a Running spare is free), read it (optionally waiting until it is
 //! Ready), release it, hibernate or resume its cluster, list them.
 //!
-//! Making a claim reads what it needs and nothing more: the pool item, the pool's oldest pending claim and one
-//! page of its spares from the partition's sparse index, and the spare it picks; never the whole partition. So
-//! its cost follows the claims, not the pool's size, and concurrent claims pick different spares.
+//! Making a claim reads what it needs and nothing more: the pool item, the pool's oldest pending claim, the oldest
+//! spare the pool item names (or, once it lost a spare to another claim, one page of its spares from the
+//! partition's sparse index) and the spare it picks; never the whole partition. So its cost follows the claims,
+//! not the pool's size, a lone claim gets the oldest spare, and concurrent claims pick different spares.
 
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use apiary_planner::validate::validate_lifetime;
 use apiary_planner::waiting;
 use apiary_planner::{Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration, Pool, Snapshot};
 use apiary_ports::messages::PowerMessage;
-use apiary_ports::store::{draw, writes_with_events, Cond, Item, Key, Write, SPREAD};
+use apiary_ports::store::{draw, spare_key, writes_with_events, Cond, Item, Key, Write, SPREAD};
 use apiary_ports::{Deps, Error as StoreError};
 use lambda_http::Body;
 use serde::Deserialize;
@@ -119,8 +120,12 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
                 if let Some(Item::Claim(existing)) = deps.store.get(pool, &Key::Claim(claim.to_owned())).await? {
                     return existing_claim(deps, caller, &p, *existing).await;
                 }
+                // The first try is on the oldest spare, which every claim of a burst tries: losing it says only
+                // that others claim too, and the next try spreads at once.
+                if tries > 0 {
+                    backoff(deps, tries + 1).await;
+                }
                 tries += 1;
-                backoff(deps, tries).await;
                 continue;
             }
             // A throttled partition (a burst past its write units) or a lost answer, past the SDK's own retries:
@@ -177,13 +182,25 @@ enum Pick {
 
 /// A spare for `claim` on its `tries`-th try, or why there is none.
 ///
-/// Concurrent claims spread over the spares rather than race for the oldest: each reads one page of the pool's
-/// index from a place drawn from its name and try, and takes one of that page drawn the same way, so a burst of
-/// N claims on N spares costs about N transactions, not N². Seed 000's oldest-first stands for which clusters
-/// are kept Running and for the claims the reconcile serves; among Running spares a claim gets any one.
+/// A claim's first try takes the oldest Running spare still free, as seed 000 orders them and the planner
+/// assigns them: the first of the pool's `nextSpares` (the plan's list, oldest first) whose item, read strongly,
+/// is still a spare. So a claim that meets no other gets the oldest. Claims that lost their first try to another
+/// claim spread over the spares instead of racing for the next oldest: each reads one page of the pool's index
+/// from a place drawn from its name and try, and takes one of that page drawn the same way, so a burst of N
+/// claims on N spares costs about 2N transactions (the first try of each, on the oldest, then about one each),
+/// not N².
 async fn pick_spare(deps: &Deps, pool: &Pool, claim: &str, tries: u32) -> Result<Pick, ApiError> {
     if deps.store.oldest_pending(&pool.name).await?.is_some() {
         return Ok(Pick::Wait);
+    }
+    if tries == 0 {
+        for id in &pool.status.next_spares {
+            if let Some(cluster) = get_cluster_item(deps, &pool.name, id).await? {
+                if spare_key(&cluster).is_some() && pool.spec.may_assign(&cluster) {
+                    return Ok(Pick::Spare(Box::new(cluster)));
+                }
+            }
+        }
     }
     let drawn = draw(&format!("{claim}/{tries}"));
     let place = (drawn % u64::from(SPREAD)) as u16;

@@ -412,6 +412,52 @@ fn stocked(w: &World, name: &str, size: usize, running: usize) {
     }
 }
 
+/// Writes `name`'s status as its reconcile would: the plan's counts, and `nextSpares`, its oldest spares first.
+fn planned(w: &World, name: &str) {
+    let snap = w.snapshot(name).expect("pool");
+    // Made from the pool's spec as it stands, as a pool's clusters are (none stale, none to replace).
+    let version = apiary_planner::pool_version(&snap.pool.spec);
+    for c in snap.clusters.iter().filter(|c| c.pool_version.is_none()) {
+        let mut c = c.clone();
+        c.pool_version = Some(version.clone());
+        w.store.put(name, Item::Cluster(Box::new(c)));
+    }
+    let snap = w.snapshot(name).expect("pool");
+    let mut pool = snap.pool.clone();
+    for action in apiary_planner::plan(&snap, w.now(), 0).actions {
+        if let apiary_planner::Action::UpdatePool { status, .. } = action {
+            pool.status = *status;
+        }
+    }
+    w.store.put(name, Item::Pool(Box::new(pool)));
+}
+
+/// Seed 000: "Oldest clusters will be claimed first". Claims one after another, each meeting no other, get the
+/// Running spares oldest first, as the planner would assign them; a pool whose status names none (a reconcile
+/// has not run yet) still serves a claim at once.
+#[tokio::test]
+async fn lone_claims_get_the_running_spares_oldest_first() {
+    let w = World::new(t0());
+    stocked(&w, "ci", 8, 8);
+    planned(&w, "ci");
+    let deps = w.default_deps(900);
+    let names = w.snapshot("ci").expect("pool").pool.status.next_spares;
+    assert_eq!(names, ["ci-00000", "ci-00001", "ci-00002", "ci-00003"]);
+    // Between two reconciles the list grows old: each claim skips the spares taken since, read strongly.
+    for (i, oldest) in ["ci-00000", "ci-00001", "ci-00002"].into_iter().enumerate() {
+        let (status, body) = call(&deps, "PUT", &format!("/pools/ci/claims/job{i}"), Some(ALICE), None).await;
+        assert_eq!((status, body["cluster"]["id"].as_str()), (201, Some(oldest)), "{body}");
+    }
+    planned(&w, "ci");
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job3", Some(ALICE), None).await;
+    assert_eq!((status, body["cluster"]["id"].as_str()), (201, Some("ci-00003")), "{body}");
+    // No list yet: any spare, at once.
+    let w = World::new(t0());
+    stocked(&w, "ci", 3, 3);
+    let (status, body) = call(&w.default_deps(900), "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!((status, body["phase"].as_str()), (201, Some("Ready")), "{body}");
+}
+
 /// What one request cost the table.
 async fn cost(w: &World, deps: &Deps, method: &str, uri: &str, expect: u16) -> StoreStats {
     let before = w.store.stats();
@@ -427,6 +473,8 @@ async fn a_claim_costs_the_table_the_same_in_a_pool_of_ten_clusters_and_in_one_o
         let w = World::new(t0());
         stocked(&w, "hot", size, 5);
         stocked(&w, "cold", size, 0);
+        planned(&w, "hot");
+        planned(&w, "cold");
         let deps = w.default_deps(900);
         let served = cost(&w, &deps, "PUT", "/pools/hot/claims/job", 201).await;
         let waiting = cost(&w, &deps, "PUT", "/pools/cold/claims/job", 202).await;
@@ -437,9 +485,8 @@ async fn a_claim_costs_the_table_the_same_in_a_pool_of_ten_clusters_and_in_one_o
     }
     assert_eq!(costs[0], costs[1], "a request's cost must not grow with the pool");
     let [served, waiting, ..] = costs[0];
-    // The pool item, the oldest pending claim, one page of the index (the five spares, in at most two queries),
-    // the spare picked; one transaction.
-    assert!(served.reads <= 5 && served.items_read <= 7, "{served:?}");
+    // The pool item (which names the oldest spares), the oldest pending claim, the oldest spare; one transaction.
+    assert!(served.reads <= 3 && served.items_read <= 3, "{served:?}");
     assert_eq!((served.write_attempts, served.conflicts), (1, 0), "{served:?}");
     assert!(waiting.reads <= 4 && waiting.items_read <= 1, "{waiting:?}");
     assert_eq!((waiting.write_attempts, waiting.conflicts), (1, 0), "{waiting:?}");
@@ -455,9 +502,10 @@ impl Hook for Interleave {
 }
 
 #[tokio::test]
-async fn two_hundred_concurrent_claims_on_two_hundred_spares_each_get_their_own_at_under_two_writes_a_claim() {
+async fn two_hundred_concurrent_claims_on_two_hundred_spares_each_get_their_own_at_under_three_writes_a_claim() {
     let w = World::with_hook(t0(), Arc::new(Interleave), 7);
     stocked(&w, "ci", 200, 200);
+    planned(&w, "ci");
     let deps = w.default_deps(900);
     let before = w.store.stats();
     let claims = (0..200).map(|i| format!("/pools/ci/claims/job-{i}"));
@@ -477,11 +525,13 @@ async fn two_hundred_concurrent_claims_on_two_hundred_spares_each_get_their_own_
     }
     assert_eq!(given.len(), 200);
     let per_claim = cost.write_attempts as f64 / 200.0;
-    assert!(per_claim < 2.0, "{per_claim:.2} write attempts a claim: {cost:?}");
-    // The burst asked for one reconcile per second it lasted (its retries' jitter moves virtual time), not 200.
+    // Each claim's first try is on the oldest spare (one of them gets it), then they spread: about two a claim.
+    assert!(per_claim < 3.0, "{per_claim:.2} write attempts a claim: {cost:?}");
+    // The burst asked for one reconcile per second it lasted (its retries' jitter moves virtual time, each lost
+    // try's in turn), not 200.
     let seconds = (w.now() - t0()).num_seconds() as usize + 1;
     let asked = w.queue.take_reconcile().len();
-    assert!(asked <= seconds && seconds <= 3, "{asked} reconciles over {seconds} s");
+    assert!(asked <= seconds && seconds <= 5, "{asked} reconciles over {seconds} s");
     eprintln!("200 concurrent claims: {cost:?}, {per_claim:.2} write attempts a claim, {asked} reconciles");
 }
 

@@ -274,12 +274,27 @@ fn a_hostile_certificate_request_approved_is_caught_and_a_kubelets_own_is_not() 
 }
 
 #[test]
-fn a_resume_begun_once_quiet_that_breaks_is_caught_and_one_begun_before_is_not() {
+fn a_resume_begun_once_quiet_that_breaks_with_its_machines_running_is_caught() {
+    use apiary_planner::machines::MachineState;
     let t = start();
-    for (begun, caught) in [(t - chrono::TimeDelta::minutes(1), false), (t, true)] {
+    // (begun, the machines' state, caught): one begun before the faults stopped, or whose machine the faults left
+    // stuck, may break; one begun after, with its machines running, may not.
+    let cases = [
+        (t - chrono::TimeDelta::minutes(1), MachineState::Running, false),
+        (t, MachineState::Stopping, false),
+        (t, MachineState::Running, true),
+    ];
+    for (begun, machines, caught) in cases {
         let sim = quiet_sim();
-        sim.world.put_pool(pool("p", aws_spec(1, 1), t));
+        let spec = aws_spec(1, 1);
+        sim.world.put_pool(pool("p", spec.clone(), t));
         let mut c = installed("c1", DesiredPower::Running, t);
+        let target = apiary_ports::platform::Target { pool: "p", spec: &spec, cluster: &c, now: t };
+        let launched = apiary_ports::platform::Provisioner::provision(sim.world.cloud.as_ref(), target);
+        futures::executor::block_on(launched).expect("launched");
+        for m in sim.world.cloud.machines() {
+            sim.world.cloud.force(&m.id, machines);
+        }
         c.transition_started_at = Some(begun);
         c.broken_at = Some(begun + chrono::TimeDelta::minutes(15));
         let (hibernating, why) = (apiary_planner::condition::HIBERNATING, apiary_planner::reason::FAILED_TO_START);

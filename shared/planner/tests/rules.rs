@@ -54,6 +54,26 @@ fn pending_claims_raise_the_running_target() {
 // ── assignment (seeds 000, 002) ─────────────────────────────────────────────────────────────────────────
 
 #[test]
+fn the_status_names_the_spares_a_claim_gets_next_oldest_first_none_claimed_or_asked_to_stop() {
+    let plan = given(pool().size(6).running_count(2))
+        .with(cluster("r4").created(at(4)).running())
+        .with(cluster("r3").created(at(3)).running())
+        .with(cluster("r1").created(at(1)).running())
+        .with(cluster("r0").created(at(0)).running().claimed("k", at(5)))
+        .with(claim("k").assigned("r0", at(5)))
+        .with(cluster("r2").created(at(2)).running())
+        .with(cluster("h").created(at(1)).hibernating())
+        .with(claim("waits").created(at(9)))
+        .plan_at(at(10));
+    // The waiting claim takes r1 in this plan; r2 is next. Never the claimed r0, the stopped h (asked to run), or
+    // r3 and r4, which this plan asks to hibernate (runningCount 2 and the claim that waited: r1, h, r2).
+    assert_eq!(plan.assigned(), [("waits", "r1")]);
+    assert_eq!(plan.powered(Running), ["h"]);
+    assert!(plan.powered(Hibernating).contains(&"r4"));
+    assert_eq!(plan.status.next_spares, ["r2"]);
+}
+
+#[test]
 fn claims_are_served_oldest_claim_to_oldest_running_cluster() {
     let plan = given(pool().size(3).running_count(3))
         .with(cluster("r3").created(at(3)).running())

@@ -8,6 +8,10 @@ use super::cluster::is_zero_u32;
 use super::conditions::Condition;
 use super::Timestamp;
 
+/// Spares [`PoolStatus::next_spares`] names: enough for a few claims in a row before the next plan, and a few
+/// dozen bytes on the pool item.
+pub const NEXT_SPARES: usize = 4;
+
 /// The pool's observed state (`POOL` item status).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -45,6 +49,11 @@ pub struct PoolStatus {
     /// Claims waiting for a cluster.
     #[serde(default)]
     pub pending_claims: u32,
+    /// The ids of the oldest Running spares, oldest first (at most [`NEXT_SPARES`]), as the plan left them: the
+    /// order seed 000 gives claims. A claim that meets no other takes the first of them still free; the claim API
+    /// reads the cluster before it takes it, so a list a moment old costs a read, never a wrong assignment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_spares: Vec<String>,
     /// Deleting clusters whose machines the cloud refuses to terminate.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub deprovision_failing: u32,

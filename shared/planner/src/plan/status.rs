@@ -91,6 +91,16 @@ impl Planner<'_> {
             claimed: count(b.claimed),
             deleting: count(b.deleting + b.marked.len()),
             pending_claims: count(self.pending.len()),
+            // Seed 000: the oldest Running spares, in the order this plan assigns them, and none this plan sets in
+            // motion (a spare asked to hibernate waits for a reconcile to ask it to run again).
+            next_spares: b
+                .assignable
+                .iter()
+                .map(|&i| &self.slots[i])
+                .filter(|s| s.power == Some(crate::model::DesiredPower::Running))
+                .take(crate::model::NEXT_SPARES)
+                .map(|s| s.c.id.clone())
+                .collect(),
             deprovision_failing: count(deprovision_failing),
             provision_failures: self.failures.count,
             last_provision_failure: self.failures.last.clone().filter(|_| self.failures.count > 0),
