@@ -23,23 +23,27 @@ fn nudge(cluster: &str) -> PowerMessage {
     PowerMessage::nudge("ci", cluster)
 }
 
-/// Delivers power messages as Lambda would, moving time to each next one, until none is left or `until` passes;
-/// how many deliveries failed.
-async fn drive(w: &World, deps: &Deps, until: Timestamp) -> usize {
-    let mut failed = 0;
+/// Delivers power messages as Lambda would, moving time to each next one, until none is left or `until` passes:
+/// how many messages were delivered. Fails the test unless exactly `failures` deliveries failed (each scenario
+/// says how many it expects), naming the errors.
+async fn drive(w: &World, deps: &Deps, until: Timestamp, failures: usize) -> usize {
+    let (mut failed, mut runs) = (vec![], 0);
     loop {
         let event = w.queue.receive(QueueName::Power, 10, TimeDelta::seconds(360), &mut |_| 0);
         if event.records.is_empty() {
             match w.queue.next_visible() {
                 Some(t) if t <= until => w.time.set(t),
-                _ => return failed,
+                _ => break,
             }
             continue;
         }
+        runs += event.records.len();
         let results = power::handle_each(deps, event.clone()).await;
-        failed += results.iter().filter(|(_, r)| r.is_err()).count();
+        failed.extend(results.iter().filter_map(|(_, r)| r.as_ref().err().map(ToString::to_string)));
         w.queue.settle(&event, &power::respond(&results));
     }
+    assert_eq!(failed.len(), failures, "failed deliveries: {failed:?}");
+    runs
 }
 
 /// A pool `ci` with one installed cluster, `ci-1`, Running as stored, whose machines were launched and then stopped
@@ -82,7 +86,7 @@ async fn a_new_cluster_is_provisioned_and_becomes_running_once_its_machines_run(
     let out = power::power(&deps, &nudge("ci-1"), None).await.expect("step");
     assert!(out.recheck.is_some(), "installing: look again");
     assert_eq!(machines(&w), [MachineState::Pending, MachineState::Pending]);
-    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(10), 0).await;
     let c = w.cluster("ci", "ci-1").expect("cluster");
     assert!(c.installed_at.is_some());
     assert_eq!(c.power_state, Some(PowerState::Running));
@@ -104,7 +108,7 @@ async fn a_running_cluster_asked_to_hibernate_stops_its_machines_and_settles_hib
     w.put_cluster("ci", c);
     let deps = w.default_deps(900);
     power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
-    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(10), 0).await;
     let mut c = w.cluster("ci", "ci-1").expect("cluster");
     c.spec_power_state = Some(DesiredPower::Hibernating);
     c.rev += 1;
@@ -112,7 +116,7 @@ async fn a_running_cluster_asked_to_hibernate_stops_its_machines_and_settles_hib
     let start = w.now();
     power::power(&deps, &nudge("ci-1"), None).await.expect("step");
     assert!(machines(&w).iter().all(|m| *m == MachineState::Stopping));
-    drive(&w, &deps, start + TimeDelta::minutes(10)).await;
+    drive(&w, &deps, start + TimeDelta::minutes(10), 0).await;
     let c = w.cluster("ci", "ci-1").expect("cluster");
     assert_eq!(c.power_state, Some(PowerState::Hibernating));
     assert!(machines(&w).iter().all(|m| *m == MachineState::Stopped));
@@ -126,7 +130,7 @@ async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_dur
     power::power(&deps, &nudge("ci-1"), None).await.expect("step");
     let c = w.cluster("ci", "ci-1").expect("cluster");
     assert_eq!(c.power_state, Some(PowerState::WaitingForMachines));
-    drive(&w, &deps, w.now() + TimeDelta::minutes(10)).await;
+    drive(&w, &deps, w.now() + TimeDelta::minutes(10), 0).await;
     let c = w.cluster("ci", "ci-1").expect("cluster");
     assert_eq!(c.power_state, Some(PowerState::Running));
     assert!(c.last_resume_seconds.is_some_and(|s| s >= 20), "{c:?}");
@@ -141,7 +145,7 @@ async fn a_resume_walks_through_waiting_for_nodes_to_running_and_records_its_dur
 async fn resumed(w: &World, deps: &Deps) {
     hibernated(w).await;
     power::power(deps, &nudge("ci-1"), None).await.expect("step");
-    assert_eq!(drive(w, deps, w.now() + TimeDelta::minutes(10)).await, 0, "every delivery done");
+    drive(w, deps, w.now() + TimeDelta::minutes(10), 0).await;
     assert_eq!(w.cluster("ci", "ci-1").and_then(|c| c.power_state), Some(PowerState::Running));
 }
 
@@ -238,7 +242,7 @@ async fn a_cluster_deleted_while_its_provisioning_call_is_under_way_outlives_the
     w.time.advance(TimeDelta::seconds(5));
     let target = Target { pool: "ci", spec: &ci.spec, cluster: &c, now: w.now() };
     w.cloud.provision(target).await.expect("the call");
-    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(10), 0).await;
     assert!(w.cluster("ci", "ci-1").is_none(), "deprovisioned once the call is over");
     w.time.advance(TimeDelta::minutes(1));
     assert!(machines(&w).iter().all(|m| *m == MachineState::Terminated), "{:?}", machines(&w));
@@ -274,7 +278,7 @@ async fn nudges_do_not_multiply_re_check_chains() {
     let chains = w.queue.messages(QueueName::Power).len();
     assert!(chains <= 2, "{chains} re-checks in flight for a pool with one installing cluster");
     // Driven for an hour, the cluster installs and hibernates, and the cloud was asked a bounded number of times.
-    drive(&w, &deps, t0() + TimeDelta::hours(1)).await;
+    drive(&w, &deps, t0() + TimeDelta::hours(1), 0).await;
     assert_eq!(w.cluster("ci", "ci-1").expect("cluster").power_state, Some(PowerState::Hibernating));
     let describes = w.cloud.calls().get("describe").copied().unwrap_or_default();
     assert!(describes <= 20, "{describes} looks at one cluster");
@@ -313,7 +317,7 @@ async fn a_stop_is_recorded_before_the_machines_are_stopped() {
     w.put_cluster("ci", c);
     let deps = w.default_deps(900);
     power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
-    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(10), 0).await;
     assert_eq!(w.cluster("ci", "ci-1").expect("cluster").power_state, Some(PowerState::Running));
     let mut c = w.cluster("ci", "ci-1").expect("cluster");
     c.spec_power_state = Some(DesiredPower::Hibernating);
@@ -338,7 +342,7 @@ async fn a_cluster_that_cannot_be_stopped_stays_running_with_hibernation_unsuppo
     w.cloud.unstoppable("ci-1-infra");
     let deps = w.default_deps(900);
     power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
-    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(10), 0).await;
     let mut c = w.cluster("ci", "ci-1").expect("cluster");
     c.spec_power_state = Some(DesiredPower::Hibernating);
     c.rev += 1;
@@ -495,7 +499,7 @@ async fn a_role_that_cannot_be_assumed_is_a_condition_on_its_pool_until_it_can()
     assert!(w.cloud.machines().iter().all(|m| m.pool != "ci"), "nothing was made with refused credentials");
 
     w.cloud.accept_credentials("ci");
-    drive(&w, &deps, t0() + TimeDelta::minutes(30)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(30), 0).await;
     let (status, reason, _) = authentication(&w, "ci").expect("still there, now False");
     assert_eq!((status, reason.as_str()), (ConditionStatus::False, "AuthenticationSucceeded"));
     assert_eq!(w.cluster("ci", "ci-1").expect("cluster").power_state, Some(PowerState::Running));
@@ -518,24 +522,6 @@ async fn a_reaper_pass_with_a_refused_role_lists_nothing_and_clears_nothing() {
     assert!(authentication(&w, "ci").is_some_and(|(s, _, _)| s == apiary_planner::ConditionStatus::True));
 }
 
-/// Power messages delivered, as Lambda would, until none is left or `until` passes: how many runs it took.
-async fn runs_until(w: &World, deps: &Deps, until: Timestamp) -> usize {
-    let mut runs = 0;
-    loop {
-        let event = w.queue.receive(QueueName::Power, 10, TimeDelta::seconds(360), &mut |_| 0);
-        if event.records.is_empty() {
-            match w.queue.next_visible() {
-                Some(t) if t <= until => w.time.set(t),
-                _ => return runs,
-            }
-            continue;
-        }
-        runs += event.records.len();
-        let response = power::handle(deps, event.clone()).await;
-        w.queue.settle(&event, &response);
-    }
-}
-
 /// Installs one cluster whose machines take 20 minutes to launch, in a pool whose status says `pace`; the power
 /// runs it took and when the install was found done.
 async fn install_with(pace: Option<apiary_planner::Pace>) -> (usize, Timestamp) {
@@ -549,7 +535,7 @@ async fn install_with(pace: Option<apiary_planner::Pace>) -> (usize, Timestamp) 
     w.put_cluster("ci", c);
     let deps = w.default_deps(900);
     power::power(&deps, &nudge("ci-1"), None).await.expect("provision");
-    let runs = 1 + runs_until(&w, &deps, t0() + TimeDelta::minutes(40)).await;
+    let runs = 1 + drive(&w, &deps, t0() + TimeDelta::minutes(40), 0).await;
     let installed = w.cluster("ci", "ci-1").and_then(|c| c.installed_at).expect("installed");
     (runs, installed)
 }
@@ -633,7 +619,7 @@ async fn one_tick_looks_at_every_cluster_in_motion_and_a_look_that_finds_nothing
     assert_eq!(after, revs, "nothing new: no cluster written");
     assert_eq!(tick_of(&w).due.len(), 6, "each cluster's next look recorded on the tick");
     // Driven on, all six install, with far fewer power runs than six chains would take.
-    let runs = 1 + runs_until(&w, &deps, t0() + TimeDelta::minutes(20)).await;
+    let runs = 1 + drive(&w, &deps, t0() + TimeDelta::minutes(20), 0).await;
     for i in 0..6 {
         let c = w.cluster("ci", &format!("ci-{i}")).expect("cluster");
         assert_eq!(c.power_state, Some(PowerState::Running), "ci-{i}");
@@ -697,7 +683,7 @@ async fn a_describe_that_fails_touches_no_cluster_and_the_tick_looks_again_soon(
     assert_eq!(out.recheck, Some(std::time::Duration::from_secs(15)), "looked at again after the short poll");
     // The cloud answers again: the installs go on and finish.
     down.0.store(false, std::sync::atomic::Ordering::SeqCst);
-    drive(&w, &deps, t0() + TimeDelta::minutes(20)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(20), 0).await;
     assert!((0..3).all(|i| w.cluster("ci", &format!("ci-{i}")).is_some_and(|c| c.installed_at.is_some())));
 }
 
@@ -719,7 +705,7 @@ async fn a_cluster_that_vanishes_between_looks_leaves_the_tick_and_the_others_go
     let out = power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
     assert!(!out.looked.contains(&"ci-0".to_owned()), "{out:?}");
     assert_eq!(tick_of(&w).due.keys().cloned().collect::<Vec<_>>(), ["ci-1"]);
-    drive(&w, &deps, t0() + TimeDelta::minutes(20)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(20), 0).await;
     assert_eq!(w.cluster("ci", "ci-1").and_then(|c| c.power_state), Some(PowerState::Running));
 }
 
@@ -783,7 +769,7 @@ async fn a_burst_of_nudges_handled_at_once_starts_one_tick_and_none_fails() {
     for id in &ids {
         power::power(&deps, &nudge(id), None).await.expect("provision");
     }
-    drive(&w, &deps, t0() + TimeDelta::minutes(10)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(10), 0).await;
     for id in &ids {
         let mut c = w.cluster("ci", id).expect("cluster");
         assert_eq!(c.power_state, Some(PowerState::Running), "{id}");
@@ -800,7 +786,7 @@ async fn a_burst_of_nudges_handled_at_once_starts_one_tick_and_none_fails() {
     let acting = acting_links(&w);
     assert!((1..=2).contains(&acting), "{acting} acting tick links");
     interleave.0.store(false, std::sync::atomic::Ordering::SeqCst);
-    drive(&w, &deps, t0() + TimeDelta::minutes(30)).await;
+    drive(&w, &deps, t0() + TimeDelta::minutes(30), 0).await;
     for id in &ids {
         assert_eq!(w.cluster("ci", id).and_then(|c| c.power_state), Some(PowerState::Hibernating), "{id}");
     }
@@ -929,7 +915,7 @@ async fn a_cluster_that_begins_moving_while_the_tick_ends_is_not_left_without_on
     let c = w.cluster("ci", "ci-0").expect("cluster");
     assert!(apiary_planner::power::in_progress(&c), "asked to hibernate: {:?}", c.spec_power_state);
     assert!(!apiary_planner::power::needs_tick(&[c], Some(&tick_of(&w)), w.now()), "no live tick: {:?}", tick_of(&w));
-    drive(&w, &deps, w.now() + TimeDelta::minutes(30)).await;
+    drive(&w, &deps, w.now() + TimeDelta::minutes(30), 0).await;
     assert_eq!(w.cluster("ci", "ci-0").and_then(|c| c.power_state), Some(PowerState::Hibernating));
 }
 
@@ -1063,7 +1049,7 @@ async fn a_look_that_finds_a_cluster_come_up_says_so_on_the_pools_tick() {
     w.time.set(link.due);
     let out = power::power(&deps, &PowerMessage::tick("ci", Some(link.token)), None).await.expect("tick");
     assert!(!out.came_up && tick_of(&w).up.is_none(), "{out:?}");
-    drive(&w, &deps, w.now() + TimeDelta::minutes(10)).await;
+    drive(&w, &deps, w.now() + TimeDelta::minutes(10), 0).await;
     assert_eq!(w.cluster("ci", "ci-1").and_then(|c| c.power_state), Some(PowerState::Running));
     let up = tick_of(&w).up.expect("said when");
     assert!(up > link.due && up <= w.now(), "{:?}", tick_of(&w));
@@ -1114,7 +1100,7 @@ async fn a_power_step_that_fails_comes_again_in_seconds_then_less_and_less_often
         w.time.advance(TimeDelta::seconds(back));
     }
     refuse.first(0);
-    assert_eq!(drive(&w, &deps, w.time.now() + TimeDelta::minutes(5)).await, 0);
+    drive(&w, &deps, w.time.now() + TimeDelta::minutes(5), 0).await;
     let c = w.cluster("ci", "ci-1").expect("cluster");
     assert_eq!(c.power_state, Some(PowerState::Running), "started again once the table took its writes: {c:?}");
 }
