@@ -5,12 +5,23 @@
 //!
 //! - [`model`]: pool spec, clusters, claims, name leases, conditions, power states and reasons (seed 004).
 //! - [`validate`]: every problem of a pool spec, each with its field path.
+//! - [`access`]: who may claim from a pool, and who may administer it.
 //! - [`plan`](mod@plan): one reconcile of a pool as a list of conditional writes, its status and its next deadline.
-//! - [`power`]: the hibernation state machine with seed 002's timeouts, one step at a time.
 //! - [`apply`](mod@apply): the reference meaning of each action, as the store carries it out.
-//! - [`version`]: `poolVersion`, for stale-cluster replacement (seed 003's inventory marker included).
-//! - [`sweep`]: which pools the periodic sweep enqueues, and when a pass is a full one.
+//! - [`events`]: a pool's event trail, what happened to its claims and clusters and who asked.
+//! - [`power`]: the hibernation state machine with seed 002's timeouts, one step at a time, and the pool's tick.
 //! - [`machines`]: a machine's lifecycle, and which machines a start or a stop acts on.
+//! - [`pace`]: how soon a pool's installs, resumes and stops finish when they are quick.
+//! - [`adaptive`], [`forecast`]: the running count set from the claims' arrival rate, and from what the pool
+//!   learned of its week.
+//! - [`canary`]: resuming long-idle standbys in quiet hours, to find one that no longer resumes.
+//! - [`schedule`]: recurring windows that override size and runningCount.
+//! - [`reaper`]: which of a pool's machines belong to no cluster, and when they go.
+//! - [`version`]: `poolVersion`, for stale-cluster replacement (seed 003's inventory marker included).
+//! - [`ids`]: new clusters' names, drawn from the plan's seed.
+//! - [`duration`]: durations in Go / Hive syntax.
+//! - [`secret_tags`]: which pools may use a secret.
+//! - [`sweep`]: which pools the periodic sweep enqueues, and when a pass is a full one.
 //! - [`waiting`]: when a claimant looks at a claim it waits on.
 //!
 //! ```

@@ -7,11 +7,11 @@
 //! runs, waiting or not, and a second of the claim API's wait costs about what API Gateway charges for a whole
 //! request, so many short requests cost less than one long one (BENCHMARKS.md counts both).
 //!
-//! A claim that waits for a cluster is given one only by a reconcile, and only a Running cluster ([`crate::plan`]):
-//! once the pool has no Running spare, that is after the pool's tick finds an install or a resume done. The claim
-//! API then tells the claimant when that can next be ([`hint`]): a little after the tick's next link is due. A
-//! claimant that follows it looks once a tick, some 15 s apart while claims wait, instead of every 2 s, and sees
-//! its cluster as soon: the look after the tick that brought it up.
+//! A claim that waits for a cluster is given one only by a reconcile, and only a Running cluster
+//! ([`crate::plan`](mod@crate::plan)): once the pool has no Running spare, that is after the pool's tick finds an
+//! install or a resume done. The claim API then tells the claimant when that can next be ([`hint`]): a little
+//! after the tick's next link is due. A claimant that follows it looks once a tick, some 15 s apart while claims
+//! wait, instead of every 2 s, and sees its cluster as soon: the look after the tick that brought it up.
 
 use std::time::Duration;
 
