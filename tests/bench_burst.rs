@@ -131,8 +131,9 @@ async fn main() {
     let store = &s.deps.store;
     let get = timed(|| async { store.get(POOL, &Key::Pool).await.expect("GetItem") }).await;
     let page = timed(|| async { store.spares(POOL, 0, 16).await.expect("Query spares") }).await;
-    let line = timed(|| async { store.oldest_pending(POOL).await.expect("Query pending") }).await;
-    println!("alone, p50 of one round trip: GetItem {get}, a page of spares {page}, the oldest pending claim {line}");
+    let probe = apiary_planner::Claim::new("probe", ALICE, chrono::Utc::now());
+    let line = timed(|| async { store.ahead(POOL, &probe, 16).await.expect("Query pending") }).await;
+    println!("alone, p50 of one round trip: GetItem {get}, a page of spares {page}, the claims in line {line}");
 
     println!("| N | spares | wall | p50 | p95 | max | answers | unanswered |");
     println!("|---:|---|---:|---:|---:|---:|---|---:|");

@@ -182,7 +182,7 @@ fn indexed() -> Vec<Item> {
     items
 }
 
-/// What the index answers for `pool` in `store`: pages of spares from several places, and the oldest pending.
+/// What the index answers for `pool` in `store`: pages of spares from several places, and the claims in line.
 async fn index_answers(store: &dyn Store, pool: &str) -> Vec<String> {
     let mut out = vec![];
     for (from, limit) in [(0, 100), (0, 3), (97, 5), (200, 30), (255, 2), (511, 4)] {
@@ -192,7 +192,13 @@ async fn index_answers(store: &dyn Store, pool: &str) -> Vec<String> {
         out.push(page.join(","));
     }
     out.push(format!("moving: {:?}", store.moving(pool).await.expect("moving")));
-    out.push(format!("oldest pending: {:?}", store.oldest_pending(pool).await.expect("pending")));
+    // In line: behind all of them, one asked for; between two; the last one itself (never counted ahead of itself).
+    let mut lines = vec![];
+    for (name, minutes, limit) in [("late", 60, 1), ("new", 6, 5), ("k3", 7, 5)] {
+        let k = Claim::new(name, "arn:aws:iam::123456789012:user/alice", t0() + chrono::TimeDelta::minutes(minutes));
+        lines.push(store.ahead(pool, &k, limit).await.expect("pending"));
+    }
+    out.push(format!("ahead: {lines:?}"));
     out
 }
 
@@ -209,7 +215,7 @@ async fn dynamodb_indexes_spares_clusters_in_motion_and_pending_claims_exactly_a
     let want = index_answers(reference.store.as_ref(), "idx").await;
     assert_eq!(want[0], "0/100: 24", "every spare and nothing else: {want:?}");
     assert!(want.contains(&r#"moving: ["deleting", "installing", "stopping"]"#.to_owned()), "{want:?}");
-    assert_eq!(want.last().map(String::as_str), Some("oldest pending: Some(\"k1\")"));
+    assert_eq!(want.last().map(String::as_str), Some(r#"ahead: [["k1"], ["k1", "k2"], ["k1", "k2"]]"#));
     assert_eq!(index_answers(s.deps.store.as_ref(), "idx").await, want);
     // Written again, items leave and join the index: a spare claimed, the oldest claim assigned, a claim back.
     for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
@@ -227,7 +233,7 @@ async fn dynamodb_indexes_spares_clusters_in_motion_and_pending_claims_exactly_a
             .expect("resumed");
     }
     let want = index_answers(reference.store.as_ref(), "idx").await;
-    assert_eq!(want.last().map(String::as_str), Some("oldest pending: Some(\"k2\")"));
+    assert_eq!(want.last().map(String::as_str), Some(r#"ahead: [["k2"], ["k2"], ["k2"]]"#));
     assert_eq!(index_answers(s.deps.store.as_ref(), "idx").await, want);
     // The pool's tick item: written and read back whole, conditionally, and never part of the pool's snapshot.
     let tick = Tick {

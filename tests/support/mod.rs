@@ -12,7 +12,7 @@ use apiary_aws::sdk_ec2::types::Filter;
 use apiary_aws::SdkConfig;
 use apiary_local::{Options, Running, PRINCIPAL_HEADER};
 use apiary_planner::power::tick::Tick;
-use apiary_planner::{Cluster, Pool, Snapshot, Timestamp};
+use apiary_planner::{Claim, Cluster, Pool, Snapshot, Timestamp};
 use apiary_ports::store::{Item, Key, Store, Write};
 use apiary_ports::{Config, Deps};
 use serde_json::{json, Value};
@@ -232,8 +232,8 @@ impl Store for Journal {
         self.store.spares(pool, from, limit).await
     }
 
-    async fn oldest_pending(&self, pool: &str) -> apiary_ports::Result<Option<String>> {
-        self.store.oldest_pending(pool).await
+    async fn ahead(&self, pool: &str, claim: &Claim, limit: usize) -> apiary_ports::Result<Vec<String>> {
+        self.store.ahead(pool, claim, limit).await
     }
 
     async fn moving(&self, pool: &str) -> apiary_ports::Result<Vec<String>> {

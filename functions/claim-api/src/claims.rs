@@ -1,8 +1,8 @@
 //! Claims: make one (assigned at once when a Running spare is free), read it (optionally waiting until it is
 //! Ready), release it, hibernate or resume its cluster, list them.
 //!
-//! Making a claim reads what it needs and nothing more: the pool item, the pool's oldest pending claim, the oldest
-//! spare the pool item names (or, once it lost a spare to another claim, one page of its spares from the
+//! Making a claim reads what it needs and nothing more: the pool item, the claims waiting ahead of it (up to a
+//! page), the oldest spare the pool item names (or, once it met another claim, one page of its spares from the
 //! partition's sparse index) and the spare it picks; never the whole partition. So its cost follows the claims,
 //! not the pool's size, a lone claim gets the oldest spare, and concurrent claims pick different spares.
 
@@ -95,7 +95,7 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
         new.lifetime = lifetime.clone();
         // Past its budget a claim stops racing and waits in line: the reconcile serves it in order.
         let racing = tries < CLAIM_TRIES && lost_pages < LOST_PAGES && now - started < CLAIM_BUDGET;
-        let spare = if racing { pick_spare(deps, &p, claim, tries).await? } else { Pick::Wait };
+        let spare = if racing { pick_spare(deps, &p, &new, tries).await? } else { Pick::Wait };
         let (writes, assigned) = match spare {
             // Every spare of its page went to other claims: a lost try, like a lost transaction.
             Pick::Lost => {
@@ -182,18 +182,23 @@ enum Pick {
 
 /// A spare for `claim` on its `tries`-th try, or why there is none.
 ///
-/// A claim's first try takes the oldest Running spare still free, as seed 000 orders them and the planner
+/// Claims already waiting in line come first (seed 000's FIFO): the reconcile gives them the oldest spares. So a
+/// claim counts the claims ahead of it (up to a page) and takes a spare only while the pool has more spares than
+/// that, leaving the oldest to them; one claim waiting never makes the claims behind it wait while spares remain.
+///
+/// A claim that meets no other takes the oldest Running spare still free, as seed 000 orders them and the planner
 /// assigns them: the first of the pool's `nextSpares` (the plan's list, oldest first) whose item, read strongly,
-/// is still a spare. So a claim that meets no other gets the oldest. Claims that lost their first try to another
-/// claim spread over the spares instead of racing for the next oldest: each reads one page of the pool's index
-/// from a place drawn from its name and try, and takes one of that page drawn the same way, so a burst of N
-/// claims on N spares costs about 2N transactions (the first try of each, on the oldest, then about one each),
-/// not N².
-async fn pick_spare(deps: &Deps, pool: &Pool, claim: &str, tries: u32) -> Result<Pick, ApiError> {
-    if deps.store.oldest_pending(&pool.name).await?.is_some() {
+/// is still a spare. Claims that lost their first try to another claim, or that found others waiting, spread
+/// over the spares instead of racing for the next oldest: each reads one page of the pool's index from a place
+/// drawn from its name and try, and takes one of that page drawn the same way, so a burst of N claims on N spares
+/// costs about 2N transactions (the first try of each, on the oldest, then about one each), not N².
+async fn pick_spare(deps: &Deps, pool: &Pool, claim: &Claim, tries: u32) -> Result<Pick, ApiError> {
+    let ahead = deps.store.ahead(&pool.name, claim, SPARES_PAGE).await?.len();
+    if ahead >= SPARES_PAGE {
+        // A line longer than a page of spares: the reconcile serves it, and this claim behind it.
         return Ok(Pick::Wait);
     }
-    if tries == 0 {
+    if tries == 0 && ahead == 0 {
         for id in &pool.status.next_spares {
             if let Some(cluster) = get_cluster_item(deps, &pool.name, id).await? {
                 if spare_key(&cluster).is_some() && pool.spec.may_assign(&cluster) {
@@ -202,15 +207,22 @@ async fn pick_spare(deps: &Deps, pool: &Pool, claim: &str, tries: u32) -> Result
             }
         }
     }
-    let drawn = draw(&format!("{claim}/{tries}"));
+    let drawn = draw(&format!("{}/{tries}", claim.name));
     let place = (drawn % u64::from(SPREAD)) as u16;
     let ids = deps.store.spares(&pool.name, place, SPARES_PAGE).await?;
-    if ids.is_empty() {
+    // A page not full is every spare the pool has: none left once each claim ahead has its own.
+    if ids.len() <= ahead {
         return Ok(Pick::Wait);
     }
-    let first = ((drawn >> 16) % ids.len() as u64) as usize;
-    for k in 0..ids.len() {
-        let id = &ids[(first + k) % ids.len()];
+    // The oldest spares are the claims' ahead (as the pool's status names them): the others are free to take.
+    let theirs = &pool.status.next_spares[..ahead.min(pool.status.next_spares.len())];
+    let free: Vec<&String> = ids.iter().filter(|id| !theirs.contains(id)).collect();
+    if free.is_empty() {
+        return Ok(Pick::Lost);
+    }
+    let first = ((drawn >> 16) % free.len() as u64) as usize;
+    for k in 0..free.len() {
+        let id = free[(first + k) % free.len()];
         // The index says spare; the item, read strongly, and the pool's rules decide.
         if let Some(cluster) = get_cluster_item(deps, &pool.name, id).await? {
             if pool.spec.may_assign(&cluster) {

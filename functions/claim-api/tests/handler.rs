@@ -547,6 +547,47 @@ async fn an_older_waiting_claim_keeps_its_turn_when_a_spare_comes() {
     assert!(w.snapshot("ci").expect("pool").clusters.iter().all(|c| c.claim.is_none()));
 }
 
+/// The FIFO promise is between waiting claims: a claim waiting in line keeps the oldest spare for the reconcile
+/// to give it, and the claims behind it take the spares it does not need, at once, until none is left over.
+#[tokio::test]
+async fn a_waiting_claim_holds_back_only_the_spare_it_waits_for() {
+    let w = World::new(t0());
+    stocked(&w, "ci", 3, 3);
+    planned(&w, "ci");
+    w.store.put("ci", Item::Claim(Box::new(Claim::new("first", BOB, t0()))));
+    let deps = w.default_deps(900);
+    let mut given = BTreeSet::new();
+    for claim in ["second", "third"] {
+        let (status, body) = call(&deps, "PUT", &format!("/pools/ci/claims/{claim}"), Some(ALICE), None).await;
+        assert_eq!(status, 201, "{claim} waited behind `first` with spares to spare: {body}");
+        given.insert(body["cluster"]["id"].as_str().expect("a cluster").to_owned());
+    }
+    assert_eq!(given, BTreeSet::from(["ci-00001".to_owned(), "ci-00002".to_owned()]), "the oldest is first's");
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/fourth", Some(ALICE), None).await;
+    assert_eq!((status, body["phase"].as_str()), (202, Some("Pending")), "ci-00000 is first's: {body}");
+}
+
+/// A CI fan-out that meets a claim already waiting: every claim of the burst still gets its spare at once, and
+/// the spare the waiting claim is owed stays free for the reconcile to give it.
+#[tokio::test]
+async fn a_burst_behind_a_waiting_claim_is_served_at_once_from_the_spares_it_leaves() {
+    let w = World::with_hook(t0(), Arc::new(Interleave), 7);
+    stocked(&w, "ci", 51, 51);
+    planned(&w, "ci");
+    w.store.put("ci", Item::Claim(Box::new(Claim::new("early", BOB, t0() - TimeDelta::seconds(1)))));
+    let deps = w.default_deps(900);
+    let answers = futures::future::join_all((0..50).map(|i| {
+        let deps = deps.clone();
+        async move { call(&deps, "PUT", &format!("/pools/ci/claims/job-{i}"), Some(ALICE), None).await }
+    }))
+    .await;
+    for (status, body) in &answers {
+        assert_eq!(status, &201, "{body}");
+    }
+    let oldest = w.cluster("ci", "ci-00000").expect("cluster");
+    assert_eq!(oldest.claim, None, "the oldest spare is the waiting claim's");
+}
+
 #[tokio::test]
 async fn claims_in_the_same_second_ask_for_one_reconcile_and_the_next_second_for_another() {
     let w = World::new(t0());

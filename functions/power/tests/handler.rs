@@ -837,8 +837,13 @@ impl apiary_ports::store::Store for Racing {
     async fn spares(&self, pool: &str, from: u16, limit: usize) -> apiary_ports::Result<Vec<String>> {
         self.inner.spares(pool, from, limit).await
     }
-    async fn oldest_pending(&self, pool: &str) -> apiary_ports::Result<Option<String>> {
-        self.inner.oldest_pending(pool).await
+    async fn ahead(
+        &self,
+        pool: &str,
+        claim: &apiary_planner::Claim,
+        limit: usize,
+    ) -> apiary_ports::Result<Vec<String>> {
+        self.inner.ahead(pool, claim, limit).await
     }
     async fn moving(&self, pool: &str) -> apiary_ports::Result<Vec<String>> {
         self.inner.moving(pool).await

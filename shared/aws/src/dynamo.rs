@@ -28,7 +28,7 @@ use std::collections::HashMap;
 
 use apiary_planner::events::Event;
 use apiary_planner::power::tick::Tick;
-use apiary_planner::{Pool, Snapshot};
+use apiary_planner::{Claim, Pool, Snapshot};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
@@ -38,8 +38,8 @@ use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
 use apiary_ports::store::{
-    check_size, event_sort_key, index_key, partition, spare_place, stored, Cond, EventPage, EventQuery, Item, Key,
-    Store, Write, EVENT_RETENTION,
+    check_size, event_sort_key, index_key, line_key, partition, spare_place, stored, Cond, EventPage, EventQuery, Item,
+    Key, Store, Write, EVENT_RETENTION,
 };
 use apiary_ports::{Error, Result};
 
@@ -569,8 +569,11 @@ impl Store for DynamoStore {
         Ok(ids)
     }
 
-    async fn oldest_pending(&self, pool: &str) -> Result<Option<String>> {
-        Ok(self.assign_entries(pool, "P#", "P#~", 1).await?.into_iter().next().map(|(_, name)| name))
+    async fn ahead(&self, pool: &str, claim: &Claim, limit: usize) -> Result<Vec<String>> {
+        // BETWEEN takes its bounds in: one more, for the claim's own entry if it waits already.
+        let own = line_key(claim);
+        let entries = self.assign_entries(pool, "P#", &own, limit.saturating_add(1)).await?;
+        Ok(entries.into_iter().filter(|(key, _)| *key != own).map(|(_, name)| name).take(limit).collect())
     }
 
     async fn moving(&self, pool: &str) -> Result<Vec<String>> {

@@ -29,12 +29,12 @@ use apiary_planner::machines::MachineState;
 use apiary_planner::power::chain::{self, Admission};
 use apiary_planner::{plan, Action, PowerState, Snapshot, Timestamp};
 use apiary_ports::messages::PowerMessage;
-use apiary_ports::store::{Item, Key};
+use apiary_ports::store::{spare_key, Item, Key};
 use apiary_testkit::queue::QueueName;
 use apiary_testkit::store::Tables;
 use chrono::TimeDelta;
 
-use crate::sim::Sim;
+use crate::sim::{Request, Sim};
 
 /// Once faults stop, a claim that can be served is served within this (a lost reconcile comes back after the
 /// six-minute visibility timeout; a lost tick is started again by the ten-minute full sweep after its two-minute
@@ -120,6 +120,11 @@ impl Checker {
             for a in &sim.answers[self.answers..] {
                 if a.status >= 500 && a.status != 503 {
                     return violation(now, "no 500", format!("{:?} answered {} {}", a.request, a.status, a.body));
+                }
+                if let (202, Request::Claim { pool, claim, .. }) = (a.status, &a.request) {
+                    if let Some(why) = sim.world.snapshot(pool).and_then(|snap| told_to_wait(&snap, claim).err()) {
+                        return violation(now, "no claim waits while a spare is free", why);
+                    }
                 }
             }
             self.answers = sim.answers.len();
@@ -483,6 +488,41 @@ pub fn pending_with_capacity(snap: &Snapshot, now: Timestamp) -> Result<(), (Str
         states.join("; ")
     );
     Err((k.name.clone(), why))
+}
+
+/// `Err` with what the pool holds when `claim`, just told to wait (202) and still without a cluster, was kept
+/// waiting while a spare stood free for it: when the pool has more free Running spares that were already up when
+/// the claim arrived than claims ahead of it in line (those that arrived before it, by time then name, and had no
+/// cluster then). Seed 000's FIFO promise is between waiting claims: the claims ahead get the oldest spares, and a
+/// spare nobody ahead waits for goes to the claim at once.
+pub fn told_to_wait(snap: &Snapshot, claim: &str) -> Result<(), String> {
+    let Some(k) = snap.claims.iter().find(|c| c.name == claim && c.cluster.is_none()) else {
+        return Ok(());
+    };
+    let arrived = k.created_at;
+    let line = |c: &apiary_planner::Claim| (c.created_at, c.name.clone());
+    let ahead: Vec<&str> = snap
+        .claims
+        .iter()
+        .filter(|c| line(c) < line(k) && c.assigned_at.is_none_or(|at| at > arrived))
+        .map(|c| c.name.as_str())
+        .collect();
+    let free: Vec<&str> = snap
+        .clusters
+        .iter()
+        .filter(|c| spare_key(c).is_some() && snap.pool.spec.may_assign(c))
+        .filter(|c| c.power_state == Some(PowerState::Running) && c.running_since.is_some_and(|at| at <= arrived))
+        .map(|c| c.id.as_str())
+        .collect();
+    if free.len() > ahead.len() {
+        return Err(format!(
+            "{}/{claim} was told to wait with {} free Running spares up since it arrived ({free:?}) and {} claims ahead of it ({ahead:?})",
+            snap.pool.name,
+            free.len(),
+            ahead.len()
+        ));
+    }
+    Ok(())
 }
 
 /// Whether the pool holds back new clusters at `now`, after clusters lost to provisioning in a row (the planner's

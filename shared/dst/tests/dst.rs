@@ -212,6 +212,34 @@ fn the_claim_checked_for_waiting_with_room_is_the_oldest_as_the_pool_serves_them
     assert_eq!(claim, "c9");
 }
 
+/// A claim told to wait (202) while the pool has more free Running spares, up since it arrived, than claims ahead
+/// of it in line is caught; one that waits for a spare an older claim is owed, or for one that came up after it
+/// arrived, is not.
+#[test]
+fn a_claim_told_to_wait_while_a_spare_is_free_for_it_is_caught() {
+    use apiary_dst::invariants::told_to_wait;
+    let t = start();
+    let later = t + chrono::TimeDelta::minutes(1);
+    let mut snap = apiary_planner::Snapshot {
+        pool: pool("p", aws_spec(3, 2), t),
+        clusters: vec![installed("s1", DesiredPower::Running, t), installed("s2", DesiredPower::Running, t)],
+        claims: vec![Claim::new("first", "me", t), Claim::new("second", "me", later)],
+        leases: vec![],
+    };
+    let why = told_to_wait(&snap, "second").expect_err("s2 stood free for it");
+    assert!(why.contains("2 free Running spares") && why.contains("1 claims ahead"), "{why}");
+    // The older claim is owed one of them; the other came up after the claim arrived.
+    snap.clusters[1].running_since = Some(later + chrono::TimeDelta::seconds(1));
+    told_to_wait(&snap, "second").expect("s1 is first's, s2 came up later");
+    // Ahead by name in the same instant, as claims are served.
+    snap.clusters[1].running_since = Some(t);
+    snap.claims[1].created_at = t;
+    told_to_wait(&snap, "first").expect_err("first is ahead of second: two spares, no claim ahead");
+    // A claim given its cluster since is not waiting.
+    snap.claims[0].cluster = Some("s1".into());
+    told_to_wait(&snap, "first").expect("first has its cluster");
+}
+
 /// Found by the simulation (seed 400 674, eight-hour chaos): the invariant counted a broken cluster as a free one,
 /// so a pool at its limit, deleting its broken and excess clusters one at a time within `maxConcurrent` 1, was taken
 /// for a pool that had room and did not serve a claim. A broken cluster can serve no claim: it is not free.

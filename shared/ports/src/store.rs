@@ -356,9 +356,13 @@ pub fn index_key(item: &Item) -> Option<String> {
 /// Where `claim` stands in the same index: a pending claim ([`Claim::is_pending`]) is `P#<createdAt>#<name>`
 /// (RFC 3339 in UTC with fixed digits, so the keys sort oldest first).
 pub fn pending_key(claim: &Claim) -> Option<String> {
-    claim
-        .is_pending()
-        .then(|| format!("P#{}#{}", claim.created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true), claim.name))
+    claim.is_pending().then(|| line_key(claim))
+}
+
+/// `claim`'s place in its pool's line of pending claims ([`pending_key`]), whether or not it waits there: claims
+/// wait in line by arrival, then by name.
+pub fn line_key(claim: &Claim) -> String {
+    format!("P#{}#{}", claim.created_at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true), claim.name)
 }
 
 /// The first key of place `from` (taken modulo [`SPREAD`]) in the spares' part of the index.
@@ -501,8 +505,9 @@ pub trait Store: Send + Sync {
     /// index: in index order from place `from` ([`spare_place`]) on, wrapping round to the first place. Reads
     /// index entries only, never the rest of the partition: its cost follows `limit`, not the pool's size.
     async fn spares(&self, pool: &str, from: u16, limit: usize) -> Result<Vec<String>>;
-    /// The name of `pool`'s oldest pending claim ([`pending_key`]), read strongly consistently from the same index.
-    async fn oldest_pending(&self, pool: &str) -> Result<Option<String>>;
+    /// The names of up to `limit` of `pool`'s pending claims ahead of `claim` in line ([`line_key`]), oldest first,
+    /// read strongly consistently from the same index; never `claim` itself, whether it waits already or not.
+    async fn ahead(&self, pool: &str, claim: &Claim, limit: usize) -> Result<Vec<String>>;
     /// The ids of `pool`'s clusters in motion ([`moving_key`]), read strongly consistently from the same index, in
     /// id order: index entries only, so its cost follows how many clusters move, not the pool's size.
     async fn moving(&self, pool: &str) -> Result<Vec<String>>;

@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 
 use apiary_planner::events::Event;
 use apiary_planner::power::tick::Tick;
-use apiary_planner::{Pool, Snapshot, Timestamp};
+use apiary_planner::{Claim, Pool, Snapshot, Timestamp};
 use apiary_ports::store::{
-    check_size, event_shard, event_sort_key, index_key, partition, spare_place, stored, EventPage, EventQuery, Item,
-    Key, Store, Write,
+    check_size, event_shard, event_sort_key, index_key, line_key, partition, spare_place, stored, EventPage,
+    EventQuery, Item, Key, Store, Write,
 };
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -302,11 +302,18 @@ impl Store for MemStore {
         leave(self.hook.as_ref(), Op::Read, Ok(ids))
     }
 
-    async fn oldest_pending(&self, pool: &str) -> Result<Option<String>> {
+    async fn ahead(&self, pool: &str, claim: &Claim, limit: usize) -> Result<Vec<String>> {
         enter(self.hook.as_ref(), Op::Read).await?;
-        let oldest = self.index(pool).into_iter().find(|(k, _)| k.starts_with("P#")).map(|(_, name)| name);
-        self.count_read(usize::from(oldest.is_some()));
-        leave(self.hook.as_ref(), Op::Read, Ok(oldest))
+        let own = line_key(claim);
+        let names: Vec<String> = self
+            .index(pool)
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("P#") && *k < own)
+            .take(limit)
+            .map(|(_, name)| name)
+            .collect();
+        self.count_read(names.len());
+        leave(self.hook.as_ref(), Op::Read, Ok(names))
     }
 
     async fn moving(&self, pool: &str) -> Result<Vec<String>> {
