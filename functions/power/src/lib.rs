@@ -638,8 +638,13 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, received: Option<Received<'_
 /// reconcile has given it to one of them. Nothing to record without a live tick: no claimant is told to wait for
 /// one.
 async fn note_up(deps: &Deps, pool: &Pool) -> Result<()> {
+    // Its look was before this: a note of any look since says it too (installs ending together write it once).
+    let seen = deps.clock.now();
     for _ in 0..MAX_ATTEMPTS {
         let Some(stored) = get_tick(deps, &pool.name).await?.filter(|t| t.check.is_some()) else { return Ok(()) };
+        if stored.up.is_some_and(|at| at >= seen) {
+            return Ok(());
+        }
         let noted = Tick { up: tick::up(&stored, true, deps.clock.now()), ..stored.clone() };
         match put_tick(deps, &pool.name, Some(&stored), noted).await {
             Err(Error::Conflict(_)) => tracing::info!("the pool's tick changed; reading it again"),

@@ -628,6 +628,40 @@ async fn one_tick_looks_at_every_cluster_in_motion_and_a_look_that_finds_nothing
     assert!(tick_of(&w).check.is_none() && tick_of(&w).due.is_empty(), "nothing moves: the tick ends");
 }
 
+/// Every port call lets other invocations run first: concurrent runs interleave between any two calls.
+struct YieldAlways;
+
+impl apiary_testkit::hook::Hook for YieldAlways {
+    fn before(&self, _: apiary_testkit::hook::Op) -> apiary_testkit::hook::Gate {
+        apiary_testkit::hook::Gate::Yield
+    }
+}
+
+/// A burst's replacements finish installing together: the nudges whose looks find them come up all succeed. The
+/// tick need only say that a cluster came up since its look; the first nudge to write that says it for the others.
+/// They used to race to write it each, and a nudge that lost three times failed its delivery, to come again for a
+/// second look.
+#[tokio::test]
+async fn nudges_that_find_many_clusters_come_up_together_all_succeed() {
+    let w = World::with_hook(t0(), std::sync::Arc::new(YieldAlways), 7);
+    let deps = w.default_deps(900);
+    installing(&w, &deps, 12).await;
+    let mut up = 0;
+    for minute in [10, 20, 30] {
+        w.time.set(t0() + TimeDelta::minutes(minute));
+        let runs = (0..12).map(|i| {
+            let deps = deps.clone();
+            async move { (i, power::power(&deps, &nudge(&format!("ci-{i}")), None).await) }
+        });
+        for (i, out) in futures::future::join_all(runs).await {
+            let out = out.unwrap_or_else(|e| panic!("ci-{i}'s nudge at {minute} min failed: {e}"));
+            up += usize::from(out.came_up);
+        }
+    }
+    assert_eq!(up, 12, "each found come up once");
+    assert!(tick_of(&w).up.is_some_and(|at| at > t0() && at <= w.now()), "{:?}", tick_of(&w));
+}
+
 /// What one tick at `n` installing clusters asks of the table: its reads, and the clusters it looked at.
 async fn tick_reads(n: usize) -> (u64, usize) {
     let w = World::new(t0());
