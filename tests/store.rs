@@ -261,6 +261,7 @@ async fn dynamodb_indexes_spares_clusters_in_motion_and_pending_claims_exactly_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_reads_many_items_in_batches_as_the_reference_reads_them_one_by_one() {
+    // Eventually consistently (a tick's clusters) and strongly (a claim's named spares).
     let mut s = support::stack().await;
     s.halt().await;
     let reference = World::new(t0());
@@ -291,6 +292,11 @@ async fn dynamodb_reads_many_items_in_batches_as_the_reference_reads_them_one_by
         }
         one_by_one.sort();
         assert_eq!(got, one_by_one);
+        // Read strongly, in batches too: the same items.
+        let mut strongly: Vec<String> =
+            store.get_many_strongly("many", &keys).await.expect("batch").iter().map(|i| i.key().sort_key()).collect();
+        strongly.sort();
+        assert_eq!(strongly, one_by_one);
         answers.push(got);
     }
     assert_eq!(answers[0].len(), 130 - 19 + 2, "{:?}", answers[0]);

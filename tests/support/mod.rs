@@ -228,6 +228,10 @@ impl Store for Journal {
         self.store.get_many(pool, keys).await
     }
 
+    async fn get_many_strongly(&self, pool: &str, keys: &[Key]) -> apiary_ports::Result<Vec<Item>> {
+        self.store.get_many_strongly(pool, keys).await
+    }
+
     async fn spares(&self, pool: &str, from: u16, limit: usize) -> apiary_ports::Result<Vec<String>> {
         self.store.spares(pool, from, limit).await
     }

@@ -188,10 +188,11 @@ enum Pick {
 ///
 /// A claim that meets no other takes the oldest Running spare still free, as seed 000 orders them and the planner
 /// assigns them: the first of the pool's `nextSpares` (the plan's list, oldest first) whose item, read strongly,
-/// is still a spare. Claims that lost their first try to another claim, or that found others waiting, spread
-/// over the spares instead of racing for the next oldest: each reads one page of the pool's index from a place
-/// drawn from its name and try, and takes one of that page drawn the same way, so a burst of N claims on N spares
-/// costs about 2N transactions (the first try of each, on the oldest, then about one each), not N².
+/// is still a spare ([`oldest_named`]). Claims that lost their first try to another claim, or that
+/// found others waiting, spread over the spares instead of racing for the next oldest: each reads one page of the
+/// pool's index from a place drawn from its name and try, and takes one of that page drawn the same way, so a
+/// burst of N claims on N spares costs about 2N transactions (the first try of each, on the oldest, then about one
+/// each), not N².
 async fn pick_spare(deps: &Deps, pool: &Pool, claim: &Claim, tries: u32) -> Result<Pick, ApiError> {
     let ahead = deps.store.ahead(&pool.name, claim, SPARES_PAGE).await?.len();
     if ahead >= SPARES_PAGE {
@@ -199,12 +200,8 @@ async fn pick_spare(deps: &Deps, pool: &Pool, claim: &Claim, tries: u32) -> Resu
         return Ok(Pick::Wait);
     }
     if tries == 0 && ahead == 0 {
-        for id in &pool.status.next_spares {
-            if let Some(cluster) = get_cluster_item(deps, &pool.name, id).await? {
-                if spare_key(&cluster).is_some() && pool.spec.may_assign(&cluster) {
-                    return Ok(Pick::Spare(Box::new(cluster)));
-                }
-            }
+        if let Some(oldest) = oldest_named(deps, pool).await? {
+            return Ok(Pick::Spare(Box::new(oldest)));
         }
     }
     let drawn = draw(&format!("{}/{tries}", claim.name));
@@ -231,6 +228,32 @@ async fn pick_spare(deps: &Deps, pool: &Pool, claim: &Claim, tries: u32) -> Resu
         }
     }
     Ok(Pick::Lost)
+}
+
+/// The first of `pool`'s `nextSpares` still a spare, read strongly: the oldest alone (a lone claim finds it free,
+/// one read unit), then, when it is taken (the list is as old as the last reconcile, and a burst has begun), the
+/// others in one request.
+async fn oldest_named(deps: &Deps, pool: &Pool) -> Result<Option<Cluster>, ApiError> {
+    let free = |c: &Cluster| spare_key(c).is_some() && pool.spec.may_assign(c);
+    let Some((first, rest)) = pool.status.next_spares.split_first() else { return Ok(None) };
+    if let Some(cluster) = get_cluster_item(deps, &pool.name, first).await?.filter(free) {
+        return Ok(Some(cluster));
+    }
+    if rest.is_empty() {
+        return Ok(None);
+    }
+    let keys: Vec<Key> = rest.iter().map(|id| Key::Cluster(id.clone())).collect();
+    let read = deps.store.get_many_strongly(&pool.name, &keys).await?;
+    let mut named: Vec<Cluster> = read
+        .into_iter()
+        .filter_map(|item| match item {
+            Item::Cluster(c) => Some(*c),
+            _ => None,
+        })
+        .filter(free)
+        .collect();
+    named.sort_by_key(|c| rest.iter().position(|id| *id == c.id));
+    Ok(named.into_iter().next())
 }
 
 /// The writes assigning `cluster` to the new `claim` at `at`, computed by the planner's own meaning of an

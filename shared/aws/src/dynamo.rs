@@ -1,4 +1,4 @@
-//! The DynamoDB adapter of [`Store`]: DESIGN.md's single table, one partition per pool.
+//! The DynamoDB adapter of [`Store`]: one table, one partition per pool (docs/concepts.md, "How it runs").
 //!
 //! | item | PK | SK |
 //! |---|---|---|
@@ -263,6 +263,46 @@ impl DynamoStore {
             .expression_attribute_values(":high", s(high))
     }
 
+    /// The items of `keys` that exist, with BatchGetItem (100 keys a request), read strongly or eventually
+    /// consistently; what the table could not read at once is asked for again.
+    async fn batch_get(&self, pool: &str, keys: &[Key], consistent: bool) -> Result<Vec<Item>> {
+        let mut found = Vec::new();
+        for chunk in keys.chunks(BATCH_GET_KEYS) {
+            let mut pending: Vec<Attrs> = chunk.iter().map(|key| key_attrs(pool, key)).collect();
+            let mut attempts = 0;
+            while !pending.is_empty() {
+                if attempts == BATCH_GET_ATTEMPTS {
+                    let message = format!("{} keys of {pool} left unprocessed", pending.len());
+                    return Err(Error::service("dynamodb:BatchGetItem", message, true));
+                }
+                if attempts > 0 {
+                    // What the table could not read at once (throttled, or over 16 MB) is asked for again.
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempts)).await;
+                }
+                attempts += 1;
+                let wanted = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(consistent)
+                    .build()
+                    .map_err(|e| crate::error::build("dynamodb:BatchGetItem", e))?;
+                count("dynamodb:BatchGetItem");
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, wanted)
+                    .send()
+                    .await
+                    .map_err(|e| crate::error::aws("dynamodb:BatchGetItem", e))?;
+                for attrs in out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default() {
+                    found.extend(decode(attrs)?);
+                }
+                pending =
+                    out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).map(|k| k.keys).unwrap_or_default();
+            }
+        }
+        Ok(found)
+    }
+
     /// Up to `limit` entries of the `assign` index between `low` and `high` (bounds that are never keys themselves),
     /// as (key, id or name), in one page.
     async fn assign_entries(&self, pool: &str, low: &str, high: &str, limit: usize) -> Result<Vec<(String, String)>> {
@@ -520,42 +560,12 @@ impl Store for DynamoStore {
     }
 
     async fn get_many(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
-        let mut found = Vec::new();
-        for chunk in keys.chunks(BATCH_GET_KEYS) {
-            let mut pending: Vec<Attrs> = chunk.iter().map(|key| key_attrs(pool, key)).collect();
-            let mut attempts = 0;
-            while !pending.is_empty() {
-                if attempts == BATCH_GET_ATTEMPTS {
-                    let message = format!("{} keys of {pool} left unprocessed", pending.len());
-                    return Err(Error::service("dynamodb:BatchGetItem", message, true));
-                }
-                if attempts > 0 {
-                    // What the table could not read at once (throttled, or over 16 MB) is asked for again.
-                    tokio::time::sleep(std::time::Duration::from_millis(50 << attempts)).await;
-                }
-                attempts += 1;
-                // Eventually consistent (`Store::get_many`): every write of what is read here is conditional.
-                let wanted = KeysAndAttributes::builder()
-                    .set_keys(Some(std::mem::take(&mut pending)))
-                    .consistent_read(false)
-                    .build()
-                    .map_err(|e| crate::error::build("dynamodb:BatchGetItem", e))?;
-                count("dynamodb:BatchGetItem");
-                let out = self
-                    .client
-                    .batch_get_item()
-                    .request_items(&self.table, wanted)
-                    .send()
-                    .await
-                    .map_err(|e| crate::error::aws("dynamodb:BatchGetItem", e))?;
-                for attrs in out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default() {
-                    found.extend(decode(attrs)?);
-                }
-                pending =
-                    out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).map(|k| k.keys).unwrap_or_default();
-            }
-        }
-        Ok(found)
+        // Eventually consistent (`Store::get_many`): every write of what is read here is conditional.
+        self.batch_get(pool, keys, false).await
+    }
+
+    async fn get_many_strongly(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
+        self.batch_get(pool, keys, true).await
     }
 
     async fn spares(&self, pool: &str, from: u16, limit: usize) -> Result<Vec<String>> {

@@ -501,6 +501,16 @@ pub trait Store: Send + Sync {
         }
         Ok(found)
     }
+    /// The same, read **strongly consistently**, as [`Store::get`] reads one item: for the few items (a claim's
+    /// named spares) a caller will take at once under a condition, where a stale copy would only cost it a lost
+    /// write. One request where the table allows (BatchGetItem with ConsistentRead); in no particular order.
+    async fn get_many_strongly(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
+        let mut found = Vec::new();
+        for key in keys {
+            found.extend(self.get(pool, key).await?);
+        }
+        Ok(found)
+    }
     /// The ids of up to `limit` spares of `pool` ([`spare_key`]), read strongly consistently from the pool's sparse
     /// index: in index order from place `from` ([`spare_place`]) on, wrapping round to the first place. Reads
     /// index entries only, never the rest of the partition: its cost follows `limit`, not the pool's size.

@@ -274,6 +274,11 @@ impl Store for MemStore {
         leave(self.hook.as_ref(), Op::Read, Ok(item))
     }
 
+    async fn get_many_strongly(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
+        // Every read here is strong: one request, as the adapter's batch read.
+        self.get_many(pool, keys).await
+    }
+
     async fn get_many(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
         enter(self.hook.as_ref(), Op::Read).await?;
         let found: Vec<Item> = {
