@@ -2,7 +2,7 @@
 //!
 //! This is the only crate that imports `aws-sdk-*`:
 //!
-//! - [`dynamo`]: the [`Store`](apiary_ports::store::Store) over DESIGN.md's single table.
+//! - [`dynamo`]: the [`Store`](apiary_ports::store::Store) over the one table, a partition per pool.
 //! - [`queue`]: the [`Queue`](apiary_ports::queue::Queue) over the two SQS queues, and a [`Poller`](queue::Poller)
 //!   that feeds handlers batches as Lambda's event source mapping does (for the local runtime).
 //! - [`ec2`]: the [`Actuator`](apiary_ports::platform::Actuator) and

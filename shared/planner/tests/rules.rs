@@ -1,4 +1,5 @@
-//! The pool rules of DESIGN.md and the seeds, one test per rule, each named as the rule reads.
+//! The pool rules (docs/concepts.md, "The planner" and "The seeds, behaviour by behaviour"), one test per
+//! rule, each named as the rule reads.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 mod support;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::cluster::Cluster;
 use crate::duration::GoDuration;
 
-/// What an operator asks of a pool (DESIGN.md "Pool spec").
+/// What an operator asks of a pool (docs/clouds.md, "Pool spec").
 ///
 /// Counts are signed so a negative value reaches validation (`validate_spec`) and is reported with
 /// its field instead of failing deserialization. The planner treats anything below zero as zero.

@@ -217,7 +217,7 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// DESIGN.md's steps, in order.
+    /// The steps of docs/concepts.md ("The planner"), in order.
     pub(super) fn run(mut self) -> Plan {
         let deleting_pool = self.snap.pool.deletion_requested_at.is_some();
         self.release_claims(deleting_pool);

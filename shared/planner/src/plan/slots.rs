@@ -1,5 +1,5 @@
-//! The planner's view of the pool's clusters: one [`Slot`] per cluster, in age order, and the buckets of
-//! DESIGN.md step 2 ([`Buckets`]).
+//! The planner's view of the pool's clusters: one [`Slot`] per cluster, in age order, and the buckets
+//! of the classification the steps share ([`Buckets`]).
 
 use crate::hash::FastMap;
 use crate::model::{Cluster, DesiredPower};
@@ -60,7 +60,7 @@ impl Slot<'_> {
     }
 }
 
-/// The buckets of DESIGN.md step 2, as indexes into the age-ordered slots.
+/// The classification the steps share, as indexes into the age-ordered slots.
 #[derive(Default)]
 pub(super) struct Buckets {
     pub(super) installing: Vec<usize>,
