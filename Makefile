@@ -13,6 +13,7 @@
 #   make deploy STACK=... REGION=... BUCKET=... [PARAMS="Name=Value ..."]  upload the zips, create or update the stack
 #   make cli     the `apiary` command line, optimized, copied to target/bin/apiary
 #   make burst N=200  N claims at once through the local API, with N Running spares and then with none
+#   make fanout N=200  N claims at once through `make run`'s HTTP API from a Python client (with `make run` up)
 #   make bench-emulator  what one DynamoDB request costs the emulator and moto as released
 
 SHELL := bash
@@ -23,7 +24,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity cycles docs-check docs-examples api-fuzz conformance tests unit system bench bench-api burst bench-emulator sim bill dst run emulator venv package deploy \
+.PHONY: test fmt-check clippy purity cycles docs-check docs-examples api-fuzz conformance tests unit system bench bench-api burst fanout bench-emulator sim bill dst run emulator venv package deploy \
 	lint-infra emulator-test deploy-test cold-start cli
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
@@ -187,11 +188,18 @@ cold-start: package
 emulator: venv
 	$(EMULATOR_CREDENTIALS) $(PYTHON) infra/emulator.py --port $(EMULATOR_PORT)
 
-# Apiary locally: Ctrl-C stops the functions and the emulator. Built as `make test` builds it (apiary-local is built
-# for its integration test), so switching between the two recompiles nothing.
+# Apiary locally: Ctrl-C stops the functions and the emulator. The functions run optimized, as Lambda runs them
+# (the simulators' profile, without the bootstraps' slow fat LTO): the first run compiles it, some ten minutes on
+# two cores, and later ones only what changed.
 run: venv
-	$(CARGO) test --quiet --workspace --no-run
+	$(CARGO) build --profile tool --workspace --bin apiary-local
 	@$(EMULATOR_CREDENTIALS) bash infra/run-local.sh
+
+# A CI fan-out through `make run`'s HTTP API, from a plain Python client: N parallel claims on a pool of N Running
+# spares, with a second pool's hibernateAfter and claim lifetime falling due during the burst (BENCHMARKS.md,
+# "Claims at CI scale"). Needs `make run` running (its address from .run/api.address).
+fanout:
+	@python3 infra/fanout.py --claims $(N)
 
 bench:
 	$(CARGO) bench -p $(PLANNER) --bench plan

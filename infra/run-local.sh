@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: the emulator, the stack deployed into it, the four functions in one process, a demo pool, and a
 # live status. Ctrl-C stops all of it. The stack allows pools in a second emulated account (210987654321), where
-# infra/member-account.yaml is deployed for the demo-member pool, whose clusters run there.
+# infra/member-account.yaml is deployed for the demo-member pool, whose clusters run there. The functions run built
+# optimized, as Lambda runs them (`make run` builds the `tool` profile); APIARY_LOCAL_BIN names another build (the
+# docs' and API's tests run the debug one `make test` builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port="${APIARY_EMULATOR_PORT:-5055}"
@@ -20,7 +22,7 @@ export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
   --metrics "file:$(realpath "$run")/metrics.log" >&2
 set -a; source "$run/stack.env"; set +a
 echo "logs: $run/apiary.log; metrics (EMF): $run/metrics.log; emulator: $AWS_ENDPOINT_URL" >&2
-"$CARGO_TARGET_DIR/debug/apiary-local" --listen "$listen" --address-file "$run/api.address" --sweep-every 10s \
+"${APIARY_LOCAL_BIN:-$CARGO_TARGET_DIR/tool/apiary-local}" --listen "$listen" --address-file "$run/api.address" --sweep-every 10s \
   --fake-clouds --pool demo=infra/demo-pool.json --pool demo-gcp=infra/demo-pool-gcp.json \
   --pool demo-azure=infra/demo-pool-azure.json --pool demo-vsphere=infra/demo-pool-vsphere.json \
   --pool demo-installer=infra/demo-pool-installer.json --pool demo-member=infra/demo-pool-member.json \

@@ -1,8 +1,8 @@
 //! `make burst N=…`: a CI fan-out through the local API, as the local stack (`make run`) runs it.
 //!
 //! 1. A pool of N clusters on the `fake` platform, all N kept Running, is filled.
-//! 2. N claims are sent at once; each one's latency and answer are recorded, and every cluster is checked to be
-//!    given at most once.
+//! 2. N claims are sent at once; each one's latency and answer are recorded, every cluster is checked to be
+//!    given at most once, and every claim to be answered 201 (none told to wait while spares stand free).
 //! 3. The pool is emptied of spares (size 0), then N claims are sent at once again: each must be answered 202
 //!    (waiting), then served as the pool installs clusters for them, at most N/10 at a time, oldest claim first.
 //!
@@ -157,6 +157,8 @@ async fn main() {
         }
     }
     println!("double assignments: 0 ({} clusters given, each once)", given.len());
+    // N claims on N spares: none may be told to wait while a spare stands free (checked once the run is over).
+    let waited = hot.answers.iter().filter(|a| a.0 != 201).count();
 
     // No spares: the pool keeps none, and installs for the waiting claims at most a tenth of N at a time.
     let waves = (n / 10).max(1);
@@ -211,5 +213,6 @@ async fn main() {
         }
     }
     assert!(in_order, "waiting claims were not served oldest first");
+    assert_eq!(waited, 0, "{waited} of {n} claims on {n} Running spares were not answered 201");
     s.stop().await;
 }

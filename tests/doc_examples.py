@@ -38,6 +38,7 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
 FIXTURES = os.path.join(ROOT, "tests", "doc_examples")
 ADMIN = "arn:aws:iam::123456789012:user/admin"
 LOCAL_API = "http://127.0.0.1:8080"
@@ -253,7 +254,9 @@ class Stack:
         # free here and bound later could be taken in between (once by one of the fake clouds' own listeners).
         env = {**os.environ, "APIARY_EMULATOR_PORT": str(free_port()), "APIARY_LISTEN": "127.0.0.1:0",
                "APIARY_RUN_DIR": run_dir, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-               "AWS_REGION": "us-east-1"}
+               "AWS_REGION": "us-east-1",
+               # The debug build `make test` made (`make run` itself builds and runs the optimized one).
+               "APIARY_LOCAL_BIN": os.path.join(TARGET, "debug", "apiary-local")}
         address = os.path.join(run_dir, "api.address")
         self.out = open(os.path.join(run_dir, "status.log"), "w")
         self.proc = subprocess.Popen(["bash", "infra/run-local.sh"], cwd=ROOT, env=env, stdout=self.out,
@@ -378,7 +381,7 @@ def main():
     if len(sys.argv) > 1 and sys.argv[1] == "settle":
         return settle(os.environ["__base"])
     failures, counts = static_checks()
-    apiary = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "debug", "apiary")
+    apiary = os.path.join(TARGET, "debug", "apiary")
     if not os.path.exists(apiary):
         raise SystemExit(f"no {apiary}: build it with `cargo test --workspace --no-run` (make docs-examples does)")
     failures += check_apiary_spans(apiary)

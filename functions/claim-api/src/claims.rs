@@ -35,7 +35,8 @@ const CLAIM_TRIES: u32 = 64;
 /// Pages of spares, each refused whole, a claim may read (up to 17 reads each) before it waits in line.
 const LOST_PAGES: u32 = 8;
 /// How long a claim may race for a spare before it waits in line (202) instead: never a 503 under contention.
-const CLAIM_BUDGET: chrono::TimeDelta = chrono::TimeDelta::seconds(10);
+/// Its answer must come within API Gateway's 29 s; the pending write that follows takes a moment.
+const CLAIM_BUDGET: chrono::TimeDelta = chrono::TimeDelta::seconds(20);
 /// A claim that lost a spare waits up to this many milliseconds per loss (at most four) before its next try.
 const JITTER_MS: u64 = 20;
 
