@@ -74,7 +74,8 @@ purity:
 cycles:
 	@python3 tests/module_cycles.py
 
-# Every link of the README, BENCHMARKS.md and docs/ leads to a file and heading that exist (tests/doc_links.py).
+# Every link of the README, BENCHMARKS.md and docs/ leads to a file and heading that exist, and the layout
+# docs/development.md draws names paths that exist and every crate (tests/doc_links.py).
 docs-check:
 	@python3 tests/doc_links.py
 

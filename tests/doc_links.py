@@ -2,10 +2,12 @@
 repository, and a link to a heading (`#anchor`, `page.md#anchor`) names a heading that page has, as GitHub makes
 its anchors. Links to the web are not followed (CI has no internet). A name in code followed by a link to a source
 file ("`a_free_name_is_taken_never_a_held_one` in [rules.rs](…)") names something that file holds, so a renamed
-test or function shows here.
+test or function shows here. The layout docs/development.md draws names paths that exist and every crate of the
+workspace.
 
 Run by `make test` (`make docs-check`); needs only Python.
 """
+import fnmatch
 import glob
 import os
 import re
@@ -82,6 +84,38 @@ def misnamed():
     return out
 
 
+LAYOUT_PAGE = "docs/development.md"
+
+
+def misplaced():
+    """What the layout of docs/development.md ("## Layout") gets wrong: each path a line starts with (at the margin,
+    from the root; indented two spaces, under the path above) must exist, and every workspace member must be
+    there."""
+    text = open(os.path.join(ROOT, LAYOUT_PAGE), encoding="utf-8").read()
+    block = re.search(r"^## Layout\n.*?^```\n(.*?)^```", text, flags=re.S | re.M)
+    if not block:
+        return ["no ## Layout block"]
+    out, listed, base = [], set(), ""
+    for line in block.group(1).splitlines():
+        m = re.match(r"^( {0,2})(\S+)", line)
+        if not m or m.group(2) == "Cargo.toml" and m.group(1):
+            continue
+        indent, path = m.groups()
+        if indent:
+            path = f"{base.rstrip('/')}/{path}"
+        else:
+            base = path
+            listed.add(path.rstrip("/"))
+        if not glob.glob(os.path.join(ROOT, path)):
+            out.append(f"{path} is not there")
+    cargo = open(os.path.join(ROOT, "Cargo.toml"), encoding="utf-8").read()
+    members = re.search(r"members = \[(.*?)\]", cargo, flags=re.S)
+    for member in re.findall(r'"([^"]+)"', members.group(1) if members else ""):
+        if not any(fnmatch.fnmatch(member, p) or p.startswith(f"{member}/") for p in listed):
+            out.append(f"the workspace member {member} is not listed")
+    return out
+
+
 def main():
     found = broken()
     for page, target, why in found:
@@ -89,9 +123,13 @@ def main():
     names = misnamed()
     for page, name, file in names:
         print(f"{page}: {file} holds no {name}")
-    if found or names:
+    layout = misplaced()
+    for why in layout:
+        print(f"{LAYOUT_PAGE}, Layout: {why}")
+    if found or names or layout:
         sys.exit(1)
-    print(f"every link of {len(pages())} pages leads somewhere, and every name said to be in a file is there")
+    print(f"every link of {len(pages())} pages leads somewhere, every name said to be in a file is there, and the "
+          "layout names what the repository holds")
 
 
 if __name__ == "__main__":
