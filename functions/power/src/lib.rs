@@ -11,8 +11,7 @@
 //! allows it, [`look_many`](apiary_ports::platform::Actuator::look_many)), records when each wants the next one
 //! on the tick item, and sends itself the next link for the earliest: a look that finds nothing new writes
 //! nothing to its cluster. Only the tick's live link looks ([`chain::admit`]); a stale one ends on arrival, so at
-//! most two tick links are in flight per pool. A cluster's own re-check link, recorded before the tick took the
-//! looks over, still steps its cluster once.
+//! most two tick links are in flight per pool.
 //!
 //! Each look, while the cluster is not fenced by another invocation's actuator call ([`fenced_until`]), asks the
 //! platform what [`probe`] says to ask and lets [`step`] decide. When the step calls the actuator, the cluster is
@@ -414,18 +413,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Writes what a step changed; a cluster's own re-check link (recorded before the pool's tick took the looks
-    /// over) ends here. When the cluster wants its next look, clamped to what a delayed message can wait.
+    /// Writes what a step changed. When the cluster wants its next look, clamped to what a delayed message can
+    /// wait.
     async fn settle(
         &mut self,
         stored: &Cluster,
-        mut current: Cluster,
-        admission: Admission,
+        current: Cluster,
         want: Option<TimeDelta>,
     ) -> Result<Option<TimeDelta>> {
-        if admission == Admission::Own {
-            current.check = None;
-        }
         if current != *stored {
             self.put(stored, &current).await?;
         }
@@ -475,21 +470,8 @@ impl<'a> Run<'a> {
             None => get_cluster(self.deps, &self.pool.name, &self.msg.cluster).await?,
         };
         let Some(stored) = stored else { return Ok(None) };
-        let admission = chain::admit(&stored, self.msg.check);
-        match admission {
-            Admission::Drop => {
-                self.outcome.dropped = true;
-                return Ok(None);
-            }
-            Admission::Forget => {
-                let forgotten = Cluster { superseded: None, ..stored.clone() };
-                self.put(&stored, &forgotten).await?;
-                return Ok(None);
-            }
-            Admission::Own | Admission::Nudge => {}
-        }
         if stored.deleting {
-            return self.deprovision(stored, admission).await;
+            return self.deprovision(stored).await;
         }
         let (mut last, mut current) = (stored.clone(), stored);
         let (mut want, mut wakes) = (None, false);
@@ -531,7 +513,7 @@ impl<'a> Run<'a> {
                 break;
             }
         }
-        let want = self.settle(&last, current, admission, want).await?;
+        let want = self.settle(&last, current, want).await?;
         if wakes {
             self.wake = Some("power");
         }
@@ -552,11 +534,11 @@ impl<'a> Run<'a> {
         }
     }
 
-    async fn deprovision(&mut self, stored: Cluster, admission: Admission) -> Result<Option<TimeDelta>> {
+    async fn deprovision(&mut self, stored: Cluster) -> Result<Option<TimeDelta>> {
         let now = self.deps.clock.now();
         if let Some(wait) = deprovision_wait(&stored, now) {
             // Backing off after refusals: a nudge only makes sure the looks carry on.
-            return self.settle(&stored.clone(), stored, admission, Some(wait)).await;
+            return self.settle(&stored.clone(), stored, Some(wait)).await;
         }
         let termination = self.platform.deprovision(self.target(&stored, now)).await;
         self.creds.saw(&termination);
@@ -568,7 +550,7 @@ impl<'a> Run<'a> {
         };
         let ds = deprovision_step(&stored, &termination, now);
         if !ds.done {
-            return self.settle(&stored.clone(), ds.cluster, admission, ds.recheck_after).await;
+            return self.settle(&stored.clone(), ds.cluster, ds.recheck_after).await;
         }
         let pool = self.pool.name.clone();
         let mut gone = vec![Write::Delete(Key::Cluster(stored.id.clone()), Cond::Rev(stored.rev))];

@@ -8,8 +8,7 @@
 //! - **maxSize** and **maxConcurrent** as the planner promises: all clusters never above maxSize (the inventory
 //!   caps it), installing + deleting never above maxConcurrent, and if a spec change left a pool above either,
 //!   the count never grows;
-//! - **bounded re-checks**: at most two links of a pool's tick in flight (and of a cluster's own chain, while its
-//!   links from before the tick arrive);
+//! - **bounded re-checks**: at most two links of a pool's tick in flight;
 //! - **no 500**: the API never answers a server error but 503 (busy, try again);
 //! - **no hostile certificate request approved** (seed 004): of the requests the clusters' kubelets and the hostile
 //!   requesters beside them made, none of the hostile ones is ever approved;
@@ -353,32 +352,23 @@ impl Checker {
 /// handling failed after the chain moved on) ends on arrival without a look.
 fn rechecks(sim: &Sim, now: Timestamp) -> Result<(), Violation> {
     let tables = sim.world.store.tables();
-    let mut acting: BTreeMap<(String, String), BTreeSet<u64>> = BTreeMap::new();
+    let mut acting: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
     for m in sim.world.queue.messages(QueueName::Power) {
         let Ok(msg) = serde_json::from_str::<PowerMessage>(&m.body) else { continue };
-        let Some(token) = msg.check else { continue };
-        let partition = tables.pools.get(&msg.pool);
-        let admission = if msg.tick {
-            match partition.and_then(|p| p.get(&Key::Tick.sort_key())) {
-                Some(Item::Tick(tick)) => chain::admit(tick.as_ref(), Some(token)),
-                _ => continue, // no tick: every link ends on arrival
-            }
-        } else {
-            match partition.and_then(|p| p.get(&Key::Cluster(msg.cluster.clone()).sort_key())) {
-                Some(Item::Cluster(cluster)) => chain::admit(cluster.as_ref(), Some(token)),
-                _ => continue, // the cluster is gone: every message for it ends on arrival
-            }
+        let (Some(token), true) = (msg.check, msg.tick) else { continue };
+        let admission = match tables.pools.get(&msg.pool).and_then(|p| p.get(&Key::Tick.sort_key())) {
+            Some(Item::Tick(tick)) => chain::admit(tick.as_ref(), Some(token)),
+            _ => continue, // no tick: every link ends on arrival
         };
         if admission != Admission::Drop {
-            let chain = if msg.tick { "tick".to_owned() } else { msg.cluster };
-            acting.entry((msg.pool, chain)).or_default().insert(token);
+            acting.entry(msg.pool).or_default().insert(token);
         }
     }
     match acting.into_iter().find(|(_, tokens)| tokens.len() > 2) {
-        Some(((pool, chain), tokens)) => violation(
+        Some((pool, tokens)) => violation(
             now,
             "bounded re-checks",
-            format!("{pool}/{chain} has {} acting re-checks in flight: {tokens:?}", tokens.len()),
+            format!("{pool}'s tick has {} acting links in flight: {tokens:?}", tokens.len()),
         ),
         None => Ok(()),
     }
@@ -425,8 +415,8 @@ pub fn converged(snap: &Snapshot, now: Timestamp) -> Result<(), String> {
             };
         if !settled {
             return Err(format!(
-                "{} not settled: {:?} wants {:?} (chain {:?}, superseded {:?}, pending call {:?}, retry at {:?})",
-                c.id, c.power_state, c.spec_power_state, c.check, c.superseded, c.pending_call, c.retry_at
+                "{} not settled: {:?} wants {:?} (pending call {:?}, retry at {:?})",
+                c.id, c.power_state, c.spec_power_state, c.pending_call, c.retry_at
             ));
         }
     }
@@ -468,7 +458,7 @@ pub fn pending_with_capacity(snap: &Snapshot, now: Timestamp) -> Result<(), (Str
         .iter()
         .map(|c| {
             format!(
-                "{} {:?}/{:?} claim {:?} broken {} deleting {} installed {} chain {:?} call {:?}",
+                "{} {:?}/{:?} claim {:?} broken {} deleting {} installed {} call {:?}",
                 c.id,
                 c.power_state,
                 c.spec_power_state,
@@ -476,7 +466,6 @@ pub fn pending_with_capacity(snap: &Snapshot, now: Timestamp) -> Result<(), (Str
                 c.is_broken(),
                 c.deleting,
                 c.installed_at.is_some(),
-                c.check,
                 c.pending_call
             )
         })

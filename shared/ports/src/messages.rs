@@ -59,9 +59,8 @@ pub struct PowerMessage {
     pub pool: String,
     /// The cluster id.
     pub cluster: String,
-    /// The link of the chain this message continues (the pool's tick; or, for a message sent before the tick took
-    /// the looks over, the cluster's own), or `None` for a nudge (from a reconcile, the claim API or the sweep):
-    /// see `apiary_planner::power::chain`.
+    /// The link of the pool's tick chain this message continues, or `None` for a nudge (from a reconcile, the
+    /// claim API or the sweep): see `apiary_planner::power::chain`. Only a tick's message carries one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<u64>,
     /// Not about one cluster: the reaper's pass over the pool is due (`cluster` is empty). The power function

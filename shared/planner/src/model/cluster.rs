@@ -173,12 +173,6 @@ pub struct Cluster {
     /// The actuator call an invocation recorded it is making (the power module's `fenced_until`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_call: Option<PendingCall>,
-    /// The live re-check chain (the power module's `chain`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check: Option<Recheck>,
-    /// A superseded link of a re-check chain that may still arrive.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub superseded: Option<Recheck>,
     /// What the readiness check did with the nodes' certificate requests since the last resume began (seed 004).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_certificates: Option<crate::power::certificates::NodeCertificates>,
@@ -202,7 +196,7 @@ pub struct PendingCall {
     pub at: Timestamp,
 }
 
-/// One link of a cluster's re-check chain: the token its power message carries and when it is due.
+/// One link of a pool's tick chain: the token its power message carries and when it is due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Recheck {
@@ -249,8 +243,6 @@ impl Cluster {
             provision_ref: None,
             retry_at: None,
             pending_call: None,
-            check: None,
-            superseded: None,
             node_certificates: None,
             rev: 0,
         }

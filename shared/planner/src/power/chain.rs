@@ -15,8 +15,9 @@
 //! Replacing a live link leaves its message in flight until it arrives: it is recorded as `superseded`, and a
 //! chain is replaced only while no superseded link is in flight, or when its live link is lost, which is then
 //! forgotten rather than recorded (should its message come after all, it ends on arrival). So at most two links
-//! can act per chain: the live one and one superseded one. A superseded link is forgotten when it arrives, or [`FORGET_AFTER`] past
-//! its due (by then SQS has delivered it or moved it to the dead-letter queue: five receives, six minutes apart).
+//! can act per chain: the live one and one superseded one. A superseded link is forgotten when it arrives, or
+//! [`FORGET_AFTER`] past its due (by then SQS has delivered it or moved it to the dead-letter queue: five receives,
+//! six minutes apart).
 //!
 //! The live link carries the chain on in its own message while that message has receives to spare
 //! ([`carries_on`]): the power function puts it back in the queue, hidden until the next look is due, instead of
@@ -30,25 +31,15 @@
 
 use chrono::TimeDelta;
 
-use crate::model::{Cluster, Recheck, Timestamp};
+use crate::model::{Recheck, Timestamp};
 
 /// What carries a chain: its live link and the superseded one that may still arrive. A pool's tick
-/// ([`super::tick::Tick`]) carries the chain that looks at its clusters; a cluster's own links are those it
-/// recorded before the tick took its looks over, still honoured while they arrive.
+/// ([`super::tick::Tick`]) carries the chain that looks at its clusters.
 pub trait Links {
     /// The live link.
     fn check(&self) -> Option<Recheck>;
     /// The superseded link that may still arrive.
     fn superseded(&self) -> Option<Recheck>;
-}
-
-impl Links for Cluster {
-    fn check(&self) -> Option<Recheck> {
-        self.check
-    }
-    fn superseded(&self) -> Option<Recheck> {
-        self.superseded
-    }
 }
 
 /// A live link this far past its due is presumed lost (its invocation died between recording it and sending
@@ -152,22 +143,38 @@ mod tests {
         Utc.with_ymd_and_hms(2026, 11, 23, 9, 0, 0).single().expect("time") + TimeDelta::seconds(s)
     }
 
-    fn cluster(check: Option<(u64, i64)>, superseded: Option<(u64, i64)>) -> Cluster {
-        let mut c = Cluster::new("c", "c", "c-infra", t(0));
-        c.check = check.map(|(token, due)| Recheck { token, due: t(due) });
-        c.superseded = superseded.map(|(token, due)| Recheck { token, due: t(due) });
-        c
+    /// A chain's two links, as the pool's tick item records them.
+    #[derive(Clone, Copy)]
+    struct Record {
+        check: Option<Recheck>,
+        superseded: Option<Recheck>,
+    }
+
+    impl Links for Record {
+        fn check(&self) -> Option<Recheck> {
+            self.check
+        }
+        fn superseded(&self) -> Option<Recheck> {
+            self.superseded
+        }
+    }
+
+    fn tick(check: Option<(u64, i64)>, superseded: Option<(u64, i64)>) -> Record {
+        Record {
+            check: check.map(|(token, due)| Recheck { token, due: t(due) }),
+            superseded: superseded.map(|(token, due)| Recheck { token, due: t(due) }),
+        }
     }
 
     #[test]
     fn only_the_live_link_carries_the_chain_and_stale_links_end() {
-        let c = cluster(Some((7, 60)), Some((5, 300)));
+        let c = tick(Some((7, 60)), Some((5, 300)));
         assert_eq!(admit(&c, Some(7)), Admission::Own);
         assert_eq!(admit(&c, Some(5)), Admission::Forget);
         assert_eq!(admit(&c, Some(3)), Admission::Drop);
         assert_eq!(admit(&c, None), Admission::Nudge);
         // A stale link ends even when the live one is lost: the next nudge takes the chain over.
-        assert_eq!(admit(&cluster(None, None), Some(3)), Admission::Drop);
+        assert_eq!(admit(&tick(None, None), Some(3)), Admission::Drop);
         let n = next(&c, Admission::Own, Some(t(75)), t(60), 8);
         assert_eq!((n.check.map(|r| r.token), n.send.map(|r| r.due)), (Some(8), Some(t(75))));
         let n = next(&c, Admission::Own, None, t(60), 8);
@@ -183,33 +190,33 @@ mod tests {
         // Only the live link: a nudge starts a chain in a message of its own.
         assert!(!carries_on(Admission::Nudge, 1));
         // Carried on with its own token, the link is still the live one when it comes back.
-        let c = cluster(Some((7, 60)), None);
+        let c = tick(Some((7, 60)), None);
         let n = next(&c, Admission::Own, Some(t(75)), t(60), 7);
         assert_eq!(n.check.map(|r| (r.token, r.due)), Some((7, t(75))));
-        let back = cluster(n.check.map(|r| (r.token, 75)), None);
+        let back = tick(n.check.map(|r| (r.token, 75)), None);
         assert_eq!(admit(&back, Some(7)), Admission::Own);
     }
 
     #[test]
     fn a_nudge_starts_a_chain_only_when_none_serves_it_and_never_a_third_message() {
         // No chain: start one.
-        let n = next(&cluster(None, None), Admission::Nudge, Some(t(15)), t(0), 9);
+        let n = next(&tick(None, None), Admission::Nudge, Some(t(15)), t(0), 9);
         assert_eq!(n.send.map(|r| (r.token, r.due)), Some((9, t(15))));
         // A live link due soon enough: keep it, send nothing.
-        let n = next(&cluster(Some((7, 16)), None), Admission::Nudge, Some(t(15)), t(0), 9);
+        let n = next(&tick(Some((7, 16)), None), Admission::Nudge, Some(t(15)), t(0), 9);
         assert_eq!((n.check.map(|r| r.token), n.send), (Some(7), None));
         // Due too late (a five-minute backoff): replace it, remembering the one still in flight.
-        let n = next(&cluster(Some((7, 300)), None), Admission::Nudge, Some(t(15)), t(0), 9);
+        let n = next(&tick(Some((7, 300)), None), Admission::Nudge, Some(t(15)), t(0), 9);
         assert_eq!(
             (n.check.map(|r| r.token), n.superseded.map(|r| r.token), n.send.is_some()),
             (Some(9), Some(7), true)
         );
         // But not while a replaced link is still in flight: at most two messages.
-        let n = next(&cluster(Some((7, 300)), Some((5, 200))), Admission::Nudge, Some(t(15)), t(0), 9);
+        let n = next(&tick(Some((7, 300)), Some((5, 200))), Admission::Nudge, Some(t(15)), t(0), 9);
         assert_eq!((n.check.map(|r| r.token), n.send), (Some(7), None));
         // A superseded link long past its due is forgotten, and the replacement goes ahead.
         let late = t(200) + FORGET_AFTER + TimeDelta::seconds(1);
-        let n = next(&cluster(Some((7, 3000)), Some((5, 200))), Admission::Nudge, Some(late), late, 9);
+        let n = next(&tick(Some((7, 3000)), Some((5, 200))), Admission::Nudge, Some(late), late, 9);
         assert_eq!((n.check.map(|r| r.token), n.superseded.map(|r| r.token)), (Some(9), Some(7)));
     }
 
@@ -219,14 +226,14 @@ mod tests {
     #[test]
     fn a_lost_live_link_is_taken_over_while_a_replaced_one_is_recorded() {
         let now = t(300) + LOST_AFTER + TimeDelta::seconds(1);
-        let n = next(&cluster(Some((7, 300)), Some((5, 200))), Admission::Nudge, Some(now), now, 9);
+        let n = next(&tick(Some((7, 300)), Some((5, 200))), Admission::Nudge, Some(now), now, 9);
         assert_eq!(
             (n.check.map(|r| r.token), n.superseded.map(|r| r.token), n.send.map(|r| r.token)),
             (Some(9), Some(5), Some(9)),
             "the lost link is forgotten (it ends on arrival, if it ever comes); the replaced one stays recorded"
         );
         // The lost link's message, should it come after all, acts no more: two links at most can act.
-        let taken = Cluster { check: n.check, superseded: n.superseded, ..cluster(None, None) };
+        let taken = Record { check: n.check, superseded: n.superseded };
         assert_eq!(admit(&taken, Some(7)), Admission::Drop);
     }
 }
