@@ -49,8 +49,8 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
     let mut outcome = Outcome::default();
     loop {
         outcome.attempts += 1;
-        // The plan's time is taken before the partition is read: a status it writes says a look's news of a
-        // cluster come up before then is old (`PoolStatus::planned_at`, `tick::news`).
+        // The plan's time is taken before the partition is read: a status it writes says that what a look found
+        // come up before then is old news (`PoolStatus::planned_at`, `tick::news`).
         let now = deps.clock.now();
         // The tick item comes with the partition (one Query): whether the pool's tick is live.
         let read = match deps.store.read_pool_and_tick(pool).await {

@@ -9,9 +9,9 @@
 //! | the pool's tick | `POOL#<pool>` | `TICK` |
 //! | event | `EVENTS#<pool>#<shard>` | `<time>#<subject>#<rev>#<type>` ([`event_sort_key`]), with `expires` (TTL) |
 //!
-//! A pool's trail is in partitions of its own ([`EVENT_SHARDS`](apiary_ports::store::EVENT_SHARDS) of them), so no read of the pool's partition
-//! (the reconcile's, the claim's) ever returns an event; the table's TTL on `expires` removes an event
-//! [`EVENT_RETENTION`] after it happened.
+//! A pool's trail is in partitions of its own ([`EVENT_SHARDS`](apiary_ports::store::EVENT_SHARDS) of them), so no
+//! read of the pool's partition (the reconcile's, the claim's) ever returns an event; the table's TTL on `expires`
+//! removes an event [`EVENT_RETENTION`] after it happened.
 //!
 //! Items are the domain types' own fields (camelCase), with `rev` at the top level for conditions.
 //! `AttributeValue` never leaves this module.
@@ -331,7 +331,8 @@ impl DynamoStore {
 
     /// Up to `want` events of shard `shard` of `pool`'s trail that `query` asks for, newest first, as (sort key,
     /// event); and, when it stopped before the shard's oldest event, the last sort key it looked at (older ones
-    /// were not). A query with a filter looks at [`EVENT_PAGE`] events a page, at most [`EVENT_PAGES`] pages (in each shard).
+    /// were not). A query with a filter looks at [`EVENT_PAGE`] events a page, at most [`EVENT_PAGES`] pages (in each
+    /// shard).
     async fn shard_events(
         &self,
         pool: &str,

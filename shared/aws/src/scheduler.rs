@@ -1,4 +1,5 @@
-//! The EventBridge Scheduler adapter of the [`Schedules`] port: a pool's `schedules` as EventBridge Scheduler schedules that enqueue a reconcile.
+//! The EventBridge Scheduler adapter of the [`Schedules`] port: a pool's `schedules` as EventBridge Scheduler
+//! schedules that enqueue a reconcile.
 //!
 //! A schedule only wakes the pool at a window's start; the planner works out which window is open from the pool
 //! spec itself (and records the window's end as a wake-up), so a missed or late firing is caught up by the

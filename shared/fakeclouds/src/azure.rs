@@ -213,7 +213,8 @@ impl FakeAzure {
         self.lock().base.clone()
     }
 
-    /// Entra ID's root to configure (`APIARY_AZURE_AUTHORITY`): tokens are at `{authority}/{tenant}/oauth2/v2.0/token`.
+    /// Entra ID's root to configure (`APIARY_AZURE_AUTHORITY`): tokens are at
+    /// `{authority}/{tenant}/oauth2/v2.0/token`.
     pub fn authority(&self) -> String {
         self.lock().base.clone()
     }

@@ -24,6 +24,12 @@
 //! - [`sweep`]: which pools the periodic sweep enqueues, and when a pass is a full one.
 //! - [`waiting`]: when a claimant looks at a claim it waits on.
 //!
+//! The comments cite the four design documents Apiary implements by number, each a behaviour: **seed 000**
+//! running clusters in a pool (`runningCount`, claims served oldest first), **seed 002** broken clusters detected
+//! and replaced (the power transitions' timeouts), **seed 003** cluster names drawn from an inventory, **seed 004**
+//! hibernation (power states, their reasons, node certificates on resume). docs/concepts.md, "The seeds, behaviour
+//! by behaviour", lists each behaviour with where it is explained and the tests that hold it.
+//!
 //! ```
 //! use apiary_planner::{apply, plan, Action, FakePlatform, Platform, Pool, PoolSpec, PoolStatus, Snapshot};
 //! use chrono::{TimeZone, Utc};

@@ -4,13 +4,11 @@
 //!
 //! The power function reads it with the pool item it already reads, and looks at a transition sparsely until a
 //! poll before its pool's quick time, at the usual cadence after ([`crate::power::install_look`],
-//! [`crate::power::transition_look`]; a resume every 30 s then, a stop every minute throughout, while no claim
-//! waits). A 40-minute install is then looked at some twenty times instead of forty, and a three-and-a-half-minute
-//! resume some five times instead of fourteen; the one transition in twenty that
-//! finishes quicker than the pool's quick time is noticed then. A pool without enough measurements yet (a new one)
-//! is looked at as before, every poll, and so is a pool whose claims wait ([`crate::Pool::power_limits`]). A pool whose transitions become quicker (a smaller image, another region)
-//! has them noticed at most one sparse gap late (5 minutes for an install, 1 for a resume or stop) until its pace,
-//! measured on what is noticed, catches up.
+//! [`crate::power::transition_look`]), while no claim waits. The one transition in twenty that finishes quicker
+//! than the pool's quick time is noticed then. A pool without enough measurements yet (a new one) is looked at
+//! every poll, and so is a pool whose claims wait ([`crate::Pool::power_limits`]). A pool whose transitions become
+//! quicker (a smaller image, another region) has them noticed at most one sparse gap late until its pace, measured
+//! on what is noticed, catches up. docs/concepts.md says what this saves.
 
 use chrono::TimeDelta;
 use serde::{Deserialize, Serialize};

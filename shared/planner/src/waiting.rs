@@ -1,17 +1,15 @@
 //! How a claimant looks at a claim it waits on: soon after making it, then less and less often, down to once every
-//! [`MOST`]: 0.25, 0.75, 1.75 and 3.75 s after, then every 2 s. A claim that becomes Ready is seen at most [`MOST`]
-//! later, and hundreds of jobs waiting on one pool read it a few hundred times a second, not thousands.
+//! [`MOST`]. A claim that becomes Ready is seen at most [`MOST`] later, and many jobs waiting on one pool read it
+//! far less often than if each looked at once again.
 //!
-//! The CLI looks with one request each time, answered at once. A `GET` with `?wait=` takes the same looks inside
-//! one request instead, and holds the claim API function while it waits: Lambda bills a function by the time it
-//! runs, waiting or not, and a second of the claim API's wait costs about what API Gateway charges for a whole
-//! request, so many short requests cost less than one long one (BENCHMARKS.md counts both).
+//! The CLI looks with one request each time, answered at once; a `GET` with `?wait=` takes the same looks inside
+//! one request (docs/concepts.md, "A CI fan-out", says what each costs).
 //!
 //! A claim that waits for a cluster is given one only by a reconcile, and only a Running cluster
 //! ([`crate::plan`](mod@crate::plan)): once the pool has no Running spare, that is after the pool's tick finds an
 //! install or a resume done. The claim API then tells the claimant when that can next be ([`hint`]): a little
-//! after the tick's next link is due. A claimant that follows it looks once a tick, some 15 s apart while claims
-//! wait, instead of every 2 s, and sees its cluster as soon: the look after the tick that brought it up.
+//! after the tick's next link is due. A claimant that follows it looks once a tick instead of every [`MOST`], and
+//! sees its cluster as soon: the look after the tick that brought it up.
 
 use std::time::Duration;
 
@@ -43,9 +41,9 @@ pub const LONGEST_HINT: Duration = Duration::from_secs(17);
 /// item, with its status as the last reconcile wrote it, and its `tick` item): [`SETTLE`] after the tick's next
 /// link is due, when nothing but that tick can bring the claim its cluster. `None` (the claimant's own gaps,
 /// [`next`]) for a claim that is not pending; while the last reconcile had no claim waiting (it may not have seen
-/// this one yet) or a Running spare to give (it may be giving it now); while a look's news of a cluster come up
-/// is news ([`Tick::up`]: no reconcile that read the partition after it has written the pool's status yet, and the
-/// one it asked for may be giving the cluster now);
+/// this one yet) or a Running spare to give (it may be giving it now); while what a look found come up is news
+/// ([`Tick::up`]: no reconcile that read the partition after it has written the pool's status yet, and the one it
+/// asked for may be giving the cluster now);
 /// and when no link is live or the live one is overdue. At most [`LONGEST_HINT`].
 pub fn hint(now: Timestamp, claim: &Claim, pool: &Pool, tick: Option<&Tick>) -> Option<Duration> {
     if !tick_brings(claim, &pool.status) {

@@ -248,8 +248,8 @@ pub trait Provisioner: Send + Sync {
     /// Terminates the machines: how many are left, and which the cloud refused to terminate.
     async fn deprovision(&self, t: Target<'_>) -> Result<Termination>;
     /// Every machine on the pool's platform that carries the mark Apiary gives what it makes for pool `pool`,
-    /// whatever cluster it was made for: one filtered list (the reaper's look for orphans; `now` signs what needs it). `None`: this
-    /// provisioner cannot list what it made, and the reaper has nothing to look at.
+    /// whatever cluster it was made for: one filtered list (the reaper's look for orphans; `now` signs what needs
+    /// it). `None`: this provisioner cannot list what it made, and the reaper has nothing to look at.
     async fn marked(&self, pool: &str, spec: &PoolSpec, now: Timestamp) -> Result<Option<Vec<Marked>>> {
         let _ = (pool, spec, now);
         Ok(None)

@@ -12,9 +12,9 @@
 //! [`pending_key`]), so that a claim's reads follow what it needs, never the pool's size.
 //!
 //! A pool's event trail lives beside its partition, never in it: [`Write::Append`] adds an event in the same
-//! transaction as the change it tells of (or alone, after it, for a cluster's progress: [`cluster_change`]), to one of [`EVENT_SHARDS`] partitions of the pool's own (so a burst of
-//! claims spreads its events' writes), and [`Store::events`] reads it newest first. No read of the pool's partition
-//! ever returns an event.
+//! transaction as the change it tells of (or alone, after it, for a cluster's progress: [`cluster_change`]), to one
+//! of [`EVENT_SHARDS`] partitions of the pool's own (so a burst of claims spreads its events' writes), and
+//! [`Store::events`] reads it newest first. No read of the pool's partition ever returns an event.
 //!
 //! The forecast's profile keeps its two weeks' worth of buckets (some 5.4 KB) in an item of its own, `PROFILE`,
 //! written only when a bucket closes: the pool item, which every claim and power run reads and every reconcile that

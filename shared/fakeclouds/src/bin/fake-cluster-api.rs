@@ -1,8 +1,8 @@
 //! The fake cluster API on a free port, for the official Kubernetes client to drive
 //! (`tests/conformance_kubernetes.py`): prints one JSON line, `{"server", "token", "caBundle"}` (`server` a template
 //! over `{infraId}`), then takes one command a line on standard input until it closes: `page N` (lists pages of N),
-//! `nodes N` (clusters have N nodes), `plain INFRA` (that cluster is plain Kubernetes: no ClusterOperators), `certificates N` (kubelet
-//! certificates are valid N seconds at install), each answered `ok`.
+//! `nodes N` (clusters have N nodes), `plain INFRA` (that cluster is plain Kubernetes: no ClusterOperators),
+//! `certificates N` (kubelet certificates are valid N seconds at install), each answered `ok`.
 
 use std::time::Duration;
 

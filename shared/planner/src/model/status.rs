@@ -77,7 +77,7 @@ pub struct PoolStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pace: Option<crate::pace::Pace>,
     /// When the plan that last wrote this status was made (its reconcile read the partition after then), in whole
-    /// seconds: a look's news of a cluster come up before then is old ([`crate::power::tick::Tick::up`]). Only a
+    /// seconds: what a look found come up before then is old news ([`crate::power::tick::Tick::up`]). Only a
     /// status that changed is written; this alone never makes it change.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "chrono::serde::ts_seconds_option")]
     pub planned_at: Option<crate::model::Timestamp>,

@@ -1,9 +1,9 @@
 //! `plan`: one pool's reconcile, as data.
 //!
 //! Given the pool's whole partition, `now` and a seed, [`plan`] returns every action the reconcile must take,
-//! the pool's status, and the earliest future deadline (`wake_at`). It follows the steps docs/concepts.md lists ("The planner")
-//! (Hive's ClusterPool algorithm with the seeds' changes): classify, budget, assign claims FIFO, delete
-//! released clusters, then add / delete broken / delete excess / replace one stale cluster, then set power
+//! the pool's status, and the earliest future deadline (`wake_at`). It takes the steps docs/concepts.md lists under
+//! "The planner" (Hive's ClusterPool algorithm with the seeds' changes): classify, budget, assign claims FIFO,
+//! delete released clusters, then add / delete broken / delete excess / replace one stale cluster, then set power
 //! states, hibernateAfter, claim lifetimes, status.
 //!
 //! Contract:

@@ -623,7 +623,6 @@ fn hibernate(out: &mut PowerStep, report: &Report, now: Timestamp, pace: Pace) {
     }
 }
 
-/// Starts a transition in `state`'s direction, unless one in that direction is already under way.
 /// Seed 004's Unreachable condition: said while a check cannot reach the cluster, withdrawn once it can.
 fn say_reachable(c: &mut Cluster, found: &Readiness, now: Timestamp) {
     let said = crate::model::find_condition(&c.conditions, condition::UNREACHABLE).is_some();
@@ -648,6 +647,7 @@ fn say_reachable(c: &mut Cluster, found: &Readiness, now: Timestamp) {
     };
 }
 
+/// Starts a transition in `state`'s direction, unless one in that direction is already under way.
 fn begin(c: &mut Cluster, state: PowerState, now: Timestamp) {
     let same_direction = match c.power_state {
         Some(s) => (s.is_resuming() && state.is_resuming()) || (s.is_stopping() && state.is_stopping()),

@@ -7,9 +7,10 @@
 //! so clusters whose looks fall close together share one invocation; a look is never taken later than its step
 //! asked. Looks half a minute off or more are recorded on the quarter-minute grid ([`aligned`]), so those of
 //! transitions begun at any moment fall on the same points, and a link is sent to arrive at its due, never
-//! before ([`wait`]). The chain is the one of [`super::chain`], carried by the pool's [`Tick`] item: a nudge (a message from a
-//! reconcile, the claim API or the sweep) steps its cluster at once and starts or brings forward the tick when
-//! none is live or the live one comes too late for it; at most two tick links are ever in flight per pool.
+//! before ([`wait`]). The chain is the one of [`super::chain`], carried by the pool's [`Tick`] item: a nudge (a
+//! message from a reconcile, the claim API or the sweep) steps its cluster at once and starts or brings forward
+//! the tick when none is live or the live one comes too late for it; at most two tick links are ever in flight
+//! per pool.
 //!
 //! When claims begin to wait, the reconcile that finds them nudges the tick itself ([`hurry`]), and that tick looks
 //! at every cluster in motion ([`hurried`]): a look set minutes away at the pool's pace may be the transition they
@@ -32,9 +33,7 @@ use crate::model::{Cluster, Recheck, Timestamp};
 /// A look due this soon after a tick is taken by that tick.
 pub const WINDOW: TimeDelta = POLL;
 /// Clusters one tick looks at, at most (the most overdue first); the rest are looked at by the next tick,
-/// [`MIN_GAP`] later. With one describe a tick where the cloud allows it, a look is a read of its cluster and a
-/// step: a pool's tick keeps up with some 20 looks a second (a burst of 500 resumes, each looked at every 15 s
-/// near its end, wants about 33, and gets the rest a tick later).
+/// [`MIN_GAP`] later.
 pub const MAX_LOOKS: usize = 100;
 /// Looks of one tick under way at once: a tick of [`MAX_LOOKS`] that each make a cloud call of a second ends in
 /// some 4 s, far inside the function's minute.
@@ -73,7 +72,7 @@ pub struct Tick {
     pub up: Option<Timestamp>,
 }
 
-/// Whether a look's news of a cluster come up at `up` is still news at `now`, to a reader of a pool item whose status
+/// Whether a cluster a look found come up at `up` is still news at `now`, to a reader of a pool item whose status
 /// was last written by a plan made at `planned_at`: a plan made after it was made on a partition read after the
 /// cluster was written, which gave it to a waiting claim if any was to have it. Both in whole seconds (rounded
 /// down), so only a plan made in a later second counts.
