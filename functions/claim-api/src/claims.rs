@@ -16,6 +16,7 @@ use apiary_planner::waiting;
 use apiary_planner::{Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration, Pool, Snapshot};
 use apiary_ports::messages::PowerMessage;
 use apiary_ports::store::{draw, spare_key, writes_with_events, Cond, Item, Key, Write, SPREAD};
+use apiary_ports::{on_conflict, retry};
 use apiary_ports::{Deps, Error as StoreError};
 use lambda_http::Body;
 use serde::Deserialize;
@@ -25,7 +26,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::input::{name, parse_body};
 use crate::pools::{get_cluster_item, get_pool_item, read_pool, reconcile_coalesced};
 use crate::view::claim_view;
-use crate::{Caller, MAX_ATTEMPTS, MAX_WAIT};
+use crate::{Caller, MAX_WAIT};
 
 /// Spares a claim reads from the pool's index at once: enough to spread concurrent claims over, and one small
 /// page whatever the pool's size.
@@ -118,8 +119,8 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
             Ok(()) => {}
             Err(StoreError::Conflict(_)) => {
                 // The claim exists already (a PUT again), or another claim took the spare first: try the next.
-                if let Some(Item::Claim(existing)) = deps.store.get(pool, &Key::Claim(claim.to_owned())).await? {
-                    return existing_claim(deps, caller, &p, *existing).await;
+                if let Some(existing) = deps.store.get_claim(pool, claim).await? {
+                    return existing_claim(deps, caller, &p, existing).await;
                 }
                 // The first try is on the oldest spare, which every claim of a burst tries: losing it says only
                 // that others claim too, and the next try spreads at once.
@@ -314,10 +315,8 @@ async fn existing_claim(deps: &Deps, caller: &Caller, pool: &Pool, existing: Cla
 
 async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, ApiError> {
     name("claim", claim)?;
-    match deps.store.get(pool, &Key::Claim(claim.to_owned())).await? {
-        Some(Item::Claim(c)) => Ok(*c),
-        _ => Err(ApiError::not_found(format!("claim {claim} does not exist in pool {pool}"))),
-    }
+    let found = deps.store.get_claim(pool, claim).await?;
+    found.ok_or_else(|| ApiError::not_found(format!("claim {claim} does not exist in pool {pool}")))
 }
 
 /// When the claimant of `claim` should look at it again ([`waiting::hint`]), as `pool` (the pool item as read) and
@@ -328,9 +327,8 @@ async fn hint(deps: &Deps, pool: &Pool, claim: &Claim) -> Option<Duration> {
     if !waiting::tick_brings(claim, &pool.status) {
         return None;
     }
-    let tick = match deps.store.get(&pool.name, &Key::Tick).await {
-        Ok(Some(Item::Tick(t))) => Some(*t),
-        Ok(_) => None,
+    let tick = match deps.store.get_tick(&pool.name).await {
+        Ok(tick) => tick,
         Err(e) => {
             tracing::warn!(pool = %pool.name, claim = %claim.name, error = %e, "tick item not read; no hint");
             return None;
@@ -382,7 +380,7 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
 
 pub(crate) async fn release_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str) -> ApiResult {
     let p = get_pool_item(deps, pool).await?;
-    for _ in 0..MAX_ATTEMPTS {
+    on_conflict!(retry::REQUEST, "the claim", async {
         let c = get_claim_item(deps, pool, claim).await?;
         authorize(caller, &p, &c)?;
         if c.release_requested_at.is_some() {
@@ -397,22 +395,17 @@ pub(crate) async fn release_claim(deps: &Deps, caller: &Caller, pool: &str, clai
             said = said.cluster(id);
         }
         let writes = vec![Write::Put(Item::Claim(Box::new(next.clone())), Cond::Rev(rev)), Write::Append(said)];
-        match deps.store.write(pool, writes).await {
-            Ok(()) => {
-                reconcile_coalesced(deps, pool, "release").await?;
-                tracing::info!(pool, claim, "claim release requested");
-                return Ok((202, claim_view(&p, &next, None)));
-            }
-            Err(StoreError::Conflict(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(ApiError::busy("the claim is changing too fast; try again"))
+        deps.store.write(pool, writes).await?;
+        reconcile_coalesced(deps, pool, "release").await?;
+        tracing::info!(pool, claim, "claim release requested");
+        Ok((202, claim_view(&p, &next, None)))
+    })
+    .map_err(|e: ApiError| e.kept_changing("the claim"))
 }
 
 pub(crate) async fn power_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, to: DesiredPower) -> ApiResult {
     let p = get_pool_item(deps, pool).await?;
-    for _ in 0..MAX_ATTEMPTS {
+    on_conflict!(retry::REQUEST, "the cluster", async {
         let c = get_claim_item(deps, pool, claim).await?;
         authorize(caller, &p, &c)?;
         if c.release_requested_at.is_some() {
@@ -441,16 +434,11 @@ pub(crate) async fn power_claim(deps: &Deps, caller: &Caller, pool: &str, claim:
             .cluster(&id)
             .saying(asked);
         let writes = vec![Write::Put(Item::Cluster(Box::new(next.clone())), Cond::Rev(rev)), Write::Append(said)];
-        match deps.store.write(pool, writes).await {
-            Ok(()) => {
-                let nudge = PowerMessage::nudge(pool, id.clone());
-                deps.queue.power(&nudge, Duration::ZERO).await?;
-                tracing::info!(pool, claim, cluster = %id, power_state = ?to, "claimed cluster power requested");
-                return Ok((202, claim_view(&p, &c, Some(&next))));
-            }
-            Err(StoreError::Conflict(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(ApiError::busy("the cluster is changing too fast; try again"))
+        deps.store.write(pool, writes).await?;
+        let nudge = PowerMessage::nudge(pool, id.clone());
+        deps.queue.power(&nudge, Duration::ZERO).await?;
+        tracing::info!(pool, claim, cluster = %id, power_state = ?to, "claimed cluster power requested");
+        Ok((202, claim_view(&p, &c, Some(&next))))
+    })
+    .map_err(|e: ApiError| e.kept_changing("the cluster"))
 }

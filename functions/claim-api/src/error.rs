@@ -1,5 +1,8 @@
 //! The API's error answers: JSON `{error, message, fields?}` with the status that says what went wrong.
 
+#[cfg(doc)]
+use apiary_ports::retry;
+use apiary_ports::retry::LostCondition;
 use apiary_ports::Error as StoreError;
 use lambda_http::{Body, Response};
 use serde_json::{json, Value};
@@ -11,11 +14,13 @@ pub struct ApiError {
     pub(crate) error: &'static str,
     pub(crate) message: String,
     pub(crate) fields: Vec<(String, String)>,
+    /// A conditional write lost its condition ([`retried`] tries again).
+    lost: bool,
 }
 
 impl ApiError {
     pub(crate) fn new(status: u16, error: &'static str, message: impl Into<String>) -> Self {
-        Self { status, error, message: message.into(), fields: vec![] }
+        Self { status, error, message: message.into(), fields: vec![], lost: false }
     }
 
     /// 400 naming one bad field.
@@ -26,13 +31,14 @@ impl ApiError {
             error: "InvalidRequest",
             message: format!("{field}: {message}"),
             fields: vec![(field.into(), message)],
+            lost: false,
         }
     }
 
     /// 400 naming every bad field of a document.
     pub(crate) fn fields(error: &'static str, fields: Vec<(String, String)>) -> Self {
         let message = fields.iter().map(|(f, m)| format!("{f}: {m}")).collect::<Vec<_>>().join("; ");
-        Self { status: 400, error, message, fields }
+        Self { status: 400, error, message, fields, lost: false }
     }
 
     pub(crate) fn not_found(what: impl Into<String>) -> Self {
@@ -51,10 +57,28 @@ impl ApiError {
     pub(crate) fn busy(what: impl Into<String>) -> Self {
         Self::new(503, "Unavailable", what)
     }
+
+    /// After [`retry::REQUEST`] tries: a write that lost its condition every time is a 503 saying that `what` kept
+    /// changing; any other error as it is.
+    pub(crate) fn kept_changing(self, what: &str) -> Self {
+        match self.lost {
+            true => ApiError::busy(format!("{what} is changing too fast; try again")),
+            false => self,
+        }
+    }
+}
+
+impl LostCondition for ApiError {
+    fn lost_condition(&self) -> bool {
+        self.lost
+    }
 }
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
+        if e.lost_condition() {
+            return ApiError { lost: true, ..ApiError::busy("the service is busy; try again") };
+        }
         tracing::error!(error = %e, retryable = e.is_retryable(), "store or queue error");
         match e {
             // Validation bounds every document below the limit; reaching it anyway is the request's size.

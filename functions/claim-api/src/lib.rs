@@ -38,8 +38,6 @@ pub use request::{api_request, own_host, principal};
 pub const OPENAPI: &str = include_str!("../openapi.json");
 /// Longest `?wait=` a `GET` of a claim accepts (API Gateway stops waiting at 29 s, and so does the function).
 pub const MAX_WAIT: Duration = Duration::from_secs(25);
-/// Lost races a request re-plans after before giving up with 503.
-const MAX_ATTEMPTS: usize = 5;
 
 /// Handles one request.
 pub async fn handle(deps: &Deps, req: Request) -> Response<lambda_http::Body> {

@@ -8,15 +8,16 @@ use apiary_planner::events::{self, Event, EventType};
 use apiary_planner::validate::{validate_member_role, validate_urls};
 use apiary_planner::{power, validate_spec, validate_update, Cluster, Pool, PoolSpec, Snapshot};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
-use apiary_ports::store::{Cond, Item, Key, Write};
-use apiary_ports::{Deps, Error as StoreError};
+use apiary_ports::store::{Cond, Item, Write};
+use apiary_ports::Deps;
+use apiary_ports::{on_conflict, retry};
 use lambda_http::Body;
 use serde_json::json;
 
 use crate::error::{ApiError, ApiResult};
 use crate::input::{name, parse_body};
 use crate::view::{pool_view, to_json};
-use crate::{Caller, MAX_ATTEMPTS};
+use crate::Caller;
 
 /// The whole partition of `pool`, or 404.
 pub(crate) async fn read_pool(deps: &Deps, pool: &str) -> Result<Snapshot, ApiError> {
@@ -27,18 +28,12 @@ pub(crate) async fn read_pool(deps: &Deps, pool: &str) -> Result<Snapshot, ApiEr
 /// The pool item alone, or 404.
 pub(crate) async fn get_pool_item(deps: &Deps, pool: &str) -> Result<Pool, ApiError> {
     name("pool", pool)?;
-    match deps.store.get(pool, &Key::Pool).await? {
-        Some(Item::Pool(p)) => Ok(*p),
-        _ => Err(ApiError::not_found(format!("pool {pool} does not exist"))),
-    }
+    deps.store.get_pool(pool).await?.ok_or_else(|| ApiError::not_found(format!("pool {pool} does not exist")))
 }
 
 /// One cluster item of `pool`, if it exists.
 pub(crate) async fn get_cluster_item(deps: &Deps, pool: &str, id: &str) -> Result<Option<Cluster>, ApiError> {
-    Ok(match deps.store.get(pool, &Key::Cluster(id.to_owned())).await? {
-        Some(Item::Cluster(c)) => Some(*c),
-        _ => None,
-    })
+    Ok(deps.store.get_cluster(pool, id).await?)
 }
 
 /// Asks for a reconcile of `pool`.
@@ -130,11 +125,8 @@ pub(crate) async fn put_pool(
     let spec: PoolSpec = parse_body(body, None)?;
     // Checked once the caller may write the pool: a caller without the right learns nothing of the spec's faults.
     let mut validated = false;
-    for _ in 0..MAX_ATTEMPTS {
-        let existing = match deps.store.get(pool, &Key::Pool).await? {
-            Some(Item::Pool(p)) => Some(*p),
-            _ => None,
-        };
+    on_conflict!(retry::REQUEST, "the pool", async {
+        let existing = deps.store.get_pool(pool).await?;
         match &existing {
             Some(p) => caller.may_administer(p, "change")?,
             None if !caller.admin => {
@@ -184,22 +176,17 @@ pub(crate) async fn put_pool(
         };
         let said = events::pool_written(before.as_ref(), &next, &caller.arn, deps.clock.now());
         let writes = vec![Write::Put(Item::Pool(Box::new(next.clone())), cond), Write::Append(said)];
-        match deps.store.write(pool, writes).await {
-            Ok(()) => {
-                deps.schedules.sync(pool, &spec.schedules).await?;
-                reconcile_soon(deps, pool, "pool-updated").await?;
-                tracing::info!(pool, created = status == 201, "pool written");
-                return Ok((status, pool_view(&next, &deps.config.stack_id)));
-            }
-            Err(StoreError::Conflict(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(ApiError::busy("the pool is changing too fast; try again"))
+        deps.store.write(pool, writes).await?;
+        deps.schedules.sync(pool, &spec.schedules).await?;
+        reconcile_soon(deps, pool, "pool-updated").await?;
+        tracing::info!(pool, created = status == 201, "pool written");
+        Ok((status, pool_view(&next, &deps.config.stack_id)))
+    })
+    .map_err(|e: ApiError| e.kept_changing("the pool"))
 }
 
 pub(crate) async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
-    for _ in 0..MAX_ATTEMPTS {
+    on_conflict!(retry::REQUEST, "the pool", async {
         let p = get_pool_item(deps, pool).await?;
         caller.may_administer(&p, "delete")?;
         if p.deletion_requested_at.is_some() {
@@ -209,17 +196,12 @@ pub(crate) async fn delete_pool(deps: &Deps, caller: &Caller, pool: &str) -> Api
         let next = Pool { deletion_requested_at: Some(now), rev: rev + 1, ..p };
         let said = Event::new(EventType::PoolDeletionRequested, now, next.rev).by(&caller.arn);
         let writes = vec![Write::Put(Item::Pool(Box::new(next.clone())), Cond::Rev(rev)), Write::Append(said)];
-        match deps.store.write(pool, writes).await {
-            Ok(()) => {
-                deps.schedules.sync(pool, &[]).await?;
-                reconcile_soon(deps, pool, "pool-deleted").await?;
-                return Ok((202, pool_view(&next, &deps.config.stack_id)));
-            }
-            Err(StoreError::Conflict(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(ApiError::busy("the pool is changing too fast; try again"))
+        deps.store.write(pool, writes).await?;
+        deps.schedules.sync(pool, &[]).await?;
+        reconcile_soon(deps, pool, "pool-deleted").await?;
+        Ok((202, pool_view(&next, &deps.config.stack_id)))
+    })
+    .map_err(|e: ApiError| e.kept_changing("the pool"))
 }
 
 /// Tells the functions of a cluster's pause or unpause: the power function carries on where it stopped (an
@@ -245,7 +227,7 @@ pub(crate) async fn pause_cluster(deps: &Deps, caller: &Caller, pool: &str, id: 
     name("cluster", id)?;
     let p = get_pool_item(deps, pool).await?;
     caller.may_administer(&p, if paused { "pause clusters of" } else { "unpause clusters of" })?;
-    for _ in 0..MAX_ATTEMPTS {
+    on_conflict!(retry::REQUEST, "the cluster", async {
         let Some(stored) = get_cluster_item(deps, pool, id).await? else {
             return Err(ApiError::not_found(format!("cluster {id} does not exist in pool {pool}")));
         };
@@ -265,15 +247,10 @@ pub(crate) async fn pause_cluster(deps: &Deps, caller: &Caller, pool: &str, id: 
         let said = Event::new(kind, now, next.rev).by(&caller.arn).cluster(id);
         let writes =
             vec![Write::Put(Item::Cluster(Box::new(next.clone())), Cond::Rev(stored.rev)), Write::Append(said)];
-        match deps.store.write(pool, writes).await {
-            Ok(()) => {
-                pause_told(deps, pool, id, paused).await?;
-                tracing::info!(pool, cluster = id, paused, "cluster power management changed");
-                return Ok((200, to_json(&next)));
-            }
-            Err(StoreError::Conflict(_)) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(ApiError::busy("the cluster is changing too fast; try again"))
+        deps.store.write(pool, writes).await?;
+        pause_told(deps, pool, id, paused).await?;
+        tracing::info!(pool, cluster = id, paused, "cluster power management changed");
+        Ok((200, to_json(&next)))
+    })
+    .map_err(|e: ApiError| e.kept_changing("the cluster"))
 }

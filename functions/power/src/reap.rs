@@ -43,12 +43,12 @@ async fn reap(deps: &Deps, snapshot: &mut Snapshot, now: Timestamp) -> Result<Ve
     // deleting pool waits for one).
     let marked = match machinery.marked(&pool, &spec, now).await {
         Ok(marked) => {
-            crate::record_credentials(deps, &snapshot.pool, &crate::Credentials::Accepted).await;
+            crate::credentials::record(deps, &snapshot.pool, &crate::credentials::Credentials::Accepted).await;
             marked.unwrap_or_default()
         }
         Err(Error::Credentials(why)) => {
             // Nothing was listed: the pass is not made (a deleting pool is not cleared), and the pool says why.
-            crate::record_credentials(deps, &snapshot.pool, &crate::Credentials::Refused(why)).await;
+            crate::credentials::record(deps, &snapshot.pool, &crate::credentials::Credentials::Refused(why)).await;
             return Ok(vec![]);
         }
         Err(e) => return Err(e),

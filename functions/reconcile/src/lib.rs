@@ -23,7 +23,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use tracing::Instrument;
 
 /// Re-plans after lost conditions before giving the message back to the queue.
-pub const MAX_ATTEMPTS: u32 = 5;
+pub const MAX_ATTEMPTS: u32 = apiary_ports::retry::PLAN;
 
 /// What one reconcile did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -8,6 +8,7 @@
 //! - [`Schedules`](schedules::Schedules): a pool's cron overrides, kept in the cloud's scheduler ([`schedules`]).
 //! - [`Secrets`](secrets::Secrets): cloud credentials by ARN, read by the power function only ([`secrets`]).
 //! - [`Clock`](clock::Clock): the time and the seeds of randomness; a handler never reads ambient time ([`clock`]).
+//! - [`retry`]: a write that lost its condition, read again and tried again, in one loop.
 //! - [`metrics`]: CloudWatch metrics in Embedded Metric Format, built by pure functions, written to a sink.
 //!
 //! [`Deps`] bundles one implementation of each, built once per process. This crate has no cloud SDK in its
@@ -23,6 +24,7 @@ pub mod messages;
 pub mod metrics;
 pub mod platform;
 pub mod queue;
+pub mod retry;
 pub mod schedules;
 pub mod secrets;
 pub mod store;

@@ -481,14 +481,38 @@ pub trait Store: Send + Sync {
     /// whole (DynamoDB's Query does), else [`Store::read_pool`] and a [`Store::get`] of the item.
     async fn read_pool_and_tick(&self, pool: &str) -> Result<Option<(Snapshot, Option<Tick>)>> {
         let Some(snapshot) = self.read_pool(pool).await? else { return Ok(None) };
-        let tick = match self.get(pool, &Key::Tick).await? {
-            Some(Item::Tick(t)) => Some(*t),
-            _ => None,
-        };
-        Ok(Some((snapshot, tick)))
+        Ok(Some((snapshot, self.get_tick(pool).await?)))
     }
     /// One item, read strongly consistently, as it is stored (a pool without the buckets its profile keeps apart).
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>>;
+    /// The pool item, as [`Store::get`] reads it; `None` if the pool does not exist.
+    async fn get_pool(&self, pool: &str) -> Result<Option<Pool>> {
+        Ok(match self.get(pool, &Key::Pool).await? {
+            Some(Item::Pool(p)) => Some(*p),
+            _ => None,
+        })
+    }
+    /// The cluster `id` of `pool`, as [`Store::get`] reads it, if it exists.
+    async fn get_cluster(&self, pool: &str, id: &str) -> Result<Option<Cluster>> {
+        Ok(match self.get(pool, &Key::Cluster(id.to_owned())).await? {
+            Some(Item::Cluster(c)) => Some(*c),
+            _ => None,
+        })
+    }
+    /// The claim `name` of `pool`, as [`Store::get`] reads it, if it exists.
+    async fn get_claim(&self, pool: &str, name: &str) -> Result<Option<Claim>> {
+        Ok(match self.get(pool, &Key::Claim(name.to_owned())).await? {
+            Some(Item::Claim(c)) => Some(*c),
+            _ => None,
+        })
+    }
+    /// The tick item of `pool`, as [`Store::get`] reads it, if there is one.
+    async fn get_tick(&self, pool: &str) -> Result<Option<Tick>> {
+        Ok(match self.get(pool, &Key::Tick).await? {
+            Some(Item::Tick(t)) => Some(*t),
+            _ => None,
+        })
+    }
     /// The items of `keys` that exist, in as few requests as the table allows (DynamoDB's BatchGetItem takes 100
     /// keys): a pool's tick reads the clusters it looks at with one request, not one each. In no particular order.
     /// Read **eventually consistently** (half the read units of a strong read): an item may miss a write made a
