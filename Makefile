@@ -6,7 +6,7 @@
 #                replayed with its trace; DST_FLAGS=--deny-roles adds pools' roles denied and given back
 #   make bench   the planner benchmark (figures go to BENCHMARKS.md)
 #   make sim     compare running-count policies on the reference traces (ARGS=... passes options; ARGS=--help)
-#   make bill    Apiary's own AWS bill a month for 1, 10 and 100 pools like each reference trace (BENCHMARKS.md)
+#   make bill    Apiary's own AWS bill a month for 1, 10 and 100 pools like each reference trace: writes docs/bill.md
 #   make run     Apiary locally: the AWS emulator, the stack deployed into it, the four functions, a demo pool
 #   make emulator  only the AWS emulator, in the foreground (for running system tests by hand)
 #   make package the four functions as arm64 Lambda zips in target/lambda/<function>/bootstrap.zip
@@ -78,6 +78,7 @@ cycles:
 # docs/development.md draws names paths that exist and every crate (tests/doc_links.py).
 docs-check:
 	@python3 tests/doc_links.py
+	@python3 tests/bill_figures.py
 
 # Every example of the README and docs/ runs against make run's stack, or is checked where it cannot run here
 # (tests/doc_examples.py); built as `make test` builds, so after `tests` nothing is compiled anew.
@@ -216,7 +217,9 @@ sim:
 	$(CARGO) run --quiet --profile tool -p apiary-sim -- $(ARGS)
 
 bill:
-	$(CARGO) run --quiet --profile tool -p apiary-sim -- bill $(ARGS)
+	$(CARGO) build --quiet --profile tool -p apiary-sim
+	$(CARGO_TARGET_DIR)/tool/apiary-sim bill $(ARGS) > docs/bill.md.new && mv docs/bill.md.new docs/bill.md
+	@cat docs/bill.md
 
 # The whole-system simulation (shared/dst): each failing seed prints the command that replays it.
 SEEDS ?= 200

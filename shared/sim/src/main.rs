@@ -266,10 +266,19 @@ fn bill(seed: u64) -> Result<(), String> {
     let runs = runs.into_iter().collect::<Result<Vec<_>, String>>()?;
     let rows: Vec<(String, &Outcome, TimeDelta)> = runs.iter().map(|(n, o, m)| (n.clone(), o, *m)).collect();
     println!(
-        "What Apiary itself costs on AWS a month, for pools like each reference trace (forecast policy, seed {seed}; \
-         each bill's lines: make sim ARGS=\"--trace T --policy P\"):\n"
+        "# Apiary's own AWS bill\n\n\
+         Written by `make bill` (`apiary-sim bill --seed {seed}`): do not edit. README.md, docs/ and BENCHMARKS.md \
+         quote these figures, and `make docs-check` fails when a quoted one differs \
+         ([how they are counted](../BENCHMARKS.md#what-apiary-costs-to-run)).\n\n\
+         What Apiary itself costs on AWS a month, for pools like each reference trace (forecast policy; each bill's \
+         lines: `make sim ARGS=\"--trace T --policy P\"`):\n"
     );
     print!("{}", apiary_sim::bill::summary(&rows));
+    let (prices, a) = (apiary_sim::bill::Prices::default(), apiary_sim::bill::Assumptions::default());
+    let fixed = runs.first().map_or(0.0, |(_, o, measured)| {
+        apiary_sim::bill::monthly(&apiary_sim::bill::lines(o, *measured, &prices, &a), 0.0)
+    });
+    println!("\n| the stack alone, whatever its pools | a month |\n|---|---:|\n| fixed | ${fixed:.2} |");
     Ok(())
 }
 
