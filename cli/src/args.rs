@@ -50,6 +50,9 @@ pub enum Command {
     Whoami,
     /// Print where the API is and how requests say who is calling.
     Endpoint,
+    /// Print this command line's release and the stack's, and whether they work together (a command line
+    /// works with a stack of its own release and of the one before).
+    Version,
     /// Print a completion script for a shell (`apiary completions bash > /etc/bash_completion.d/apiary`).
     Completions {
         /// The shell.

@@ -116,6 +116,22 @@ impl Ctx {
         self.show(&me, || Ok(render::me_table(&me)))
     }
 
+    /// This command line's release and the stack's (`GET /version`; a stack before 0.2.0 has none), and whether
+    /// they work together ([`compatibility`]).
+    pub async fn version(&self) -> Result<()> {
+        let ours = env!("CARGO_PKG_VERSION");
+        let (status, body) = self.api.send("GET", "/version", None).await?;
+        let stack = match status {
+            200 => body["version"].as_str().map(str::to_owned),
+            404 => None,
+            _ => return Err(ApiError::from_answer(status, &body).into()),
+        };
+        let said = compatibility(ours, stack.as_deref());
+        let value = json!({ "commandLine": ours, "stack": stack, "compatibility": said });
+        let stack = stack.unwrap_or_else(|| "before 0.2.0 (it has no GET /version)".into());
+        self.show(&value, || Ok(format!("command line {ours}\nstack        {stack}\n{said}\n")))
+    }
+
     /// Up to `limit` events of `pool`'s trail, newest first, page after page (at most the API's page at a time).
     async fn events(&self, pool: &str, claim: Option<&str>, cluster: Option<&str>, limit: usize) -> Result<Vec<Value>> {
         const PAGE: usize = 200;
@@ -513,11 +529,49 @@ impl Progress {
     }
 }
 
+/// Whether a command line of release `ours` works with a stack of release `stack` (`None`: a stack before 0.2.0,
+/// which does not say): a stack of the same release or of the one before (the minor release, while the major is
+/// 0) is supported; a newer stack serves what this command line knows, and a newer command line knows what it
+/// does; an older stack is to be updated first.
+pub fn compatibility(ours: &str, stack: Option<&str>) -> String {
+    let release = |v: &str| -> Option<(u64, u64)> {
+        let mut parts = v.split('.').map(|p| p.parse::<u64>().ok());
+        Some((parts.next()??, parts.next()??))
+    };
+    let (Some(cli), Some(stack)) = (release(ours), stack.map(|s| (s, release(s)))) else {
+        return match stack {
+            None => "the stack is older than the releases this command line supports: update the stack".into(),
+            Some(_) => "unsupported".into(),
+        };
+    };
+    let previous = |(major, minor): (u64, u64)| if major == 0 { (0, minor.saturating_sub(1)) } else { (major - 1, 0) };
+    match stack {
+        (_, Some(s)) if s == cli => "supported: the same release".into(),
+        (_, Some(s)) if s > cli => {
+            "supported: the stack is newer; update the command line for what its release added".into()
+        }
+        (_, Some(s)) if s >= previous(cli) => "supported: the stack is one release behind".into(),
+        (v, Some(_)) => format!("unsupported: the stack runs {v}, more than one release behind; update the stack"),
+        (v, None) => format!("unsupported: the stack says it runs {v:?}, not a release"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_command_line_works_with_its_own_release_and_the_one_before() {
+        assert!(compatibility("0.3.0", Some("0.3.2")).starts_with("supported: the same release"));
+        assert!(compatibility("0.3.0", Some("0.2.5")).starts_with("supported: the stack is one release behind"));
+        assert!(compatibility("0.3.0", Some("0.4.0")).starts_with("supported: the stack is newer"));
+        assert!(compatibility("0.3.0", Some("0.1.0")).starts_with("unsupported: the stack runs 0.1.0"));
+        assert!(compatibility("0.2.0", None).contains("update the stack"));
+        assert!(compatibility("0.2.0", Some("nightly")).starts_with("unsupported"));
+        assert!(compatibility("1.0.0", Some("0.9.0")).starts_with("supported: the stack is one release behind"));
+    }
 
     #[test]
     fn the_next_look_comes_when_the_api_said_else_after_the_claimants_own_gap() {

@@ -52,6 +52,7 @@ async fn run(cli: Cli) -> Result<()> {
             (None, None) => Err(Failure::new(Exit::Usage, "claim: give POOL NAME, or a subcommand (see --help)")),
         },
         Command::Whoami => ctx.whoami().await,
+        Command::Version => ctx.version().await,
         Command::Endpoint => {
             out(&format!("{}\n", ctx.api.describe()));
             Ok(())

@@ -88,6 +88,10 @@ mod against_stack {
         let me = apiary(&s, ADMIN, &["whoami", "-o", "json"]).await.ok("whoami").json();
         assert_eq!((me["principal"].as_str(), me["stackAdmin"].as_bool()), (Some(ADMIN), Some(true)));
         assert!(me["administer"].as_array().is_some_and(|p| p.iter().any(|n| n == "ci")), "{me}");
+        // The stack runs this command line's release, and says so.
+        let version = apiary(&s, ADMIN, &["version", "-o", "json"]).await.ok("version").json();
+        assert_eq!(version["stack"].as_str(), Some(env!("CARGO_PKG_VERSION")), "{version}");
+        assert_eq!(version["compatibility"].as_str(), Some("supported: the same release"), "{version}");
         let got = apiary(&s, ADMIN, &["pool", "get", "ci", "-o", "json"]).await.ok("get").json();
         assert_eq!(
             (got["spec"]["size"].as_i64(), got["spec"]["platform"]["aws"]["machineCount"].as_i64()),

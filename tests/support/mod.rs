@@ -107,7 +107,7 @@ async fn stack_deployed(options: Options, with_clouds: bool, deploy_args: &[&str
     if std::net::TcpStream::connect(&hostport).is_err() {
         panic!("nothing listens at {endpoint}: {NO_EMULATOR}");
     }
-    apiary_aws::logging::init();
+    apiary_aws::logging::init("tests");
     // Where cargo runs the test from, not where it was built: a shared build cache may hold another checkout's path.
     let dir = std::env::var_os("CARGO_MANIFEST_DIR")
         .map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")), std::path::PathBuf::from);

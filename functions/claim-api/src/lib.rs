@@ -68,7 +68,10 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<lambda_http::Body> {
 /// The path's segments from the API's own root on (API Gateway may pass the stage as the first segment).
 fn api_segments(path: &str) -> Vec<&str> {
     let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let at = segments.iter().position(|s| matches!(*s, "pools" | "me" | "openapi.json")).unwrap_or(segments.len());
+    let at = segments
+        .iter()
+        .position(|s| matches!(*s, "pools" | "me" | "openapi.json" | "version"))
+        .unwrap_or(segments.len());
     segments.drain(..at);
     segments
 }
@@ -77,6 +80,9 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
     let method = req.method().as_str();
     if segments == ["openapi.json"] && method == "GET" {
         return Ok((200, serde_json::from_str(OPENAPI).unwrap_or(serde_json::Value::Null)));
+    }
+    if segments == ["version"] && method == "GET" {
+        return Ok((200, serde_json::json!({ "version": apiary_ports::VERSION })));
     }
     let caller = principal(req).ok_or_else(|| error::ApiError::forbidden("the request carries no caller identity"))?;
     let caller =
@@ -115,6 +121,7 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
         (
             _,
             ["me"]
+            | ["version"]
             | ["pools"]
             | ["pools", _]
             | ["pools", _, "clusters" | "claims" | "events"]

@@ -4,7 +4,7 @@ use lambda_http::{service_fn, Request};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    apiary_aws::logging::init();
+    apiary_aws::logging::init("claim-api");
     let deps = apiary_aws::deps_from_env().await?;
     lambda_http::run(service_fn(|req: Request| {
         let deps = deps.clone();

@@ -175,6 +175,18 @@ async fn only_the_owner_or_an_admin_reads_powers_and_releases_a_claim() {
 }
 
 #[tokio::test]
+async fn the_stack_says_its_release_as_the_api_document_does() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    let (status, body) = call(&deps, "GET", "/version", Some(ALICE), None).await;
+    assert_eq!((status, body["version"].as_str()), (200, Some(env!("CARGO_PKG_VERSION"))), "{body}");
+    let (_, doc) = call(&deps, "GET", "/openapi.json", None, None).await;
+    assert_eq!(doc["info"]["version"].as_str(), Some(env!("CARGO_PKG_VERSION")), "the document's version");
+    let (status, _) = call(&deps, "DELETE", "/version", Some(ADMIN), None).await;
+    assert_eq!(status, 405);
+}
+
+#[tokio::test]
 async fn unknown_routes_and_methods_are_named() {
     let w = World::new(t0());
     let deps = w.default_deps(900);

@@ -10,7 +10,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    apiary_aws::logging::init();
+    apiary_aws::logging::init("power");
     let sdk = apiary_aws::load_sdk_config().await;
     let config = apiary_ports::Config::from_env()?;
     let policy = config.url_policy.clone();

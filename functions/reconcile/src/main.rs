@@ -5,7 +5,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    apiary_aws::logging::init();
+    apiary_aws::logging::init("reconcile");
     let deps = apiary_aws::deps_from_env().await?;
     lambda_runtime::run(service_fn(|e: LambdaEvent<SqsEvent>| {
         let deps = deps.clone();

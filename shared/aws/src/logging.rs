@@ -7,6 +7,9 @@
 //! handler that opens a span with `pool`, `cluster` or `claim` puts them on every line it logs, including the
 //! adapters' lines and the Lambda runtime's `requestId`. CloudWatch Logs Insights can then filter on
 //! `pool = "ci"` directly.
+//!
+//! A process's first line, whatever the level, names the function and Apiary's release ([`started`]): one line per
+//! cold start says which release a stack runs.
 
 use std::fmt;
 
@@ -17,17 +20,38 @@ use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 
-/// Installs the subscriber once; later calls do nothing.
-pub fn init() {
+/// Installs the subscriber once (later calls do nothing) and writes the process's first line for `function`
+/// ([`started`]).
+pub fn init(function: &str) {
+    static FIRST: std::sync::Once = std::sync::Once::new();
+    let text = std::env::var("APIARY_LOG_FORMAT").as_deref() == Ok("text");
+    FIRST.call_once(|| match text {
+        true => eprintln!("apiary {} {function} starting", apiary_ports::VERSION),
+        false => eprintln!("{}", started(function, apiary_planner::Timestamp::from(std::time::SystemTime::now()))),
+    });
     let level = std::env::var("APIARY_LOG_LEVEL").ok();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level_filter(level.as_deref())));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if std::env::var("APIARY_LOG_FORMAT").as_deref() == Ok("text") {
+    let _ = if text {
         builder.with_target(false).try_init()
     } else {
         builder.fmt_fields(JsonFields::new()).event_format(FlatJson).try_init()
     };
+}
+
+/// The first line of `function`'s process, started at `now`: a JSON line (`level` `INFO`, whatever the filter)
+/// naming the function and [`apiary_ports::VERSION`], the release it runs.
+pub fn started(function: &str, now: apiary_planner::Timestamp) -> String {
+    serde_json::json!({
+        "timestamp": now.to_rfc3339(),
+        "level": "INFO",
+        "target": "apiary",
+        "message": format!("apiary {} {function} starting", apiary_ports::VERSION),
+        "function": function,
+        "version": apiary_ports::VERSION,
+    })
+    .to_string()
 }
 
 /// The level `APIARY_LOG_LEVEL` names, as a filter (`info` when it names none, or one that is not a level).
@@ -138,6 +162,17 @@ mod tests {
             .lines()
             .map(|l| serde_json::from_str(l).expect("every line is one JSON object"))
             .collect()
+    }
+
+    #[test]
+    fn a_process_first_line_names_its_function_and_release() {
+        let line: Value =
+            serde_json::from_str(&started("power", apiary_planner::Timestamp::UNIX_EPOCH)).expect("one JSON object");
+        assert_eq!(line["function"], "power");
+        assert_eq!(line["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["message"], format!("apiary {} power starting", env!("CARGO_PKG_VERSION")));
+        assert!(line["timestamp"].as_str().is_some_and(|t| t.starts_with("1970-01-01T")));
     }
 
     #[test]

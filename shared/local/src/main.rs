@@ -66,7 +66,7 @@ async fn main() -> anyhow::Result<()> {
             std::env::set_var("RUST_LOG", "warn");
         }
     }
-    apiary_aws::logging::init();
+    apiary_aws::logging::init("local");
     let config = apiary_ports::Config::from_env().context("settings (run through `make run`, which sets them)")?;
     let sdk = apiary_aws::load_sdk_config().await;
     let listener = tokio::net::TcpListener::bind(options.listen)

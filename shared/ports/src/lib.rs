@@ -29,6 +29,9 @@ pub mod schedules;
 pub mod secrets;
 pub mod store;
 
+/// Apiary's release (CHANGELOG.md), as every function, the command line and `GET /version` say it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
 pub use config::Config;
 pub use deps::Deps;
 pub use error::{Error, Result};
