@@ -168,8 +168,9 @@ package: $(LAMBDA_VENV)/.installed
 PARAMS ?=
 deploy: venv
 	@test -n "$(STACK)" -a -n "$(REGION)" -a -n "$(BUCKET)" || \
-	  { echo "usage: make deploy STACK=name REGION=region BUCKET=bucket [PARAMS=\"Name=Value ...\"]" >&2; exit 2; }
-	$(PYTHON) infra/deploy.py --stack $(STACK) --region $(REGION) --bucket $(BUCKET) $(PARAMS)
+	  { echo "usage: make deploy STACK=name REGION=region BUCKET=bucket [PARAMS=\"Name=Value ...\"] [ALLOW_REPLACING=Table,...]" >&2; exit 2; }
+	$(PYTHON) infra/deploy.py --stack $(STACK) --region $(REGION) --bucket $(BUCKET) \
+	  $(if $(ALLOW_REPLACING),--allow-replacing $(ALLOW_REPLACING)) $(PARAMS)
 
 # The emulator's own promises (its lighter transaction backup undoes what moto's did), through boto3.
 emulator-test: venv

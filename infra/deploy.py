@@ -7,6 +7,8 @@ Usage: deploy.py --stack NAME --region REGION --bucket BUCKET [--lambda-dir targ
 - BUCKET must be in REGION. It is created (private, encrypted) if it does not exist.
 - NAME=VALUE pairs are template parameters (see docs/operations.md). On an update, parameters not given keep the values
   the stack has.
+- An update shows its change set first, and is refused if it would replace or remove the table or a queue, unless
+  --allow-replacing names each (`make deploy ... ALLOW_REPLACING=Table`).
 - Credentials and the endpoint come from the usual AWS environment (profile, AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL).
 """
 import argparse
@@ -25,10 +27,13 @@ p.add_argument("--region", required=True)
 p.add_argument("--bucket", required=True, help="S3 bucket for the function zips")
 p.add_argument("--lambda-dir", default="target/lambda", help="where make package put <function>/bootstrap.zip")
 p.add_argument("--timeout", type=int, default=1800, help="seconds to wait for the stack")
+p.add_argument("--allow-replacing", default="", metavar="ID,...",
+               help="logical ids of stateful resources (Table, a queue) an update may replace or remove")
+p.add_argument("--template", default=stacks.TEMPLATE, help=argparse.SUPPRESS)
 p.add_argument("params", nargs="*", metavar="NAME=VALUE", help="template parameters")
 args = p.parse_args()
 
-known = stacks.template_parameters(stacks.template_body())
+known = stacks.template_parameters(stacks.template_body(args.template))
 params = {}
 for pair in args.params:
     name, sep, value = pair.partition("=")
@@ -88,7 +93,8 @@ for fn, body in zips.items():
 
 params.update({"CodeBucket": args.bucket, "CodePrefix": prefix})
 print(f"deploying stack {args.stack} in {args.region}", file=sys.stderr)
-result = stacks.deploy(cfn, args.stack, params, timeout=args.timeout)
+allowed = {a.strip() for a in args.allow_replacing.split(",") if a.strip()}
+result = stacks.deploy(cfn, args.stack, params, timeout=args.timeout, template=args.template, allow_replacing=allowed)
 print(f"stack {args.stack}: {result['StackStatus']}")
 for key, value in sorted(stacks.outputs(result).items()):
     print(f"  {key}: {value}")

@@ -53,10 +53,79 @@ def wait(cfn, name, timeout):
         time.sleep(1 if timeout > 300 else 0.5)
 
 
-def deploy(cfn, name, params, timeout=1800, template=TEMPLATE):
+def wait_gone(cfn, name, timeout):
+    """Waits until the stack's deletion ends: None once it is gone, else the status it stopped at."""
+    deadline = time.time() + timeout
+    while True:
+        stack = find(cfn, name)
+        if stack is None:
+            return None
+        if not stack["StackStatus"].endswith("_IN_PROGRESS") or time.time() > deadline:
+            return stack["StackStatus"]
+        time.sleep(0.5)
+
+
+#: Resource types whose replacement or removal loses what they hold: the table (every pool, cluster and claim)
+#: and the queues (the messages in flight).
+STATEFUL = {"AWS::DynamoDB::Table", "AWS::SQS::Queue"}
+CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"]
+
+
+def preview(cfn, name, body, parameters, timeout=300):
+    """What updating stack `name` to `body` with `parameters` would change, as CloudFormation's change set lists it:
+    each change's `ResourceChange` (`LogicalResourceId`, `ResourceType`, `Action`, and for a modification whether
+    it replaces the resource, `Replacement`). The change set is deleted afterwards; nothing is changed."""
+    change_set = f"apiary-preview-{int(time.time() * 1000)}"
+    cfn.create_change_set(StackName=name, ChangeSetName=change_set, TemplateBody=body, Parameters=parameters,
+                          Capabilities=CAPABILITIES, ChangeSetType="UPDATE")
+    try:
+        deadline = time.time() + timeout
+        while True:
+            described = cfn.describe_change_set(StackName=name, ChangeSetName=change_set)
+            if described["Status"] in ("CREATE_COMPLETE", "FAILED") or time.time() > deadline:
+                break
+            time.sleep(1)
+        if described["Status"] == "FAILED":
+            reason = described.get("StatusReason", "")
+            if "didn't contain changes" in reason or "No updates" in reason:
+                return []
+            sys.exit(f"stack {name}: the change set could not be made: {reason}")
+        if described["Status"] != "CREATE_COMPLETE":
+            sys.exit(f"stack {name}: the change set is still {described['Status']} after {timeout} s")
+        changes = list(described.get("Changes", []))
+        while described.get("NextToken"):
+            described = cfn.describe_change_set(StackName=name, ChangeSetName=change_set,
+                                                NextToken=described["NextToken"])
+            changes += described.get("Changes", [])
+    finally:
+        try:
+            cfn.delete_change_set(StackName=name, ChangeSetName=change_set)
+        except cfn.exceptions.ClientError:
+            pass
+    return [c["ResourceChange"] for c in changes if "ResourceChange" in c]
+
+
+def destructive(changes, allowed=()):
+    """The changes that would replace or remove a stateful resource ([`STATEFUL`]) whose logical id `allowed` does
+    not name: a removal, or a modification CloudFormation replaces (`Replacement` True, or Conditional: it may)."""
+    return [
+        c for c in changes
+        if c.get("ResourceType") in STATEFUL and c.get("LogicalResourceId") not in allowed
+        and (c.get("Action") == "Remove" or (c.get("Action") == "Modify" and c.get("Replacement") in ("True", "Conditional")))
+    ]
+
+
+def said(change):
+    """One change as a line: its action, resource and type, and whether it replaces the resource."""
+    replacement = f", replacement: {change['Replacement']}" if change.get("Replacement") else ""
+    return f"  {change.get('Action')} {change.get('LogicalResourceId')} ({change.get('ResourceType')}){replacement}"
+
+
+def deploy(cfn, name, params, timeout=1800, template=TEMPLATE, allow_replacing=()):
     """Creates the stack of `template`, or updates it in place. Parameters of an existing stack that `params` leaves
-    out keep their previous values. Exits with the failed resources' reasons if the operation fails; returns the
-    stack."""
+    out keep their previous values. An update is previewed first: its changes are printed, and one that would
+    replace or remove a stateful resource is refused unless `allow_replacing` names it. Exits with the failed
+    resources' reasons if the operation fails; returns the stack."""
     body = template_body(template)
     existing = find(cfn, name)
     if existing is None:
@@ -74,12 +143,25 @@ def deploy(cfn, name, params, timeout=1800, template=TEMPLATE):
         merged = {k: previous[k] for k in template_parameters(body) if k in previous}
         merged.update(params)
         parameters = [{"ParameterKey": k, "ParameterValue": v} for k, v in merged.items()]
+        changes = preview(cfn, name, body, parameters)
+        print(f"stack {name}: the update's change set: {len(changes) or 'no'} resource change(s)", file=sys.stderr)
+        for change in changes:
+            print(said(change), file=sys.stderr)
+        refused = destructive(changes, allow_replacing)
+        if refused:
+            named = ",".join(c["LogicalResourceId"] for c in refused)
+            sys.exit(
+                f"stack {name}: refused: the update would replace or remove what holds Apiary's state "
+                f"({', '.join(c['LogicalResourceId'] + ' ' + c.get('Action', '') for c in refused)}). A replaced "
+                f"table is kept, not deleted, but the stack would lose every record in it. Nothing was changed; to "
+                f"go ahead, deploy again with ALLOW_REPLACING={named}."
+            )
         try:
             cfn.update_stack(
                 StackName=name,
                 TemplateBody=body,
                 Parameters=parameters,
-                Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+                Capabilities=CAPABILITIES,
             )
         except cfn.exceptions.ClientError as e:
             if "No updates are to be performed" in str(e):

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import boto3
@@ -19,6 +20,8 @@ from cfnlint.decode import decode_str
 import local_emulator
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "infra"))
+import stack as stacks  # noqa: E402  (infra/stack.py, which make deploy runs)
 STACK = "apiary-deploy-test"
 BUCKET = "apiary-deploy-test-code"
 REGION = "us-east-1"
@@ -166,9 +169,14 @@ class DeployTest(unittest.TestCase):
         # On demand by default: billed by the units used, no capacity to keep.
         table = self.dynamodb.describe_table(TableName=outputs["TableName"])["Table"]
         self.assertEqual(table["BillingModeSummary"]["BillingMode"], "PAY_PER_REQUEST")
+        # The table outlives the stack and any update that would replace it, and DynamoDB refuses to delete it.
+        declared = self.template["Resources"]["Table"]
+        self.assertEqual((declared["DeletionPolicy"], declared["UpdateReplacePolicy"]), ("Retain", "Retain"))
+        self.assertEqual(self.template["Parameters"]["TableDeletionProtection"]["Default"], "true")
+        self.assertIs(table["DeletionProtectionEnabled"], True)
 
         # Update two parameters: the stack changes in place (the dashboard Monitoring=dashboard asks for is added),
-        # and the parameters not given keep their values.
+        # and the parameters not given keep their values. The change set is shown first.
         self.deploy("MaxRecheckSeconds=600 Monitoring=dashboard")
         stack = self.cfn.describe_stacks(StackName=STACK)["Stacks"][0]
         self.assertEqual(stack["StackStatus"], "UPDATE_COMPLETE")
@@ -192,6 +200,57 @@ class DeployTest(unittest.TestCase):
             self.assertEqual(env["APIARY_ADMINS"], ADMIN, fn)
             if fn != "timeouts":
                 self.assertEqual(env["APIARY_MONITORING"], "dashboard", fn)
+
+    def test_an_update_that_would_replace_the_table_is_refused_and_a_deleted_stack_leaves_it(self):
+        stack = f"{STACK}-kept"
+        self.deploy(f"AdminPrincipals={ADMIN}", stack=stack)
+        table = self.outputs(stack)["TableName"]
+        self.dynamodb.put_item(TableName=table, Item={"PK": {"S": "POOL#kept"}, "SK": {"S": "POOL"}})
+        before, _ = self.resources(stack)
+        # The table under another logical id: CloudFormation would remove it and make a new one.
+        with open(os.path.join(ROOT, "infra", "template.yaml")) as f:
+            body = f.read()
+        renamed = body.replace("\n  Table:\n", "\n  StateTable:\n").replace("!GetAtt Table.", "!GetAtt StateTable.")
+        renamed = re.sub(r"!Ref Table\b", "!Ref StateTable", renamed).replace("${Table", "${StateTable")
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write(renamed)
+        deploy = [sys.executable, os.path.join(ROOT, "infra", "deploy.py"), "--stack", stack, "--region", REGION,
+                  "--bucket", BUCKET, "--lambda-dir", os.path.join(ROOT, "target", "lambda"), "--template", f.name]
+        out = subprocess.run(deploy, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=600)
+        self.assertNotEqual(out.returncode, 0, f"the replacing update went ahead:\n{out.stderr}")
+        self.assertIn("Remove Table (AWS::DynamoDB::Table)", out.stderr, "the change set is shown")
+        self.assertIn("refused", out.stderr)
+        self.assertIn("ALLOW_REPLACING=Table", out.stderr, "the way to force it is named")
+        after, _ = self.resources(stack)
+        self.assertEqual(after["Table"]["PhysicalResourceId"], before["Table"]["PhysicalResourceId"])
+        self.assertEqual(self.cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"], "CREATE_COMPLETE")
+        # Deleting the stack keeps the table, its records, and its deletion protection.
+        self.cfn.delete_stack(StackName=stack)
+        self.assertIsNone(stacks.wait_gone(self.cfn, stack, 300))
+        kept = self.dynamodb.get_item(TableName=table, Key={"PK": {"S": "POOL#kept"}, "SK": {"S": "POOL"}})
+        self.assertIn("Item", kept, "the retained table still holds its records")
+        with self.assertRaises(self.dynamodb.exceptions.ClientError) as refused:
+            self.dynamodb.delete_table(TableName=table)
+        self.assertIn("DeletionProtectionEnabled", str(refused.exception))
+
+    def test_a_change_set_is_refused_where_it_replaces_or_removes_state_unless_allowed(self):
+        change = lambda logical, kind, action, replacement=None: {  # noqa: E731
+            "LogicalResourceId": logical, "ResourceType": kind, "Action": action,
+            **({"Replacement": replacement} if replacement else {})}
+        table, queue = "AWS::DynamoDB::Table", "AWS::SQS::Queue"
+        changes = [
+            change("Table", table, "Modify", "True"),
+            change("PowerQueue", queue, "Modify", "Conditional"),
+            change("ReconcileQueue", queue, "Remove"),
+            change("PowerDlq", queue, "Modify", "False"),
+            change("PowerFunction", "AWS::Lambda::Function", "Modify", "True"),
+            change("NewQueue", queue, "Add"),
+        ]
+        refused = [c["LogicalResourceId"] for c in stacks.destructive(changes)]
+        self.assertEqual(refused, ["Table", "PowerQueue", "ReconcileQueue"])
+        allowed = [c["LogicalResourceId"] for c in stacks.destructive(changes, {"Table", "PowerQueue"})]
+        self.assertEqual(allowed, ["ReconcileQueue"])
+        self.assertEqual(stacks.said(changes[0]), "  Modify Table (AWS::DynamoDB::Table), replacement: True")
 
     def test_a_stack_with_provisioned_capacity_scales_each_of_its_four_capacities(self):
         # A stack of its own: the emulator's CloudFormation cannot change a table's billing in an update.
