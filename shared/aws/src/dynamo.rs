@@ -38,8 +38,8 @@ use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
 use apiary_ports::store::{
-    check_size, event_sort_key, index_key, line_key, partition, spare_place, stored, Cond, EventPage, EventQuery, Item,
-    Key, Store, Write, EVENT_RETENTION,
+    check_size, event_shard, event_sort_key, index_key, line_key, partition, spare_place, stored, Cond, EventPage,
+    EventQuery, Item, Key, Store, Write, EVENT_RETENTION,
 };
 use apiary_ports::{Error, Result};
 
@@ -155,6 +155,31 @@ fn decode(attrs: Attrs) -> Result<Option<Item>> {
         return Ok(None);
     };
     Ok(Some(item))
+}
+
+/// The attributes `item` of `pool` is stored as, as a write puts them: what the release fixtures keep
+/// (`shared/aws/tests/releases.rs`).
+pub fn stored_item(pool: &str, item: &Item) -> Result<HashMap<String, AttributeValue>> {
+    encode(pool, item)
+}
+
+/// The item stored as `attrs`, as a read decodes it (`None`: an item of no kind Apiary reads).
+pub fn read_item(attrs: HashMap<String, AttributeValue>) -> Result<Option<Item>> {
+    decode(attrs)
+}
+
+/// `event` of `pool`'s trail as stored, as a write appends it.
+pub fn stored_event(pool: &str, event: &Event) -> Result<HashMap<String, AttributeValue>> {
+    encode_event(pool, event, &Key::Event(event_shard(event), event_sort_key(event)))
+}
+
+/// The event stored as `attrs`, as a read of the trail decodes it.
+pub fn read_event(attrs: HashMap<String, AttributeValue>) -> Result<Event> {
+    let sort = match attrs.get("SK") {
+        Some(AttributeValue::S(sort)) => sort.clone(),
+        _ => String::new(),
+    };
+    serde_dynamo::from_item(attrs).map_err(|source| Error::Decode { key: sort, source: Box::new(source) })
 }
 
 /// A condition expression with its names and values.
