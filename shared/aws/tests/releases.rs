@@ -137,6 +137,19 @@ fn pools() -> Vec<(&'static str, Value)> {
             "server": "https://vcenter.example.com", "datacenter": "DC1", "template": "rhcos", "folder": "apiary",
             "machineCount": 3, "credentialsSecret": secret("vsphere"), "shutdownGracePeriod": "1m" } })),
         ),
+        // A release's own options, absent from the releases before it: planned, not compared with theirs.
+        ("installer", {
+            let mut s = spec(json!({ "gcp": {
+                "project": "apiary-demo", "zone": "europe-west1-b", "instanceTemplate": "apiary-node",
+                "machineCount": 3, "credentialsSecret": secret("gcp") } }));
+            s["baseDomain"] = json!("ci.example.com");
+            s["installTimeout"] = json!("45m");
+            s["provisioner"] = json!({ "webhook": { "url": "https://installer.example.com/clusters",
+                                                    "secret": secret("webhook") } });
+            s["readiness"] = json!({ "kubernetes": { "credentials": "{outputs.kubeconfigSecretArn}",
+                                                     "approveNodeCertificates": true }, "settlePause": "2m" });
+            s
+        }),
         ("inventory", {
             let mut s = spec(json!({ "aws": {
                 "region": "us-east-1", "imageId": "ami-0123456789abcdef0", "instanceType": "t3.medium",
@@ -259,7 +272,16 @@ fn catalog() -> Catalog {
         }))
         .expect("a pool this release stores");
         let mut snapshot = Snapshot { pool, clusters: vec![], claims: vec![], leases: vec![] };
-        for (label, cl) in clusters(name) {
+        let mut own = clusters(name);
+        if name == "installer" {
+            // A cluster whose nodes' certificate requests a resume approved: this release's own field.
+            let state = json!({ "specPowerState": "Running", "powerState": "WaitingForNodes",
+                                "transitionStartedAt": "2026-11-28T11:57:00Z",
+                                "nodeCertificates": { "approved": 3, "lastApproved": ["csr-8x2k", "csr-9q7d"],
+                                                      "refused": ["csr-zz01"] } });
+            own.push(("certificates".into(), cluster(name, "certificates", state)));
+        }
+        for (label, cl) in own {
             snapshot.clusters.push(cl.clone());
             c.items.push((format!("{name} cluster {label}"), name.to_owned(), Item::Cluster(Box::new(cl))));
         }
