@@ -268,19 +268,8 @@ fn merge(base: &mut Value, patch: Value) {
 
 /// What the API would refuse in `spec`: the same validation, run here.
 fn check(spec: &Value) -> Vec<(String, String)> {
-    let parsed: std::result::Result<apiary_planner::PoolSpec, _> = serde_path_to_error::deserialize(spec);
-    match parsed {
-        Err(e) => {
-            let path = e.path().to_string();
-            let message = e.into_inner().to_string();
-            let missing = message.strip_prefix("missing field `").and_then(|m| m.split('`').next());
-            let field = match (path.as_str(), missing) {
-                ("." | "", Some(m)) => m.to_owned(),
-                (p, Some(m)) => format!("{p}.{m}"),
-                (p, None) => p.to_owned(),
-            };
-            vec![(field, message)]
-        }
+    match apiary_planner::validate::strictly::<apiary_planner::PoolSpec>(spec) {
+        Err(errors) => errors.into_iter().map(|e| (e.field, e.message)).collect(),
         Ok(spec) => apiary_planner::validate_spec(&spec)
             .err()
             .unwrap_or_default()

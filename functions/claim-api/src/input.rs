@@ -1,8 +1,8 @@
 //! Reading requests: names in the path, JSON bodies with every misfit named by its field.
 
-use apiary_planner::validate::validate_name;
+use apiary_planner::validate::{strictly, validate_name};
 use lambda_http::Body;
-use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
@@ -19,27 +19,21 @@ fn body_bytes(body: &Body) -> &[u8] {
     }
 }
 
-/// Parses a JSON body, naming the field that does not fit; an empty body is `empty`, or 400 if that is `None`.
-pub(crate) fn parse_body<T: for<'de> Deserialize<'de>>(body: &Body, empty: Option<T>) -> Result<T, ApiError> {
+/// Parses a JSON body, naming each field that does not fit, and each the type does not have (the stored types
+/// take unknown fields, a later release's; a caller may not send them: [`strictly`]); an empty body is `empty`,
+/// or 400 if that is `None`.
+pub(crate) fn parse_body<T: DeserializeOwned>(body: &Body, empty: Option<T>) -> Result<T, ApiError> {
     let bytes = body_bytes(body);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return empty.ok_or_else(|| ApiError::field("body", "a JSON body is required"));
     }
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let root = path == "." || path.is_empty();
-        let inner = e.into_inner().to_string();
-        // serde_json adds the position; the field path says more.
-        let message = inner.split(" at line ").next().unwrap_or(&inner).to_owned();
-        // A missing field is named by the message, not the path (which stops at its parent).
-        let missing = message.strip_prefix("missing field `").and_then(|m| m.split('`').next());
-        let field = match (root, missing) {
-            (true, Some(m)) => m.to_owned(),
-            (false, Some(m)) => format!("{path}.{m}"),
-            (true, None) => "body".to_owned(),
-            (false, None) => path,
-        };
-        ApiError::field(&field, message)
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        // serde_json adds the position; the message says enough.
+        let inner = e.to_string();
+        ApiError::field("body", inner.split(" at line ").next().unwrap_or(&inner).to_owned())
+    })?;
+    strictly(&value).map_err(|errors| match errors.as_slice() {
+        [one] => ApiError::field(&one.field, one.message.clone()),
+        _ => ApiError::fields("InvalidRequest", errors.into_iter().map(|e| (e.field, e.message)).collect()),
     })
 }

@@ -26,7 +26,7 @@
 
 use std::collections::HashMap;
 
-use apiary_planner::events::Event;
+use apiary_planner::events::{Event, EventType};
 use apiary_planner::power::tick::Tick;
 use apiary_planner::{Claim, Pool, Snapshot};
 use async_trait::async_trait;
@@ -173,13 +173,19 @@ pub fn stored_event(pool: &str, event: &Event) -> Result<HashMap<String, Attribu
     encode_event(pool, event, &Key::Event(event_shard(event), event_sort_key(event)))
 }
 
-/// The event stored as `attrs`, as a read of the trail decodes it.
-pub fn read_event(attrs: HashMap<String, AttributeValue>) -> Result<Event> {
-    let sort = match attrs.get("SK") {
-        Some(AttributeValue::S(sort)) => sort.clone(),
+/// The event stored as `attrs`, as a read of the trail decodes it; `None` for a kind of event this release does
+/// not know (a later release's, told during an update): a page of the trail leaves it out.
+pub fn read_event(attrs: HashMap<String, AttributeValue>) -> Result<Option<Event>> {
+    let text = |name: &str| match attrs.get(name) {
+        Some(AttributeValue::S(s)) => s.clone(),
         _ => String::new(),
     };
-    serde_dynamo::from_item(attrs).map_err(|source| Error::Decode { key: sort, source: Box::new(source) })
+    let (sort, kind) = (text("SK"), text("type"));
+    match serde_dynamo::from_item(attrs) {
+        Ok(event) => Ok(Some(event)),
+        Err(_) if serde_json::from_value::<EventType>(serde_json::Value::String(kind)).is_err() => Ok(None),
+        Err(source) => Err(Error::Decode { key: sort, source: Box::new(source) }),
+    }
 }
 
 /// A condition expression with its names and values.
@@ -399,8 +405,10 @@ impl DynamoStore {
             let page = query_page(&q, start).await?;
             for attrs in page.items.unwrap_or_default() {
                 let Some(AttributeValue::S(sort)) = attrs.get("SK").cloned() else { continue };
-                let event: Event = serde_dynamo::from_item(attrs)
-                    .map_err(|source| Error::Decode { key: sort.clone(), source: Box::new(source) })?;
+                let Some(event) = read_event(attrs)? else {
+                    tracing::warn!(item = sort, "an event of a kind this release does not know, left out");
+                    continue;
+                };
                 found.push((sort, event));
             }
             start = page.last_evaluated_key;

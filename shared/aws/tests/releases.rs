@@ -487,7 +487,9 @@ fn every_supported_release_is_read_planned_and_written_back_whole() {
                 _ => panic!("{release} {label}: no partition key"),
             };
             let back = if pk.starts_with("EVENTS#") {
-                let event = read_event(attrs.clone()).unwrap_or_else(|e| panic!("{release} {label}: {e}"));
+                let event = read_event(attrs.clone())
+                    .unwrap_or_else(|e| panic!("{release} {label}: {e}"))
+                    .unwrap_or_else(|| panic!("{release} {label}: a kind of event this release does not know"));
                 let pool = pk.trim_start_matches("EVENTS#").rsplit_once('#').map(|(p, _)| p.to_owned()).expect("pool");
                 stored_event(&pool, &event).expect("written back")
             } else {
@@ -555,4 +557,47 @@ fn snapshots(items: impl IntoIterator<Item = (String, Item)>) -> BTreeMap<String
         .into_iter()
         .filter_map(|(pool, items)| apiary_ports::store::partition(items).map(|(snapshot, _)| (pool, snapshot)))
         .collect()
+}
+
+/// The update window the other way round: what a later release adds to an item or a message (a field, a kind of
+/// event) is read past by this one, not refused, so its functions keep serving while CloudFormation updates the
+/// four one after another.
+#[test]
+fn a_later_release_s_additions_are_read_past() {
+    let items = read(env!("CARGO_PKG_VERSION"), "items.json");
+    let added = json!({ "S": "a later release's field" });
+    for fixture in items.as_array().expect("a list") {
+        let label = fixture["label"].as_str().expect("a label");
+        let mut item = fixture["item"].clone();
+        item["aLaterField"] = added.clone();
+        if let Some(spec) = item.get_mut("spec").and_then(|s| s.get_mut("M")) {
+            spec["aLaterOption"] = added.clone();
+            if let Some(platform) = spec["platform"]["M"].as_object_mut() {
+                platform.values_mut().for_each(|v| v["M"]["aLaterSetting"] = added.clone());
+            }
+        }
+        let attrs = from_json(&item);
+        if label.starts_with("event ") {
+            let mut later = attrs.clone();
+            later.insert("type".into(), AttributeValue::S("ClusterTeleported".into()));
+            assert!(read_event(later).expect("read").is_none(), "{label}: a later kind of event is left out");
+            assert!(read_event(attrs).expect("read").is_some(), "{label}: read with a later field");
+        } else {
+            assert!(read_item(attrs).unwrap_or_else(|e| panic!("{label}: {e}")).is_some(), "{label}");
+        }
+    }
+    for fixture in read(env!("CARGO_PKG_VERSION"), "messages.json").as_array().expect("a list") {
+        let mut body: Value = serde_json::from_str(fixture["body"].as_str().expect("a body")).expect("json");
+        body["aLaterField"] = json!(1);
+        let label = fixture["label"].as_str().expect("a label");
+        match fixture["queue"].as_str() {
+            Some("reconcile") => {
+                drop(serde_json::from_value::<ReconcileMessage>(body).unwrap_or_else(|e| panic!("{label}: {e}")))
+            }
+            Some("power") => {
+                drop(serde_json::from_value::<PowerMessage>(body).unwrap_or_else(|e| panic!("{label}: {e}")))
+            }
+            _ => {}
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! Every message Apiary puts on a queue or receives from a schedule. Bodies are JSON of these types.
+//! Every message Apiary puts on a queue or receives from a schedule. Bodies are JSON of these types; a field a
+//! later release adds is read past, so a message sent while an update is under way is handled by either release.
 
 use apiary_planner::Timestamp;
 use chrono::TimeDelta;
@@ -7,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// Reconcile one pool (reconcile queue, FIFO, group = pool). Sent by the claim API, the power function, the sweep
 /// and the pool's own schedules.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ReconcileMessage {
     /// The pool.
     pub pool: String,
@@ -53,7 +54,7 @@ impl ReconcileMessage {
 
 /// Drive one cluster's power state machine one step (power queue, standard, delayed re-checks).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PowerMessage {
     /// The pool.
     pub pool: String,

@@ -14,7 +14,7 @@ use crate::duration::GoDuration;
 /// Counts are signed so a negative value reaches validation (`validate_spec`) and is reported with
 /// its field instead of failing deserialization. The planner treats anything below zero as zero.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PoolSpec {
     /// How many unclaimed clusters the pool keeps.
     pub size: i64,
@@ -87,7 +87,7 @@ pub struct PoolSpec {
 
 /// The pool option (`access`): principal patterns, as [`crate::access`] reads them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct PoolAccess {
     /// Who may claim from the pool.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -99,7 +99,7 @@ pub struct PoolAccess {
 
 /// The pool option (`reaper`): both fields optional.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ReaperSpec {
     /// How often the pool's machines are listed (default 30m, at least 5m).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -214,7 +214,7 @@ impl Default for PowerLimits {
 
 /// Claim lifetime bounds: a claim lives `min(maximum, its own lifetime or default)` from assignment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ClaimLifetime {
     /// Lifetime of a claim that asks for none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -226,7 +226,7 @@ pub struct ClaimLifetime {
 
 /// The inventory of seed 003: a list of per-cluster entries, for now just names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Inventory {
     /// One entry per cluster the pool may make.
     #[serde(default)]
@@ -242,7 +242,7 @@ impl Inventory {
 
 /// One inventory entry. `name` is optional only so that a missing name can be reported by validation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct InventoryEntry {
     /// The cluster's (short) name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -253,7 +253,7 @@ pub struct InventoryEntry {
 /// cluster waits `settlePause` (PausingForClusterOperatorsToSettle), then until the check passes
 /// (WaitingForClusterOperators); only then is it Running, and assignable.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ReadinessSpec {
     /// An HTTPS probe of the cluster's API (this, or `kubernetes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -268,7 +268,7 @@ pub struct ReadinessSpec {
 
 /// An HTTPS probe: `GET url` answers `expectedStatus`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpsProbe {
     /// The URL, a template over `{clusterName}`, `{baseDomain}`, `{infraId}` and `{outputs.NAME}` (an external
     /// installer's outputs), for example `https://api.{clusterName}.{baseDomain}:6443/readyz`.
@@ -292,7 +292,7 @@ impl HttpsProbe {
 /// A check through the cluster's Kubernetes API: every node Ready (while the resume waits for nodes), then every
 /// ClusterOperator Available, not Progressing and not Degraded (once the operators have settled).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct KubernetesCheck {
     /// ARN of the Secrets Manager secret holding a kubeconfig or a bearer token; a template over the same
     /// placeholders as `https.url`, for example `{outputs.kubeconfigSecretArn}` (each cluster its own).
@@ -355,7 +355,7 @@ pub fn fill_template<'v>(template: &str, value: impl Fn(&str) -> Option<&'v str>
 
 /// An external provisioner (`provisioner` in a pool spec).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ProvisionerSpec {
     /// An installer behind a signed HTTP webhook (the contract is `provisioner.openapi.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -365,7 +365,7 @@ pub struct ProvisionerSpec {
 /// An installer behind a webhook: Apiary asks it to install (`PUT {url}/clusters/{id}`), reads how the install
 /// stands (`GET`), and asks it to remove the cluster (`DELETE`), every request signed (Standard Webhooks).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct WebhookProvisioner {
     /// The receiver's base URL: `https://…` (plain `http://` only to a loopback address, for local use).
     pub url: String,
@@ -375,7 +375,7 @@ pub struct WebhookProvisioner {
 
 /// Where clusters are made. Exactly one platform per pool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub enum Platform {
     /// EC2 instances tagged `kubernetes.io/cluster/<infraId>=owned`.
     Aws(AwsPlatform),
@@ -404,7 +404,7 @@ impl Platform {
 
 /// EC2 clusters: N instances from a launch template, or from an image and instance type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AwsPlatform {
     /// AWS region of the instances.
     pub region: String,
@@ -481,7 +481,7 @@ fn one() -> i64 {
 /// A cluster's machines are the instances labelled `kubernetes-io-cluster-<infraId>=owned` (the label
 /// openshift-install sets), wherever they are in the project, so a cluster installed by other means is powered too.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct GcpPlatform {
     /// The project id.
     pub project: String,
@@ -518,7 +518,7 @@ impl GcpPlatform {
 /// so a cluster installed by other means is powered too. Hibernating deallocates them (a VM that is only
 /// powered off is still billed); deleting the cluster deletes its resource group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AzurePlatform {
     /// The subscription id (a GUID).
     pub subscription_id: String,
@@ -566,7 +566,7 @@ impl AzurePlatform {
 /// A cluster's machines are the VMs in the folder named `<infraId>` (openshift-install's folder) and those
 /// tagged `<infraId>` in the category `openshift-<infraId>`, which Apiary creates for the VMs it clones.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct VspherePlatform {
     /// vCenter's host name (or `host:port`); its API is `https://<server>/api`.
     pub server: String,
@@ -607,7 +607,7 @@ impl VspherePlatform {
 
 /// An EC2 launch template reference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct LaunchTemplate {
     /// `lt-…` id.
     pub id: String,
@@ -618,7 +618,7 @@ pub struct LaunchTemplate {
 
 /// Simulated clusters: how long things take and how often they fail.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct FakePlatform {
     /// Time from creation to installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -658,7 +658,7 @@ impl Default for FakePlatform {
 /// The window opens at each firing of `cron` (standard five fields, evaluated in `timeZone`) and stays open
 /// for `duration`. When several windows are open, the first in spec order wins.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Schedule {
     /// Name, for status and logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -684,7 +684,7 @@ fn utc() -> String {
 
 /// The pool spec option (`adaptiveRunningCount`). Exactly one target is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct AdaptiveRunningCount {
     /// Share of claims to serve with a Running cluster at once, in (0, 1), e.g. 0.95.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -711,7 +711,7 @@ pub struct AdaptiveRunningCount {
 
 /// The forecast option (`adaptiveRunningCount.forecast`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct Forecast {
     /// IANA time zone the week is counted in (its days and hours, daylight saving included). Default UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -723,7 +723,7 @@ pub struct Forecast {
 
 /// The pool option (`resumeCanaries`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ResumeCanaries {
     /// A standby that has not run for this long is resumed to check that it still can, e.g. `72h`.
     pub after: GoDuration,

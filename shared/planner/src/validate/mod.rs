@@ -14,10 +14,12 @@ use limits::*;
 mod member_roles;
 mod platforms;
 mod principals;
+mod strict;
 mod urls;
 
 pub use member_roles::{validate_member_role, MemberRoles};
 pub use platforms::{check_installed, gcp_template_name};
+pub use strict::strictly;
 pub use urls::{validate_urls, UrlPolicy};
 
 /// One problem with one field, e.g. `inventory.clusterDeployments[2].name: duplicate name "foo"`.
