@@ -366,7 +366,7 @@ fn no_credentials() -> Failure {
 }
 
 /// The caller's AWS configuration (credentials and region from the environment, profiles, SSO or the instance).
-async fn aws_configuration(target: &Target) -> aws_config::SdkConfig {
+pub async fn aws_configuration(target: &Target) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(BehaviorVersion::latest());
     if let Some(region) = &target.region {
         loader = loader.region(aws_config::Region::new(region.clone()));

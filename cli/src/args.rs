@@ -48,6 +48,9 @@ pub enum Command {
     /// Print who the API takes you for: your principal, whether you are a stack admin, and the pools you may
     /// claim from and administer.
     Whoami,
+    /// Remove a stack: drain its pools, then delete it (`apiary stack delete NAME`).
+    #[command(subcommand)]
+    Stack(StackCommand),
     /// Print where the API is and how requests say who is calling.
     Endpoint,
     /// Print this command line's release and the stack's, and whether they work together (a command line
@@ -57,6 +60,26 @@ pub enum Command {
     Completions {
         /// The shell.
         shell: Shell,
+    },
+}
+
+/// `apiary stack …`.
+#[derive(Debug, Subcommand)]
+pub enum StackCommand {
+    /// Delete a stack without leaving a machine behind: every pool is drained first (its clusters removed from
+    /// their clouds), then the CloudFormation stack is deleted. The table is kept unless --delete-table.
+    Delete {
+        /// The CloudFormation stack.
+        name: String,
+        /// End the claims still held (without it, held claims refuse the deletion and are listed).
+        #[arg(long)]
+        end_claims: bool,
+        /// Delete the kept table too (turning its deletion protection off): every record of the stack goes.
+        #[arg(long)]
+        delete_table: bool,
+        /// How long to wait for the pools to drain and the stack to go.
+        #[arg(long, value_name = "DURATION", default_value = "30m")]
+        wait: String,
     },
 }
 

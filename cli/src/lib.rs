@@ -11,3 +11,4 @@ pub mod error;
 pub mod hive;
 pub mod render;
 pub mod sign;
+pub mod teardown;

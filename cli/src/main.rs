@@ -3,8 +3,8 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use apiary_cli::api::{Api, Target};
-use apiary_cli::args::{ClaimAction, Cli, Command, PoolCommand};
+use apiary_cli::api::{self, Api, Target};
+use apiary_cli::args::{ClaimAction, Cli, Command, PoolCommand, StackCommand};
 use apiary_cli::commands::{self, out, Ctx};
 use apiary_cli::error::{Exit, Failure, Result};
 use clap::{CommandFactory, Parser};
@@ -53,6 +53,10 @@ async fn run(cli: Cli) -> Result<()> {
         },
         Command::Whoami => ctx.whoami().await,
         Command::Version => ctx.version().await,
+        Command::Stack(StackCommand::Delete { name, end_claims, delete_table, wait }) => {
+            let config = api::aws_configuration(&target).await;
+            ctx.stack_delete(&config, &name, end_claims, delete_table, &wait).await
+        }
         Command::Endpoint => {
             out(&format!("{}\n", ctx.api.describe()));
             Ok(())
