@@ -346,57 +346,32 @@ fn catalog() -> Catalog {
 /// Every kind of event, each once; a kind added without a fixture does not compile.
 fn event_types() -> Vec<EventType> {
     use EventType::*;
-    let all = vec![
-        PoolCreated,
-        PoolChanged,
-        PoolDeletionRequested,
-        PoolDeleted,
-        ClaimCreated,
-        ClaimAssigned,
-        ClaimReleaseRequested,
-        ClaimReleased,
-        PowerRequested,
-        ClusterCreated,
-        InstallFailed,
-        ClusterInstalled,
-        PowerTransitionStarted,
-        NodeCertificatesApproved,
-        NodeCertificatesLeftPending,
-        ClusterRunning,
-        ClusterHibernated,
-        ClusterPaused,
-        ClusterUnpaused,
-        ClusterBroken,
-        ClusterDeleting,
-        ClusterRemoved,
-    ];
-    for kind in &all {
-        match kind {
-            PoolCreated
-            | PoolChanged
-            | PoolDeletionRequested
-            | PoolDeleted
-            | ClaimCreated
-            | ClaimAssigned
-            | ClaimReleaseRequested
-            | ClaimReleased
-            | PowerRequested
-            | ClusterCreated
-            | InstallFailed
-            | ClusterInstalled
-            | PowerTransitionStarted
-            | NodeCertificatesApproved
-            | NodeCertificatesLeftPending
-            | ClusterRunning
-            | ClusterHibernated
-            | ClusterPaused
-            | ClusterUnpaused
-            | ClusterBroken
-            | ClusterDeleting
-            | ClusterRemoved => {}
-        }
-    }
-    all
+    // The kind told after `kind` here (`None` after the last): a chain through every kind.
+    let after = |kind: EventType| match kind {
+        PoolCreated => Some(PoolChanged),
+        PoolChanged => Some(PoolDeletionRequested),
+        PoolDeletionRequested => Some(PoolDeleted),
+        PoolDeleted => Some(ClaimCreated),
+        ClaimCreated => Some(ClaimAssigned),
+        ClaimAssigned => Some(ClaimReleaseRequested),
+        ClaimReleaseRequested => Some(ClaimReleased),
+        ClaimReleased => Some(PowerRequested),
+        PowerRequested => Some(ClusterCreated),
+        ClusterCreated => Some(InstallFailed),
+        InstallFailed => Some(ClusterInstalled),
+        ClusterInstalled => Some(PowerTransitionStarted),
+        PowerTransitionStarted => Some(NodeCertificatesApproved),
+        NodeCertificatesApproved => Some(NodeCertificatesLeftPending),
+        NodeCertificatesLeftPending => Some(ClusterRunning),
+        ClusterRunning => Some(ClusterHibernated),
+        ClusterHibernated => Some(ClusterPaused),
+        ClusterPaused => Some(ClusterUnpaused),
+        ClusterUnpaused => Some(ClusterBroken),
+        ClusterBroken => Some(ClusterDeleting),
+        ClusterDeleting => Some(ClusterRemoved),
+        ClusterRemoved => None,
+    };
+    std::iter::successors(Some(PoolCreated), |k| after(*k)).collect()
 }
 
 /// The power states the fixtures' clusters are in; a state added without a fixture does not compile.
