@@ -2,74 +2,14 @@
 //! a pool applied from YAML, a Hive ClusterPool imported, a claim waited on until Ready with `--output env`,
 //! released, and the exit codes a CI script branches on.
 
+mod common;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
-use support::{Stack, ADMIN, ALICE, BOB};
-
-/// What one run of the binary did.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn ok(self, what: &str) -> Self {
-        assert_eq!(self.code, 0, "{what}: exit {}\n{}\n{}", self.code, self.stdout, self.stderr);
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
-    }
-}
-
-/// Runs `apiary args…` against `stack`'s API as `who`.
-async fn apiary(stack: &Stack, who: &str, args: &[&str]) -> Run {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_apiary"));
-    command.args(args).env("APIARY_API", &stack.base).env("APIARY_PRINCIPAL", who);
-    for var in ["APIARY_STACK", "APIARY_AUTH"] {
-        command.env_remove(var);
-    }
-    // The functions run on this test's runtime: the binary waits on a blocking thread beside them.
-    let out = tokio::task::spawn_blocking(move || command.output()).await.expect("joined").expect("apiary runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("apiary-cli-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).expect("write");
-    path.display().to_string()
-}
-
-const POOL: &str = "\
-# Two clusters of two instances on the emulator's EC2, one kept Running.
-size: 2
-runningCount: 1
-claimLifetime:
-  default: 1h
-platform:
-  aws:
-    region: us-east-1
-    imageId: ami-0123456789abcdef0
-    instanceType: t3.medium
-    machineCount: 2
-";
+use common::{apiary, temp_dir, write, POOL};
+use support::{ADMIN, ALICE, BOB};
 
 /// The tests that need the emulator, under one name `make unit` skips (`--skip against_stack::`).
 mod against_stack {
@@ -258,39 +198,6 @@ mod against_stack {
         let deleted = apiary(&s, ADMIN, &["pool", "delete", "ci-aws-414", "--wait", "2m"]).await.ok("delete");
         assert_eq!(deleted.stdout, "pool ci-aws-414 deleted\n");
         assert_eq!(apiary(&s, ADMIN, &["pool", "get", "ci-aws-414"]).await.code, 4);
-        s.stop().await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_stack_is_deleted_only_once_its_pools_are_drained_and_its_table_is_kept() {
-        let s = support::stack().await;
-        let dir = temp_dir("teardown");
-        apiary(&s, ADMIN, &["pool", "apply", "ci", "-f", &write(&dir, "pool.yaml", POOL)]).await.ok("apply");
-        s.converged("ci", 2, 1).await;
-        apiary(&s, ADMIN, &["claim", "ci", "job-1"]).await.ok("claim");
-        // A held claim refuses the deletion, named; nothing is deleted.
-        let refused = apiary(&s, ADMIN, &["stack", "delete", &s.name]).await;
-        assert_eq!(refused.code, 5, "{}\n{}", refused.stdout, refused.stderr);
-        assert!(refused.stderr.contains("ci/job-1"), "{}", refused.stderr);
-        apiary(&s, ADMIN, &["pool", "get", "ci"]).await.ok("the pool is still there");
-        // Told to end the claims: the pools drain (their clusters removed), then the stack goes, the table stays.
-        let done = apiary(&s, ADMIN, &["stack", "delete", &s.name, "--end-claims", "--wait", "3m"]).await.ok("delete");
-        assert!(done.stdout.contains("pool ci: draining"), "{}", done.stdout);
-        assert!(done.stdout.contains(&format!("stack {} deleted", s.name)), "{}", done.stdout);
-        assert!(done.stdout.contains("kept, with its records"), "{}", done.stdout);
-        let listed = apiary(&s, ADMIN, &["pool", "list", "-o", "json"]).await.ok("list").json();
-        assert_eq!(listed["pools"].as_array().map(Vec::len), Some(0), "{listed}");
-        let filter = apiary_aws::sdk_ec2::types::Filter::builder().name("tag:apiary:pool").values("ci").build();
-        let out = s.ec2.describe_instances().filters(filter).send().await.expect("DescribeInstances");
-        let states: Vec<String> = out
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .map(|i| i.state().and_then(|st| st.name()).map(|n| n.as_str().to_owned()).unwrap_or_default())
-            .collect();
-        assert!(!states.is_empty() && states.iter().all(|st| st == "terminated"), "no machine is left: {states:?}");
-        let gone = apiary(&s, ADMIN, &["stack", "delete", &s.name]).await;
-        assert_eq!(gone.code, 4, "the stack is gone: {}", gone.stderr);
         s.stop().await;
     }
 
