@@ -1,8 +1,13 @@
 """Every figure README.md, docs/ and BENCHMARKS.md quote from Apiary's own bill is the one docs/bill.md says.
 
 docs/bill.md is written by `make bill`. A quoted figure carries a marker right after it, invisible once rendered:
-`$2.08<!-- bill diurnal 1 -->` names the row (the trace's name, `diurnal-keep-fresh` for the keep-fresh row, or
-`stack`) and the column (`claims`, `1`, `10`, `100`, `provisioned`, `fuller`, `hive`; the stack's `fixed`).
+`$2.08<!-- bill diurnal 1 -->` names the row and the column:
+- the bill of pools like each trace: rows `steady` … `quiet`, `diurnal-keep-fresh`; columns `claims`, `1`, `10`,
+  `100`, `provisioned`, `fuller`, `hive`;
+- the stack alone: row `stack`, column `fixed`;
+- the pools themselves: the same rows, columns `at-once` (a share, %) and `pool-cost` (two weeks);
+- what each setting changes: rows `<trace>-<setting>` (`diurnal-log-info`), columns `1`, `10`, `100` and `each`
+  (each pool past the tenth). A saving is quoted as its size: the page says "less".
 Rows joined by commas quote a range, their least and greatest: `$81–98<!-- bill steady,diurnal,bursty 100 -->`.
 A figure is compared at the precision it is quoted with: `$98` stands for 98.36, `$98.4` would not.
 
@@ -16,8 +21,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BILL = os.path.join(ROOT, "docs", "bill.md")
 
-# The summary table's columns after the row's name, in the order `apiary-sim bill` prints them.
+# Each table's columns after the row's name, in the order `apiary-sim bill` prints them, by how many it has.
 COLUMNS = ["claims", "1", "10", "100", "provisioned", "fuller", "hive"]
+POOLS = ["at-once", "pool-cost"]
+CHANGES = ["what", "1", "10", "100", "each"]
 # The pages that quote the bill: each must quote at least one figure through a marker.
 QUOTING = ["README.md", "docs/operations.md", "BENCHMARKS.md"]
 
@@ -30,7 +37,7 @@ QUOTE = re.compile(
 
 def number(text):
     """`text` ("$2.08", "8 700", "1,200") as a number, or None ("–")."""
-    digits = text.replace("$", "").replace(" ", "").replace(",", "").strip("*")
+    digits = text.replace("$", "").replace(" ", "").replace(",", "").replace("%", "").strip("*")
     try:
         return float(digits)
     except ValueError:
@@ -50,13 +57,14 @@ def figures():
         if not line.startswith("|") or line.startswith("|---"):
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells[0].startswith("pools like") or cells[0].startswith("the stack alone"):
+        if cells[0].startswith(("pools like", "the stack alone", "the pools")):
             continue
-        if len(cells) == 1 + len(COLUMNS):
-            for column, cell in zip(COLUMNS, cells[1:]):
-                out[(slug(cells[0]), column)] = number(cell)
-        elif len(cells) == 2:
+        columns = {len(COLUMNS): COLUMNS, len(POOLS): POOLS, len(CHANGES): CHANGES}.get(len(cells) - 1)
+        if len(cells) == 2:
             out[("stack", slug(cells[0]))] = number(cells[1])
+        elif columns:
+            for column, cell in zip(columns, cells[1:]):
+                out[(slug(cells[0]), column)] = number(cell)
     return out
 
 
@@ -66,7 +74,7 @@ def decimals(quoted):
 
 def agrees(quoted, value):
     """Whether the figure quoted as `quoted` is `value` at the quote's precision."""
-    return value is not None and abs(round(value, decimals(quoted)) - number(quoted)) < 1e-9
+    return value is not None and abs(round(abs(value), decimals(quoted)) - number(quoted)) < 1e-9
 
 
 def check(path, bill):
@@ -90,7 +98,7 @@ def check(path, bill):
         if None in values:
             faults.append(f"{where}: docs/bill.md gives no figure for {m['rows']} {column}")
             continue
-        low, high = min(values), max(values)
+        low, high = min(abs(v) for v in values), max(abs(v) for v in values)
         if m["high"] is None and len(rows) > 1:
             faults.append(f"{where}: {len(rows)} rows quoted as one figure, {m['low']}; quote a range")
         elif m["high"] is None and not agrees(m["low"], low):

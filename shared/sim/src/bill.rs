@@ -640,7 +640,12 @@ fn two_figures(n: f64) -> String {
         return format!("{n:.0}");
     }
     let step = 10f64.powi(n.log10().floor() as i32 - 1).max(1.0);
-    let digits = format!("{:.0}", (n / step).round() * step);
+    dollars((n / step).round() * step)
+}
+
+/// `n` rounded to a whole number, its thousands set apart by spaces (`7 138`).
+pub fn dollars(n: f64) -> String {
+    let digits = format!("{n:.0}");
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
         if i > 0 && (digits.len() - i) % 3 == 0 {
@@ -690,93 +695,24 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
         monthly(&lines, 10.0),
         monthly(&lines, 100.0)
     );
-    // What each setting that costs more adds: the series columns are the metric series it publishes.
-    let settings = [
-        (
-            "waiters long-polling (`GET ?wait=20s`), not the CLI's requests answered at once",
-            Assumptions { long_polls: true, ..a },
-        ),
-        ("`LogLevel` info: each run's lines", Assumptions { log_info: true, ..a }),
-        (
-            "`Monitoring` dashboard: every series stack-wide, the dashboard",
-            Assumptions { monitoring: Monitoring::Dashboard, ..a },
-        ),
-        ("`Monitoring` pools: and each pool's own series", Assumptions { monitoring: Monitoring::Pools, ..a }),
-    ];
-    for (what, setting) in settings {
-        let more = self::lines(o, measured, &prices, &setting);
-        let series = more.iter().find(|l| l.item == "CloudWatch metric series").map(|l| (l.per_pool, l.fixed));
-        let (per_pool, fixed) = match series.filter(|_| setting.monitoring != a.monitoring) {
-            Some((p, f)) => (format!("{p:.1} series"), format!("{f:.0} series")),
-            None => (String::new(), String::new()),
+    for c in changes(o, measured) {
+        let (per_pool, fixed) = match (c.series, c.alarms) {
+            (Some((p, f)), _) => (format!("{p:.1} series"), format!("{f:.0} series")),
+            (None, Some(alarms)) => (String::new(), format!("{alarms:.0} alarms")),
+            (None, None) => (String::new(), String::new()),
         };
-        let extra = |n: f64| monthly(&more, n) - monthly(&lines, n);
-        let _ = writeln!(
-            out,
-            "| with {what} | {per_pool} | {fixed} | | +{:.2} | +{:.2} | +{:.2} |",
-            extra(1.0),
-            extra(10.0),
-            extra(100.0)
-        );
+        let [one, ten, hundred] = c.by.map(signed);
+        let _ = writeln!(out, "| {} | {per_pool} | {fixed} | | {one} | {ten} | {hundred} |", c.what);
     }
-    // The table provisioned under auto scaling instead of on demand: what that adds or takes away.
-    let provisioned = [1, 10, 100].map(|n| provisioned(o, n, &prices, &a, &Scaling::TEMPLATE));
-    if let [Some(one), Some(ten), Some(hundred)] = provisioned {
-        let change = |p: &Provisioning, n: usize| signed(monthly_provisioned(&lines, p, n) - monthly(&lines, n as f64));
-        let _ = writeln!(
-            out,
-            "| with `TableCapacity` provisioned: the table's capacity under auto scaling, for the units above | | {:.0} alarms | | {} | {} | {} |",
-            SCALED_DIMENSIONS * ALARMS_PER_DIMENSION,
-            change(&one, 1),
-            change(&ten, 10),
-            change(&hundred, 100)
-        );
-    }
-    // The same table kept at the highest use auto scaling allows (`ProvisionedTargetUtilization` 90): less capacity
-    // held, less room before a rise is throttled.
-    let fuller = Scaling { target: Scaling::FULLEST, ..Scaling::TEMPLATE };
-    let fullest = [1, 10, 100].map(|n| self::provisioned(o, n, &prices, &a, &fuller));
-    if let ([Some(one), Some(ten), Some(hundred)], [Some(p1), Some(p10), Some(p100)]) = (fullest, provisioned) {
-        let change = |p: &Provisioning, q: &Provisioning, n: usize| {
-            signed(monthly_provisioned(&lines, p, n) - monthly_provisioned(&lines, q, n))
-        };
-        let _ = writeln!(
-            out,
-            "| and with `ProvisionedTargetUtilization` {:.0}: the capacity kept at that use, not {:.0} % | | | | {} | {} | {} |",
-            100.0 * Scaling::FULLEST,
-            100.0 * Scaling::TEMPLATE.target,
-            change(&one, &p1, 1),
-            change(&ten, &p10, 10),
-            change(&hundred, &p100, 100)
-        );
-    }
-    // The claim API at its function's URL: no API Gateway requests.
-    let url = self::lines(o, measured, &prices, &Assumptions { function_url: true, ..a });
-    let change = |n: f64| signed(monthly(&url, n) - monthly(&lines, n));
-    let _ = writeln!(
-        out,
-        "| with `ClaimEndpoint` function-url: the claim API at its function's URL, not API Gateway | | | | {} | {} | {} |",
-        change(1.0),
-        change(10.0),
-        change(100.0)
-    );
-    // The power queue's pollers as few as Lambda may keep them while traffic is low.
-    let fewest = self::lines(o, measured, &prices, &Assumptions { power_pollers: FEWEST_POLLERS, ..a });
-    let change = |n: f64| signed(monthly(&fewest, n) - monthly(&lines, n));
-    let _ = writeln!(
-        out,
-        "| with the power queue polled by {FEWEST_POLLERS:.0} of Lambda's pollers, not {POLLERS:.0}: as few as it may keep on a standard queue while traffic is low (never where a mapping sets `MaximumConcurrency`; the template's set none) | | | | {} | {} | {} |",
-        change(1.0),
-        change(10.0),
-        change(100.0)
-    );
     let hive = hive_monthly(&prices, &a);
     let _ = writeln!(
         out,
         "| always-on Hive (EKS + {} × m6i.large) | | | | {hive:.2} | {hive:.2} | {hive:.2} |",
         a.hive_nodes
     );
-    if let (Some(p), Some(f)) = (provisioned[2], fullest[2]) {
+    let fuller = Scaling { target: Scaling::FULLEST, ..Scaling::TEMPLATE };
+    let hundred = |scaling: &Scaling| provisioned(o, 100, &prices, &a, scaling);
+    if let (Some(p), Some(f)) = (hundred(&Scaling::TEMPLATE), hundred(&fuller)) {
         let _ = writeln!(
             out,
             "\nProvisioned for 100 pools: the table's capacity peaks at {:.0} write and {:.0} read units a second; {:.3} % of \
@@ -791,6 +727,108 @@ pub fn table(o: &Outcome, measured: TimeDelta) -> String {
             100.0 * f.throttled
         );
     }
+    out
+}
+
+/// What one stack setting changes in the bill of pools like an outcome's ([`changes`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// A short name for it, as docs/bill.md keys its row.
+    pub key: &'static str,
+    /// What the setting is, as the bill's table says it.
+    pub what: String,
+    /// The metric series it publishes, per pool and for the stack, when it changes them.
+    pub series: Option<(f64, f64)>,
+    /// The alarms it adds, when it adds some.
+    pub alarms: Option<f64>,
+    /// How much more (or, below zero, less) a month for one, ten and a hundred pools.
+    pub by: [f64; 3],
+}
+
+/// What each stack setting changes in the bill of pools like `o` (measured over `measured`) against the stack's
+/// defaults: those that cost more (waiters long-polling, `LogLevel` info, `Monitoring` dashboard and pools), the
+/// table provisioned (and at the fullest use auto scaling allows, against provisioned at the template's), the claim
+/// API at its function's URL, and the power queue polled by as few pollers as Lambda may keep.
+pub fn changes(o: &Outcome, measured: TimeDelta) -> Vec<Change> {
+    let (prices, a) = (Prices::default(), Assumptions::default());
+    let base = lines(o, measured, &prices, &a);
+    let pools = [1.0, 10.0, 100.0];
+    let against = |more: &[Line]| pools.map(|n| monthly(more, n) - monthly(&base, n));
+    let mut out = vec![];
+    let costlier = [
+        (
+            "long-polls",
+            "waiters long-polling (`GET ?wait=20s`), not the CLI's requests answered at once",
+            Assumptions { long_polls: true, ..a },
+        ),
+        ("log-info", "`LogLevel` info: each run's lines", Assumptions { log_info: true, ..a }),
+        (
+            "monitoring-dashboard",
+            "`Monitoring` dashboard: every series stack-wide, the dashboard",
+            Assumptions { monitoring: Monitoring::Dashboard, ..a },
+        ),
+        (
+            "monitoring-pools",
+            "`Monitoring` pools: and each pool's own series",
+            Assumptions { monitoring: Monitoring::Pools, ..a },
+        ),
+    ];
+    for (key, what, setting) in costlier {
+        let more = lines(o, measured, &prices, &setting);
+        let series = more
+            .iter()
+            .find(|l| l.item == "CloudWatch metric series")
+            .map(|l| (l.per_pool, l.fixed))
+            .filter(|_| setting.monitoring != a.monitoring);
+        out.push(Change { key, what: format!("with {what}"), series, alarms: None, by: against(&more) });
+    }
+    let provisioned = [1, 10, 100].map(|n| provisioned(o, n, &prices, &a, &Scaling::TEMPLATE));
+    let fuller = Scaling { target: Scaling::FULLEST, ..Scaling::TEMPLATE };
+    let fullest = [1, 10, 100].map(|n| self::provisioned(o, n, &prices, &a, &fuller));
+    if let ([Some(p1), Some(p10), Some(p100)], [Some(f1), Some(f10), Some(f100)]) = (provisioned, fullest) {
+        let on = |p: &Provisioning, n: usize| monthly_provisioned(&base, p, n);
+        out.push(Change {
+            key: "provisioned",
+            what: "with `TableCapacity` provisioned: the table's capacity under auto scaling, for the units above"
+                .into(),
+            series: None,
+            alarms: Some(SCALED_DIMENSIONS * ALARMS_PER_DIMENSION),
+            by: [
+                on(&p1, 1) - monthly(&base, 1.0),
+                on(&p10, 10) - monthly(&base, 10.0),
+                on(&p100, 100) - monthly(&base, 100.0),
+            ],
+        });
+        out.push(Change {
+            key: "provisioned-90",
+            what: format!(
+                "and with `ProvisionedTargetUtilization` {:.0}: the capacity kept at that use, not {:.0} %",
+                100.0 * Scaling::FULLEST,
+                100.0 * Scaling::TEMPLATE.target
+            ),
+            series: None,
+            alarms: None,
+            by: [on(&f1, 1) - on(&p1, 1), on(&f10, 10) - on(&p10, 10), on(&f100, 100) - on(&p100, 100)],
+        });
+    }
+    let url = lines(o, measured, &prices, &Assumptions { function_url: true, ..a });
+    out.push(Change {
+        key: "function-url",
+        what: "with `ClaimEndpoint` function-url: the claim API at its function's URL, not API Gateway".into(),
+        series: None,
+        alarms: None,
+        by: against(&url),
+    });
+    let fewest = lines(o, measured, &prices, &Assumptions { power_pollers: FEWEST_POLLERS, ..a });
+    out.push(Change {
+        key: "two-pollers",
+        what: format!(
+            "with the power queue polled by {FEWEST_POLLERS:.0} of Lambda's pollers, not {POLLERS:.0}: as few as it may keep on a standard queue while traffic is low (never where a mapping sets `MaximumConcurrency`; the template's set none)"
+        ),
+        series: None,
+        alarms: None,
+        by: against(&fewest),
+    });
     out
 }
 

@@ -279,6 +279,31 @@ fn bill(seed: u64) -> Result<(), String> {
         apiary_sim::bill::monthly(&apiary_sim::bill::lines(o, *measured, &prices, &a), 0.0)
     });
     println!("\n| the stack alone, whatever its pools | a month |\n|---|---:|\n| fixed | ${fixed:.2} |");
+    println!(
+        "\nThe pools themselves in the same two weeks: claims given a Running cluster at once, and what the clusters \
+         cost (spare running and installing hours at $1.50, hibernated at $0.10):\n"
+    );
+    println!("| the pools | claims served at once | the pool's clusters, two weeks |\n|---|---:|---:|");
+    for (name, o, _) in &runs {
+        println!("| {name} | {:.1} % | ${} |", o.instant_percent, apiary_sim::bill::dollars(o.pool_cost));
+    }
+    println!(
+        "\nWhat each stack setting changes a month (below zero: saves), for 1, 10 and 100 pools like each, and for \
+         each pool past the tenth (`make sim` prints the lines of each):\n"
+    );
+    println!("| pools like, setting | what it is | 1 pool | 10 pools | 100 pools | each pool more |\n|---|---|---:|---:|---:|---:|");
+    for (name, o, measured) in &runs {
+        for c in apiary_sim::bill::changes(o, *measured) {
+            let [one, ten, hundred] = c.by;
+            let each = (hundred - ten) / 90.0;
+            println!(
+                "| {}-{} | {} | {one:.2} | {ten:.2} | {hundred:.2} | {each:.2} |",
+                slug(name),
+                c.key,
+                c.what.replace('|', "/")
+            );
+        }
+    }
     Ok(())
 }
 
