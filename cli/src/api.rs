@@ -377,6 +377,14 @@ pub async fn aws_configuration(target: &Target) -> aws_config::SdkConfig {
 /// The `ApiUrl` output of CloudFormation stack `stack`.
 async fn stack_api_url(config: &aws_config::SdkConfig, stack: &str) -> Result<String> {
     let cfn = aws_sdk_cloudformation::Client::new(config);
+    stack_output(&cfn, stack, "ApiUrl").await?.ok_or_else(|| {
+        Failure::new(Exit::NotFound, format!("stack {stack} has no ApiUrl output: is it an Apiary stack?"))
+    })
+}
+
+/// Output `key` of CloudFormation stack `stack` (`None` when the stack has no such output); a stack that does not
+/// exist is 404, credentials refused 403.
+pub async fn stack_output(cfn: &aws_sdk_cloudformation::Client, stack: &str, key: &str) -> Result<Option<String>> {
     let answer = cfn.describe_stacks().stack_name(stack).send().await.map_err(|e| {
         let text = aws_sdk_cloudformation::error::DisplayErrorContext(&e).to_string();
         if text.contains("does not exist") {
@@ -387,15 +395,12 @@ async fn stack_api_url(config: &aws_config::SdkConfig, stack: &str) -> Result<St
             Failure::other(format!("reading stack {stack}: {}", text.lines().next().unwrap_or("")))
         }
     })?;
-    answer
+    Ok(answer
         .stacks()
         .first()
-        .and_then(|s| s.outputs().iter().find(|o| o.output_key() == Some("ApiUrl")))
+        .and_then(|s| s.outputs().iter().find(|o| o.output_key() == Some(key)))
         .and_then(|o| o.output_value())
-        .map(str::to_owned)
-        .ok_or_else(|| {
-            Failure::new(Exit::NotFound, format!("stack {stack} has no ApiUrl output: is it an Apiary stack?"))
-        })
+        .map(str::to_owned))
 }
 
 fn is_loopback(url: &reqwest::Url) -> bool {

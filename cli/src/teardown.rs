@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::api::stack_output;
 use crate::commands::{duration, out, Ctx};
 use crate::error::{Exit, Failure, Result};
 
@@ -23,7 +24,7 @@ impl Ctx {
     ) -> Result<()> {
         let deadline = Instant::now() + duration("--wait", wait)?;
         let cfn = aws_sdk_cloudformation::Client::new(config);
-        let table = table_of(&cfn, name).await?;
+        let table = stack_output(&cfn, name, "TableName").await?;
         let pools = self.pools().await?;
         let held = self.held_claims(&pools).await?;
         if !held.is_empty() && !end_claims {
@@ -58,14 +59,17 @@ impl Ctx {
         }
         out(&format!("every pool drained; deleting stack {name}\n"));
         cfn.delete_stack().stack_name(name).send().await.map_err(|e| aws_failure("deleting the stack", &e))?;
-        while stack_status(&cfn, name).await?.is_some_and(|s| s.ends_with("_IN_PROGRESS")) {
-            if Instant::now() >= deadline {
-                return Err(Failure::new(Exit::TimedOut, format!("stack {name} is still being deleted")));
+        loop {
+            match stack_status(&cfn, name).await? {
+                None => break,
+                Some(status) if !status.ends_with("_IN_PROGRESS") => {
+                    return Err(Failure::other(format!("stack {name}: {status}")));
+                }
+                Some(_) if Instant::now() >= deadline => {
+                    return Err(Failure::new(Exit::TimedOut, format!("stack {name} is still being deleted")));
+                }
+                Some(_) => tokio::time::sleep(POLL.min(deadline - Instant::now())).await,
             }
-            tokio::time::sleep(POLL.min(deadline - Instant::now())).await;
-        }
-        if let Some(status) = stack_status(&cfn, name).await? {
-            return Err(Failure::other(format!("stack {name}: {status}")));
         }
         out(&format!("stack {name} deleted\n"));
         match (table, delete_table) {
@@ -117,19 +121,6 @@ impl Ctx {
         }
         Ok(held)
     }
-}
-
-/// The name of stack `name`'s table (its `TableName` output), or 404 when there is no such stack.
-async fn table_of(cfn: &aws_sdk_cloudformation::Client, name: &str) -> Result<Option<String>> {
-    let answer = cfn.describe_stacks().stack_name(name).send().await.map_err(|e| {
-        let text = aws_sdk_cloudformation::error::DisplayErrorContext(&e).to_string();
-        match text.contains("does not exist") {
-            true => Failure::new(Exit::NotFound, format!("stack {name} does not exist in this account and region")),
-            false => aws_failure("reading the stack", &e),
-        }
-    })?;
-    let outputs = answer.stacks().first().map(|s| s.outputs()).unwrap_or_default();
-    Ok(outputs.iter().find(|o| o.output_key() == Some("TableName")).and_then(|o| o.output_value().map(String::from)))
 }
 
 /// Stack `name`'s status, `None` once it is gone.
