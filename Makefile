@@ -15,6 +15,7 @@
 #   make burst N=200  N claims at once through the local API, with N Running spares and then with none
 #   make fanout N=200  N claims at once through `make run`'s HTTP API from a Python client (with `make run` up)
 #   make bench-emulator  what one DynamoDB request costs the emulator and moto as released
+#   make upgrade-test  the previous release (fixtures/releases/previous) updated in place to this build, under load
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -25,7 +26,7 @@ CARGO ?= cargo
 PLANNER := apiary-planner
 
 .PHONY: test fmt-check clippy purity cycles docs-check docs-examples api-fuzz conformance tests unit system bench bench-api burst fanout bench-emulator sim bill dst run emulator venv package deploy \
-	lint-infra emulator-test deploy-test cold-start cli
+	lint-infra emulator-test deploy-test cold-start cli upgrade-test
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
 # another, the Lambda packager (cargo-lambda, zig) in a third (below); all pinned in infra/requirements*.txt.
@@ -187,6 +188,20 @@ cold-start: package
 	$(LAMBDA_BUILD) --x86-64 --lambda-dir target/lambda-x86_64
 	$(PYTHON) infra/cold_start.py --lambda-dir target/lambda-x86_64 $(FUNCTIONS)
 	$(PYTHON) infra/cold_start.py --lambda-dir target/lambda $(FUNCTIONS)
+
+# The previous release (fixtures/releases/previous: VERSION COMMIT) on the local stack, updated in place to this
+# build while claims keep coming, and held to losing nothing (tests/upgrade_test.py). The previous release's source
+# is taken from git beside the build cache and built there, debug as `make test` builds this one; run before each
+# release (docs/development.md says why it is not in `make test`).
+PREVIOUS_COMMIT = $(word 2,$(file < fixtures/releases/previous))
+PREVIOUS_SRC = $(dir $(CARGO_TARGET_DIR))previous/$(PREVIOUS_COMMIT)
+PREVIOUS_TARGET = $(dir $(CARGO_TARGET_DIR))previous-target
+upgrade-test: venv
+	@test -d $(PREVIOUS_SRC) || { mkdir -p $(PREVIOUS_SRC).partial && git archive $(PREVIOUS_COMMIT) | tar -x -C $(PREVIOUS_SRC).partial && mv $(PREVIOUS_SRC).partial $(PREVIOUS_SRC); }
+	cd $(PREVIOUS_SRC) && CARGO_TARGET_DIR=$(PREVIOUS_TARGET) $(CARGO) build --quiet -p apiary-local --bin apiary-local
+	$(CARGO) build --quiet -p apiary-local --bin apiary-local --bin apiary-demo-clouds
+	$(PYTHON) tests/upgrade_test.py --previous-src $(PREVIOUS_SRC) --previous-bin $(PREVIOUS_TARGET)/debug/apiary-local \
+	  --current-bin $(CARGO_TARGET_DIR)/debug/apiary-local --clouds-bin $(CARGO_TARGET_DIR)/debug/apiary-demo-clouds
 
 emulator: venv
 	$(EMULATOR_CREDENTIALS) $(PYTHON) infra/emulator.py --port $(EMULATOR_PORT)

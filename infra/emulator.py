@@ -45,8 +45,14 @@ it would skip the resource and refuse the template's references to it. Here Clou
 own Lambda (CreateFunctionUrlConfig, DeleteFunctionUrlConfig), and a function URL ends with a slash, as Lambda gives
 it.
 
+moto's CloudFormation cannot update an `AWS::DynamoDB::Table`: the resource drops out of the stack on any change
+to it, and with it every output and reference naming it (the table itself is left, unchanged). Here a table is
+updated as CloudFormation updates it, through moto's own UpdateTable: in place for what UpdateTable changes
+(deletion protection, billing mode, throughput, global indexes added or removed), replaced, the old one kept as
+`UpdateReplacePolicy: Retain` keeps it, when its name or key schema changes.
+
 `--as-released` leaves moto as it is released, for comparing answers (`tests/emulator_test.py`); the function URLs
-CloudFormation makes here are a resource moto lacks, not a change to what it does, and stay.
+CloudFormation makes here, and the table updates, are what moto lacks, not a change to what it does, and stay.
 
 Usage: emulator.py [--port 5055] [--as-released]
 """
@@ -380,6 +386,32 @@ class FunctionUrl(CloudFormationModel):
 
 
 _function_url_config = FunctionUrlConfig.__init__
+
+
+def update_table(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+    """`AWS::DynamoDB::Table` updated by CloudFormation: in place through UpdateTable, or replaced by a new table
+    (the old one kept) when its name or key schema changes, as CloudFormation replaces it."""
+    properties = cloudformation_json["Properties"]
+    if new_resource_name != original_resource.name or properties.get("KeySchema") != original_resource.schema:
+        return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+    have = {i.name for i in original_resource.global_indexes}
+    want = {i["IndexName"]: i for i in properties.get("GlobalSecondaryIndexes", [])}
+    indexes = [{"Create": i} for name, i in want.items() if name not in have]
+    indexes += [{"Delete": {"IndexName": name}} for name in sorted(have - want.keys())]
+    billing = "PAY_PER_REQUEST" if properties.get("BillingMode") == "PAY_PER_REQUEST" else "PROVISIONED"
+    return dynamodb_models.dynamodb_backends[account_id][region_name].update_table(
+        name=original_resource.name,
+        attr_definitions=properties.get("AttributeDefinitions"),
+        global_index=indexes,
+        throughput=properties.get("ProvisionedThroughput"),
+        billing_mode=billing,
+        stream_spec=None,
+        deletion_protection_enabled=str(properties.get("DeletionProtectionEnabled", False)).lower() == "true",
+        warm_throughput=None,
+    )
+
+
+Table.update_from_cloudformation_json = classmethod(update_table)
 
 
 def function_url_config(self, function, config):

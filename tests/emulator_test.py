@@ -12,6 +12,10 @@ STS's checks of a role (which moto as released skips): a role that does not exis
 another ExternalId, is AccessDenied; the credentials of a role assumed are another account's, whose instances the
 home account does not see.
 
+CloudFormation updates a table in place, as it does on AWS: an update that turns deletion protection on or adds a
+global index keeps the table, its items and the stack's references to it (moto as released drops the resource
+from the stack, and every output that names it).
+
 Run by `make test` (`make emulator-test`); needs only the project virtualenv.
 """
 import http.client
@@ -419,6 +423,48 @@ class AssumeRoleTest(EmulatorCase):
         self.assertEqual(launched["OwnerId"], self.member)
         home = self.client("ec2").describe_instances()["Reservations"]
         self.assertEqual([r for r in home if r["OwnerId"] == self.member], [], "accounts are kept apart")
+
+
+class StackUpdateTest(EmulatorCase):
+    """A stack's table updated in place by CloudFormation, as `make deploy` updates Apiary's."""
+
+    name = "cloudformation"
+
+    def template(self, protected, index):
+        table = {
+            "TableName": "kept",
+            "BillingMode": "PAY_PER_REQUEST",
+            "DeletionProtectionEnabled": protected,
+            "KeySchema": [{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+            "AttributeDefinitions": [{"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "G")],
+        }
+        if index:
+            table["GlobalSecondaryIndexes"] = [{"IndexName": "by-g", "Projection": {"ProjectionType": "ALL"},
+                                                "KeySchema": [{"AttributeName": "G", "KeyType": "HASH"}]}]
+        return json.dumps({
+            "Resources": {"Table": {"Type": "AWS::DynamoDB::Table", "DeletionPolicy": "Retain",
+                                    "UpdateReplacePolicy": "Retain", "Properties": table}},
+            "Outputs": {"TableName": {"Value": {"Ref": "Table"}}, "TableArn": {"Value": {"Fn::GetAtt": ["Table", "Arn"]}}},
+        })
+
+    def test_a_table_is_updated_in_place_with_its_items_and_its_outputs(self):
+        cfn = boto3.client("cloudformation", endpoint_url=self.db.meta.endpoint_url, region_name="us-east-1",
+                           aws_access_key_id="test", aws_secret_access_key="test")
+        cfn.create_stack(StackName="s", TemplateBody=self.template(False, False))
+        self.db.put_item(TableName="kept", Item={**key("c1"), "G": {"S": "g"}})
+        cfn.update_stack(StackName="s", TemplateBody=self.template(True, True))
+        stack = cfn.describe_stacks(StackName="s")["Stacks"][0]
+        self.assertEqual(stack["StackStatus"], "UPDATE_COMPLETE")
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        self.assertEqual(outputs.get("TableName"), "kept")
+        self.assertTrue(outputs.get("TableArn", "").endswith(":table/kept"))
+        table = self.db.describe_table(TableName="kept")["Table"]
+        self.assertTrue(table["DeletionProtectionEnabled"])
+        self.assertEqual([i["IndexName"] for i in table.get("GlobalSecondaryIndexes", [])], ["by-g"])
+        self.assertEqual(self.db.get_item(TableName="kept", Key=key("c1"))["Item"]["G"], {"S": "g"})
+        found = self.db.query(TableName="kept", IndexName="by-g", KeyConditionExpression="G = :g",
+                              ExpressionAttributeValues={":g": {"S": "g"}})["Items"]
+        self.assertEqual(len(found), 1, "the index added holds the items already there")
 
 
 if __name__ == "__main__":

@@ -168,10 +168,10 @@ impl DemoClouds {
         }
     }
 
-    /// `spec` with every `{{fake-…}}` string replaced by what it names: the credentials' ARNs, the fake vCenter's
-    /// `host:port` and its CA.
-    pub fn fill(&self, spec: &mut Value) {
-        let values = [
+    /// Each `{{fake-…}}` placeholder a pool file may name, with what it stands for: the credentials' ARNs, the
+    /// fake vCenter's `host:port` and its CA, the installer's URL and key, the clusters' API.
+    pub fn values(&self) -> Vec<(&'static str, String)> {
+        vec![
             (GCP_SECRET, self.gcp_credentials.clone()),
             (AZURE_SECRET, self.azure_credentials.clone()),
             (VSPHERE_SECRET, self.vsphere_credentials.clone()),
@@ -183,16 +183,25 @@ impl DemoClouds {
             ("{{fake-cluster-api-server}}", self.cluster_api.server("{infraId}")),
             (CLUSTER_API_SECRET, self.cluster_api_credentials.clone()),
             ("{{fake-cluster-api-ca}}", self.cluster_api.ca_bundle()),
-        ];
-        match spec {
-            Value::String(s) => {
-                if let Some((_, v)) = values.iter().find(|(k, _)| k == s) {
-                    *s = v.clone();
-                }
+        ]
+    }
+
+    /// `spec` with every `{{fake-…}}` string replaced by what it names ([`DemoClouds::values`]).
+    pub fn fill(&self, spec: &mut Value) {
+        fill(spec, &self.values());
+    }
+}
+
+/// `spec` with every string that is one of `values`' placeholders replaced by its value.
+fn fill(spec: &mut Value, values: &[(&str, String)]) {
+    match spec {
+        Value::String(s) => {
+            if let Some((_, v)) = values.iter().find(|(k, _)| k == s) {
+                *s = v.clone();
             }
-            Value::Array(items) => items.iter_mut().for_each(|v| self.fill(v)),
-            Value::Object(map) => map.values_mut().for_each(|v| self.fill(v)),
-            _ => {}
         }
+        Value::Array(items) => items.iter_mut().for_each(|v| fill(v, values)),
+        Value::Object(map) => map.values_mut().for_each(|v| fill(v, values)),
+        _ => {}
     }
 }
