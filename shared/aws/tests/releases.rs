@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{json, Value};
 
 /// The releases an update may start from, oldest first; the last is this one.
-const SUPPORTED: &[&str] = &["0.1.0", env!("CARGO_PKG_VERSION")];
+const SUPPORTED: &[&str] = &["0.1.0", "0.2.0", env!("CARGO_PKG_VERSION")];
 
 /// Attributes an older release wrote that this one no longer keeps, with why dropping them loses nothing. A
 /// field is only ever retired here, with its reason, never silently.
