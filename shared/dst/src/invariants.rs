@@ -90,6 +90,9 @@ pub struct Checker {
     nodes_since: BTreeMap<(String, String), Timestamp>,
     /// How long the resumes seen so far took from there.
     pub resumes: ResumeTimes,
+    /// Clusters (pool, id) standing free for a claim (a Running spare the pool may assign), since when, as of the
+    /// last look.
+    free_since: BTreeMap<(String, String), Timestamp>,
 }
 
 /// Resumes (and installs) on pools with the Kubernetes readiness check, from the look that found their machines
@@ -121,7 +124,11 @@ impl Checker {
                     return violation(now, "no 500", format!("{:?} answered {} {}", a.request, a.status, a.body));
                 }
                 if let (202, Request::Claim { pool, claim, .. }) = (a.status, &a.request) {
-                    if let Some(why) = sim.world.snapshot(pool).and_then(|snap| told_to_wait(&snap, claim).err()) {
+                    let since =
+                        |c: &apiary_planner::Cluster| self.free_since.get(&(pool.clone(), c.id.clone())).copied();
+                    if let Some(why) =
+                        sim.world.snapshot(pool).and_then(|snap| told_to_wait_since(&snap, claim, since).err())
+                    {
                         return violation(now, "no claim waits while a spare is free", why);
                     }
                 }
@@ -159,8 +166,14 @@ impl Checker {
         let machines = all_machines(sim);
         let mut assigned = BTreeMap::new();
         let mut clusters = BTreeSet::new();
+        let mut free_since = BTreeMap::new();
         for snap in tables.snapshots() {
             let pool = snap.pool.name.clone();
+            for c in snap.clusters.iter().filter(|c| free_for_a_claim(&snap, c)) {
+                let key = (pool.clone(), c.id.clone());
+                let since = self.free_since.get(&key).copied().unwrap_or(now);
+                free_since.insert(key, since);
+            }
             clusters.extend(snap.clusters.iter().map(|c| (pool.clone(), c.id.clone())));
             let mut holders: BTreeMap<&str, &str> = BTreeMap::new();
             for k in &snap.claims {
@@ -226,6 +239,7 @@ impl Checker {
             self.time_resumes(&snap, now);
         }
         self.assigned = assigned;
+        self.free_since = free_since;
         self.ends_told(sim, clusters, now)
     }
 
@@ -485,6 +499,23 @@ pub fn pending_with_capacity(snap: &Snapshot, now: Timestamp) -> Result<(), (Str
 /// cluster then). Seed 000's FIFO promise is between waiting claims: the claims ahead get the oldest spares, and a
 /// spare nobody ahead waits for goes to the claim at once.
 pub fn told_to_wait(snap: &Snapshot, claim: &str) -> Result<(), String> {
+    told_to_wait_since(snap, claim, |c| c.running_since.filter(|_| free_for_a_claim(snap, c)))
+}
+
+/// Whether `c` stands free for a claim of its pool: a Running spare the pool may assign.
+fn free_for_a_claim(snap: &Snapshot, c: &apiary_planner::Cluster) -> bool {
+    spare_key(c).is_some() && snap.pool.spec.may_assign(c) && c.power_state == Some(PowerState::Running)
+}
+
+/// [`told_to_wait`], `free_since` saying since when each cluster has stood free for a claim ([`None`]: it does not).
+/// The checker passes its own record of each cluster's last change to free: a cluster Running all along but busy
+/// a moment (a power call in flight) stood free only from when that call ended, and a claim that arrived while it
+/// was busy was right not to take it.
+pub fn told_to_wait_since(
+    snap: &Snapshot,
+    claim: &str,
+    free_since: impl Fn(&apiary_planner::Cluster) -> Option<Timestamp>,
+) -> Result<(), String> {
     let Some(k) = snap.claims.iter().find(|c| c.name == claim && c.cluster.is_none()) else {
         return Ok(());
     };
@@ -496,13 +527,8 @@ pub fn told_to_wait(snap: &Snapshot, claim: &str) -> Result<(), String> {
         .filter(|c| line(c) < line(k) && c.assigned_at.is_none_or(|at| at > arrived))
         .map(|c| c.name.as_str())
         .collect();
-    let free: Vec<&str> = snap
-        .clusters
-        .iter()
-        .filter(|c| spare_key(c).is_some() && snap.pool.spec.may_assign(c))
-        .filter(|c| c.power_state == Some(PowerState::Running) && c.running_since.is_some_and(|at| at <= arrived))
-        .map(|c| c.id.as_str())
-        .collect();
+    let free: Vec<&str> =
+        snap.clusters.iter().filter(|c| free_since(c).is_some_and(|at| at <= arrived)).map(|c| c.id.as_str()).collect();
     if free.len() > ahead.len() {
         return Err(format!(
             "{}/{claim} was told to wait with {} free Running spares up since it arrived ({free:?}) and {} claims ahead of it ({ahead:?})",
