@@ -183,6 +183,10 @@ pub struct ClaimCreate {
     /// When the wait times out, release the claim instead of leaving it in place.
     #[arg(long, requires = "wait")]
     pub release_on_timeout: bool,
+    /// A principal who may use the claim beside you (an IAM or STS ARN, an account id, or a pattern as a pool's
+    /// access takes them); repeat for more.
+    #[arg(long = "subject", value_name = "PRINCIPAL")]
+    pub subjects: Vec<String>,
 }
 
 /// `apiary claim …`.
@@ -203,6 +207,26 @@ pub enum ClaimAction {
     Hibernate(ClaimRef),
     /// Resume the claimed cluster.
     Resume(ClaimRef),
+    /// Change a claim's lifetime, longer or shorter (at most the pool's claimLifetime.maximum, counted from when it
+    /// got its cluster).
+    Extend {
+        /// The claim.
+        #[command(flatten)]
+        claim: ClaimRef,
+        /// Its new lifetime.
+        #[arg(value_name = "DURATION")]
+        lifetime: String,
+    },
+    /// Set who may use a claim beside its owner (the owner or a pool admin): the principals given replace those
+    /// before; none, and the claim is shared with nobody.
+    Share {
+        /// The claim.
+        #[command(flatten)]
+        claim: ClaimRef,
+        /// A principal who may use the claim; repeat for more.
+        #[arg(long = "subject", value_name = "PRINCIPAL")]
+        subjects: Vec<String>,
+    },
 }
 
 /// One claim.

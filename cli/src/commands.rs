@@ -353,6 +353,21 @@ impl Ctx {
                 let (_, claim) = self.api.call("POST", &format!("{}/resume", claim_path(&r)?), None).await?;
                 self.said(&claim, &format!("claim {}/{}: its cluster is resuming\n", r.pool, r.name))
             }
+            ClaimAction::Extend { claim: r, lifetime } => {
+                let body = json!({ "lifetime": lifetime });
+                let (_, claim) = self.api.call("PATCH", &claim_path(&r)?, Some(&body)).await?;
+                let ends = match claim["expiresAt"].as_str() {
+                    Some(at) => format!("it ends at {at}"),
+                    None => "it ends a lifetime after it gets its cluster".into(),
+                };
+                self.said(&claim, &format!("claim {}/{}: lifetime {lifetime}; {ends}\n", r.pool, r.name))
+            }
+            ClaimAction::Share { claim: r, subjects } => {
+                let body = json!({ "subjects": subjects });
+                let (_, claim) = self.api.call("PATCH", &claim_path(&r)?, Some(&body)).await?;
+                let with = if subjects.is_empty() { "nobody".into() } else { subjects.join(", ") };
+                self.said(&claim, &format!("claim {}/{}: shared with {with}\n", r.pool, r.name))
+            }
         }
     }
 
@@ -371,10 +386,13 @@ impl Ctx {
         let r = ClaimRef { pool: c.pool.clone(), name: c.name.clone() };
         let path = claim_path(&r)?;
         let limit = c.wait.as_deref().map(|w| duration("--wait", w)).transpose()?;
-        let body = match &c.lifetime {
-            Some(l) => json!({ "lifetime": l }),
-            None => json!({}),
-        };
+        let mut body = json!({});
+        if let Some(l) = &c.lifetime {
+            body["lifetime"] = json!(l);
+        }
+        if !c.subjects.is_empty() {
+            body["subjects"] = json!(c.subjects);
+        }
         let (_, mut claim) = self.api.call("PUT", &path, Some(&body)).await?;
         let Some(limit) = limit else { return self.show_claim(&claim) };
         let started = Instant::now();

@@ -35,6 +35,8 @@ pub struct ClaimView {
     pub name: String,
     /// Its owner's ARN.
     pub owner: String,
+    /// Who may use it beside its owner.
+    pub subjects: Vec<String>,
     /// Pending, Assigned, Ready or Releasing.
     pub phase: String,
     /// When it was made.
@@ -319,6 +321,9 @@ pub fn claim_table(k: &ClaimView, now: Timestamp) -> String {
     let _ = writeln!(out, "{:<12} {}/{}", "claim", k.pool, k.name);
     let _ = writeln!(out, "{:<12} {}", "phase", k.shown_phase());
     let _ = writeln!(out, "{:<12} {}", "owner", k.owner);
+    if !k.subjects.is_empty() {
+        let _ = writeln!(out, "{:<12} {}", "shared with", k.subjects.join(", "));
+    }
     if let Some(e) = k.expires_at {
         let _ = writeln!(
             out,

@@ -87,7 +87,14 @@ mod against_stack {
         assert_eq!(apiary(&s, ALICE, &["claim", "get", "ci", "nope"]).await.code, 4);
         assert_eq!(apiary(&s, BOB, &["claim", "ci", "build-1"]).await.code, 5);
 
-        apiary(&s, ALICE, &["claim", "release", "ci", "build-1"]).await.ok("release");
+        // Issue 59: the owner extends the claim and shares it; the one it is shared with releases it.
+        let extended = apiary(&s, ALICE, &["claim", "extend", "ci", "build-1", "1h"]).await.ok("extend").stdout;
+        assert!(extended.starts_with("claim ci/build-1: lifetime 1h; it ends at "), "{extended}");
+        assert_eq!(apiary(&s, BOB, &["claim", "share", "ci", "build-1", "--subject", BOB]).await.code, 3);
+        apiary(&s, ALICE, &["claim", "share", "ci", "build-1", "--subject", BOB]).await.ok("share");
+        let shown = apiary(&s, BOB, &["claim", "get", "ci", "build-1"]).await.ok("get as a subject").stdout;
+        assert!(shown.contains(&format!("shared with  {BOB}")), "{shown}");
+        apiary(&s, BOB, &["claim", "release", "ci", "build-1"]).await.ok("release by a subject");
         s.until("the released cluster is gone", Duration::from_secs(60), || async {
             let clusters = s.clusters("ci").await;
             (!clusters.iter().any(|c| c["id"] == cluster.as_str())).then_some(())
@@ -107,6 +114,10 @@ mod against_stack {
         let table = apiary(&s, ADMIN, &["pool", "events", "ci", "--claim", "build-1"]).await.ok("events table").stdout;
         assert!(table.starts_with("AGE") && table.contains("ClaimCreated") && table.contains(ALICE), "{table}");
         assert!(table.contains("ClaimReleased") && table.contains("released by its claimant"), "{table}");
+        assert!(
+            table.contains("ClaimChanged") && table.contains(BOB),
+            "the extension, the sharing, its release: {table}"
+        );
         assert_eq!(apiary(&s, ALICE, &["pool", "events", "ci"]).await.code, 3, "a claimant does not read the trail");
         s.stop().await;
     }

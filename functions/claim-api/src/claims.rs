@@ -1,5 +1,6 @@
 //! Claims: make one (assigned at once when a Running spare is free), read it (optionally waiting until it is
-//! Ready), release it, hibernate or resume its cluster, list them.
+//! Ready), change its lifetime or who shares it, release it, hibernate or resume its cluster, list them. A claim
+//! is its owner's and its subjects' to use, and its pool's admins'.
 //!
 //! Making a claim reads what it needs and nothing more: the pool item, the claims waiting ahead of it (up to a
 //! page), the oldest spare the pool item names (or, once it met another claim, one page of its spares from the
@@ -11,7 +12,7 @@ use std::time::Duration;
 use apiary_planner::duration::parse as parse_duration;
 use apiary_planner::events::{self, Event, EventType};
 use apiary_planner::validate::limits::MAX_DURATION_LEN;
-use apiary_planner::validate::validate_lifetime;
+use apiary_planner::validate::{validate_lifetime, validate_subjects};
 use apiary_planner::waiting;
 use apiary_planner::{Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration, Pool, Snapshot};
 use apiary_ports::messages::PowerMessage;
@@ -47,15 +48,35 @@ struct ClaimRequest {
     /// How long the claim may hold its cluster (capped by the pool's claimLifetime.maximum).
     #[serde(default)]
     lifetime: Option<String>,
+    /// Who may use the claim beside its owner.
+    #[serde(default)]
+    subjects: Vec<String>,
 }
 
-/// A claim is its owner's, and its pool's admins': the owner keeps it even after leaving the pool's claimants.
+/// A change to a held claim (`PATCH`): its lifetime, who shares it, or both.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ClaimChange {
+    #[serde(default)]
+    lifetime: Option<String>,
+    #[serde(default)]
+    subjects: Option<Vec<String>>,
+}
+
+/// A claim is its owner's and its subjects', and its pool's admins': the owner keeps it even after leaving the
+/// pool's claimants, and so does a subject who is none.
 fn authorize(caller: &Caller, pool: &Pool, claim: &Claim) -> Result<(), ApiError> {
-    if caller.arn == claim.owner || caller.rights(pool).administer {
+    if claim.shared_with(&caller.arn) || caller.rights(pool).administer {
         Ok(())
     } else {
         Err(ApiError::forbidden(format!("claim {} belongs to another principal", claim.name)))
     }
+}
+
+/// `subjects` checked as a claim's (`field` names them in an error).
+fn checked_subjects(field: &str, subjects: Vec<String>) -> Result<Vec<String>, ApiError> {
+    validate_subjects(field, &subjects).map_err(|e| ApiError::field(&e.field, e.message))?;
+    Ok(subjects)
 }
 
 pub(crate) async fn list_claims(deps: &Deps, caller: &Caller, pool: &str) -> ApiResult {
@@ -64,7 +85,7 @@ pub(crate) async fn list_claims(deps: &Deps, caller: &Caller, pool: &str) -> Api
     let claims: Vec<Value> = snap
         .claims
         .iter()
-        .filter(|c| rights.administer || c.owner == caller.arn)
+        .filter(|c| rights.administer || c.shared_with(&caller.arn))
         .map(|c| {
             claim_view(&snap.pool, c, c.cluster.as_ref().and_then(|id| snap.clusters.iter().find(|k| &k.id == id)))
         })
@@ -83,6 +104,7 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
         }
         None => None,
     };
+    let subjects = checked_subjects("subjects", request.subjects)?;
     let p = get_pool_item(deps, pool).await?;
     caller.may_claim(&p)?;
     if p.deletion_requested_at.is_some() {
@@ -95,6 +117,7 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
         // Made when it arrived, whatever its tries cost: claims wait in line by arrival.
         let mut new = Claim::new(claim, caller.arn.clone(), started);
         new.lifetime = lifetime.clone();
+        new.subjects = subjects.clone();
         // Past its budget a claim stops racing and waits in line: the reconcile serves it in order.
         let racing = tries < CLAIM_TRIES && lost_pages < LOST_PAGES && now - started < CLAIM_BUDGET;
         let spare = if racing { pick_spare(deps, &p, &new, tries).await? } else { Pick::Wait };
@@ -376,6 +399,87 @@ pub(crate) async fn get_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
         deps.clock.sleep(hint.unwrap_or(poll).min((deadline - now).to_std().unwrap_or_default())).await;
         poll = waiting::next(poll);
     }
+}
+
+/// Changes a held claim's lifetime (its owner, a subject or a pool admin; longer or shorter, at most the pool's
+/// `claimLifetime.maximum`) or its subjects (the owner or a pool admin). 200 with the claim as it now is; the same
+/// change again changes nothing. A shorter lifetime already past ends the claim at the reconcile this asks for, as
+/// an expired one ends.
+pub(crate) async fn change_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str, body: &Body) -> ApiResult {
+    name("pool", pool)?;
+    name("claim", claim)?;
+    let change: ClaimChange = parse_body(body, None)?;
+    if change.lifetime.is_none() && change.subjects.is_none() {
+        return Err(ApiError::field("body", "name lifetime, subjects or both"));
+    }
+    let subjects = change.subjects.map(|s| checked_subjects("subjects", s)).transpose()?;
+    let p = get_pool_item(deps, pool).await?;
+    let lifetime = match change.lifetime {
+        Some(text) => {
+            let asked = validate_lifetime("lifetime", &text).map_err(|e| ApiError::field(&e.field, e.message))?;
+            let maximum = p.spec.claim_lifetime.as_ref().and_then(|l| l.maximum.as_ref());
+            if let Some(max) = maximum.and_then(|m| m.get().map(|d| (m, d))).filter(|(_, d)| asked > *d) {
+                return Err(ApiError::field(
+                    "lifetime",
+                    format!("{text} is longer than the pool's claimLifetime.maximum, {}", max.0.text()),
+                ));
+            }
+            Some(GoDuration::new(text))
+        }
+        None => None,
+    };
+    on_conflict!(retry::REQUEST, "the claim", async {
+        let c = get_claim_item(deps, pool, claim).await?;
+        authorize(caller, &p, &c)?;
+        if subjects.is_some() && caller.arn != c.owner && !caller.rights(&p).administer {
+            return Err(ApiError::forbidden(format!(
+                "only the owner of claim {claim} and the pool's admins may change its subjects"
+            )));
+        }
+        if c.release_requested_at.is_some() {
+            return Err(ApiError::conflict(format!("claim {claim} is being released")));
+        }
+        let mut next = c.clone();
+        let mut said = vec![];
+        if let Some(l) = lifetime.as_ref().filter(|l| c.lifetime.as_ref() != Some(*l)) {
+            next.lifetime = Some(l.clone());
+            let ends = next.expires_at(p.spec.claim_lifetime.as_ref());
+            said.push(match ends {
+                Some(at) => {
+                    format!("lifetime {} (ends {})", l.text(), at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                }
+                None => format!("lifetime {}", l.text()),
+            });
+        }
+        if let Some(s) = subjects.as_ref().filter(|s| **s != c.subjects) {
+            next.subjects = s.clone();
+            said.push(if s.is_empty() { "subjects none".into() } else { format!("subjects {}", s.join(", ")) });
+        }
+        let cluster = match &c.cluster {
+            Some(id) => get_cluster_item(deps, pool, id).await?,
+            None => None,
+        };
+        if said.is_empty() {
+            return Ok((200, claim_view(&p, &c, cluster.as_ref())));
+        }
+        next.rev = c.rev + 1;
+        let mut event = Event::new(EventType::ClaimChanged, deps.clock.now(), next.rev)
+            .by(&caller.arn)
+            .claim(claim)
+            .saying(said.join("; "));
+        if let Some(id) = &next.cluster {
+            event = event.cluster(id);
+        }
+        let writes = vec![Write::Put(Item::Claim(Box::new(next.clone())), Cond::Rev(c.rev)), Write::Append(event)];
+        deps.store.write(pool, writes).await?;
+        if next.lifetime != c.lifetime {
+            // The pool's next look at the claim's end moves with it: the reconcile plans it anew.
+            reconcile_coalesced(deps, pool, "claim-changed").await?;
+        }
+        tracing::info!(pool, claim, by = %caller.arn, change = %said.join("; "), "claim changed");
+        Ok((200, claim_view(&p, &next, cluster.as_ref())))
+    })
+    .map_err(|e: ApiError| e.kept_changing("the claim"))
 }
 
 pub(crate) async fn release_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &str) -> ApiResult {

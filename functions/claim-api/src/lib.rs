@@ -107,6 +107,9 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
         }
         ("GET", ["pools", pool, "claims"]) => claims::list_claims(deps, &caller, pool).await,
         ("PUT", ["pools", pool, "claims", claim]) => claims::put_claim(deps, &caller, pool, claim, req.body()).await,
+        ("PATCH", ["pools", pool, "claims", claim]) => {
+            claims::change_claim(deps, &caller, pool, claim, req.body()).await
+        }
         ("GET", ["pools", pool, "claims", claim]) => {
             let wait = req.query_string_parameters_ref().and_then(|q| q.first("wait").map(String::from));
             claims::get_claim(deps, &caller, pool, claim, wait.as_deref()).await

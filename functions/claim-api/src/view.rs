@@ -30,6 +30,7 @@ pub(crate) fn claim_view(pool: &Pool, claim: &Claim, cluster: Option<&Cluster>) 
         "pool": pool.name,
         "name": claim.name,
         "owner": claim.owner,
+        "subjects": claim.subjects,
         "phase": claim.phase(cluster),
         "createdAt": claim.created_at,
         "assignedAt": claim.assigned_at,

@@ -942,3 +942,124 @@ async fn no_hint_where_a_spare_may_be_given_or_the_claim_has_its_cluster() {
     assert!(body.get("retryAfterSeconds").is_none(), "{body}");
     assert_eq!((w.store.stats() - before).reads, 3, "the pool item, the claim and its cluster");
 }
+
+const CAROL: &str = "arn:aws:iam::123456789012:user/carol";
+
+/// The trail of claim `job` of pool `ci`, oldest first, as (type, principal, message).
+async fn trail(deps: &Deps) -> Vec<(String, String, String)> {
+    let (status, body) = call(deps, "GET", "/pools/ci/events?claim=job", Some(ADMIN), None).await;
+    assert_eq!(status, 200, "{body}");
+    let text = |e: &Value, k: &str| e[k].as_str().unwrap_or_default().to_owned();
+    let mut events: Vec<_> = body["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| (text(e, "type"), text(e, "principal"), text(e, "message")))
+        .collect();
+    events.reverse();
+    events
+}
+
+/// Issue 59: a claim's `subjects` read, power, extend and release it as its owner does; only the owner and the
+/// pool's admins change them; the trail says who did what.
+#[tokio::test]
+async fn a_claims_subjects_use_it_as_its_owner_does_and_only_the_owner_or_an_admin_changes_them() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 1), t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let deps = w.default_deps(900);
+    let shared = json!({"lifetime": "2h", "subjects": [BOB]}).to_string();
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), Some(&shared)).await;
+    assert_eq!((status, body["subjects"].clone()), (201, json!([BOB])), "{body}");
+    let (status, _) = call(&deps, "GET", "/pools/ci/claims/job", Some(CAROL), None).await;
+    assert_eq!(status, 403, "someone neither owner nor subject");
+    let (status, body) = call(&deps, "GET", "/pools/ci/claims/job", Some(BOB), None).await;
+    assert_eq!((status, body["phase"].as_str()), (200, Some("Ready")), "{body}");
+    let (status, body) = call(&deps, "GET", "/pools/ci/claims", Some(BOB), None).await;
+    assert_eq!((status, body["claims"].as_array().map(Vec::len)), (200, Some(1)), "a subject lists the claim: {body}");
+    let (status, _) = call(&deps, "POST", "/pools/ci/claims/job/hibernate", Some(BOB), None).await;
+    assert_eq!(status, 202);
+    let (status, body) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(BOB), Some(r#"{"lifetime": "3h"}"#)).await;
+    assert_eq!((status, body["lifetime"].as_str()), (200, Some("3h")), "{body}");
+    let (status, body) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(BOB), Some(r#"{"subjects": []}"#)).await;
+    assert_eq!(status, 403, "a subject does not change the subjects: {body}");
+    let (status, body) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(r#"{"subjects": []}"#)).await;
+    assert_eq!((status, body["subjects"].clone()), (200, json!([])), "{body}");
+    let (status, _) = call(&deps, "GET", "/pools/ci/claims/job", Some(BOB), None).await;
+    assert_eq!(status, 403, "shared with nobody now");
+    let roles = json!({"subjects": ["arn:aws:iam::123456789012:user/b*"]}).to_string();
+    let (status, _) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ADMIN), Some(&roles)).await;
+    assert_eq!(status, 200, "a pool admin changes them too, to a pattern");
+    let (status, body) = call(&deps, "DELETE", "/pools/ci/claims/job", Some(BOB), None).await;
+    assert_eq!((status, body["phase"].as_str()), (202, Some("Releasing")), "{body}");
+    let (status, _) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(r#"{"lifetime": "4h"}"#)).await;
+    assert_eq!(status, 409, "a claim being released is not changed");
+    // Every act at the same instant here: the trail's order among them is the store's, so compared as a set.
+    let mut said: Vec<(String, String)> =
+        trail(&deps).await.into_iter().filter(|(k, ..)| k != "ClaimAssigned").map(|(k, who, _)| (k, who)).collect();
+    said.sort();
+    let who = |k: &str, p: &str| (k.to_owned(), p.to_owned());
+    let mut want = vec![
+        who("ClaimCreated", ALICE),
+        who("PowerRequested", BOB),
+        who("ClaimChanged", BOB),
+        who("ClaimChanged", ALICE),
+        who("ClaimChanged", ADMIN),
+        who("ClaimReleaseRequested", BOB),
+    ];
+    want.sort();
+    assert_eq!(said, want);
+}
+
+/// Issue 59: a held claim's lifetime changes, longer or shorter, within the pool's maximum; its end moves, the
+/// reconcile is asked to plan it, and past a shortened end the claim ends as an expired one does.
+#[tokio::test]
+async fn a_claims_lifetime_changes_within_the_pools_maximum_and_a_shorter_one_ends_it() {
+    let w = World::new(t0());
+    let mut spec = aws_spec(1, 1);
+    spec.claim_lifetime = Some(apiary_planner::ClaimLifetime {
+        default: Some(apiary_planner::GoDuration::new("2h")),
+        maximum: Some(apiary_planner::GoDuration::new("8h")),
+    });
+    w.put_pool(pool("ci", spec, t0()));
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    let deps = w.default_deps(900);
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job", Some(ALICE), None).await;
+    assert_eq!((status, body["expiresAt"].as_str()), (201, Some("2026-11-23T11:00:00Z")), "{body}");
+    w.queue.take_reconcile();
+    for (change, field) in [
+        (r#"{"lifetime": "9h"}"#, "lifetime"),
+        (r#"{"lifetime": "soon"}"#, "lifetime"),
+        (r#"{}"#, "body"),
+        (r#"{"lifetime": "4h", "owner": "me"}"#, "owner"),
+        (r#"{"subjects": ["bob"]}"#, "subjects[0]"),
+    ] {
+        let (status, body) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(change)).await;
+        assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some(field)), "{change}: {body}");
+    }
+    let many = json!({"subjects": vec![BOB; 21]}).to_string();
+    let (status, body) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(&many)).await;
+    assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some("subjects")), "{body}");
+    // A second on: the claim's own reconcile request was for the second it was made in.
+    w.time.advance(TimeDelta::seconds(1));
+    let (status, body) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(r#"{"lifetime": "4h"}"#)).await;
+    assert_eq!((status, body["expiresAt"].as_str()), (200, Some("2026-11-23T13:00:00Z")), "{body}");
+    assert_eq!(w.queue.take_reconcile().len(), 1, "the reconcile plans the claim's new end");
+    let (status, _) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(r#"{"lifetime": "4h"}"#)).await;
+    assert_eq!(status, 200);
+    let changes = trail(&deps).await.into_iter().filter(|(k, ..)| k == "ClaimChanged").collect::<Vec<_>>();
+    assert_eq!(changes.len(), 1, "the same change again changes nothing: {changes:?}");
+    assert_eq!(changes[0].2, "lifetime 4h (ends 2026-11-23T13:00:00Z)");
+    let (status, body) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(r#"{"lifetime": "1s"}"#)).await;
+    assert_eq!((status, body["expiresAt"].as_str()), (200, Some("2026-11-23T09:00:01Z")), "{body}");
+    let snap = w.snapshot("ci").expect("pool");
+    let ends: Vec<_> = apiary_planner::plan(&snap, t0() + TimeDelta::seconds(2), 0)
+        .actions
+        .into_iter()
+        .filter_map(|a| match a {
+            apiary_planner::Action::ReleaseClaim { claim, reason, .. } => Some((claim, reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends, [("job".to_owned(), apiary_planner::ReleaseReason::Expired)]);
+}

@@ -252,6 +252,7 @@ fn claims() -> Vec<(String, Claim)> {
         (
             "assigned".into(),
             claim(json!({ "name": "job-1", "owner": "arn:aws:iam::123456789012:role/ci",
+                                          "subjects": ["arn:aws:iam::123456789012:role/team-*"],
                                           "createdAt": "2026-11-28T11:29:00Z", "lifetime": "4h",
                                           "cluster": "CLUSTER", "assignedAt": "2026-11-28T11:30:00Z", "rev": 2 })),
         ),
@@ -354,7 +355,8 @@ fn event_types() -> Vec<EventType> {
         PoolDeleted => Some(ClaimCreated),
         ClaimCreated => Some(ClaimAssigned),
         ClaimAssigned => Some(ClaimReleaseRequested),
-        ClaimReleaseRequested => Some(ClaimReleased),
+        ClaimReleaseRequested => Some(ClaimChanged),
+        ClaimChanged => Some(ClaimReleased),
         ClaimReleased => Some(PowerRequested),
         PowerRequested => Some(ClusterCreated),
         ClusterCreated => Some(InstallFailed),

@@ -89,6 +89,21 @@ pub enum Request {
         owner: String,
         /// Its lifetime, if it asks for one.
         lifetime: Option<String>,
+        /// Who else may use it.
+        subjects: Vec<String>,
+    },
+    /// `PATCH /pools/{pool}/claims/{claim}`: a new lifetime, new subjects, or both.
+    Change {
+        /// The pool.
+        pool: String,
+        /// The claim.
+        claim: String,
+        /// Who asks: its owner, a subject, or someone the claim is not shared with.
+        by: String,
+        /// Its new lifetime.
+        lifetime: Option<String>,
+        /// Its new subjects.
+        subjects: Option<Vec<String>>,
     },
     /// `DELETE /pools/{pool}/claims/{claim}`.
     Release {
@@ -118,9 +133,25 @@ impl Request {
         match self {
             Request::PutPool { pool, spec } => ("PUT", format!("/pools/{pool}"), ADMIN, spec.to_string()),
             Request::DeletePool { pool } => ("DELETE", format!("/pools/{pool}"), ADMIN, String::new()),
-            Request::Claim { pool, claim, owner, lifetime } => {
-                let body = lifetime.as_ref().map(|l| serde_json::json!({ "lifetime": l }).to_string());
-                ("PUT", format!("/pools/{pool}/claims/{claim}"), owner, body.unwrap_or_default())
+            Request::Claim { pool, claim, owner, lifetime, subjects } => {
+                let mut body = serde_json::json!({});
+                if let Some(l) = lifetime {
+                    body["lifetime"] = l.as_str().into();
+                }
+                if !subjects.is_empty() {
+                    body["subjects"] = subjects.clone().into();
+                }
+                ("PUT", format!("/pools/{pool}/claims/{claim}"), owner, body.to_string())
+            }
+            Request::Change { pool, claim, by, lifetime, subjects } => {
+                let mut body = serde_json::json!({});
+                if let Some(l) = lifetime {
+                    body["lifetime"] = l.as_str().into();
+                }
+                if let Some(s) = subjects {
+                    body["subjects"] = s.clone().into();
+                }
+                ("PATCH", format!("/pools/{pool}/claims/{claim}"), by, body.to_string())
             }
             Request::Release { pool, claim, owner } => {
                 ("DELETE", format!("/pools/{pool}/claims/{claim}"), owner, String::new())

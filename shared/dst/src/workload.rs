@@ -82,6 +82,21 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
     spec
 }
 
+/// An owner other than `owner`.
+fn other(owner: &str, rng: &mut SplitMix) -> String {
+    let others: Vec<&str> = OWNERS.iter().copied().filter(|o| *o != owner).collect();
+    others[rng.below(others.len() as u64) as usize].to_owned()
+}
+
+/// Who acts on a claim of `owner` shared with `subjects`: mostly the owner, sometimes a subject.
+fn actor(owner: &str, subjects: &[String], rng: &mut SplitMix) -> String {
+    match subjects {
+        [] => owner.to_owned(),
+        _ if rng.chance(0.5) => owner.to_owned(),
+        _ => subjects[rng.below(subjects.len() as u64) as usize].clone(),
+    }
+}
+
 /// The requests of one run: at `start`, pools; then, until `start + chaos`, the rest.
 pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp, Request)> {
     let mut rng = SplitMix::new(seed ^ 0xa11c_e5ed);
@@ -96,7 +111,11 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
         *size = spec["size"].as_u64().unwrap_or_default();
         out.push((start, Request::PutPool { pool: p.clone(), spec }));
     }
-    let mut claims: Vec<(String, String, String)> = vec![];
+    // Claims shared with another principal and changed while held (issue 59) draw from a stream of their own, so
+    // that every seed's other requests stay what they were.
+    let mut shares = SplitMix::new(seed ^ 0x5ab1_ec75);
+    // (pool, claim, owner, subjects) of the claims made.
+    let mut claims: Vec<(String, String, String, Vec<String>)> = vec![];
     let mut t = start + TimeDelta::minutes(5);
     let end = start + chaos;
     let mut n = 0;
@@ -112,22 +131,42 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
             for k in 0..sizes[i] + 1 + rng.below(3) {
                 let claim = format!("c{n}-{k}");
                 let owner = OWNERS[rng.below(OWNERS.len() as u64) as usize].to_owned();
-                claims.push((p.clone(), claim.clone(), owner.clone()));
-                out.push((t, Request::Claim { pool: p.clone(), claim, owner, lifetime: None }));
+                claims.push((p.clone(), claim.clone(), owner.clone(), vec![]));
+                out.push((t, Request::Claim { pool: p.clone(), claim, owner, lifetime: None, subjects: vec![] }));
             }
             t += TimeDelta::seconds(30 + rng.below(270) as i64);
             continue;
         }
         let request = if r < 0.45 {
             let claim = format!("c{n}");
-            claims.push((p.clone(), claim.clone(), owner.clone()));
+            let subjects: Vec<String> = if shares.chance(0.3) { vec![other(&owner, &mut shares)] } else { vec![] };
+            claims.push((p.clone(), claim.clone(), owner.clone(), subjects.clone()));
             let lifetime = rng.chance(0.3).then(|| "20m".to_owned());
-            Request::Claim { pool: p, claim, owner, lifetime }
+            if lifetime.is_some() && shares.chance(0.5) {
+                // Its end moved, later or sooner, by its owner or a subject, within two minutes of when it falls
+                // due: the change races the reconcile that ends it.
+                let by = actor(&owner, &subjects, &mut shares);
+                let at = t + TimeDelta::minutes(20) + TimeDelta::seconds(shares.below(240) as i64 - 120);
+                let lifetime = Some(if shares.chance(0.5) { "40m" } else { "5m" }.to_owned());
+                out.push((at, Request::Change { pool: p.clone(), claim: claim.clone(), by, lifetime, subjects: None }));
+            }
+            Request::Claim { pool: p, claim, owner, lifetime, subjects }
         } else if r < 0.70 && !claims.is_empty() {
-            let (pool, claim, owner) = claims.swap_remove(rng.below(claims.len() as u64) as usize);
+            let (pool, claim, owner, subjects) = claims.swap_remove(rng.below(claims.len() as u64) as usize);
+            let owner = actor(&owner, &subjects, &mut shares);
             Request::Release { pool, claim, owner }
         } else if r < 0.82 && !claims.is_empty() {
-            let (pool, claim, owner) = claims[rng.below(claims.len() as u64) as usize].clone();
+            let (pool, claim, owner, subjects) = claims[rng.below(claims.len() as u64) as usize].clone();
+            if shares.chance(0.2) {
+                // Shared anew, or no longer, by whoever tries: only the owner may (or an admin).
+                let by = actor(&owner, &subjects, &mut shares);
+                let subjects = Some(if shares.chance(0.5) { vec![other(&owner, &mut shares)] } else { vec![] });
+                out.push((
+                    t,
+                    Request::Change { pool: pool.clone(), claim: claim.clone(), by, lifetime: None, subjects },
+                ));
+            }
+            let owner = actor(&owner, &subjects, &mut shares);
             Request::Power { pool, claim, owner, hibernate: rng.chance(0.5) }
         } else if r < 0.985 {
             let i = pools.iter().position(|x| *x == p).unwrap_or_default();

@@ -39,7 +39,16 @@ fn sim_with(pool: &str, spec: Value) -> Sim {
 
 fn claim(sim: &mut Sim, pool: &str, claim: &str) {
     let at = sim.now();
-    sim.request(at, Request::Claim { pool: pool.into(), claim: claim.into(), owner: ALICE.into(), lifetime: None });
+    sim.request(
+        at,
+        Request::Claim {
+            pool: pool.into(),
+            claim: claim.into(),
+            owner: ALICE.into(),
+            lifetime: None,
+            subjects: vec![],
+        },
+    );
 }
 
 fn last_answer(sim: &Sim) -> &Value {
@@ -183,7 +192,10 @@ fn a_fan_out_of_forty_claims_gets_thirty_spares_at_once_and_the_rest_in_order() 
     let at = sim.now();
     for i in 0..40 {
         let (pool, claim, owner) = ("ci".into(), format!("job-{i:02}"), ALICE.into());
-        sim.request(at + TimeDelta::milliseconds(10 * i), Request::Claim { pool, claim, owner, lifetime: None });
+        sim.request(
+            at + TimeDelta::milliseconds(10 * i),
+            Request::Claim { pool, claim, owner, lifetime: None, subjects: vec![] },
+        );
     }
     let mut checker = apiary_dst::invariants::Checker::default();
     sim.run_until(at + TimeDelta::seconds(5), |s| checker.step(s)).expect("invariants");
@@ -277,4 +289,77 @@ fn a_resume_whose_node_certificates_expired_ends_running_with_only_the_kubelets_
     assert!(told(EventType::ClusterRunning, ", 6 node certificate requests approved"));
     assert!(told(EventType::NodeCertificatesApproved, "csr-"));
     assert!(told(EventType::NodeCertificatesLeftPending, "csr-"));
+}
+
+/// Issue 59: a change of a claim's lifetime races the reconcile that ends it. Whichever lands first wins, and the
+/// answer says which: an extension answered 200 keeps the claim past its old end, one that lost is answered 404 or
+/// 409 and the claim is gone; a lifetime shortened to an end already past ends the claim at once.
+#[test]
+fn a_lifetime_changed_as_the_claim_falls_due_either_keeps_it_or_is_told_it_ended() {
+    let mut s = spec(3, 3);
+    s["claimLifetime"] = json!({"maximum": "8h"});
+    let mut sim = sim_with("ci", s);
+    sim.run_for(minutes(20));
+    let held =
+        |sim: &Sim, name: &str| sim.world.snapshot("ci").is_some_and(|p| p.claims.iter().any(|k| k.name == name));
+    // Just before, at, and after the end (past the scheduler's minute and the reconcile it wakes), each on a
+    // claim of its own.
+    for (name, offset) in [("before", -2), ("at", 0), ("after", 180)] {
+        let at = sim.now();
+        let (pool, claim) = ("ci".to_owned(), name.to_owned());
+        let request =
+            Request::Claim { pool, claim, owner: ALICE.into(), lifetime: Some("20m".into()), subjects: vec![] };
+        sim.request(at, request);
+        sim.run_for(TimeDelta::seconds(1));
+        assert_eq!(last_answer(&sim)["phase"], "Ready", "{name}");
+        let ends = last_answer(&sim)["expiresAt"].as_str().expect("an end").parse::<Timestamp>().expect("a time");
+        let change = Request::Change {
+            pool: "ci".into(),
+            claim: name.into(),
+            by: ALICE.into(),
+            lifetime: Some("40m".into()),
+            subjects: None,
+        };
+        sim.request(ends + TimeDelta::seconds(offset), change);
+        sim.run_for(ends + TimeDelta::seconds(offset + 1) - sim.now());
+        let answer = sim.answers.last().expect("an answer").clone();
+        assert!(matches!(answer.request, Request::Change { .. }), "{name}: {answer:?}");
+        sim.run_for(minutes(5));
+        match answer.status {
+            200 => assert!(held(&sim, name), "{name}: extended, yet ended"),
+            404 | 409 => assert!(!held(&sim, name), "{name}: told it ended, yet held"),
+            other => panic!("{name}: {other} {}", answer.body),
+        }
+        if offset < 0 {
+            assert_eq!(answer.status, 200, "an extension before the end keeps the claim");
+        }
+        if offset > 0 {
+            assert_ne!(answer.status, 200, "an extension three minutes after the end finds the claim ended");
+        }
+    }
+    // Shortened to an end already past: it ends as an expired claim does.
+    let at = sim.now();
+    let request = Request::Claim {
+        pool: "ci".into(),
+        claim: "short".into(),
+        owner: ALICE.into(),
+        lifetime: Some("2h".into()),
+        subjects: vec![],
+    };
+    sim.request(at, request);
+    sim.run_for(minutes(5));
+    assert!(held(&sim, "short"));
+    let at = sim.now();
+    let shorten = Request::Change {
+        pool: "ci".into(),
+        claim: "short".into(),
+        by: ALICE.into(),
+        lifetime: Some("1m".into()),
+        subjects: None,
+    };
+    sim.request(at, shorten);
+    sim.run_for(TimeDelta::seconds(1));
+    assert_eq!(sim.answers.last().map(|a| a.status), Some(200));
+    sim.run_for(minutes(2));
+    assert!(!held(&sim, "short"), "a lifetime shortened past its end ends the claim");
 }

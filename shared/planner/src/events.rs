@@ -38,6 +38,8 @@ pub enum EventType {
     ClaimAssigned,
     /// A claim's release was asked for.
     ClaimReleaseRequested,
+    /// Its owner, a subject or an admin changed a claim's lifetime or its subjects (the message says what).
+    ClaimChanged,
     /// A claim is gone; its cluster, if any, is deleted (the message says why: released, expired, pool deleted).
     ClaimReleased,
     /// A claimant asked its cluster to hibernate or resume.
@@ -98,6 +100,7 @@ impl EventType {
             EventType::ClaimCreated => "ClaimCreated",
             EventType::ClaimAssigned => "ClaimAssigned",
             EventType::ClaimReleaseRequested => "ClaimReleaseRequested",
+            EventType::ClaimChanged => "ClaimChanged",
             EventType::ClaimReleased => "ClaimReleased",
             EventType::PowerRequested => "PowerRequested",
             EventType::ClusterCreated => "ClusterCreated",
@@ -493,6 +496,7 @@ mod tests {
             EventType::ClaimCreated,
             EventType::ClaimAssigned,
             EventType::ClaimReleaseRequested,
+            EventType::ClaimChanged,
             EventType::ClaimReleased,
             EventType::PowerRequested,
             EventType::ClusterCreated,

@@ -17,6 +17,10 @@ pub struct Claim {
     pub name: String,
     /// The IAM principal that made the claim.
     pub owner: String,
+    /// Principals (patterns as a pool's `access` takes them) who may use the claim as its owner does: read it,
+    /// power its cluster, change its lifetime and release it. Only the owner and the pool's admins change them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subjects: Vec<String>,
     /// When the claim was made; claims are served oldest first.
     pub created_at: Timestamp,
     /// Lifetime the claimant asked for; bounded by the pool's claimLifetime.maximum.
@@ -54,6 +58,7 @@ impl Claim {
         Self {
             name: name.into(),
             owner: owner.into(),
+            subjects: Vec::new(),
             created_at,
             lifetime: None,
             cluster: None,
@@ -73,6 +78,11 @@ impl Claim {
             (Some(l), Some(m)) => Some(l.min(m)),
             (l, m) => l.or(m),
         }
+    }
+
+    /// Whether `principal` may use the claim as its owner does: it is the owner, or one of the subjects names it.
+    pub fn shared_with(&self, principal: &str) -> bool {
+        principal == self.owner || self.subjects.iter().any(|s| crate::access::matches(s, principal))
     }
 
     /// When the claim expires, if it is assigned and has a lifetime.

@@ -56,6 +56,18 @@ pub(super) fn validate_access(access: &PoolAccess, errors: &mut Vec<FieldError>)
     }
 }
 
+/// Checks a claim's `subjects` (given as `field`): every pattern well formed as in `access`, at most
+/// [`MAX_PRINCIPALS`] of them.
+pub fn validate_subjects(field: &str, subjects: &[String]) -> Result<(), FieldError> {
+    if subjects.len() > MAX_PRINCIPALS {
+        return Err(FieldError::new(field, format!("at most {MAX_PRINCIPALS} principals, got {}", subjects.len())));
+    }
+    for (i, pattern) in subjects.iter().enumerate() {
+        check_pattern(pattern).map_err(|why| FieldError::new(format!("{field}[{i}]"), why))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
