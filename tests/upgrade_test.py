@@ -389,13 +389,18 @@ def main():
             load.released.add(name)
         wait_for("the waiting claim served", lambda: ok(current.base, "GET", f"/pools/{CAPPED}/claims/waits")[
             "phase"] == "Ready" or "not yet", SETTLE_SECONDS)
+        kept = {("up-aws", "resumes"), (CAPPED, "waits")} | {(p, "held") for p in POOLS}
+        # The claims kept Ready again (the installer's hibernated one resumes through its readiness check, the
+        # slowest), and the pools back at their size.
+        wait_for("the kept claims Ready", lambda: all(
+            ok(current.base, "GET", f"/pools/{p}/claims/{c}")["phase"] == "Ready" for p, c in kept) or "not yet",
+            SETTLE_SECONDS)
         wait_for("every pool settled", lambda: pools_settled(current.base), SETTLE_SECONDS)
         timings["settled after the update"] = time.time() - t
 
         problems = list(load.errors)
         after_clusters = clusters(current.base)
         after_claims = claims(current.base)
-        kept = {("up-aws", "resumes"), (CAPPED, "waits")} | {(p, "held") for p in POOLS}
         for key in sorted(kept):
             claim = after_claims.get(key)
             before = (before_claims.get(key) or {}).get("cluster") or {}
