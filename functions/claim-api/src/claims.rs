@@ -460,6 +460,10 @@ pub(crate) async fn change_claim(deps: &Deps, caller: &Caller, pool: &str, claim
             None => None,
         };
         if said.is_empty() {
+            // Asked before: a lifetime's reconcile is asked again, in case the queue did not take that ask's message.
+            if lifetime.is_some() {
+                reconcile_coalesced(deps, pool, "claim-changed").await?;
+            }
             return Ok((200, claim_view(&p, &c, cluster.as_ref())));
         }
         next.rev = c.rev + 1;

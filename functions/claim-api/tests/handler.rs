@@ -1045,8 +1045,10 @@ async fn a_claims_lifetime_changes_within_the_pools_maximum_and_a_shorter_one_en
     let (status, body) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(r#"{"lifetime": "4h"}"#)).await;
     assert_eq!((status, body["expiresAt"].as_str()), (200, Some("2026-11-23T13:00:00Z")), "{body}");
     assert_eq!(w.queue.take_reconcile().len(), 1, "the reconcile plans the claim's new end");
+    w.time.advance(TimeDelta::seconds(1));
     let (status, _) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(r#"{"lifetime": "4h"}"#)).await;
     assert_eq!(status, 200);
+    assert_eq!(w.queue.take_reconcile().len(), 1, "asked again, it asks the reconcile again");
     let changes = trail(&deps).await.into_iter().filter(|(k, ..)| k == "ClaimChanged").collect::<Vec<_>>();
     assert_eq!(changes.len(), 1, "the same change again changes nothing: {changes:?}");
     assert_eq!(changes[0].2, "lifetime 4h (ends 2026-11-23T13:00:00Z)");
