@@ -12,7 +12,7 @@ use std::time::Duration;
 use apiary_planner::duration::parse as parse_duration;
 use apiary_planner::events::{self, Event, EventType};
 use apiary_planner::validate::limits::MAX_DURATION_LEN;
-use apiary_planner::validate::{validate_lifetime, validate_subjects};
+use apiary_planner::validate::{validate_claim_lifetime, validate_lifetime, validate_subjects};
 use apiary_planner::waiting;
 use apiary_planner::{Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration, Pool, Snapshot};
 use apiary_ports::messages::PowerMessage;
@@ -75,7 +75,7 @@ fn authorize(caller: &Caller, pool: &Pool, claim: &Claim) -> Result<(), ApiError
 
 /// `subjects` checked as a claim's (`field` names them in an error).
 fn checked_subjects(field: &str, subjects: Vec<String>) -> Result<Vec<String>, ApiError> {
-    validate_subjects(field, &subjects).map_err(|e| ApiError::field(&e.field, e.message))?;
+    validate_subjects(field, &subjects)?;
     Ok(subjects)
 }
 
@@ -99,7 +99,7 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
     let request: ClaimRequest = parse_body(body, Some(ClaimRequest::default()))?;
     let lifetime = match request.lifetime {
         Some(text) => {
-            validate_lifetime("lifetime", &text).map_err(|e| ApiError::field(&e.field, e.message))?;
+            validate_lifetime("lifetime", &text)?;
             Some(GoDuration::new(text))
         }
         None => None,
@@ -416,14 +416,7 @@ pub(crate) async fn change_claim(deps: &Deps, caller: &Caller, pool: &str, claim
     let p = get_pool_item(deps, pool).await?;
     let lifetime = match change.lifetime {
         Some(text) => {
-            let asked = validate_lifetime("lifetime", &text).map_err(|e| ApiError::field(&e.field, e.message))?;
-            let maximum = p.spec.claim_lifetime.as_ref().and_then(|l| l.maximum.as_ref());
-            if let Some(max) = maximum.and_then(|m| m.get().map(|d| (m, d))).filter(|(_, d)| asked > *d) {
-                return Err(ApiError::field(
-                    "lifetime",
-                    format!("{text} is longer than the pool's claimLifetime.maximum, {}", max.0.text()),
-                ));
-            }
+            validate_claim_lifetime("lifetime", &text, p.spec.claim_lifetime.as_ref())?;
             Some(GoDuration::new(text))
         }
         None => None,

@@ -74,6 +74,13 @@ impl LostCondition for ApiError {
     }
 }
 
+/// A field the planner's rules refuse: 400 naming it.
+impl From<apiary_planner::FieldError> for ApiError {
+    fn from(e: apiary_planner::FieldError) -> Self {
+        ApiError::field(&e.field, e.message)
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         if e.lost_condition() {

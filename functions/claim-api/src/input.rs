@@ -8,7 +8,7 @@ use crate::error::ApiError;
 
 /// `value` as the name of a pool or claim (a DNS label), or 400 naming `field`.
 pub(crate) fn name(field: &str, value: &str) -> Result<(), ApiError> {
-    validate_name(field, value).map_err(|e| ApiError::field(&e.field, e.message))
+    Ok(validate_name(field, value)?)
 }
 
 fn body_bytes(body: &Body) -> &[u8] {

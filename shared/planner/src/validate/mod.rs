@@ -8,7 +8,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::GoDuration;
-use crate::model::PoolSpec;
+use crate::model::{ClaimLifetime, PoolSpec};
 use limits::*;
 
 mod member_roles;
@@ -433,6 +433,23 @@ pub fn validate_lifetime(field: &str, text: &str) -> Result<chrono::TimeDelta, F
     match found {
         Some(err) => Err(err),
         None => crate::duration::parse(text).map_err(|why| FieldError::new(field, why.to_string())),
+    }
+}
+
+/// Checks a held claim's new lifetime under its pool's `claimLifetime` ([`validate_lifetime`]), and that it is at
+/// most the pool's `maximum`: a claim made with a longer one is capped, a change to one is refused by name.
+pub fn validate_claim_lifetime(
+    field: &str,
+    text: &str,
+    pool: Option<&ClaimLifetime>,
+) -> Result<chrono::TimeDelta, FieldError> {
+    let asked = validate_lifetime(field, text)?;
+    match pool.and_then(|l| l.maximum.as_ref()).filter(|m| m.get().is_some_and(|max| asked > max)) {
+        Some(max) => Err(FieldError::new(
+            field,
+            format!("{text} is longer than the pool's claimLifetime.maximum, {}", max.text()),
+        )),
+        None => Ok(asked),
     }
 }
 
@@ -923,5 +940,22 @@ mod tests {
         let errors = validate_update(&v, &PoolSpec::new(1, Platform::Vsphere(elsewhere))).expect_err("moved");
         assert_eq!(errors[0].field, "platform.vsphere.server");
         assert!(errors[0].message.contains("vcenter.example.com"), "{}", errors[0].message);
+    }
+
+    #[test]
+    fn a_claims_new_lifetime_is_held_to_its_pools_maximum() {
+        let pool = ClaimLifetime { default: None, maximum: Some(GoDuration::new("8h")) };
+        let hours = |h| chrono::TimeDelta::hours(h);
+        assert_eq!(validate_claim_lifetime("lifetime", "8h", Some(&pool)).map_err(|e| e.message), Ok(hours(8)));
+        assert_eq!(validate_claim_lifetime("lifetime", "9h", None).map_err(|e| e.message), Ok(hours(9)));
+        let past = validate_claim_lifetime("lifetime", "9h", Some(&pool)).expect_err("past the maximum");
+        assert_eq!(
+            (past.field.as_str(), past.message.as_str()),
+            ("lifetime", "9h is longer than the pool's claimLifetime.maximum, 8h")
+        );
+        assert_eq!(
+            validate_claim_lifetime("lifetime", "0s", Some(&pool)).map(|_| ()).map_err(|e| e.field),
+            Err("lifetime".into())
+        );
     }
 }
