@@ -127,6 +127,18 @@ pub enum Request {
     },
 }
 
+/// A claim's body as a claimant sends it: the fields it names, and no others.
+fn claim_body(lifetime: Option<&String>, subjects: Option<&Vec<String>>) -> String {
+    let mut body = serde_json::json!({});
+    if let Some(l) = lifetime {
+        body["lifetime"] = l.as_str().into();
+    }
+    if let Some(s) = subjects {
+        body["subjects"] = s.clone().into();
+    }
+    body.to_string()
+}
+
 impl Request {
     /// The HTTP method, path, signer and body.
     fn http(&self) -> (&'static str, String, &str, String) {
@@ -134,24 +146,11 @@ impl Request {
             Request::PutPool { pool, spec } => ("PUT", format!("/pools/{pool}"), ADMIN, spec.to_string()),
             Request::DeletePool { pool } => ("DELETE", format!("/pools/{pool}"), ADMIN, String::new()),
             Request::Claim { pool, claim, owner, lifetime, subjects } => {
-                let mut body = serde_json::json!({});
-                if let Some(l) = lifetime {
-                    body["lifetime"] = l.as_str().into();
-                }
-                if !subjects.is_empty() {
-                    body["subjects"] = subjects.clone().into();
-                }
-                ("PUT", format!("/pools/{pool}/claims/{claim}"), owner, body.to_string())
+                let body = claim_body(lifetime.as_ref(), Some(subjects).filter(|s| !s.is_empty()));
+                ("PUT", format!("/pools/{pool}/claims/{claim}"), owner, body)
             }
             Request::Change { pool, claim, by, lifetime, subjects } => {
-                let mut body = serde_json::json!({});
-                if let Some(l) = lifetime {
-                    body["lifetime"] = l.as_str().into();
-                }
-                if let Some(s) = subjects {
-                    body["subjects"] = s.clone().into();
-                }
-                ("PATCH", format!("/pools/{pool}/claims/{claim}"), by, body.to_string())
+                ("PATCH", format!("/pools/{pool}/claims/{claim}"), by, claim_body(lifetime.as_ref(), subjects.as_ref()))
             }
             Request::Release { pool, claim, owner } => {
                 ("DELETE", format!("/pools/{pool}/claims/{claim}"), owner, String::new())
