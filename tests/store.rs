@@ -9,7 +9,7 @@ use apiary_planner::{
     Action, Buckets, Claim, Cluster, Demand, DesiredPower, NameLease, Pool, PowerState, Profile, Recheck, Snapshot,
     Timestamp, BUCKETS,
 };
-use apiary_ports::store::{item_bytes, writes_for, Cond, Item, Key, Store, Write};
+use apiary_ports::store::{item_bytes, writes_for, ClaimName, Cond, Item, Key, LabelEntry, Store, Write};
 use apiary_ports::Error;
 use apiary_testkit::World;
 use chrono::{TimeZone, Utc};
@@ -36,6 +36,15 @@ fn claim(name: &str, rev: u64, cluster: Option<&str>) -> Item {
 
 fn lease(name: &str, holder: &str) -> Item {
     Item::Lease(NameLease { name: name.into(), holder: holder.into(), reserved_at: t0() })
+}
+
+fn claim_name(name: &str, holder: &str) -> Item {
+    let owner = "arn:aws:iam::123456789012:user/alice".into();
+    Item::ClaimName(ClaimName { name: name.into(), holder: holder.into(), owner })
+}
+
+fn label(pool: &str, key: &str, value: &str) -> Item {
+    Item::Label(LabelEntry { pool: pool.into(), key: key.into(), value: value.into() })
 }
 
 /// `(what, item stored first or none, the item to write, its condition)`.
@@ -86,6 +95,13 @@ fn cases() -> Vec<(&'static str, Option<Item>, Item, Cond)> {
         ("claim already assigned", Some(claim("k", 1, Some("c"))), claim("k", 2, Some("d")), Cond::RevPending(1)),
         ("lease held by the holder", Some(lease("foo", "foo-1")), lease("foo", "foo-2"), Cond::Holder("foo-1".into())),
         ("lease held by another", Some(lease("foo", "foo-9")), lease("foo", "foo-2"), Cond::Holder("foo-1".into())),
+        // Outside the pool's partition (each case's own name: the partition is the stack's, not the pool's).
+        ("claim name free", None, claim_name("n1", "a"), Cond::Absent),
+        ("claim name taken", Some(claim_name("n2", "a")), claim_name("n2", "b"), Cond::Absent),
+        ("claim name left by its pool", Some(claim_name("n3", "a")), claim_name("n3", "b"), Cond::Holder("a".into())),
+        ("claim name another pool's", Some(claim_name("n4", "z")), claim_name("n4", "b"), Cond::Holder("a".into())),
+        ("any, something there", Some(label("p", "k", "v1")), label("p", "k", "v1"), Cond::Any),
+        ("any, nothing there", None, label("p", "k", "v2"), Cond::Any),
     ]
 }
 
@@ -397,6 +413,56 @@ async fn dynamodb_keeps_a_profiles_buckets_apart_and_reads_them_back_as_the_refe
         assert_eq!(store.get("prof", &Key::Profile).await.expect("get"), None);
         assert_eq!(store.read_pool("prof").await.expect("read").expect("pool").pool, snap.pool);
     }
+    s.stop().await;
+}
+
+/// What `store` answers of the label index and the claim names after pools `x` and `y` were labelled, `x`
+/// relabelled and a claim named: every answer, in order.
+async fn apart_answers(store: &dyn Store) -> Vec<String> {
+    let mut out = vec![];
+    for (name, labels) in [("x", vec![("cloud", "aws"), ("k=v", "w")]), ("y", vec![("cloud", "aws"), ("k", "v=w")])] {
+        let mut pool = apiary_testkit::fixtures::pool(name, apiary_testkit::fixtures::aws_spec(0, 0), t0());
+        pool.spec.labels = labels.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+        store.write(name, vec![Write::Put(Item::Pool(Box::new(pool)), Cond::Absent)]).await.expect("pool");
+        let mut snap = store.read_pool(name).await.expect("read").expect("pool");
+        let plan = apiary_planner::plan(&snap, t0(), 1);
+        for action in plan.actions.iter().filter(|a| matches!(a, Action::UpdatePool { .. })) {
+            store.write(name, writes_for(&mut snap, action).expect("writes")).await.expect("indexed");
+        }
+    }
+    // `x` relabelled: its cloud=aws entry goes, cloud=gcp comes.
+    let mut snap = store.read_pool("x").await.expect("read").expect("pool");
+    snap.pool.spec.labels.insert("cloud".into(), "gcp".into());
+    let mut status = snap.pool.status.clone();
+    status.labels_indexed = Some(snap.pool.spec.labels.clone());
+    let action = Action::UpdatePool { expected_rev: snap.pool.rev, status: Box::new(status), next_wake_at: None };
+    store.write("x", writes_for(&mut snap, &action).expect("writes")).await.expect("relabelled");
+    // A key and value that hold `=` never run into another pair's.
+    for (k, v) in [("cloud", "aws"), ("cloud", "gcp"), ("k=v", "w"), ("k", "v=w"), ("k", "v")] {
+        out.push(format!("{k}={v}: {:?}", store.labelled(k, v).await.expect("labelled")));
+    }
+    store.write("y", vec![Write::Put(claim_name("job", "y"), Cond::Absent)]).await.expect("named");
+    out.push(format!("{:?}", store.claim_name("job").await.expect("read")));
+    out.push(format!("{:?}", store.claim_name("other").await.expect("read")));
+    // Neither is in a pool's partition, nor a pool.
+    let read = store.read_pool("y").await.expect("read").expect("pool");
+    out.push(format!("{} claims, {} pools", read.claims.len(), store.list_pools().await.expect("pools").len()));
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_keeps_the_label_index_and_claim_names_apart_as_the_reference_does() {
+    let mut s = support::stack().await;
+    s.halt().await;
+    let reference = World::new(t0());
+    let want = apart_answers(reference.store.as_ref()).await;
+    assert_eq!(want[0], r#"cloud=aws: ["y"]"#, "{want:?}");
+    assert_eq!(want[1], r#"cloud=gcp: ["x"]"#, "{want:?}");
+    assert_eq!(want[4], "k=v: []", "{want:?}");
+    assert!(want[5].contains(r#"holder: "y""#), "{want:?}");
+    assert_eq!(want[6], "None");
+    assert_eq!(want[7], "0 claims, 2 pools");
+    assert_eq!(apart_answers(s.deps.store.as_ref()).await, want);
     s.stop().await;
 }
 

@@ -153,7 +153,7 @@ pub enum PoolCommand {
     },
 }
 
-/// `apiary claim POOL NAME`, or `apiary claim get|list|release|hibernate|resume …`.
+/// `apiary claim POOL NAME`, `apiary claim --selector KEY=VALUE,... NAME`, or `apiary claim get|list|release|…`.
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ClaimCommand {
@@ -168,12 +168,13 @@ pub struct ClaimCommand {
 /// Make a claim and, with `--wait`, wait until its cluster is Ready.
 #[derive(Debug, Clone, Args)]
 pub struct ClaimCreate {
-    /// The pool.
-    #[arg(required = true)]
-    pub pool: String,
-    /// The claim's name (a job id, for example).
-    #[arg(required = true)]
-    pub name: String,
+    /// The pool, then the claim's name (a job id, for example); with --selector, the claim's name alone.
+    #[arg(required = true, num_args = 1..=2, value_names = ["POOL", "NAME"])]
+    pub names: Vec<String>,
+    /// Claim from whichever pool carrying these labels serves the claim first (one with a Running spare, else
+    /// the one that will have a cluster soonest), instead of naming a pool: KEY=VALUE, comma-separated.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub selector: Option<String>,
     /// How long the claim keeps its cluster (capped by the pool's claimLifetime.maximum).
     #[arg(long, value_name = "DURATION")]
     pub lifetime: Option<String>,

@@ -383,10 +383,27 @@ impl Ctx {
     }
 
     async fn create_claim(&self, c: ClaimCreate) -> Result<()> {
-        let r = ClaimRef { pool: c.pool.clone(), name: c.name.clone() };
-        let path = claim_path(&r)?;
         let limit = c.wait.as_deref().map(|w| duration("--wait", w)).transpose()?;
         let mut body = json!({});
+        let (mut r, path) = match (&c.selector, c.names.as_slice()) {
+            (None, [pool, name]) => {
+                let r = ClaimRef { pool: pool.clone(), name: name.clone() };
+                let path = claim_path(&r)?;
+                (r, path)
+            }
+            (Some(selector), [name]) => {
+                body["selector"] = json!({ "matchLabels": match_labels(selector)? });
+                // The pool is the one the answer names.
+                (ClaimRef { pool: String::new(), name: name.clone() }, format!("/claims/{}", seg(name)?))
+            }
+            (None, _) => return Err(Failure::usage("name the pool and the claim (apiary claim POOL NAME)")),
+            (Some(_), _) => {
+                return Err(Failure::usage(
+                    "with --selector, name the claim alone (apiary claim --selector KEY=VALUE NAME): the labels choose \
+                     the pool",
+                ));
+            }
+        };
         if let Some(l) = &c.lifetime {
             body["lifetime"] = json!(l);
         }
@@ -394,6 +411,9 @@ impl Ctx {
             body["subjects"] = json!(c.subjects);
         }
         let (_, mut claim) = self.api.call("PUT", &path, Some(&body)).await?;
+        if let Some(pool) = claim["pool"].as_str() {
+            r.pool = pool.to_owned();
+        }
         let Some(limit) = limit else { return self.show_claim(&claim) };
         let started = Instant::now();
         let deadline = started + limit;
@@ -464,6 +484,23 @@ impl Ctx {
 /// changes the path).
 fn seg(name: &str) -> Result<&str> {
     apiary_planner::validate::validate_name("name", name).map(|()| name).map_err(|e| Failure::usage(e.message))
+}
+
+/// `--selector`'s `KEY=VALUE,...` as a selector's `matchLabels`.
+fn match_labels(text: &str) -> Result<serde_json::Map<String, Value>> {
+    let mut labels = serde_json::Map::new();
+    for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(Failure::usage(format!("--selector: {pair:?} is not KEY=VALUE")));
+        };
+        if labels.insert(key.trim().to_owned(), json!(value.trim())).is_some() {
+            return Err(Failure::usage(format!("--selector: label {:?} is named twice", key.trim())));
+        }
+    }
+    if labels.is_empty() {
+        return Err(Failure::usage("--selector: name at least one KEY=VALUE"));
+    }
+    Ok(labels)
 }
 
 fn claim_path(r: &ClaimRef) -> Result<String> {

@@ -37,6 +37,8 @@ pub struct ClaimView {
     pub owner: String,
     /// Who may use it beside its owner.
     pub subjects: Vec<String>,
+    /// The labels it chose its pool by, when made by selector.
+    pub selector: Option<ClaimSelector>,
     /// Pending, Assigned, Ready or Releasing.
     pub phase: String,
     /// When it was made.
@@ -47,6 +49,14 @@ pub struct ClaimView {
     pub expires_at: Option<Timestamp>,
     /// Its cluster, once assigned.
     pub cluster: Option<ClaimCluster>,
+}
+
+/// The selector of a claim made by labels.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ClaimSelector {
+    /// The labels its pool carries.
+    pub match_labels: std::collections::BTreeMap<String, String>,
 }
 
 /// A claimed cluster as a claim shows it.
@@ -323,6 +333,10 @@ pub fn claim_table(k: &ClaimView, now: Timestamp) -> String {
     let _ = writeln!(out, "{:<12} {}", "owner", k.owner);
     if !k.subjects.is_empty() {
         let _ = writeln!(out, "{:<12} {}", "shared with", k.subjects.join(", "));
+    }
+    if let Some(s) = &k.selector {
+        let labels: Vec<String> = s.match_labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(out, "{:<12} {}", "selector", labels.join(","));
     }
     if let Some(e) = k.expires_at {
         let _ = writeln!(

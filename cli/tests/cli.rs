@@ -101,6 +101,21 @@ mod against_stack {
         })
         .await;
 
+        // Claimed by labels, a subject named: the pool that carries them serves it; the owner extends it, the
+        // subject releases it by the pool the answer named.
+        let by_labels = ["claim", "--selector", "team=ci,cloud=aws", "build-2", "--subject", BOB, "--wait", "2m"];
+        let made = apiary(&s, ALICE, &[&by_labels[..], &["-o", "json"]].concat()).await.ok("claim by labels").json();
+        assert_eq!((made["pool"].as_str(), made["phase"].as_str()), (Some("ci"), Some("Ready")), "{made}");
+        assert_eq!(made["selector"]["matchLabels"]["team"].as_str(), Some("ci"), "{made}");
+        let shown = apiary(&s, BOB, &["claim", "get", "ci", "build-2"]).await.ok("get by labels").stdout;
+        assert!(shown.contains("selector     cloud=aws,team=ci"), "{shown}");
+        apiary(&s, ALICE, &["claim", "extend", "ci", "build-2", "2h"]).await.ok("extend a claim by labels");
+        apiary(&s, BOB, &["claim", "release", "ci", "build-2"]).await.ok("a subject releases a claim by labels");
+        let none = apiary(&s, ALICE, &["claim", "--selector", "team=nobody", "build-3"]).await;
+        assert_eq!(none.code, 2, "no pool carries the labels: {}", none.stderr);
+        assert!(none.stderr.contains("no pool carries team=nobody"), "{}", none.stderr);
+        assert_eq!(apiary(&s, ALICE, &["claim", "--selector", "team=ci", "ci", "build-3"]).await.code, 2);
+
         // The pool's trail tells the claim's story and the cluster's end, newest first; its admins read it.
         let trail =
             apiary(&s, ADMIN, &["pool", "events", "ci", "--cluster", &cluster, "-o", "json"]).await.ok("events");

@@ -248,6 +248,10 @@ impl Store for Journal {
         self.store.list_pools().await
     }
 
+    async fn labelled(&self, key: &str, value: &str) -> apiary_ports::Result<Vec<String>> {
+        self.store.labelled(key, value).await
+    }
+
     async fn write(&self, pool: &str, writes: Vec<Write>) -> apiary_ports::Result<()> {
         let clusters: Vec<Cluster> = writes
             .iter()

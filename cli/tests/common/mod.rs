@@ -56,6 +56,9 @@ pub const POOL: &str = "\
 # Two clusters of two instances on the emulator's EC2, one kept Running.
 size: 2
 runningCount: 1
+labels:
+  team: ci
+  cloud: aws
 claimLifetime:
   default: 1h
 platform:

@@ -16,7 +16,7 @@ use apiary_planner::validate::{validate_claim_lifetime, validate_lifetime, valid
 use apiary_planner::waiting;
 use apiary_planner::{Action, Claim, ClaimPhase, Cluster, DesiredPower, GoDuration, Pool, Snapshot};
 use apiary_ports::messages::PowerMessage;
-use apiary_ports::store::{draw, spare_key, writes_with_events, Cond, Item, Key, Write, SPREAD};
+use apiary_ports::store::{draw, spare_key, writes_with_events, ClaimName, Cond, Item, Key, Write, SPREAD};
 use apiary_ports::{on_conflict, retry};
 use apiary_ports::{Deps, Error as StoreError};
 use lambda_http::Body;
@@ -97,31 +97,72 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
     name("pool", pool)?;
     name("claim", claim)?;
     let request: ClaimRequest = parse_body(body, Some(ClaimRequest::default()))?;
-    let lifetime = match request.lifetime {
-        Some(text) => {
-            validate_lifetime("lifetime", &text)?;
-            Some(GoDuration::new(text))
-        }
-        None => None,
-    };
-    let subjects = checked_subjects("subjects", request.subjects)?;
+    let terms = Terms::checked(request.lifetime, request.subjects)?;
     let p = get_pool_item(deps, pool).await?;
     caller.may_claim(&p)?;
     if p.deletion_requested_at.is_some() {
         return Err(ApiError::conflict(format!("pool {pool} is being deleted")));
     }
+    let made = make_claim(deps, caller, &p, claim, &terms, None).await?;
+    made.ok_or_else(|| ApiError::conflict(format!("claim {claim} was neither assigned nor stored")))
+}
+
+/// What a new claim asks for besides its pool: its lifetime and who shares it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Terms {
+    lifetime: Option<GoDuration>,
+    subjects: Vec<String>,
+}
+
+impl Terms {
+    /// A claim request's `lifetime` and `subjects`, each checked (400 naming it).
+    pub(crate) fn checked(lifetime: Option<String>, subjects: Vec<String>) -> Result<Self, ApiError> {
+        let lifetime = match lifetime {
+            Some(text) => {
+                validate_lifetime("lifetime", &text)?;
+                Some(GoDuration::new(text))
+            }
+            None => None,
+        };
+        Ok(Self { lifetime, subjects: checked_subjects("subjects", subjects)? })
+    }
+}
+
+/// How a claim made by selector holds its name, which is the stack's: its labels, the condition its name's entry
+/// is written on (absent, or still naming the pool of a claim no longer there), and whether it may wait in the
+/// pool it tries (else a pool with no spare to give at once answers `None`, and the selector tries the next).
+pub(crate) struct Named<'a> {
+    pub(crate) selector: &'a apiary_planner::select::Labels,
+    pub(crate) cond: Cond,
+    pub(crate) wait: bool,
+}
+
+/// Makes claim `claim` of `caller` in pool `p` (which the caller may claim from): assigned a Running spare at
+/// once when one is free and no older claim waits, else stored Pending for the reconcile to serve in order. A
+/// claim made by selector also writes its name's entry ([`Named`]), and answers `None` instead of waiting where it
+/// may not. A claim that exists already is answered as it was made.
+pub(crate) async fn make_claim(
+    deps: &Deps,
+    caller: &Caller,
+    p: &Pool,
+    claim: &str,
+    terms: &Terms,
+    mut named: Option<Named<'_>>,
+) -> Result<Option<(u16, Value)>, ApiError> {
+    let pool = p.name.as_str();
     let started = deps.clock.now();
     let (mut tries, mut lost_pages) = (0u32, 0u32);
     loop {
         let now = deps.clock.now();
         // Made when it arrived, whatever its tries cost: claims wait in line by arrival.
         let mut new = Claim::new(claim, caller.arn.clone(), started);
-        new.lifetime = lifetime.clone();
-        new.subjects = subjects.clone();
+        new.lifetime = terms.lifetime.clone();
+        new.subjects = terms.subjects.clone();
+        new.selector = named.as_ref().map(|n| n.selector.clone());
         // Past its budget a claim stops racing and waits in line: the reconcile serves it in order.
         let racing = tries < CLAIM_TRIES && lost_pages < LOST_PAGES && now - started < CLAIM_BUDGET;
-        let spare = if racing { pick_spare(deps, &p, &new, tries).await? } else { Pick::Wait };
-        let (writes, assigned) = match spare {
+        let spare = if racing { pick_spare(deps, p, &new, tries).await? } else { Pick::Wait };
+        let (mut writes, assigned) = match spare {
             // Every spare of its page went to other claims: a lost try, like a lost transaction.
             Pick::Lost => {
                 tries += 1;
@@ -130,20 +171,37 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
                 continue;
             }
             Pick::Spare(cluster) => {
-                let (writes, assigned) = assignment(&p, *cluster, new.clone(), now)?;
+                let (writes, assigned) = assignment(p, *cluster, new.clone(), now)?;
                 (writes, Some(assigned))
             }
+            // A claim by selector that may not wait here tries the next pool.
+            Pick::Wait if named.as_ref().is_some_and(|n| !n.wait) => return Ok(None),
             Pick::Wait => {
                 let created = Write::Append(events::claim_created(&new));
                 (vec![Write::Put(Item::Claim(Box::new(new.clone())), Cond::Absent), created], None)
             }
         };
+        if let Some(n) = &named {
+            let entry = ClaimName { name: claim.to_owned(), holder: pool.to_owned(), owner: caller.arn.clone() };
+            writes.push(Write::Put(Item::ClaimName(entry), n.cond.clone()));
+        }
         match deps.store.write(pool, writes).await {
             Ok(()) => {}
             Err(StoreError::Conflict(_)) => {
                 // The claim exists already (a PUT again), or another claim took the spare first: try the next.
-                if let Some(existing) = deps.store.get_claim(pool, claim).await? {
-                    return existing_claim(deps, caller, &p, existing).await;
+                match &mut named {
+                    None => {
+                        if let Some(existing) = deps.store.get_claim(pool, claim).await? {
+                            return existing_claim(deps, caller, p, existing).await.map(Some);
+                        }
+                    }
+                    // Its name may have been taken meanwhile, by this claim sent again or by another.
+                    Some(n) => match crate::selected::held(deps, claim).await? {
+                        crate::selected::Held::By(holder, existing) => {
+                            return existing_claim(deps, caller, &holder, *existing).await.map(Some);
+                        }
+                        crate::selected::Held::Free(cond) => n.cond = cond,
+                    },
                 }
                 // The first try is on the oldest spare, which every claim of a burst tries: losing it says only
                 // that others claim too, and the next try spreads at once.
@@ -177,15 +235,16 @@ pub(crate) async fn put_claim(deps: &Deps, caller: &Caller, pool: &str, claim: &
             claim,
             owner = %caller.arn,
             cluster = cluster.as_ref().map(|c| c.id.as_str()),
+            selector = named.is_some(),
             tries,
             "claim stored"
         );
-        let view = claim_view(&p, &stored, cluster.as_ref());
-        return Ok(match cluster {
+        let view = claim_view(p, &stored, cluster.as_ref());
+        return Ok(Some(match cluster {
             Some(_) => (201, view),
             // Made while older claims wait for the pool's tick: the first look can wait for it too.
-            None => (202, with_hint(view, hint(deps, &p, &stored).await)),
-        });
+            None => (202, with_hint(view, hint(deps, p, &stored).await)),
+        }));
     }
 }
 
@@ -317,7 +376,7 @@ fn assignment(
 }
 
 /// The answer to a PUT of a claim that exists: the same as when it was made, if the caller made it.
-async fn existing_claim(deps: &Deps, caller: &Caller, pool: &Pool, existing: Claim) -> ApiResult {
+pub(crate) async fn existing_claim(deps: &Deps, caller: &Caller, pool: &Pool, existing: Claim) -> ApiResult {
     if existing.owner != caller.arn {
         return Err(ApiError::conflict(format!("claim {} exists and belongs to another principal", existing.name)));
     }

@@ -13,6 +13,9 @@
 //! writes the claim and takes the cluster, on condition that it is still unclaimed and Running. Otherwise the
 //! claim is stored Pending and the pool's reconcile assigns it, oldest claim to oldest cluster. Claims and
 //! releases ask for one coalesced reconcile per pool and second.
+//!
+//! A claim may name a label selector instead of a pool (`PUT /claims/{claim}`): it goes to the matching pool that
+//! serves it first, and is found by its name alone from then on ([`selected`]).
 
 use std::time::Duration;
 
@@ -20,6 +23,7 @@ use apiary_planner::access::{self, DefaultAccess, Rights};
 use apiary_planner::{DesiredPower, Pool};
 use apiary_ports::Deps;
 use lambda_http::{Request, RequestExt, Response};
+use selected::Call;
 use tracing::Instrument;
 
 mod claims;
@@ -28,6 +32,7 @@ mod events;
 mod input;
 mod pools;
 mod request;
+mod selected;
 mod view;
 
 pub use error::ApiError;
@@ -53,6 +58,9 @@ pub async fn handle(deps: &Deps, req: Request) -> Response<lambda_http::Body> {
             span.record("claim", *claim);
         }
     }
+    if let ["claims", claim, ..] = segments.as_slice() {
+        span.record("claim", *claim);
+    }
     let response = respond(route(deps, &req, &segments).instrument(span.clone()).await);
     tracing::info!(
         parent: &span,
@@ -70,7 +78,7 @@ fn api_segments(path: &str) -> Vec<&str> {
     let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let at = segments
         .iter()
-        .position(|s| matches!(*s, "pools" | "me" | "openapi.json" | "version"))
+        .position(|s| matches!(*s, "pools" | "claims" | "me" | "openapi.json" | "version"))
         .unwrap_or(segments.len());
     segments.drain(..at);
     segments
@@ -115,6 +123,19 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
             claims::get_claim(deps, &caller, pool, claim, wait.as_deref()).await
         }
         ("DELETE", ["pools", pool, "claims", claim]) => claims::release_claim(deps, &caller, pool, claim).await,
+        ("PUT", ["claims", claim]) => selected::put_selected(deps, &caller, claim, req.body()).await,
+        ("GET", ["claims", claim]) => {
+            let wait = req.query_string_parameters_ref().and_then(|q| q.first("wait").map(String::from));
+            selected::on_selected(deps, &caller, claim, Call::Get(wait.as_deref())).await
+        }
+        ("PATCH", ["claims", claim]) => selected::on_selected(deps, &caller, claim, Call::Change(req.body())).await,
+        ("DELETE", ["claims", claim]) => selected::on_selected(deps, &caller, claim, Call::Release).await,
+        ("POST", ["claims", claim, "hibernate"]) => {
+            selected::on_selected(deps, &caller, claim, Call::Power(DesiredPower::Hibernating)).await
+        }
+        ("POST", ["claims", claim, "resume"]) => {
+            selected::on_selected(deps, &caller, claim, Call::Power(DesiredPower::Running)).await
+        }
         ("POST", ["pools", pool, "claims", claim, "hibernate"]) => {
             claims::power_claim(deps, &caller, pool, claim, DesiredPower::Hibernating).await
         }
@@ -128,9 +149,10 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
             | ["pools"]
             | ["pools", _]
             | ["pools", _, "clusters" | "claims" | "events"]
-            | ["pools", _, "claims", _],
+            | ["pools", _, "claims", _]
+            | ["claims", _],
         )
-        | (_, ["pools", _, "claims", _, "hibernate" | "resume"])
+        | (_, ["pools", _, "claims", _, "hibernate" | "resume"] | ["claims", _, "hibernate" | "resume"])
         | (_, ["pools", _, "clusters", _, "pause" | "unpause"]) => {
             Err(ApiError::new(405, "MethodNotAllowed", format!("{method} is not allowed on {}", req.uri().path())))
         }

@@ -26,7 +26,7 @@ pub(crate) fn pool_view(pool: &Pool, stack_id: &str) -> Value {
 /// said of it (`outputs`: URLs, the ARN of the kubeconfig's secret), never a secret itself, and while it runs its
 /// machines with their addresses.
 pub(crate) fn claim_view(pool: &Pool, claim: &Claim, cluster: Option<&Cluster>) -> Value {
-    json!({
+    let mut view = json!({
         "pool": pool.name,
         "name": claim.name,
         "owner": claim.owner,
@@ -46,5 +46,10 @@ pub(crate) fn claim_view(pool: &Pool, claim: &Claim, cluster: Option<&Cluster>) 
             "machines": c.machines.iter().filter(|_| c.is_running()).collect::<Vec<_>>(),
         })),
         "conditions": claim.conditions,
-    })
+    });
+    // A claim made by labels says which: it is found by its name alone (`/claims/{name}`).
+    if let Some(labels) = &claim.selector {
+        view["selector"] = json!({ "matchLabels": labels });
+    }
+    view
 }

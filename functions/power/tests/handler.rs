@@ -885,6 +885,9 @@ impl apiary_ports::store::Store for Racing {
     async fn list_pools(&self) -> apiary_ports::Result<Vec<apiary_planner::Pool>> {
         self.inner.list_pools().await
     }
+    async fn labelled(&self, key: &str, value: &str) -> apiary_ports::Result<Vec<String>> {
+        self.inner.labelled(key, value).await
+    }
     async fn write(&self, pool: &str, writes: Vec<Write>) -> apiary_ports::Result<()> {
         self.sent.lock().expect("racing").push(writes.clone());
         if self.refuse_events && writes.iter().all(|w| matches!(w, Write::Append(_))) {

@@ -7,6 +7,9 @@
 //! | claim | `POOL#<pool>` | `CLAIM#<name>` |
 //! | name lease | `POOL#<pool>` | `NAME#<clusterName>` |
 //! | the pool's tick | `POOL#<pool>` | `TICK` |
+//! | the pool's forecast profile | `POOL#<pool>` | `PROFILE` |
+//! | a label index entry | `LABEL#<len(key)>:<key>=<value>` | `POOL#<pool>` |
+//! | a claim made by selector's name | `CLAIMNAME#<name>` | `CLAIMNAME` |
 //! | event | `EVENTS#<pool>#<shard>` | `<time>#<subject>#<rev>#<type>` ([`event_sort_key`]), with `expires` (TTL) |
 //!
 //! A pool's trail is in partitions of its own ([`EVENT_SHARDS`](apiary_ports::store::EVENT_SHARDS) of them), so no
@@ -38,8 +41,8 @@ use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
 use apiary_ports::store::{
-    check_size, event_shard, event_sort_key, index_key, line_key, partition, spare_place, stored, Cond, EventPage,
-    EventQuery, Item, Key, Store, Write, EVENT_RETENTION,
+    check_size, event_shard, event_sort_key, index_key, label_partition, line_key, partition, spare_place, stored,
+    Cond, EventPage, EventQuery, Item, Key, Store, Write, EVENT_RETENTION,
 };
 use apiary_ports::{Error, Result};
 
@@ -84,7 +87,7 @@ fn events_pk(pool: &str, shard: u8) -> String {
 fn key_attrs(pool: &str, key: &Key) -> Attrs {
     let partition = match key {
         Key::Event(shard, _) => events_pk(pool, *shard),
-        _ => pk(pool),
+        _ => key.apart().unwrap_or_else(|| pk(pool)),
     };
     HashMap::from([("PK".to_owned(), s(partition)), ("SK".to_owned(), s(sk(key)))])
 }
@@ -121,6 +124,8 @@ fn encode(pool: &str, item: &Item) -> Result<Attrs> {
         Item::Lease(l) => serde_dynamo::to_item(l),
         Item::Tick(t) => serde_dynamo::to_item(t.as_ref()),
         Item::Profile(p) => serde_dynamo::to_item(p.as_ref()),
+        Item::Label(e) => serde_dynamo::to_item(e),
+        Item::ClaimName(c) => serde_dynamo::to_item(c),
     };
     let mut attrs: Attrs = encoded.map_err(|source| Error::Decode { key: sk(&key), source: Box::new(source) })?;
     attrs.extend(key_attrs(pool, &key));
@@ -151,6 +156,10 @@ fn decode(attrs: Attrs) -> Result<Option<Item>> {
         Item::Tick(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
     } else if sk == "PROFILE" {
         Item::Profile(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
+    } else if sk.starts_with("POOL#") {
+        Item::Label(serde_dynamo::from_item(attrs).map_err(bad)?)
+    } else if sk == "CLAIMNAME" {
+        Item::ClaimName(serde_dynamo::from_item(attrs).map_err(bad)?)
     } else {
         return Ok(None);
     };
@@ -188,9 +197,9 @@ pub fn read_event(attrs: HashMap<String, AttributeValue>) -> Result<Option<Event
     }
 }
 
-/// A condition expression with its names and values.
+/// A condition expression with its names and values (none for [`Cond::Any`]).
 struct Condition {
-    expression: String,
+    expression: Option<String>,
     names: HashMap<String, String>,
     values: Attrs,
 }
@@ -215,9 +224,10 @@ fn condition(cond: &Cond) -> Condition {
             vec![(":rev", rev(*r).1)],
         ),
         Cond::Holder(h) => ("#holder = :holder", n(&[("#holder", "holder")]), vec![(":holder", s(h.clone()))]),
+        Cond::Any => ("", HashMap::new(), vec![]),
     };
     Condition {
-        expression: expression.to_owned(),
+        expression: (!expression.is_empty()).then(|| expression.to_owned()),
         names,
         values: values.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
     }
@@ -254,7 +264,7 @@ impl DynamoStore {
                     .put_item()
                     .table_name(&self.table)
                     .set_item(Some(encode(pool, &item)?))
-                    .condition_expression(c.expression)
+                    .set_condition_expression(c.expression)
                     .set_expression_attribute_names(opt(c.names))
                     .set_expression_attribute_values(opt(c.values))
                     .send()
@@ -269,7 +279,7 @@ impl DynamoStore {
                     .delete_item()
                     .table_name(&self.table)
                     .set_key(Some(key_attrs(pool, &key)))
-                    .condition_expression(c.expression)
+                    .set_condition_expression(c.expression)
                     .set_expression_attribute_names(opt(c.names))
                     .set_expression_attribute_values(opt(c.values))
                     .send()
@@ -432,7 +442,7 @@ impl DynamoStore {
                     let put = Put::builder()
                         .table_name(&self.table)
                         .set_item(Some(encode(pool, item)?))
-                        .condition_expression(c.expression)
+                        .set_condition_expression(c.expression)
                         .set_expression_attribute_names(opt(c.names))
                         .set_expression_attribute_values(opt(c.values))
                         .build()
@@ -444,7 +454,7 @@ impl DynamoStore {
                     let delete = Delete::builder()
                         .table_name(&self.table)
                         .set_key(Some(key_attrs(pool, key)))
-                        .condition_expression(c.expression)
+                        .set_condition_expression(c.expression)
                         .set_expression_attribute_names(opt(c.names))
                         .set_expression_attribute_values(opt(c.values))
                         .build()
@@ -464,7 +474,7 @@ impl DynamoStore {
                     let check = ConditionCheck::builder()
                         .table_name(&self.table)
                         .set_key(Some(key_attrs(pool, key)))
-                        .condition_expression(c.expression)
+                        .set_condition_expression(c.expression)
                         .set_expression_attribute_names(opt(c.names))
                         .set_expression_attribute_values(opt(c.values))
                         .build()
@@ -647,6 +657,17 @@ impl Store for DynamoStore {
             .expression_attribute_values(":pool", s("pool"));
         let items = query_all(query).await?;
         Ok(items.into_iter().filter_map(|i| if let Item::Pool(p) = i { Some(*p) } else { None }).collect())
+    }
+
+    async fn labelled(&self, key: &str, value: &str) -> Result<Vec<String>> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", s(label_partition(key, value)));
+        let items = query_all(query).await?;
+        Ok(items.into_iter().filter_map(|i| if let Item::Label(e) = i { Some(e.pool) } else { None }).collect())
     }
 
     async fn write(&self, pool: &str, mut writes: Vec<Write>) -> Result<()> {

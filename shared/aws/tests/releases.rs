@@ -17,7 +17,7 @@ use apiary_aws::dynamo::{read_event, read_item, stored_event, stored_item};
 use apiary_planner::events::{Event, EventType};
 use apiary_planner::{plan, Claim, Cluster, NameLease, Pool, PowerState, Snapshot, Timestamp};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
-use apiary_ports::store::{Item, ProfileItem};
+use apiary_ports::store::{ClaimName, Item, LabelEntry, ProfileItem};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{json, Value};
 
@@ -253,6 +253,7 @@ fn claims() -> Vec<(String, Claim)> {
             "assigned".into(),
             claim(json!({ "name": "job-1", "owner": "arn:aws:iam::123456789012:role/ci",
                                           "subjects": ["arn:aws:iam::123456789012:role/team-*"],
+                                          "selector": { "team": "platform" },
                                           "createdAt": "2026-11-28T11:29:00Z", "lifetime": "4h",
                                           "cluster": "CLUSTER", "assignedAt": "2026-11-28T11:30:00Z", "rev": 2 })),
         ),
@@ -306,7 +307,17 @@ fn catalog() -> Catalog {
         let planned = plan(&snapshot, now(), 1);
         snapshot.pool.status = planned.status.clone();
         c.items.push((format!("{name} pool"), name.to_owned(), Item::Pool(Box::new(snapshot.pool.clone()))));
+        // The pool's entries in the label index, as that status records them.
+        for (key, value) in snapshot.pool.status.labels_indexed.iter().flatten() {
+            let entry = LabelEntry { pool: name.to_owned(), key: key.clone(), value: value.clone() };
+            c.items.push((format!("{name} label {key}"), name.to_owned(), Item::Label(entry)));
+        }
     }
+    // The name of the claim made by selector (every pool's assigned claim is one in the catalog; the aws pool's
+    // holds the name).
+    let owner = "arn:aws:iam::123456789012:role/ci".to_owned();
+    let entry = ClaimName { name: "job-1".into(), holder: "aws".into(), owner };
+    c.items.push(("claim name".into(), "aws".into(), Item::ClaimName(entry)));
     let tick = apiary_planner::power::tick::Tick {
         rev: 40,
         check: Some(apiary_planner::Recheck { token: 77, due: t("2026-11-28T12:00:15Z") }),

@@ -21,6 +21,7 @@
 //! - [`ids`]: new clusters' names, drawn from the plan's seed.
 //! - [`duration`]: durations in Go / Hive syntax.
 //! - [`secret_tags`]: which pools may use a secret.
+//! - [`select`]: claims by labels: which pools a selector matches, which serves a claim first, the label index.
 //! - [`sweep`]: which pools the periodic sweep enqueues, and when a pass is a full one.
 //! - [`waiting`]: when a claimant looks at a claim it waits on.
 //!
@@ -77,6 +78,7 @@ pub mod power;
 pub mod reaper;
 pub mod schedule;
 pub mod secret_tags;
+pub mod select;
 pub mod sweep;
 pub mod validate;
 pub mod version;

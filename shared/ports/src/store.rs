@@ -28,6 +28,7 @@
 
 use apiary_planner::events::Event;
 use apiary_planner::power::{in_progress, tick::Tick};
+use apiary_planner::select::Labels;
 use apiary_planner::{apply_mut, Action, Buckets, Claim, Cluster, NameLease, Plan, Pool, Snapshot, Timestamp};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -50,6 +51,38 @@ pub enum Item {
     Tick(Box<Tick>),
     /// The `PROFILE` item: the buckets of the forecast's profile.
     Profile(Box<ProfileItem>),
+    /// The pool's entry under one of its labels in the label index, outside the pool's partition ([`Key::apart`]).
+    Label(LabelEntry),
+    /// A claim made by selector: its name is the stack's, and this entry, outside every pool's partition, says which
+    /// pool holds it.
+    ClaimName(ClaimName),
+}
+
+/// A pool's entry in the label index: claims by selector read the pools labelled `key=value` from the entries
+/// under that label ([`Store::labelled`]). Written with the pool's status, as the planner's
+/// [`index_step`](apiary_planner::select::index_step) moves it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelEntry {
+    /// The pool.
+    pub pool: String,
+    /// The label's key.
+    pub key: String,
+    /// The label's value.
+    pub value: String,
+}
+
+/// Which pool holds the claim made by selector under `name` ([`Store::claim_name`]): written with the claim, on
+/// condition that the name is free (or names a claim no longer there), deleted with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimName {
+    /// The claim's name.
+    pub name: String,
+    /// The pool holding it ([`Cond::Holder`] holds on it).
+    pub holder: String,
+    /// Who made it.
+    pub owner: String,
 }
 
 /// The buckets of a pool's forecast profile, in an item of their own
@@ -80,6 +113,17 @@ pub enum Key {
     Tick,
     /// `PROFILE`.
     Profile,
+    /// A pool's entry under label `key=value` in the label index ([`LabelEntry`]).
+    Label {
+        /// The pool.
+        pool: String,
+        /// The label's key.
+        key: String,
+        /// The label's value.
+        value: String,
+    },
+    /// The directory entry of a claim made by selector ([`ClaimName`]).
+    ClaimName(String),
     /// An event of the pool's trail: its shard ([`event_shard`]) and its sort key there ([`event_sort_key`]).
     Event(u8, String),
 }
@@ -94,6 +138,8 @@ impl Item {
             Item::Lease(l) => Key::Lease(l.name.clone()),
             Item::Tick(_) => Key::Tick,
             Item::Profile(_) => Key::Profile,
+            Item::Label(e) => Key::Label { pool: e.pool.clone(), key: e.key.clone(), value: e.value.clone() },
+            Item::ClaimName(c) => Key::ClaimName(c.name.clone()),
         }
     }
 
@@ -105,7 +151,7 @@ impl Item {
             Item::Claim(c) => Some(c.rev),
             Item::Tick(t) => Some(t.rev),
             Item::Profile(p) => Some(p.rev),
-            Item::Lease(_) => None,
+            Item::Lease(_) | Item::Label(_) | Item::ClaimName(_) => None,
         }
     }
 
@@ -118,6 +164,8 @@ impl Item {
             Item::Lease(l) => serde_json::to_value(l)?,
             Item::Tick(t) => serde_json::to_value(t)?,
             Item::Profile(p) => serde_json::to_value(p)?,
+            Item::Label(e) => serde_json::to_value(e)?,
+            Item::ClaimName(c) => serde_json::to_value(c)?,
         })
     }
 }
@@ -134,8 +182,27 @@ impl Key {
             Key::Tick => "TICK".into(),
             Key::Profile => "PROFILE".into(),
             Key::Event(_, sort) => sort.clone(),
+            Key::Label { pool, .. } => format!("POOL#{pool}"),
+            Key::ClaimName(_) => "CLAIMNAME".into(),
         }
     }
+
+    /// The partition of an item kept outside every pool's partition, whatever pool a write names: the label
+    /// index's entries under `key=value` (`LABEL#<length of key>:<key>=<value>`, so no key and value run into
+    /// another pair), and a claim name's entry (`CLAIMNAME#<name>`). `None` for an item of the pool's partition, and
+    /// for an event (its pool's trail: [`event_shard`]).
+    pub fn apart(&self) -> Option<String> {
+        match self {
+            Key::Label { key, value, .. } => Some(label_partition(key, value)),
+            Key::ClaimName(name) => Some(format!("CLAIMNAME#{name}")),
+            _ => None,
+        }
+    }
+}
+
+/// The partition of the label index's entries under `key=value` ([`Key::apart`]).
+pub fn label_partition(key: &str, value: &str) -> String {
+    format!("LABEL#{}:{key}={value}", key.len())
 }
 
 /// The condition a write holds on.
@@ -149,8 +216,11 @@ pub enum Cond {
     RevUnclaimedRunning(u64),
     /// A claim at this revision with no cluster yet.
     RevPending(u64),
-    /// A lease held by this cluster id.
+    /// A lease held by this cluster id; a claim name's entry naming this pool.
     Holder(String),
+    /// None: only for an index or directory entry written in a transaction whose other writes hold their
+    /// conditions (a label's entry with its pool's status, a claim name's deletion with its claim's).
+    Any,
 }
 
 impl Cond {
@@ -166,6 +236,8 @@ impl Cond {
             }
             (Cond::RevPending(r), Some(Item::Claim(c))) => c.rev == *r && c.cluster.is_none(),
             (Cond::Holder(h), Some(Item::Lease(l))) => &l.holder == h,
+            (Cond::Holder(h), Some(Item::ClaimName(c))) => &c.holder == h,
+            (Cond::Any, _) => true,
             _ => false,
         }
     }
@@ -216,7 +288,9 @@ pub fn item_bytes(pool: &str, item: &Item) -> Result<usize> {
     let Value::Object(attrs) = item.to_value()? else {
         return Err(Error::Config(format!("item {} is not a map", item.key().sort_key())));
     };
-    let keys = "PK".len() + "POOL#".len() + pool.len() + "SK".len() + item.key().sort_key().len();
+    let key = item.key();
+    let partition = key.apart().map_or("POOL#".len() + pool.len(), |p| p.len());
+    let keys = "PK".len() + partition + "SK".len() + key.sort_key().len();
     let kind = if matches!(item, Item::Pool(_)) { "kind".len() + "pool".len() } else { 0 };
     let assign = index_key(item).map_or(0, |k| "assign".len() + k.len());
     Ok(keys + kind + assign + attrs.iter().map(|(k, v)| k.len() + value_bytes(v)).sum::<usize>())
@@ -349,7 +423,7 @@ pub fn index_key(item: &Item) -> Option<String> {
     match item {
         Item::Cluster(c) => spare_key(c).or_else(|| moving_key(c)),
         Item::Claim(c) => pending_key(c),
-        Item::Pool(_) | Item::Lease(_) | Item::Tick(_) | Item::Profile(_) => None,
+        Item::Pool(_) | Item::Lease(_) | Item::Tick(_) | Item::Profile(_) | Item::Label(_) | Item::ClaimName(_) => None,
     }
 }
 
@@ -418,6 +492,8 @@ pub fn partition(items: impl IntoIterator<Item = Item>) -> Option<(Snapshot, Opt
             Item::Lease(l) => leases.push(l),
             Item::Profile(p) => profile = Some(*p),
             Item::Tick(t) => tick = Some(*t),
+            // Never in a pool's partition.
+            Item::Label(_) | Item::ClaimName(_) => {}
         }
     }
     found.map(|pool| (Snapshot { pool: with_profile(pool, profile), clusters, claims, leases }, tick))
@@ -468,6 +544,30 @@ fn pool_writes(before: &Pool, after: &mut Pool, expected_rev: u64) -> Vec<Write>
     }
     let mut writes = vec![Write::Put(Item::Pool(Box::new(after.clone())), Cond::Rev(expected_rev))];
     writes.extend(profile_write);
+    writes.extend(label_writes(
+        &after.name,
+        before.status.labels_indexed.as_ref(),
+        after.status.labels_indexed.as_ref(),
+    ));
+    writes
+}
+
+/// The label index's writes of a pool whose status recorded `before` as indexed and now records `after`: the
+/// entries added and those removed ([`apiary_planner::select::index_changes`]). Each holds on the pool item's
+/// condition in the same transaction. A record lost (`after` is `None`: the status of a release without the index)
+/// writes nothing; the next plan indexes the pool afresh.
+fn label_writes(pool: &str, before: Option<&Labels>, after: Option<&Labels>) -> Vec<Write> {
+    let Some(after) = after else { return vec![] };
+    let (added, removed) = apiary_planner::select::index_changes(before, after);
+    let entry = |(key, value): (String, String)| LabelEntry { pool: pool.to_owned(), key, value };
+    let mut writes: Vec<Write> = removed
+        .into_iter()
+        .map(|pair| {
+            let e = entry(pair);
+            Write::Delete(Key::Label { pool: e.pool, key: e.key, value: e.value }, Cond::Any)
+        })
+        .collect();
+    writes.extend(added.into_iter().map(|pair| Write::Put(Item::Label(entry(pair)), Cond::Any)));
     writes
 }
 
@@ -547,6 +647,18 @@ pub trait Store: Send + Sync {
     async fn moving(&self, pool: &str) -> Result<Vec<String>>;
     /// Every pool item (not their partitions).
     async fn list_pools(&self) -> Result<Vec<Pool>>;
+    /// The names of the pools with an entry under label `key=value` in the label index, read eventually
+    /// consistently (an entry a moment old names a pool whose item the caller reads anyway): index entries only, so
+    /// its cost follows the pools so labelled, not every pool. In name order.
+    async fn labelled(&self, key: &str, value: &str) -> Result<Vec<String>>;
+    /// Which pool holds the claim made by selector under `name`, read strongly consistently.
+    async fn claim_name(&self, name: &str) -> Result<Option<ClaimName>> {
+        // The entry is outside every pool's partition: the pool named here is not read.
+        Ok(match self.get("", &Key::ClaimName(name.to_owned())).await? {
+            Some(Item::ClaimName(c)) => Some(c),
+            _ => None,
+        })
+    }
     /// Writes all of `writes` or none: one write alone, several in one transaction. A failed condition is
     /// [`Error::Conflict`]; an item over [`MAX_ITEM_BYTES`] is [`Error::TooLarge`] and nothing is written.
     async fn write(&self, pool: &str, writes: Vec<Write>) -> Result<()>;
@@ -606,6 +718,12 @@ pub fn writes_with_events(snapshot: &mut Snapshot, action: &Action, now: Timesta
 pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>> {
     let one = Plan { actions: vec![action.clone()], status: Default::default(), wake_at: None };
     let before = matches!(action, Action::UpdatePool { .. } | Action::DeletePool { .. }).then(|| snapshot.pool.clone());
+    let selected = match action {
+        Action::ReleaseClaim { claim: name, .. } => {
+            snapshot.claims.iter().any(|c| &c.name == name && c.selector.is_some())
+        }
+        _ => false,
+    };
     let kept = apply_mut(snapshot, &one).map_err(|c| Error::Conflict(c.what))?;
     let cluster = |s: &Snapshot, id: &str| s.clusters.iter().find(|c| c.id == id).cloned().map(Box::new);
     let claim = |s: &Snapshot, name: &str| s.claims.iter().find(|c| c.name == name).cloned().map(Box::new);
@@ -613,6 +731,11 @@ pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>
     Ok(match action {
         Action::ReleaseClaim { claim: name, expected_rev, cluster: held, .. } => {
             let mut w = vec![Write::Delete(Key::Claim(name.clone()), Cond::Rev(*expected_rev))];
+            // A claim made by selector takes its name's entry along (the claim's condition holds the transaction;
+            // while the claim is there its entry names no other pool).
+            if selected {
+                w.push(Write::Delete(Key::ClaimName(name.clone()), Cond::Any));
+            }
             if let Some((id, rev)) = held {
                 let c = cluster(snapshot, id).ok_or_else(|| missing(id))?;
                 w.push(Write::Put(Item::Cluster(c), Cond::Rev(*rev)));
@@ -659,6 +782,9 @@ pub fn writes_for(snapshot: &mut Snapshot, action: &Action) -> Result<Vec<Write>
             let found = before.as_ref().and_then(profile_found);
             let mut w = vec![Write::Delete(Key::Pool, Cond::Rev(*expected_rev))];
             w.extend(found.map(|r| Write::Delete(Key::Profile, Cond::Rev(r))));
+            // And its entries in the label index.
+            let indexed = before.as_ref().and_then(|p| p.status.labels_indexed.as_ref());
+            w.extend(label_writes(&snapshot.pool.name, indexed, Some(&Labels::new())));
             w
         }
         Action::Deprovision { .. } | Action::CheckPower { .. } => vec![],

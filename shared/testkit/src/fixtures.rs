@@ -71,4 +71,22 @@ impl World {
     pub fn cluster(&self, pool: &str, id: &str) -> Option<Cluster> {
         self.snapshot(pool)?.clusters.into_iter().find(|c| c.id == id)
     }
+
+    /// Plans `pool` once at the world's time and writes the plan as the reconcile function does (its transactions
+    /// in order, each conditional, with their events), sending no messages: the pool's status, its label index and
+    /// its claims as its reconcile leaves them. Test setup; the store's hook sees every call.
+    pub async fn planned(&self, pool: &str) -> apiary_planner::Plan {
+        use apiary_ports::store::{transactions, writes_with_events, Store};
+        let now = self.now();
+        let mut snapshot = self.store.read_pool(pool).await.expect("read").expect("the pool exists");
+        let plan = apiary_planner::plan(&snapshot, now, 7);
+        for group in transactions(&plan.actions) {
+            let mut writes = Vec::new();
+            for action in group {
+                writes.extend(writes_with_events(&mut snapshot, action, now).expect("the plan applies"));
+            }
+            self.store.write(pool, writes).await.expect("the plan's writes hold");
+        }
+        plan
+    }
 }

@@ -16,8 +16,8 @@ use apiary_planner::events::Event;
 use apiary_planner::power::tick::Tick;
 use apiary_planner::{Claim, Pool, Snapshot, Timestamp};
 use apiary_ports::store::{
-    check_size, event_shard, event_sort_key, index_key, line_key, partition, spare_place, stored, EventPage,
-    EventQuery, Item, Key, Store, Write,
+    check_size, event_shard, event_sort_key, index_key, label_partition, line_key, partition, spare_place, stored,
+    EventPage, EventQuery, Item, Key, Store, Write,
 };
 use apiary_ports::{Error, Result};
 use async_trait::async_trait;
@@ -30,7 +30,8 @@ pub const MAX_TRANSACTION_ITEMS: usize = 100;
 /// Every pool's partition, by sort key, and the sweep's item.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tables {
-    /// Pool name → sort key → item.
+    /// Pool name → sort key → item; and the partitions apart from every pool's ([`Key::apart`]: the label index's,
+    /// claim names'), by their partition keys.
     pub pools: BTreeMap<String, BTreeMap<String, Item>>,
     /// The sweep's last full pass.
     pub last_full_sweep: Option<Timestamp>,
@@ -54,6 +55,12 @@ impl Tables {
 
 fn snapshot(items: &BTreeMap<String, Item>) -> Option<Snapshot> {
     partition(items.values().cloned()).map(|(snapshot, _)| snapshot)
+}
+
+/// The partition `key` of a write naming `pool` is kept in: the pool's, or the one apart it names ([`Key::apart`]:
+/// the label index's entries, claim names), under its partition key (which no pool's name can be).
+fn home(pool: &str, key: &Key) -> String {
+    key.apart().unwrap_or_else(|| pool.to_owned())
 }
 
 /// `item` as the table keeps it ([`stored`]).
@@ -194,7 +201,8 @@ impl MemStore {
                 false,
             ));
         }
-        let mut keys: Vec<String> = writes.iter().map(|w| w.key().sort_key()).collect();
+        let mut keys: Vec<(String, String)> =
+            writes.iter().map(|w| (home(pool, &w.key()), w.key().sort_key())).collect();
         keys.sort();
         if keys.windows(2).any(|k| k[0] == k[1]) {
             return Err(Error::service(
@@ -207,26 +215,27 @@ impl MemStore {
             check_size(pool, w)?;
         }
         let mut tables = self.lock();
-        let partition = tables.pools.entry(pool.to_owned()).or_default();
         // All conditions first: nothing is written unless every one holds.
         for w in &writes {
-            let key = w.key().sort_key();
+            let (home, key) = (home(pool, &w.key()), w.key().sort_key());
             let Some(cond) = w.cond() else { continue };
-            if !cond.holds(partition.get(&key)) {
-                let what = format!("{pool}/{key}: {cond:?}");
-                if partition.is_empty() {
-                    tables.pools.remove(pool);
-                }
-                return Err(Error::Conflict(what));
+            if !cond.holds(tables.pools.get(&home).and_then(|p| p.get(&key))) {
+                return Err(Error::Conflict(format!("{home}/{key}: {cond:?}")));
             }
         }
         for w in writes {
+            let at = home(pool, &w.key());
             match w {
                 Write::Put(item, _) => {
-                    partition.insert(item.key().sort_key(), as_stored(item));
+                    tables.pools.entry(at).or_default().insert(item.key().sort_key(), as_stored(item));
                 }
                 Write::Delete(key, _) => {
-                    partition.remove(&key.sort_key());
+                    if let Some(partition) = tables.pools.get_mut(&at) {
+                        partition.remove(&key.sort_key());
+                        if partition.is_empty() {
+                            tables.pools.remove(&at);
+                        }
+                    }
                 }
                 Write::Check(..) => {}
                 Write::Append(event) => {
@@ -234,9 +243,6 @@ impl MemStore {
                     self.trails().entry(pool.to_owned()).or_default().insert(key, event);
                 }
             }
-        }
-        if partition.is_empty() {
-            tables.pools.remove(pool);
         }
         self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
@@ -269,7 +275,7 @@ impl Store for MemStore {
 
     async fn get(&self, pool: &str, key: &Key) -> Result<Option<Item>> {
         enter(self.hook.as_ref(), Op::Read).await?;
-        let item = self.lock().pools.get(pool).and_then(|p| p.get(&key.sort_key())).cloned();
+        let item = self.lock().pools.get(&home(pool, key)).and_then(|p| p.get(&key.sort_key())).cloned();
         self.count_read(usize::from(item.is_some()));
         leave(self.hook.as_ref(), Op::Read, Ok(item))
     }
@@ -340,6 +346,20 @@ impl Store for MemStore {
                 _ => None,
             })
             .collect::<Vec<Pool>>();
+        self.count_read(pools.len());
+        leave(self.hook.as_ref(), Op::Read, Ok(pools))
+    }
+
+    async fn labelled(&self, key: &str, value: &str) -> Result<Vec<String>> {
+        enter(self.hook.as_ref(), Op::Read).await?;
+        let pools: Vec<String> = self
+            .lock()
+            .pools
+            .get(&label_partition(key, value))
+            .into_iter()
+            .flat_map(|entries| entries.values())
+            .filter_map(|item| if let Item::Label(e) = item { Some(e.pool.clone()) } else { None })
+            .collect();
         self.count_read(pools.len());
         leave(self.hook.as_ref(), Op::Read, Ok(pools))
     }

@@ -21,6 +21,10 @@ pub struct Claim {
     /// power its cluster, change its lifetime and release it. Only the owner and the pool's admins change them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subjects: Vec<String>,
+    /// The labels the claim chose its pool by, when it named a selector instead of a pool ([`crate::select`]): its
+    /// name is then the stack's, and its directory entry goes with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<crate::select::Labels>,
     /// When the claim was made; claims are served oldest first.
     pub created_at: Timestamp,
     /// Lifetime the claimant asked for; bounded by the pool's claimLifetime.maximum.
@@ -59,6 +63,7 @@ impl Claim {
             name: name.into(),
             owner: owner.into(),
             subjects: Vec::new(),
+            selector: None,
             created_at,
             lifetime: None,
             cluster: None,

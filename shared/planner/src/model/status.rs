@@ -87,6 +87,10 @@ pub struct PoolStatus {
     /// AllClustersCurrent and CapacityAvailable.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The labels that have an entry in the label index claims by selector read ([`crate::select`]); `None` for a
+    /// pool whose status a release without the index wrote, which the next plan indexes afresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels_indexed: Option<crate::select::Labels>,
 }
 
 impl PoolStatus {

@@ -112,6 +112,8 @@ impl Planner<'_> {
             // The plan's own time, set by the plan when it writes a status that changed.
             planned_at: self.snap.pool.status.planned_at,
             conditions,
+            // The label index, a step closer to the spec's labels: the store writes the entries with the status.
+            labels_indexed: Some(crate::select::index_step(old.labels_indexed.as_ref(), &self.snap.pool.spec.labels)),
         }
     }
 }

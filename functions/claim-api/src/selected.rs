@@ -1,0 +1,170 @@
+//! Claims by labels (`/claims/{claim}`): a claim names a label selector instead of a pool, and goes to the
+//! matching pool that serves it first ([`apiary_planner::select`]).
+//!
+//! A claim by selector reads the label index's entries under each of the selector's labels (one Query each, their
+//! entries only), the pool items of the pools named under all of them, and then what a claim in that pool reads:
+//! its cost follows the pools that match, never the stack's pools. Its name is the stack's: an entry outside every
+//! pool's partition names the pool holding it, written with the claim on condition that the name is free, so the
+//! same PUT sent again answers with the same claim, two claims of one name cannot both be made, and the claim's
+//! later calls (`GET`, `PATCH`, `DELETE`, hibernate, resume) find it by name alone. The entry goes with the claim.
+
+use std::collections::BTreeSet;
+
+use apiary_planner::select::{rank, validate_selector, Readiness, Selector};
+use apiary_planner::{Claim, DesiredPower, Pool};
+use apiary_ports::store::Cond;
+use apiary_ports::Deps;
+use lambda_http::Body;
+use serde::Deserialize;
+
+use crate::claims::{self, existing_claim, make_claim, Named, Terms};
+use crate::error::{ApiError, ApiResult};
+use crate::input::{name, parse_body};
+use crate::pools::get_pool_item;
+use crate::Caller;
+
+/// Pools with a Running spare (as their status says) a claim tries before it waits in the one that serves it
+/// soonest: a spare taken since the status was written costs one pool's look, and a burst does not read every
+/// matching pool's index.
+const SPARE_TRIES: usize = 3;
+
+/// `PUT /claims/{claim}`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SelectorRequest {
+    selector: Selector,
+    #[serde(default)]
+    lifetime: Option<String>,
+    #[serde(default)]
+    subjects: Vec<String>,
+}
+
+/// Who holds a claim's name.
+pub(crate) enum Held {
+    /// The claim exists, in this pool.
+    By(Box<Pool>, Box<Claim>),
+    /// Nobody: a new claim writes the name's entry on this condition (absent, or naming the pool of a claim by
+    /// that name no longer there, or one made there by its pool's name).
+    Free(Cond),
+}
+
+/// Who holds claim name `claim` now, read strongly.
+pub(crate) async fn held(deps: &Deps, claim: &str) -> Result<Held, ApiError> {
+    let Some(entry) = deps.store.claim_name(claim).await? else { return Ok(Held::Free(Cond::Absent)) };
+    match deps.store.get_claim(&entry.holder, claim).await? {
+        Some(existing) if existing.selector.is_some() => {
+            let pool = get_pool_item(deps, &entry.holder).await?;
+            Ok(Held::By(Box::new(pool), Box::new(existing)))
+        }
+        _ => Ok(Held::Free(Cond::Holder(entry.holder))),
+    }
+}
+
+/// Makes a claim by selector: to the matching pool with a Running spare (one of the first [`SPARE_TRIES`] by
+/// rank whose index has one free), else waiting in the one ranked first (the one that serves it soonest).
+pub(crate) async fn put_selected(deps: &Deps, caller: &Caller, claim: &str, body: &Body) -> ApiResult {
+    name("claim", claim)?;
+    let request: SelectorRequest = parse_body(body, None)?;
+    validate_selector("selector", &request.selector)?;
+    let terms = Terms::checked(request.lifetime, request.subjects)?;
+    let cond = match held(deps, claim).await? {
+        Held::By(pool, existing) => return existing_claim(deps, caller, &pool, *existing).await,
+        Held::Free(cond) => cond,
+    };
+    let pools = matching(deps, caller, &request.selector).await?;
+    let ranked = rank(&pools);
+    let labels = &request.selector.match_labels;
+    let mut named = Named { selector: labels, cond, wait: false };
+    // Pools whose status named a spare that their index no longer has (taken since their last plan).
+    let mut taken = BTreeSet::new();
+    for p in ranked.iter().filter(|p| Readiness::of(p).has_spare()).take(SPARE_TRIES) {
+        let cond = named.cond.clone();
+        if let Some(made) = make_claim(deps, caller, p, claim, &terms, Some(named)).await? {
+            return Ok(made);
+        }
+        taken.insert(p.name.as_str());
+        named = Named { selector: labels, cond, wait: false };
+    }
+    // No spare to take at once: the claim waits where it is served soonest, a pool whose spares were just taken
+    // only when no other can serve it sooner by its status.
+    let Some(first) = ranked.iter().find(|p| !taken.contains(p.name.as_str())).or(ranked.first()) else {
+        return Err(ApiError::field("selector", "no pool matches"));
+    };
+    named.wait = true;
+    let made = make_claim(deps, caller, first, claim, &terms, Some(named)).await?;
+    made.ok_or_else(|| ApiError::conflict(format!("claim {claim} was neither assigned nor stored")))
+}
+
+/// The pools `selector` matches that `caller` may claim from and that are not being deleted, read from the label
+/// index and then their own items (the index may be a moment behind; the items decide). 400 naming `selector`
+/// when none matches, 403 when the caller may claim from none of those that do.
+async fn matching(deps: &Deps, caller: &Caller, selector: &Selector) -> Result<Vec<Pool>, ApiError> {
+    let mut names: Option<BTreeSet<String>> = None;
+    for (key, value) in &selector.match_labels {
+        let under: BTreeSet<String> = deps.store.labelled(key, value).await?.into_iter().collect();
+        let both: BTreeSet<String> = match names {
+            None => under,
+            Some(before) => before.intersection(&under).cloned().collect(),
+        };
+        let empty = both.is_empty();
+        names = Some(both);
+        if empty {
+            break;
+        }
+    }
+    let mut found = Vec::new();
+    for pool in names.unwrap_or_default() {
+        if let Some(p) = deps.store.get_pool(&pool).await? {
+            if selector.matches(&p.spec.labels) && p.deletion_requested_at.is_none() {
+                found.push(p);
+            }
+        }
+    }
+    let labels: Vec<String> = selector.match_labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if found.is_empty() {
+        return Err(ApiError::field(
+            "selector.matchLabels",
+            format!("no pool carries {} (a pool's labels are its spec's `labels`)", labels.join(",")),
+        ));
+    }
+    let matched = found.len();
+    found.retain(|p| caller.rights(p).claim);
+    if found.is_empty() {
+        return Err(ApiError::forbidden(format!(
+            "{matched} pool(s) carry {} but {} may claim from none of them (their access.claimants or access.admins)",
+            labels.join(","),
+            caller.arn
+        )));
+    }
+    Ok(found)
+}
+
+/// The pool holding claim `claim` made by selector, or 404 saying how claims made in a pool are found.
+async fn holder(deps: &Deps, claim: &str) -> Result<String, ApiError> {
+    name("claim", claim)?;
+    match deps.store.claim_name(claim).await? {
+        Some(entry) => Ok(entry.holder),
+        None => Err(ApiError::not_found(format!(
+            "no claim {claim} made by selector; a claim made in a pool is at /pools/{{pool}}/claims/{claim}"
+        ))),
+    }
+}
+
+/// What a call on `/claims/{claim}` does, once its pool is found.
+pub(crate) enum Call<'a> {
+    Get(Option<&'a str>),
+    Change(&'a Body),
+    Release,
+    Power(DesiredPower),
+}
+
+/// A call on claim `claim` made by selector, as the same call on its pool's claim.
+pub(crate) async fn on_selected(deps: &Deps, caller: &Caller, claim: &str, call: Call<'_>) -> ApiResult {
+    let pool = holder(deps, claim).await?;
+    match call {
+        Call::Get(wait) => claims::get_claim(deps, caller, &pool, claim, wait).await,
+        Call::Change(body) => claims::change_claim(deps, caller, &pool, claim, body).await,
+        Call::Release => claims::release_claim(deps, caller, &pool, claim).await,
+        Call::Power(to) => claims::power_claim(deps, caller, &pool, claim, to).await,
+    }
+}
