@@ -5,6 +5,8 @@
 //!    given at most once, and every claim to be answered 201 (none told to wait while spares stand free).
 //! 3. The pool is emptied of spares (size 0), then N claims are sent at once again: each must be answered 202
 //!    (waiting), then served as the pool installs clusters for them, at most N/10 at a time, oldest claim first.
+//! 4. Claims by labels: four pools carrying one label, N/4 Running spares each, get N claims by that label at once
+//!    (`PUT /claims/{claim}`): every one must be answered 201, no cluster given twice, every pool giving some.
 //!
 //! Emulator-bound: moto handles one request at a time (`infra/emulator.py`), so the figures are the emulator's
 //! throughput as much as Apiary's; the report says how long one emulator request takes on its own.
@@ -65,12 +67,17 @@ impl Burst {
 /// Sends `n` claims named `{prefix}-{i}` at once; waits for every answer (the client waits as long as API Gateway
 /// would: 29 s).
 async fn fire(s: &Stack, n: usize, prefix: &str) -> Burst {
+    fire_at(s, n, |i| format!("/pools/{POOL}/claims/{prefix}-{i:04}"), None).await
+}
+
+/// Sends `n` claims at once, the `i`-th to `path(i)` with `body`; waits for every answer, as [`fire`].
+async fn fire_at(s: &Stack, n: usize, path: impl Fn(usize) -> String, body: Option<&str>) -> Burst {
     let started = Instant::now();
     let calls = (0..n).map(|i| {
-        let path = format!("/pools/{POOL}/claims/{prefix}-{i:04}");
+        let path = path(i);
         async move {
             let sent = Instant::now();
-            let answer = s.try_call("PUT", &path, ALICE, None).await.ok();
+            let answer = s.try_call("PUT", &path, ALICE, body).await.ok();
             answer.map(|(status, body)| (status, sent.elapsed(), body))
         }
     });
@@ -214,5 +221,45 @@ async fn main() {
     }
     assert!(in_order, "waiting claims were not served oldest first");
     assert_eq!(waited, 0, "{waited} of {n} claims on {n} Running spares were not answered 201");
+    by_labels(&s, n).await;
     s.stop().await;
+}
+
+/// Step 4: N claims by one label at once over four pools carrying it, N/4 Running spares each.
+async fn by_labels(s: &Stack, n: usize) {
+    let pools: Vec<String> = (0..4).map(|i| format!("labelled-{i}")).collect();
+    let each = n.div_ceil(4);
+    for p in &pools {
+        let spec = json!({"size": each, "runningCount": each, "labels": {"bench": "burst"}, "platform": {"fake": {}}});
+        s.put_pool(p, &spec).await;
+    }
+    let running = |p: String| async move {
+        let clusters = s.clusters(&p).await;
+        clusters.iter().filter(|c| c["claim"].is_null() && c["powerState"] == "Running").count()
+    };
+    s.until(&format!("four pools of {each} Running spares"), Duration::from_secs(3600), || async {
+        for p in &pools {
+            if running(p.clone()).await < each {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    tokio::time::sleep(SETTLE).await;
+    let body = json!({"selector": {"matchLabels": {"bench": "burst"}}}).to_string();
+    let burst = fire_at(s, each * 4, |i| format!("/claims/labelled-{i:04}"), Some(&body)).await;
+    println!("{}", burst.row(each * 4, &format!("4 × {each} Running, by labels")));
+    let mut given = BTreeSet::new();
+    let mut by_pool: BTreeMap<String, usize> = BTreeMap::new();
+    for (status, _, body) in &burst.answers {
+        assert_eq!(*status, 201, "a claim by labels among free spares: {body}");
+        let id = body["cluster"]["id"].as_str().expect("cluster id").to_owned();
+        let pool = body["pool"].as_str().expect("pool").to_owned();
+        assert!(given.insert((pool.clone(), id.clone())), "cluster {pool}/{id} given twice");
+        *by_pool.entry(pool).or_default() += 1;
+    }
+    println!("claims by labels per pool: {by_pool:?}; double assignments: 0");
+    // Spread over the pools as their spares are shared (a pool that refills as it goes gives more).
+    assert_eq!(by_pool.len(), 4, "the burst spreads over every pool with spares");
 }

@@ -10,9 +10,9 @@
 
 use std::collections::BTreeSet;
 
-use apiary_planner::select::{rank, validate_selector, Readiness, Selector};
+use apiary_planner::select::{rank, spread, validate_selector, Selector};
 use apiary_planner::{Claim, DesiredPower, Pool};
-use apiary_ports::store::Cond;
+use apiary_ports::store::{draw, Cond};
 use apiary_ports::Deps;
 use lambda_http::Body;
 use serde::Deserialize;
@@ -60,8 +60,9 @@ pub(crate) async fn held(deps: &Deps, claim: &str) -> Result<Held, ApiError> {
     }
 }
 
-/// Makes a claim by selector: to the matching pool with a Running spare (one of the first [`SPARE_TRIES`] by
-/// rank whose index has one free), else waiting in the one ranked first (the one that serves it soonest).
+/// Makes a claim by selector: to a matching pool with a Running spare (drawn from the claim's name in proportion
+/// to the pools' free spares, so a burst spreads over them: [`spread`]; up to [`SPARE_TRIES`] of them, until one's
+/// index has a spare free), else waiting in the one that serves it soonest ([`rank`]).
 pub(crate) async fn put_selected(deps: &Deps, caller: &Caller, claim: &str, body: &Body) -> ApiResult {
     name("claim", claim)?;
     let request: SelectorRequest = parse_body(body, None)?;
@@ -77,7 +78,7 @@ pub(crate) async fn put_selected(deps: &Deps, caller: &Caller, claim: &str, body
     let mut named = Named { selector: labels, cond, wait: false };
     // Pools whose status named a spare that their index no longer has (taken since their last plan).
     let mut taken = BTreeSet::new();
-    for p in ranked.iter().filter(|p| Readiness::of(p).has_spare()).take(SPARE_TRIES) {
+    for p in spread(&ranked, draw(claim)).into_iter().take(SPARE_TRIES) {
         let cond = named.cond.clone();
         if let Some(made) = make_claim(deps, caller, p, claim, &terms, Some(named)).await? {
             return Ok(made);

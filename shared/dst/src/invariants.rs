@@ -10,6 +10,8 @@
 //!   the count never grows;
 //! - **bounded re-checks**: at most two links of a pool's tick in flight;
 //! - **no 500**: the API never answers a server error but 503 (busy, try again);
+//! - **claims by labels**: one answered goes to a pool carrying its labels, and each such claim and its name's
+//!   entry (which makes the name the stack's) come and go together;
 //! - **no hostile certificate request approved** (seed 004): of the requests the clusters' kubelets and the hostile
 //!   requesters beside them made, none of the hostile ones is ever approved;
 //! - **every end told**: a cluster whose item is gone has, in its pool's trail, a `ClusterDeleting` event saying
@@ -58,6 +60,31 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} at {}: {}", self.invariant, self.at.to_rfc3339(), self.detail)
     }
+}
+
+/// The names of claims by labels and the claims agree: each claim-name entry names a pool that holds a claim by
+/// labels of that name, and each claim by labels has its entry naming its pool (both are written, and deleted, in
+/// one transaction).
+fn claim_names(tables: &Tables, now: Timestamp) -> Result<(), Violation> {
+    let mut entries = BTreeMap::new();
+    for items in tables.pools.values() {
+        for item in items.values() {
+            if let Item::ClaimName(entry) = item {
+                entries.insert(entry.name.clone(), entry.holder.clone());
+            }
+        }
+    }
+    let mut selected = BTreeMap::new();
+    for snap in tables.snapshots() {
+        for k in snap.claims.iter().filter(|k| k.selector.is_some()) {
+            selected.insert(k.name.clone(), snap.pool.name.clone());
+        }
+    }
+    if entries != selected {
+        let detail = format!("entries {entries:?}, claims by labels {selected:?}");
+        return violation(now, "a claim by labels and its name's entry come and go together", detail);
+    }
+    Ok(())
 }
 
 fn violation(at: Timestamp, invariant: &'static str, detail: String) -> Result<(), Violation> {
@@ -123,6 +150,7 @@ impl Checker {
                 if a.status >= 500 && a.status != 503 {
                     return violation(now, "no 500", format!("{:?} answered {} {}", a.request, a.status, a.body));
                 }
+                Self::went_where_labelled(sim, a, now)?;
                 if let (202, Request::Claim { pool, claim, .. }) = (a.status, &a.request) {
                     let since =
                         |c: &apiary_planner::Cluster| self.free_since.get(&(pool.clone(), c.id.clone())).copied();
@@ -240,7 +268,22 @@ impl Checker {
         }
         self.assigned = assigned;
         self.free_since = free_since;
+        claim_names(tables, now)?;
         self.ends_told(sim, clusters, now)
+    }
+
+    /// A claim by labels answered 201 or 202 went to a pool that carried its labels when the answer came.
+    fn went_where_labelled(sim: &Sim, answer: &crate::sim::Answer, now: Timestamp) -> Result<(), Violation> {
+        let (Request::ClaimByLabels { labels, .. }, 201 | 202) = (&answer.request, answer.status) else {
+            return Ok(());
+        };
+        let pool = answer.body["pool"].as_str().unwrap_or_default();
+        let Some(snap) = sim.world.snapshot(pool) else { return Ok(()) };
+        if labels.iter().all(|(k, v)| snap.pool.spec.labels.get(k) == Some(v)) {
+            return Ok(());
+        }
+        let detail = format!("{:?} went to {pool}, labelled {:?}", answer.request, snap.pool.spec.labels);
+        violation(now, "a claim by labels goes to a pool that carries them", detail)
     }
 
     /// Every cluster gone since the last look (`clusters` are those there now) has its deletion and its removal

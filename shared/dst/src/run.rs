@@ -10,7 +10,7 @@ use chrono::{TimeDelta, TimeZone, Utc};
 
 use crate::faults::{FaultCounts, Faults};
 use crate::invariants::{converged, pending_with_capacity, Checker, Violation, CLAIM_BOUND, POOL_BOUND};
-use crate::sim::{Options, Sim, Stats};
+use crate::sim::{Options, Request, Sim, Stats};
 use crate::workload;
 
 /// How a run is set up.
@@ -46,6 +46,9 @@ pub struct Report {
     pub faults: FaultCounts,
     /// API answers by status.
     pub answers: BTreeMap<u16, usize>,
+    /// The answers to claims by labels and to the requests that found them by name alone, by request and status
+    /// (`PUT 201`, `DELETE 202`, …).
+    pub by_labels: BTreeMap<String, usize>,
     /// The longest any pool took to converge once quiet.
     pub slowest_convergence: TimeDelta,
     /// Messages dead-lettered (their work was recovered by the sweep).
@@ -273,8 +276,17 @@ pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
     };
     let now = sim.now();
     let mut answers = BTreeMap::new();
+    let mut by_labels = BTreeMap::new();
     for a in &sim.answers {
         *answers.entry(a.status).or_default() += 1;
+        let verb = match &a.request {
+            Request::ClaimByLabels { .. } => "PUT",
+            Request::Change { pool, .. } if pool.is_empty() => "PATCH",
+            Request::Release { pool, .. } if pool.is_empty() => "DELETE",
+            Request::Power { pool, .. } if pool.is_empty() => "POST",
+            _ => continue,
+        };
+        *by_labels.entry(format!("{verb} {}", a.status)).or_default() += 1;
     }
     Ok(Report {
         seed: config.seed,
@@ -282,6 +294,7 @@ pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
         stats: sim.stats.clone(),
         faults: sim.hook.counts(),
         answers,
+        by_labels,
         slowest_convergence: slowest,
         dead_letters: sim.world.queue.dead_letters().len(),
         resumes: checker.resumes.clone(),

@@ -92,6 +92,18 @@ pub enum Request {
         /// Who else may use it.
         subjects: Vec<String>,
     },
+    /// `PUT /claims/{claim}`: a claim by labels, to whichever pool carrying them serves it first. Its later
+    /// requests name no pool (an empty `pool`), and go to `/claims/{claim}`.
+    ClaimByLabels {
+        /// The claim.
+        claim: String,
+        /// Who claims.
+        owner: String,
+        /// The labels its pool must carry.
+        labels: std::collections::BTreeMap<String, String>,
+        /// Its lifetime, if it asks for one.
+        lifetime: Option<String>,
+    },
     /// `PATCH /pools/{pool}/claims/{claim}`: a new lifetime, new subjects, or both.
     Change {
         /// The pool.
@@ -139,6 +151,15 @@ fn claim_body(lifetime: Option<&String>, subjects: Option<&Vec<String>>) -> Stri
     body.to_string()
 }
 
+/// The path of claim `claim` of `pool`; of a claim by labels (no pool named), its own.
+fn claim_path(pool: &str, claim: &str) -> String {
+    if pool.is_empty() {
+        format!("/claims/{claim}")
+    } else {
+        format!("/pools/{pool}/claims/{claim}")
+    }
+}
+
 impl Request {
     /// The HTTP method, path, signer and body.
     fn http(&self) -> (&'static str, String, &str, String) {
@@ -147,17 +168,20 @@ impl Request {
             Request::DeletePool { pool } => ("DELETE", format!("/pools/{pool}"), ADMIN, String::new()),
             Request::Claim { pool, claim, owner, lifetime, subjects } => {
                 let body = claim_body(lifetime.as_ref(), Some(subjects).filter(|s| !s.is_empty()));
-                ("PUT", format!("/pools/{pool}/claims/{claim}"), owner, body)
+                ("PUT", claim_path(pool, claim), owner, body)
+            }
+            Request::ClaimByLabels { claim, owner, labels, lifetime } => {
+                let mut body: Value = serde_json::from_str(&claim_body(lifetime.as_ref(), None)).unwrap_or_default();
+                body["selector"] = serde_json::json!({ "matchLabels": labels });
+                ("PUT", claim_path("", claim), owner, body.to_string())
             }
             Request::Change { pool, claim, by, lifetime, subjects } => {
-                ("PATCH", format!("/pools/{pool}/claims/{claim}"), by, claim_body(lifetime.as_ref(), subjects.as_ref()))
+                ("PATCH", claim_path(pool, claim), by, claim_body(lifetime.as_ref(), subjects.as_ref()))
             }
-            Request::Release { pool, claim, owner } => {
-                ("DELETE", format!("/pools/{pool}/claims/{claim}"), owner, String::new())
-            }
+            Request::Release { pool, claim, owner } => ("DELETE", claim_path(pool, claim), owner, String::new()),
             Request::Power { pool, claim, owner, hibernate } => {
                 let verb = if *hibernate { "hibernate" } else { "resume" };
-                ("POST", format!("/pools/{pool}/claims/{claim}/{verb}"), owner, String::new())
+                ("POST", format!("{}/{verb}", claim_path(pool, claim)), owner, String::new())
             }
         }
     }

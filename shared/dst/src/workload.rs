@@ -3,7 +3,8 @@
 //! one of four clouds (EC2 in memory, or GCP, Azure or vSphere through their real adapters and fakes), then
 //! claims (some with lifetimes), releases, hibernate and resume requests, and pool edits (size, runningCount,
 //! maxConcurrent, inventory, platform, schedules) spread over the chaos phase, now and then a pool deleted, and
-//! now and then a burst of claims on one pool at once (a CI fan-out, racing for the spares). Every pool bounds its
+//! now and then a burst of claims on one pool at once (a CI fan-out, racing for the spares). Some claims name
+//! labels instead of a pool (each pool carries its cloud and a tier), and are found by name afterwards. Every pool bounds its
 //! power transitions and installs, so a stuck machine is caught and replaced (with no timeout set it would
 //! rightly wait forever).
 
@@ -79,7 +80,18 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
     if aside.chance(0.4) {
         spec["readiness"] = crate::clouds::SimClouds::readiness();
     }
+    // Every pool carries its cloud as a label, and most a tier, for the claims by labels.
+    spec["labels"] = json!({ "cloud": cloud, "tier": if aside.chance(0.7) { "ci" } else { "other" } });
     spec
+}
+
+/// The labels a claim by labels names: every CI pool, or the CI pools of one cloud (which may be none).
+fn selector(rng: &mut SplitMix, clouds: &[&str]) -> std::collections::BTreeMap<String, String> {
+    let mut labels = std::collections::BTreeMap::from([("tier".to_owned(), "ci".to_owned())]);
+    if rng.chance(0.5) {
+        labels.insert("cloud".into(), clouds[rng.below(clouds.len() as u64) as usize].to_owned());
+    }
+    labels
 }
 
 /// An owner other than `owner`.
@@ -114,6 +126,8 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
     // Claims shared with another principal and changed while held (issue 59) draw from a stream of their own, so
     // that every seed's other requests stay what they were.
     let mut shares = SplitMix::new(seed ^ 0x5ab1_ec75);
+    // Claims by labels (issue 59) likewise: some claims name labels instead of their pool.
+    let mut by_labels = SplitMix::new(seed ^ 0x1abe_15ed);
     // (pool, claim, owner, subjects) of the claims made.
     let mut claims: Vec<(String, String, String, Vec<String>)> = vec![];
     let mut t = start + TimeDelta::minutes(5);
@@ -140,7 +154,10 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
         let request = if r < 0.45 {
             let claim = format!("c{n}");
             let subjects: Vec<String> = if shares.chance(0.3) { vec![other(&owner, &mut shares)] } else { vec![] };
-            claims.push((p.clone(), claim.clone(), owner.clone(), subjects.clone()));
+            // A claim by labels is found by its name alone from then on: its later requests name no pool.
+            let labels = (subjects.is_empty() && by_labels.chance(0.25)).then(|| selector(&mut by_labels, &clouds));
+            let held_in = if labels.is_some() { String::new() } else { p.clone() };
+            claims.push((held_in.clone(), claim.clone(), owner.clone(), subjects.clone()));
             let lifetime = rng.chance(0.3).then(|| "20m".to_owned());
             if lifetime.is_some() && shares.chance(0.5) {
                 // Its end moved, later or sooner, by its owner or a subject, within two minutes of when it falls
@@ -148,9 +165,13 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
                 let by = actor(&owner, &subjects, &mut shares);
                 let at = t + TimeDelta::minutes(20) + TimeDelta::seconds(shares.below(240) as i64 - 120);
                 let lifetime = Some(if shares.chance(0.5) { "40m" } else { "5m" }.to_owned());
-                out.push((at, Request::Change { pool: p.clone(), claim: claim.clone(), by, lifetime, subjects: None }));
+                let change = Request::Change { pool: held_in, claim: claim.clone(), by, lifetime, subjects: None };
+                out.push((at, change));
             }
-            Request::Claim { pool: p, claim, owner, lifetime, subjects }
+            match labels {
+                Some(labels) => Request::ClaimByLabels { claim, owner, labels, lifetime },
+                None => Request::Claim { pool: p, claim, owner, lifetime, subjects },
+            }
         } else if r < 0.70 && !claims.is_empty() {
             let (pool, claim, owner, subjects) = claims.swap_remove(rng.below(claims.len() as u64) as usize);
             let owner = actor(&owner, &subjects, &mut shares);

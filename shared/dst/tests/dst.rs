@@ -80,6 +80,23 @@ fn a_seed_replays_exactly() {
     assert_eq!((one.stats, one.faults, one.answers), (two.stats, two.faults, two.answers));
 }
 
+#[test]
+fn claims_by_labels_are_served_at_once_or_in_line_and_found_by_name_afterwards() {
+    let mut seen = std::collections::BTreeMap::new();
+    for seed in 1..=12 {
+        let report = run(&RunConfig::new(seed)).unwrap_or_else(|f| panic!("{f}"));
+        for (what, n) in report.by_labels {
+            *seen.entry(what).or_insert(0) += n;
+        }
+    }
+    // Spares taken at once, claims waiting in line, labels no pool carries (a cloud with no CI pool), and the
+    // owners' later requests by name: released, powered and changed.
+    for what in ["PUT 201", "PUT 202", "PUT 400", "DELETE 202", "POST 202", "PATCH 200"] {
+        assert!(seen.get(what).is_some_and(|n| *n > 0), "no {what} among {seen:?}");
+    }
+    eprintln!("claims by labels over 12 seeds: {seen:?}");
+}
+
 fn quiet_sim() -> Sim {
     Sim::new(start(), Options { faults: Faults::none(), ..Options::deployed(1) })
 }

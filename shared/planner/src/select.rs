@@ -3,7 +3,8 @@
 //!
 //! A claim may name `selector.matchLabels` instead of a pool. The claim API reads the pools indexed under each of
 //! the selector's labels, keeps those whose labels hold every one (and that the caller may claim from), and ranks
-//! them with [`rank`]: a pool with a Running spare first (as fast an answer as a pool's own claim), else the pool
+//! them with [`rank`]: a pool with a Running spare first (as fast an answer as a pool's own claim; a burst spread
+//! over such pools by [`spread`]), else the pool
 //! that will serve it soonest, its standby clusters (a resume away) before its installing ones (an install away),
 //! in each case counting only those not already owed to the claims waiting there; equal pools by name, so the
 //! choice is deterministic.
@@ -102,11 +103,6 @@ impl Readiness {
         Self { running, standby, installing, owed }
     }
 
-    /// Whether a claim sent there now may be answered at once.
-    pub fn has_spare(&self) -> bool {
-        self.running > 0
-    }
-
     /// The order of preference: a free Running spare (most first), a free standby, a free installing cluster,
     /// then the fewest claims already waiting past what the pool holds.
     fn key(&self) -> (Reverse<u8>, Reverse<u32>, u32) {
@@ -128,6 +124,30 @@ pub fn rank<'a>(pools: impl IntoIterator<Item = &'a Pool>) -> Vec<&'a Pool> {
     let mut ranked: Vec<&Pool> = pools.into_iter().collect();
     ranked.sort_by(|a, b| Readiness::of(a).key().cmp(&Readiness::of(b).key()).then_with(|| a.name.cmp(&b.name)));
     ranked
+}
+
+/// The pools of `ranked` with a Running spare, in the order a claim tries them: from the one `drawn` (a number
+/// drawn from the claim's name) falls on, each pool as likely as its share of the free Running spares, then the
+/// others in rank order. So a burst of claims by one selector spreads over the matching pools (their partitions
+/// serve it side by side) in proportion to what each has ready, instead of all racing for the first pool's spares;
+/// the same claim always draws the same pool.
+pub fn spread<'a>(ranked: &[&'a Pool], drawn: u64) -> Vec<&'a Pool> {
+    let with: Vec<(&Pool, u64)> =
+        ranked.iter().map(|p| (*p, u64::from(Readiness::of(p).running))).filter(|(_, free)| *free > 0).collect();
+    let total: u64 = with.iter().map(|(_, free)| free).sum();
+    if total == 0 {
+        return vec![];
+    }
+    let mut at = drawn % total;
+    let first = with
+        .iter()
+        .position(|(_, free)| {
+            let here = at < *free;
+            at = at.saturating_sub(*free);
+            here
+        })
+        .unwrap_or(0);
+    with[first..].iter().chain(&with[..first]).map(|(p, _)| *p).collect()
 }
 
 /// The labels whose index entries exist after one plan's step from `indexed` (what the pool's status records;
@@ -229,6 +249,21 @@ mod tests {
         ];
         let names: Vec<&str> = rank(&pools).iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["also-two", "two-ready", "one-ready", "standby", "installing", "owed", "busy"]);
+    }
+
+    #[test]
+    fn claims_spread_over_the_pools_with_spares_as_their_spares_are_shared() {
+        let pools = [pool("a", 3, 0, 0, 0), pool("b", 1, 0, 0, 0), pool("c", 0, 4, 0, 0)];
+        let ranked = rank(&pools);
+        let names = |drawn: u64| spread(&ranked, drawn).iter().map(|p| p.name.clone()).collect::<Vec<_>>();
+        // Three of every four draws fall on a's spares, one on b's; the pool without a Running spare never.
+        assert_eq!(names(0), ["a", "b"]);
+        assert_eq!(names(2), ["a", "b"]);
+        assert_eq!(names(3), ["b", "a"]);
+        assert_eq!(names(7), ["b", "a"]);
+        let firsts: Vec<String> = (0..400).map(|d| names(d)[0].clone()).collect();
+        assert_eq!(firsts.iter().filter(|n| *n == "a").count(), 300);
+        assert!(spread(&rank(&[pool("c", 0, 4, 0, 0)]), 5).is_empty());
     }
 
     #[test]
