@@ -170,6 +170,7 @@ pub(crate) async fn put_pool(
                     deletion_requested_at: None,
                     created_at: deps.clock.now(),
                     rev: 0,
+                    later: Default::default(),
                 };
                 (p, Cond::Absent, 201)
             }

@@ -589,3 +589,60 @@ fn a_later_release_s_additions_are_read_past() {
         }
     }
 }
+
+/// `attrs` with a later release's field `name` at its top level, and, for a pool, in its spec and its status.
+fn with_later_fields(mut attrs: HashMap<String, AttributeValue>) -> HashMap<String, AttributeValue> {
+    let later = || AttributeValue::M(HashMap::from([("on".to_owned(), AttributeValue::Bool(true))]));
+    attrs.insert("laterField".into(), later());
+    for part in ["spec", "status"] {
+        if let Some(AttributeValue::M(m)) = attrs.get_mut(part) {
+            m.insert("laterField".into(), later());
+        }
+    }
+    attrs
+}
+
+/// Whether `attrs` still hold what [`with_later_fields`] added, everywhere it added it.
+fn kept_later_fields(attrs: &HashMap<String, AttributeValue>, pool: bool) -> bool {
+    let here = |m: &HashMap<String, AttributeValue>| matches!(m.get("laterField"), Some(AttributeValue::M(f)) if f.get("on") == Some(&AttributeValue::Bool(true)));
+    let nested = |part: &str| matches!(attrs.get(part), Some(AttributeValue::M(m)) if here(m));
+    here(attrs) && (!pool || (nested("spec") && nested("status")))
+}
+
+#[test]
+fn a_later_release_s_fields_survive_this_release_s_rewrites() {
+    // During the next update this release's functions rewrite items the next release wrote: each of this
+    // release's pools, clusters and claims, given a field of a release to come, keeps it when written back.
+    let mut pools = BTreeMap::new();
+    let mut rewritten = 0;
+    for (label, pool, item) in catalog().items {
+        if !matches!(item, Item::Pool(_) | Item::Cluster(_) | Item::Claim(_)) {
+            continue;
+        }
+        let attrs = with_later_fields(stored_item(&pool, &item).expect("stored"));
+        let read = read_item(attrs).expect("read").expect("an item");
+        let back = stored_item(&pool, &read).expect("written back");
+        assert!(kept_later_fields(&back, matches!(read, Item::Pool(_))), "{label}: {back:?}");
+        if let Item::Pool(p) = read {
+            pools.insert(pool, *p);
+        }
+        rewritten += 1;
+    }
+    assert!(rewritten > 20 && pools.len() > 3, "{rewritten} items, {} pools", pools.len());
+    // The reconcile's write of a status it planned anew, and the claim API's of a changed spec, keep them too.
+    for (name, pool) in pools {
+        let mut snapshot = Snapshot { pool, clusters: vec![], claims: vec![], leases: vec![] };
+        let planned = plan(&snapshot, now(), 1);
+        let update = planned.actions.iter().find(|a| matches!(a, apiary_planner::Action::UpdatePool { .. }));
+        let Some(update) = update else { continue };
+        let writes = apiary_ports::store::writes_for(&mut snapshot, update).expect("writes");
+        let Some(apiary_ports::store::Write::Put(written @ Item::Pool(_), _)) = writes.first() else {
+            panic!("{name}: {writes:?}")
+        };
+        assert!(kept_later_fields(&stored_item(&name, written).expect("stored"), true), "{name}: the planned status");
+        let mut changed = snapshot.pool.clone();
+        changed.spec.size += 1;
+        let back = stored_item(&name, &Item::Pool(Box::new(changed))).expect("stored");
+        assert!(kept_later_fields(&back, true), "{name}: a changed spec");
+    }
+}

@@ -109,6 +109,15 @@ fn bench_plan(c: &mut Criterion) {
     let snapshot = busy_pool(10_000);
     group.bench_function("10000", |b| b.iter(|| apiary_planner::Pace::measure(black_box(&snapshot.clusters), None)));
     group.finish();
+    // What a reconcile's read of a 10 000-cluster partition costs the types (its items' JSON into clusters and
+    // claims; the store's own decoding aside): the price of keeping a later release's fields.
+    let mut group = c.benchmark_group("decode");
+    let text = serde_json::to_string(&(&snapshot.clusters, &snapshot.claims)).unwrap();
+    group.throughput(Throughput::Elements(snapshot.clusters.len() as u64));
+    group.bench_function("10000", |b| {
+        b.iter(|| serde_json::from_str::<(Vec<apiary_planner::Cluster>, Vec<apiary_planner::Claim>)>(black_box(&text)))
+    });
+    group.finish();
 }
 
 criterion_group!(benches, bench_plan);

@@ -386,6 +386,7 @@ mod tests {
             deletion_requested_at: None,
             created_at: at(0),
             rev: 1,
+            later: Default::default(),
         };
         Snapshot { pool, clusters, claims, leases: vec![] }
     }

@@ -46,6 +46,7 @@
 //!     deletion_requested_at: None,
 //!     created_at: now,
 //!     rev: 0,
+//!     later: Default::default(),
 //! };
 //! let snapshot = Snapshot { pool, clusters: vec![], claims: vec![], leases: vec![] };
 //!

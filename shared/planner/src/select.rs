@@ -206,6 +206,7 @@ mod tests {
             deletion_requested_at: None,
             created_at: Utc.with_ymd_and_hms(2026, 11, 28, 9, 0, 0).unwrap(),
             rev: 1,
+            later: Default::default(),
         }
     }
 

@@ -102,6 +102,7 @@ mod tests {
             deletion_requested_at: None,
             created_at: t(-3600),
             rev: 5,
+            later: Default::default(),
         }
     }
 

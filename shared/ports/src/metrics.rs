@@ -328,6 +328,7 @@ mod tests {
                 deletion_requested_at: None,
                 created_at: t(0),
                 rev: 1,
+                later: Default::default(),
             },
             clusters: vec![],
             claims: vec![],

@@ -190,6 +190,7 @@ fn the_largest_pool_spec_validation_allows_is_far_below_the_item_limit() {
             deletion_requested_at: Some(t0()),
             created_at: t0(),
             rev: u64::MAX,
+            later: Default::default(),
         };
         let bytes = item_bytes(&text(63), &Item::Pool(Box::new(pool))).expect("size");
         // At most 55% of the limit (the largest, Azure's, is about 213 KB with every access list full): 180 KB

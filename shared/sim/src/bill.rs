@@ -556,6 +556,7 @@ impl Documents {
             deletion_requested_at: None,
             created_at: at,
             rev: 0,
+            later: Default::default(),
         };
         // A broken cluster and a claim waiting five minutes: a line `alarms` writes (the bill counts how often).
         let status =

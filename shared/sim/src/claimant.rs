@@ -72,6 +72,7 @@ fn pool_item(tick: &Tick, now: Timestamp) -> Pool {
         deletion_requested_at: None,
         created_at: now,
         rev: 1,
+        later: Default::default(),
     }
 }
 

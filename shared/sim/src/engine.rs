@@ -297,6 +297,7 @@ impl<'t> Simulation<'t> {
             deletion_requested_at: None,
             created_at: start,
             rev: 0,
+            later: Default::default(),
         };
         let rng = Rng::new(setup.seed);
         Self {

@@ -821,6 +821,7 @@ fn partition(clusters: Vec<Cluster>, claims: Vec<Claim>) -> Snapshot {
         deletion_requested_at: None,
         created_at: default_start(),
         rev: 3,
+        later: Default::default(),
     };
     Snapshot { pool, clusters, claims, leases: vec![] }
 }

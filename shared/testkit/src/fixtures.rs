@@ -34,6 +34,7 @@ pub fn pool(name: &str, spec: PoolSpec, now: Timestamp) -> Pool {
         deletion_requested_at: None,
         created_at: now,
         rev: 0,
+        later: Default::default(),
     }
 }
 

@@ -43,6 +43,7 @@ fn pool(rev: u64) -> Item {
         deletion_requested_at: None,
         created_at: t0(),
         rev,
+        later: Default::default(),
     }))
 }
 

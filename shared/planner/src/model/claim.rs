@@ -45,6 +45,9 @@ pub struct Claim {
     /// Revision for conditional writes.
     #[serde(default)]
     pub rev: u64,
+    /// Fields of a later release, kept as read ([`super::Later`]).
+    #[serde(flatten, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub later: super::Later,
 }
 
 impl Claim {
@@ -71,6 +74,7 @@ impl Claim {
             release_requested_at: None,
             conditions,
             rev: 0,
+            later: Default::default(),
         }
     }
 

@@ -179,6 +179,9 @@ pub struct Cluster {
     /// Revision for conditional writes.
     #[serde(default)]
     pub rev: u64,
+    /// Fields of a later release, kept as read ([`super::Later`]).
+    #[serde(flatten, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub later: super::Later,
 }
 
 pub(super) fn is_zero_u32(n: &u32) -> bool {
@@ -245,6 +248,7 @@ impl Cluster {
             pending_call: None,
             node_certificates: None,
             rev: 0,
+            later: Default::default(),
         }
     }
 

@@ -26,3 +26,9 @@ pub use status::*;
 
 /// A point in time. The planner never reads the clock: every `now` is an argument.
 pub type Timestamp = DateTime<Utc>;
+
+/// The fields of a stored item that this release does not know: a later release's, kept as they were read and
+/// written back with the item, so that a function of this release rewriting an item during an update (the two
+/// releases side by side) never drops what the other wrote. Only the stored types' top level keeps them (pool,
+/// spec, status, cluster, claim); a caller may not send them ([`crate::validate::validate_spec`] names each).
+pub type Later = std::collections::BTreeMap<String, serde_json::Value>;

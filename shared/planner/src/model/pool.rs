@@ -26,6 +26,9 @@ pub struct Pool {
     /// Revision for conditional writes.
     #[serde(default)]
     pub rev: u64,
+    /// Fields of a later release, kept as read ([`super::Later`]).
+    #[serde(flatten, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub later: super::Later,
 }
 
 impl Pool {

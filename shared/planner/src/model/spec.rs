@@ -83,6 +83,9 @@ pub struct PoolSpec {
     /// `DefaultPoolAccess`. Never an input of `poolVersion`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<PoolAccess>,
+    /// Options of a later release, kept as read ([`super::Later`]); a caller may not send them.
+    #[serde(flatten, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub later: super::Later,
 }
 
 /// The pool option (`access`): principal patterns, as [`crate::access`] reads them.
@@ -133,6 +136,7 @@ impl PoolSpec {
             adaptive_running_count: None,
             resume_canaries: None,
             reaper: None,
+            later: BTreeMap::new(),
             access: None,
         }
     }

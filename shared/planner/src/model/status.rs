@@ -91,6 +91,9 @@ pub struct PoolStatus {
     /// pool whose status a release without the index wrote, which the next plan indexes afresh.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels_indexed: Option<crate::select::Labels>,
+    /// Fields of a later release, kept as read ([`super::Later`]).
+    #[serde(flatten, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub later: super::Later,
 }
 
 impl PoolStatus {

@@ -114,6 +114,8 @@ impl Planner<'_> {
             conditions,
             // The label index, a step closer to the spec's labels: the store writes the entries with the status.
             labels_indexed: Some(crate::select::index_step(old.labels_indexed.as_ref(), &self.snap.pool.spec.labels)),
+            // What a later release keeps in the status is its own to change: written back as it was.
+            later: old.later.clone(),
         }
     }
 }

@@ -140,6 +140,10 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     let mut errors = Vec::new();
     let mut e = |field: &str, message: String| errors.push(FieldError::new(field, message));
 
+    // A stored spec keeps a later release's options (`later`); a caller's may not name any this release lacks.
+    for field in spec.later.keys() {
+        e(field, "unknown field".into());
+    }
     count(&mut e, "size", spec.size);
     count(&mut e, "runningCount", spec.running_count);
     if let Some(n) = spec.max_size {

@@ -325,6 +325,7 @@ impl Scenario {
                 deletion_requested_at: self.pool.deleting.then(t0),
                 created_at: t0(),
                 rev: 1,
+                later: Default::default(),
             },
             clusters,
             claims: self.claims.clone(),
