@@ -36,6 +36,9 @@ const SPARES_PAGE: usize = 16;
 const CLAIM_TRIES: u32 = 64;
 /// Pages of spares, each refused whole, a claim may read (up to 17 reads each) before it waits in line.
 const LOST_PAGES: u32 = 8;
+/// Writes a claim may lose in all before it gives up (503, try again): past its racing it writes only its place in
+/// line, which loses only to a claim of its name, so a loss past this many is something no retry here mends.
+const MAX_WRITES: u32 = CLAIM_TRIES * 2;
 /// How long a claim may race for a spare before it waits in line (202) instead: never a 503 under contention.
 /// Its answer must come within API Gateway's 29 s; the pending write that follows takes a moment.
 const CLAIM_BUDGET: chrono::TimeDelta = chrono::TimeDelta::seconds(20);
@@ -196,12 +199,24 @@ pub(crate) async fn make_claim(
                         }
                     }
                     // Its name may have been taken meanwhile, by this claim sent again or by another.
-                    Some(n) => match crate::selected::held(deps, claim).await? {
-                        crate::selected::Held::By(holder, existing) => {
-                            return existing_claim(deps, caller, &holder, *existing).await.map(Some);
+                    Some(n) => {
+                        match crate::names::held(deps, claim).await? {
+                            crate::names::Held::By(holder, existing) => {
+                                return existing_claim(deps, caller, &holder, *existing).await.map(Some);
+                            }
+                            crate::names::Held::Free(cond) => n.cond = cond,
                         }
-                        crate::selected::Held::Free(cond) => n.cond = cond,
-                    },
+                        // A claim made at this pool's own path under that name: this pool cannot hold this one.
+                        if deps.store.get_claim(pool, claim).await?.is_some() {
+                            return Err(ApiError::conflict(format!(
+                                "pool {pool} holds a claim {claim} made at its own path: a claim by labels needs a \
+                                 name no claim of the pool it goes to has"
+                            )));
+                        }
+                    }
+                }
+                if tries >= MAX_WRITES {
+                    return Err(ApiError::busy(format!("claim {claim} kept losing its writes; try again")));
                 }
                 // The first try is on the oldest spare, which every claim of a burst tries: losing it says only
                 // that others claim too, and the next try spreads at once.

@@ -30,6 +30,7 @@ mod claims;
 mod error;
 mod events;
 mod input;
+mod names;
 mod pools;
 mod request;
 mod selected;

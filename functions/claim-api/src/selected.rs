@@ -6,13 +6,14 @@
 //! its cost follows the pools that match, never the stack's pools. Its name is the stack's: an entry outside every
 //! pool's partition names the pool holding it, written with the claim on condition that the name is free, so the
 //! same PUT sent again answers with the same claim, two claims of one name cannot both be made, and the claim's
-//! later calls (`GET`, `PATCH`, `DELETE`, hibernate, resume) find it by name alone. The entry goes with the claim.
+//! later calls (`GET`, `PATCH`, `DELETE`, hibernate, resume) find it by name alone ([`crate::names`]). The entry
+//! goes with the claim.
 
 use std::collections::BTreeSet;
 
 use apiary_planner::select::{rank, spread, validate_selector, Selector};
-use apiary_planner::{Claim, DesiredPower, Pool};
-use apiary_ports::store::{draw, Cond};
+use apiary_planner::{DesiredPower, Pool};
+use apiary_ports::store::draw;
 use apiary_ports::Deps;
 use lambda_http::Body;
 use serde::Deserialize;
@@ -20,7 +21,7 @@ use serde::Deserialize;
 use crate::claims::{self, existing_claim, make_claim, Named, Terms};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{name, parse_body};
-use crate::pools::get_pool_item;
+use crate::names::{held, Held};
 use crate::Caller;
 
 /// Pools with a Running spare (as their status says) a claim tries before it waits in the one that serves it
@@ -37,27 +38,6 @@ struct SelectorRequest {
     lifetime: Option<String>,
     #[serde(default)]
     subjects: Vec<String>,
-}
-
-/// Who holds a claim's name.
-pub(crate) enum Held {
-    /// The claim exists, in this pool.
-    By(Box<Pool>, Box<Claim>),
-    /// Nobody: a new claim writes the name's entry on this condition (absent, or naming the pool of a claim by
-    /// that name no longer there, or one made there by its pool's name).
-    Free(Cond),
-}
-
-/// Who holds claim name `claim` now, read strongly.
-pub(crate) async fn held(deps: &Deps, claim: &str) -> Result<Held, ApiError> {
-    let Some(entry) = deps.store.claim_name(claim).await? else { return Ok(Held::Free(Cond::Absent)) };
-    match deps.store.get_claim(&entry.holder, claim).await? {
-        Some(existing) if existing.selector.is_some() => {
-            let pool = get_pool_item(deps, &entry.holder).await?;
-            Ok(Held::By(Box::new(pool), Box::new(existing)))
-        }
-        _ => Ok(Held::Free(Cond::Holder(entry.holder))),
-    }
 }
 
 /// Makes a claim by selector: to a matching pool with a Running spare (drawn from the claim's name in proportion

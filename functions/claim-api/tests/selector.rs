@@ -128,6 +128,21 @@ async fn a_selector_no_pool_answers_is_refused_naming_why() {
 }
 
 #[tokio::test]
+async fn a_claim_by_labels_whose_name_a_pools_own_claim_holds_there_is_refused_not_retried_in_a_loop() {
+    let w = World::new(t0());
+    labelled(&w, "ci", &[("cloud", "aws")], 1, 0).await;
+    let deps = w.default_deps(900);
+    let (status, _) = call(&deps, "PUT", "/pools/ci/claims/job", Some(BOB), None).await;
+    assert_eq!(status, 201, "made at the pool's path, it takes the spare");
+    // The only matching pool holds a claim of that name: the claim by labels cannot be stored there.
+    let body = selector(json!({"cloud": "aws"}));
+    let (status, body) = call(&deps, "PUT", "/claims/job", Some(ALICE), Some(&body)).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(body["message"].as_str().unwrap_or_default().contains("pool ci holds a claim job"), "{body}");
+    assert!(deps.store.claim_name("job").await.expect("read").is_none(), "no name entry was written");
+}
+
+#[tokio::test]
 async fn the_label_index_follows_a_pools_labels_through_its_reconciles_and_its_deletion() {
     let w = World::new(t0());
     let deps = w.default_deps(900);

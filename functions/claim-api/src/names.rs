@@ -1,0 +1,30 @@
+//! The names of claims by labels: a claim made by selector has a name that is the stack's, held by an entry apart
+//! from every pool's partition that says which pool holds the claim ([`apiary_ports::store::ClaimName`]).
+
+use apiary_planner::{Claim, Pool};
+use apiary_ports::store::Cond;
+use apiary_ports::Deps;
+
+use crate::error::ApiError;
+use crate::pools::get_pool_item;
+
+/// Who holds a claim's name.
+pub(crate) enum Held {
+    /// The claim exists, in this pool.
+    By(Box<Pool>, Box<Claim>),
+    /// Nobody: a new claim writes the name's entry on this condition (absent, or naming the pool of a claim by
+    /// that name no longer there, or one made there by its pool's name).
+    Free(Cond),
+}
+
+/// Who holds claim name `claim` now, read strongly.
+pub(crate) async fn held(deps: &Deps, claim: &str) -> Result<Held, ApiError> {
+    let Some(entry) = deps.store.claim_name(claim).await? else { return Ok(Held::Free(Cond::Absent)) };
+    match deps.store.get_claim(&entry.holder, claim).await? {
+        Some(existing) if existing.selector.is_some() => {
+            let pool = get_pool_item(deps, &entry.holder).await?;
+            Ok(Held::By(Box::new(pool), Box::new(existing)))
+        }
+        _ => Ok(Held::Free(Cond::Holder(entry.holder))),
+    }
+}
