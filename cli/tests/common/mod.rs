@@ -56,9 +56,6 @@ pub const POOL: &str = "\
 # Two clusters of two instances on the emulator's EC2, one kept Running.
 size: 2
 runningCount: 1
-labels:
-  team: ci
-  cloud: aws
 claimLifetime:
   default: 1h
 platform:
@@ -67,4 +64,7 @@ platform:
     imageId: ami-0123456789abcdef0
     instanceType: t3.medium
     machineCount: 2
+labels:
+  team: ci
+  cloud: aws
 ";
