@@ -138,11 +138,16 @@ fn encode(pool: &str, item: &Item) -> Result<Attrs> {
     Ok(attrs)
 }
 
-fn decode(attrs: Attrs) -> Result<Option<Item>> {
+fn decode(mut attrs: Attrs) -> Result<Option<Item>> {
     let sk = match attrs.get("SK") {
         Some(AttributeValue::S(sk)) => sk.clone(),
         _ => return Ok(None),
     };
+    // The table's own attributes are not the item's: left in, a type that keeps the fields it does not know
+    // ([`apiary_planner::Later`]) would take them for a later release's.
+    for own in ["PK", "SK", "kind", ASSIGN_INDEX] {
+        attrs.remove(own);
+    }
     let bad = |source: serde_dynamo::Error| Error::Decode { key: sk.clone(), source: Box::new(source) };
     let item = if sk == "POOL" {
         Item::Pool(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
