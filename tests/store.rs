@@ -444,6 +444,11 @@ async fn apart_answers(store: &dyn Store) -> Vec<String> {
     store.write("y", vec![Write::Put(claim_name("job", "y"), Cond::Absent)]).await.expect("named");
     out.push(format!("{:?}", store.claim_name("job").await.expect("read")));
     out.push(format!("{:?}", store.claim_name("other").await.expect("read")));
+    // The pools' items in one batch read across their partitions: those that exist.
+    let wanted = ["y".to_owned(), "nope".to_owned(), "x".to_owned()];
+    let mut names: Vec<String> = store.get_pools(&wanted).await.expect("pools").into_iter().map(|p| p.name).collect();
+    names.sort();
+    out.push(format!("{names:?}"));
     // Neither is in a pool's partition, nor a pool.
     let read = store.read_pool("y").await.expect("read").expect("pool");
     out.push(format!("{} claims, {} pools", read.claims.len(), store.list_pools().await.expect("pools").len()));
@@ -461,7 +466,8 @@ async fn dynamodb_keeps_the_label_index_and_claim_names_apart_as_the_reference_d
     assert_eq!(want[4], "k=v: []", "{want:?}");
     assert!(want[5].contains(r#"holder: "y""#), "{want:?}");
     assert_eq!(want[6], "None");
-    assert_eq!(want[7], "0 claims, 2 pools");
+    assert_eq!(want[7], r#"["x", "y"]"#);
+    assert_eq!(want[8], "0 claims, 2 pools");
     assert_eq!(apart_answers(s.deps.store.as_ref()).await, want);
     s.stop().await;
 }

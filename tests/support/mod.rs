@@ -252,6 +252,10 @@ impl Store for Journal {
         self.store.labelled(key, value).await
     }
 
+    async fn get_pools(&self, pools: &[String]) -> apiary_ports::Result<Vec<Pool>> {
+        self.store.get_pools(pools).await
+    }
+
     async fn write(&self, pool: &str, writes: Vec<Write>) -> apiary_ports::Result<()> {
         let clusters: Vec<Cluster> = writes
             .iter()

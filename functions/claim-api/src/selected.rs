@@ -2,7 +2,8 @@
 //! matching pool that serves it first ([`apiary_planner::select`]).
 //!
 //! A claim by selector reads the label index's entries under each of the selector's labels (one Query each, their
-//! entries only), the pool items of the pools named under all of them, and then what a claim in that pool reads:
+//! entries only), the pool items of the pools named under all of them (one batch read across their partitions), and
+//! then what a claim in that pool reads:
 //! its cost follows the pools that match, never the stack's pools. Its name is the stack's: an entry outside every
 //! pool's partition names the pool holding it, written with the claim on condition that the name is free, so the
 //! same PUT sent again answers with the same claim, two claims of one name cannot both be made, and the claim's
@@ -93,14 +94,10 @@ async fn matching(deps: &Deps, caller: &Caller, selector: &Selector) -> Result<V
             break;
         }
     }
-    let mut found = Vec::new();
-    for pool in names.unwrap_or_default() {
-        if let Some(p) = deps.store.get_pool(&pool).await? {
-            if selector.matches(&p.spec.labels) && p.deletion_requested_at.is_none() {
-                found.push(p);
-            }
-        }
-    }
+    let names: Vec<String> = names.unwrap_or_default().into_iter().collect();
+    // One batch read of the pools named under every label; their items decide.
+    let mut found = deps.store.get_pools(&names).await?;
+    found.retain(|p| selector.matches(&p.spec.labels) && p.deletion_requested_at.is_none());
     let labels: Vec<String> = selector.match_labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     if found.is_empty() {
         return Err(ApiError::field(

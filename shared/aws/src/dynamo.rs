@@ -309,16 +309,17 @@ impl DynamoStore {
             .expression_attribute_values(":high", s(high))
     }
 
-    /// The items of `keys` that exist, with BatchGetItem (100 keys a request), read strongly or eventually
-    /// consistently; what the table could not read at once is asked for again.
-    async fn batch_get(&self, pool: &str, keys: &[Key], consistent: bool) -> Result<Vec<Item>> {
+    /// The items of `keys` (each with its partition key: [`key_attrs`]) that exist, with BatchGetItem (100 keys a
+    /// request), read strongly or eventually consistently; what the table could not read at once is asked for
+    /// again. `what` names them in an error.
+    async fn batch_get(&self, what: &str, keys: Vec<Attrs>, consistent: bool) -> Result<Vec<Item>> {
         let mut found = Vec::new();
         for chunk in keys.chunks(BATCH_GET_KEYS) {
-            let mut pending: Vec<Attrs> = chunk.iter().map(|key| key_attrs(pool, key)).collect();
+            let mut pending: Vec<Attrs> = chunk.to_vec();
             let mut attempts = 0;
             while !pending.is_empty() {
                 if attempts == BATCH_GET_ATTEMPTS {
-                    let message = format!("{} keys of {pool} left unprocessed", pending.len());
+                    let message = format!("{} keys of {what} left unprocessed", pending.len());
                     return Err(Error::service("dynamodb:BatchGetItem", message, true));
                 }
                 if attempts > 0 {
@@ -610,11 +611,11 @@ impl Store for DynamoStore {
 
     async fn get_many(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
         // Eventually consistent (`Store::get_many`): every write of what is read here is conditional.
-        self.batch_get(pool, keys, false).await
+        self.batch_get(pool, keys.iter().map(|k| key_attrs(pool, k)).collect(), false).await
     }
 
     async fn get_many_strongly(&self, pool: &str, keys: &[Key]) -> Result<Vec<Item>> {
-        self.batch_get(pool, keys, true).await
+        self.batch_get(pool, keys.iter().map(|k| key_attrs(pool, k)).collect(), true).await
     }
 
     async fn spares(&self, pool: &str, from: u16, limit: usize) -> Result<Vec<String>> {
@@ -661,6 +662,12 @@ impl Store for DynamoStore {
             .key_condition_expression("kind = :pool")
             .expression_attribute_values(":pool", s("pool"));
         let items = query_all(query).await?;
+        Ok(items.into_iter().filter_map(|i| if let Item::Pool(p) = i { Some(*p) } else { None }).collect())
+    }
+
+    async fn get_pools(&self, pools: &[String]) -> Result<Vec<Pool>> {
+        let keys = pools.iter().map(|p| key_attrs(p, &Key::Pool)).collect();
+        let items = self.batch_get("the pools", keys, false).await?;
         Ok(items.into_iter().filter_map(|i| if let Item::Pool(p) = i { Some(*p) } else { None }).collect())
     }
 

@@ -651,6 +651,17 @@ pub trait Store: Send + Sync {
     /// consistently (an entry a moment old names a pool whose item the caller reads anyway): index entries only, so
     /// its cost follows the pools so labelled, not every pool. In name order.
     async fn labelled(&self, key: &str, value: &str) -> Result<Vec<String>>;
+    /// The items of `pools` that exist (each as [`Store::get`] reads it, without the buckets its profile keeps
+    /// apart), read **eventually consistently** in as few requests as the table allows (BatchGetItem across the
+    /// pools' partitions): for a choice among pools (a claim by labels) that a status a moment old does not
+    /// change. In no particular order. Without a batch read, one [`Store::get_pool`] each.
+    async fn get_pools(&self, pools: &[String]) -> Result<Vec<Pool>> {
+        let mut found = Vec::new();
+        for pool in pools {
+            found.extend(self.get_pool(pool).await?);
+        }
+        Ok(found)
+    }
     /// Which pool holds the claim made by selector under `name`, read strongly consistently.
     async fn claim_name(&self, name: &str) -> Result<Option<ClaimName>> {
         // The entry is outside every pool's partition: the pool named here is not read.
