@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use apiary_planner::select::{rank, spread, validate_selector, Selector};
+use apiary_planner::select::{rank, spread, validate_selector, where_to_wait, Selector};
 use apiary_planner::{DesiredPower, Pool};
 use apiary_ports::store::draw;
 use apiary_ports::Deps;
@@ -58,18 +58,17 @@ pub(crate) async fn put_selected(deps: &Deps, caller: &Caller, claim: &str, body
     let labels = &request.selector.match_labels;
     let mut named = Named { selector: labels, cond, wait: false };
     // Pools whose status named a spare that their index no longer has (taken since their last plan).
-    let mut taken = BTreeSet::new();
+    let mut taken = Vec::new();
     for p in spread(&ranked, draw(claim)).into_iter().take(SPARE_TRIES) {
         let cond = named.cond.clone();
         if let Some(made) = make_claim(deps, caller, p, claim, &terms, Some(named)).await? {
             return Ok(made);
         }
-        taken.insert(p.name.as_str());
+        taken.push(p.name.as_str());
         named = Named { selector: labels, cond, wait: false };
     }
-    // No spare to take at once: the claim waits where it is served soonest, a pool whose spares were just taken
-    // only when no other can serve it sooner by its status.
-    let Some(first) = ranked.iter().find(|p| !taken.contains(p.name.as_str())).or(ranked.first()) else {
+    // No spare to take at once: the claim waits where it is served soonest.
+    let Some(first) = where_to_wait(&ranked, &taken) else {
         return Err(ApiError::field("selector", "no pool matches"));
     };
     named.wait = true;

@@ -150,6 +150,13 @@ pub fn spread<'a>(ranked: &[&'a Pool], drawn: u64) -> Vec<&'a Pool> {
     with[first..].iter().chain(&with[..first]).map(|(p, _)| *p).collect()
 }
 
+/// The pool of `ranked` a claim waits in when none gave it a spare at once: the first (the one that serves it
+/// soonest, [`rank`]) but those whose status named a Running spare their index no longer had (`taken` since their
+/// last plan: their status overstates them), unless nothing else matches.
+pub fn where_to_wait<'a>(ranked: &[&'a Pool], taken: &[&str]) -> Option<&'a Pool> {
+    ranked.iter().find(|p| !taken.contains(&p.name.as_str())).or(ranked.first()).copied()
+}
+
 /// The labels whose index entries exist after one plan's step from `indexed` (what the pool's status records;
 /// `None` when it records nothing, as for a pool made before the index) toward `wanted` (the spec's labels):
 /// entries of labels gone or changed are removed first, then the new ones added, at most [`INDEX_STEP`] changes in
@@ -265,6 +272,17 @@ mod tests {
         let firsts: Vec<String> = (0..400).map(|d| names(d)[0].clone()).collect();
         assert_eq!(firsts.iter().filter(|n| *n == "a").count(), 300);
         assert!(spread(&rank(&[pool("c", 0, 4, 0, 0)]), 5).is_empty());
+    }
+
+    #[test]
+    fn a_claim_waits_where_it_is_served_soonest_but_not_where_spares_were_just_taken() {
+        let pools = [pool("a", 1, 0, 0, 0), pool("b", 0, 2, 0, 0)];
+        let ranked = rank(&pools);
+        let name = |p: Option<&Pool>| p.map(|p| p.name.clone());
+        assert_eq!(name(where_to_wait(&ranked, &[])), Some("a".into()));
+        assert_eq!(name(where_to_wait(&ranked, &["a"])), Some("b".into()));
+        assert_eq!(name(where_to_wait(&ranked, &["a", "b"])), Some("a".into()));
+        assert_eq!(name(where_to_wait(&[], &[])), None);
     }
 
     #[test]

@@ -113,15 +113,8 @@ pub enum Key {
     Tick,
     /// `PROFILE`.
     Profile,
-    /// A pool's entry under label `key=value` in the label index ([`LabelEntry`]).
-    Label {
-        /// The pool.
-        pool: String,
-        /// The label's key.
-        key: String,
-        /// The label's value.
-        value: String,
-    },
+    /// A pool's entry under one of its labels in the label index: the entry is its own key.
+    Label(LabelEntry),
     /// The directory entry of a claim made by selector ([`ClaimName`]).
     ClaimName(String),
     /// An event of the pool's trail: its shard ([`event_shard`]) and its sort key there ([`event_sort_key`]).
@@ -138,7 +131,7 @@ impl Item {
             Item::Lease(l) => Key::Lease(l.name.clone()),
             Item::Tick(_) => Key::Tick,
             Item::Profile(_) => Key::Profile,
-            Item::Label(e) => Key::Label { pool: e.pool.clone(), key: e.key.clone(), value: e.value.clone() },
+            Item::Label(e) => Key::Label(e.clone()),
             Item::ClaimName(c) => Key::ClaimName(c.name.clone()),
         }
     }
@@ -182,7 +175,7 @@ impl Key {
             Key::Tick => "TICK".into(),
             Key::Profile => "PROFILE".into(),
             Key::Event(_, sort) => sort.clone(),
-            Key::Label { pool, .. } => format!("POOL#{pool}"),
+            Key::Label(e) => format!("POOL#{}", e.pool),
             Key::ClaimName(_) => "CLAIMNAME".into(),
         }
     }
@@ -193,7 +186,7 @@ impl Key {
     /// for an event (its pool's trail: [`event_shard`]).
     pub fn apart(&self) -> Option<String> {
         match self {
-            Key::Label { key, value, .. } => Some(label_partition(key, value)),
+            Key::Label(e) => Some(label_partition(&e.key, &e.value)),
             Key::ClaimName(name) => Some(format!("CLAIMNAME#{name}")),
             _ => None,
         }
@@ -560,13 +553,8 @@ fn label_writes(pool: &str, before: Option<&Labels>, after: Option<&Labels>) -> 
     let Some(after) = after else { return vec![] };
     let (added, removed) = apiary_planner::select::index_changes(before, after);
     let entry = |(key, value): (String, String)| LabelEntry { pool: pool.to_owned(), key, value };
-    let mut writes: Vec<Write> = removed
-        .into_iter()
-        .map(|pair| {
-            let e = entry(pair);
-            Write::Delete(Key::Label { pool: e.pool, key: e.key, value: e.value }, Cond::Any)
-        })
-        .collect();
+    let mut writes: Vec<Write> =
+        removed.into_iter().map(|pair| Write::Delete(Key::Label(entry(pair)), Cond::Any)).collect();
     writes.extend(added.into_iter().map(|pair| Write::Put(Item::Label(entry(pair)), Cond::Any)));
     writes
 }
