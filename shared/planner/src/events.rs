@@ -18,6 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{find_condition, Cluster, DesiredPower, PowerState, Snapshot, Timestamp};
+use crate::notify::{noticed, NoticeKind};
 use crate::plan::{Action, DeleteReason, ReleaseReason};
 use crate::{condition, Claim};
 
@@ -71,6 +72,13 @@ pub enum EventType {
     ClusterDeleting,
     /// A cluster's machines are gone and its item deleted.
     ClusterRemoved,
+    /// A notification reached one of the pool's `notify` webhooks (the message says which, and its answer).
+    NotificationDelivered,
+    /// An attempt to deliver a notification failed; it is made again later (the message says why and when).
+    NotificationFailed,
+    /// The last attempt to deliver a notification failed: the entry keeps the notification whole, its
+    /// dead-letter record.
+    NotificationDeadLettered,
 }
 
 impl EventType {
@@ -116,6 +124,9 @@ impl EventType {
             EventType::ClusterBroken => "ClusterBroken",
             EventType::ClusterDeleting => "ClusterDeleting",
             EventType::ClusterRemoved => "ClusterRemoved",
+            EventType::NotificationDelivered => "NotificationDelivered",
+            EventType::NotificationFailed => "NotificationFailed",
+            EventType::NotificationDeadLettered => "NotificationDeadLettered",
         }
     }
 }
@@ -145,6 +156,12 @@ pub struct Event {
     /// type it makes the event's key unique, since two writes of one item at one revision cannot both land (and
     /// an event told after its change is appended only once the change landed).
     pub rev: u64,
+    /// What the pool's `notify` webhooks are told of it, when one hears its kind ([`crate::notify`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<Box<crate::notify::Notice>>,
+    /// For an attempt to deliver a notification: whose, to which hook, which attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<crate::notify::Delivery>,
 }
 
 /// The longest message an event keeps; longer ones are cut (on a character boundary) and end with `…`.
@@ -153,7 +170,17 @@ pub const MAX_MESSAGE: usize = 512;
 impl Event {
     /// An event of `kind` at `time` about the subject at revision `rev`, with nothing else said.
     pub fn new(kind: EventType, time: Timestamp, rev: u64) -> Self {
-        Self { time, kind, principal: None, claim: None, cluster: None, message: None, rev }
+        Self {
+            time,
+            kind,
+            principal: None,
+            claim: None,
+            cluster: None,
+            message: None,
+            rev,
+            notice: None,
+            delivery: None,
+        }
     }
 
     /// Caused by `principal`.
@@ -216,6 +243,7 @@ pub fn pool_written(before: Option<&crate::PoolSpec>, after: &crate::Pool, princ
 /// trail, at `now`.
 pub fn of_action(before: &Snapshot, action: &Action, now: Timestamp) -> Vec<Event> {
     let cluster = |id: &str| before.clusters.iter().find(|c| c.id == id);
+    let claimed = |name: &str| before.claims.iter().find(|c| c.name == name);
     match action {
         Action::ReleaseClaim { claim, expected_rev, cluster: held, reason } => {
             let why = match reason {
@@ -231,13 +259,20 @@ pub fn of_action(before: &Snapshot, action: &Action, now: Timestamp) -> Vec<Even
             };
             // Its cluster, marked for deletion, is deleted by the next plan's `DeleteCluster`, which says so.
             let e = Event::new(EventType::ClaimReleased, now, *expected_rev).claim(claim).saying(why);
-            vec![match held {
+            let e = match held {
                 Some((id, _)) => e.cluster(id),
                 None => e,
-            }]
+            };
+            let held = held.as_ref().and_then(|(id, _)| cluster(id));
+            let kind = match reason {
+                ReleaseReason::Expired => NoticeKind::ClaimExpired,
+                ReleaseReason::Released | ReleaseReason::PoolDeleted => NoticeKind::ClaimReleased,
+            };
+            vec![noticed(&before.pool.spec, e, kind, claimed(claim), held)]
         }
         Action::AssignClaim { claim, claim_rev, cluster: id, at, .. } => {
-            vec![Event::new(EventType::ClaimAssigned, *at, claim_rev + 1).claim(claim).cluster(id)]
+            let e = Event::new(EventType::ClaimAssigned, *at, claim_rev + 1).claim(claim).cluster(id);
+            vec![noticed(&before.pool.spec, e, NoticeKind::ClaimAssigned, claimed(claim), cluster(id))]
         }
         Action::CreateCluster { cluster: c } => {
             let e = Event::new(EventType::ClusterCreated, c.created_at, c.rev).cluster(&c.id);

@@ -9,6 +9,7 @@
 //! - [`plan`](mod@plan): one reconcile of a pool as a list of conditional writes, its status and its next deadline.
 //! - [`apply`](mod@apply): the reference meaning of each action, as the store carries it out.
 //! - [`events`]: a pool's event trail, what happened to its claims and clusters and who asked.
+//! - [`notify`]: what a pool's `notify` webhooks hear of its claims and clusters, and when they are told again.
 //! - [`power`]: the hibernation state machine with seed 002's timeouts, one step at a time, and the pool's tick.
 //! - [`machines`]: a machine's lifecycle, and which machines a start or a stop acts on.
 //! - [`pace`]: how soon a pool's installs, resumes and stops finish when they are quick.
@@ -73,6 +74,7 @@ mod hash;
 pub mod ids;
 pub mod machines;
 pub mod model;
+pub mod notify;
 pub mod pace;
 pub mod plan;
 pub mod power;

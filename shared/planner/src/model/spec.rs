@@ -83,6 +83,10 @@ pub struct PoolSpec {
     /// `DefaultPoolAccess`. Never an input of `poolVersion`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<PoolAccess>,
+    /// Webhooks told when a claim gets its cluster or ends and when a cluster breaks ([`crate::notify`]), at most
+    /// [`crate::notify::MAX_HOOKS`]. Never an input of `poolVersion`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<crate::notify::NotifyHook>,
     /// Options of a later release, kept as read ([`super::Later`]); a caller may not send them.
     #[serde(flatten, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub later: super::Later,
@@ -138,6 +142,7 @@ impl PoolSpec {
             reaper: None,
             later: BTreeMap::new(),
             access: None,
+            notify: Vec::new(),
         }
     }
 

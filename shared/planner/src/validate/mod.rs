@@ -225,6 +225,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
     }
 
     platforms::check(&mut e, &spec.platform);
+    platforms::notify(&mut e, &spec.notify);
     if let Some(p) = &spec.provisioner {
         platforms::provisioner(&mut e, p);
     }
@@ -573,6 +574,30 @@ mod tests {
         let mut none = spec();
         none.provisioner = Some(ProvisionerSpec { webhook: None });
         assert_eq!(fields(&none), ["provisioner.webhook"]);
+    }
+
+    #[test]
+    fn notify_webhooks_are_few_https_and_signed_with_a_secret() {
+        use crate::notify::{NoticeKind, NotifyHook};
+        let arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/hook-AbCdEf";
+        let hook = |url: &str, secret: &str, events: &[NoticeKind]| NotifyHook {
+            url: url.into(),
+            secret: secret.into(),
+            events: events.to_vec(),
+        };
+        let with = |hooks: Vec<NotifyHook>| PoolSpec { notify: hooks, ..spec() };
+        let good = hook("https://hooks.example.com/apiary", arn, &[NoticeKind::ClaimAssigned]);
+        assert_eq!(validate_spec(&with(vec![good.clone(); 4])), Ok(()));
+        assert_eq!(fields(&with(vec![good.clone(); 5])), ["notify"]);
+        let bad = vec![
+            good.clone(),
+            hook("http://hooks.example.com", "whsec_x", &[NoticeKind::ClusterBroken, NoticeKind::ClusterBroken]),
+        ];
+        assert_eq!(fields(&with(bad)), ["notify[1].url", "notify[1].secret", "notify[1].events"]);
+        let policy = UrlPolicy::new(false, "", vec![]).expect("a policy");
+        let inward = with(vec![hook("https://169.254.169.254/latest", arn, &[])]);
+        let errors = validate_urls(&inward, &policy);
+        assert_eq!(errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["notify[0].url"]);
     }
 
     #[test]

@@ -469,6 +469,35 @@ pub(super) fn provisioner(e: &mut impl FnMut(&str, String), p: &ProvisionerSpec)
     secret_arn(e, "provisioner.webhook.secret", &w.secret);
 }
 
+/// Checks a pool's `notify` webhooks: at most [`MAX_HOOKS`](crate::notify::MAX_HOOKS), each an https URL (as the
+/// installer's webhook is) with its signing key's secret ARN, naming each kind it hears at most once.
+pub(super) fn notify(e: &mut impl FnMut(&str, String), hooks: &[crate::notify::NotifyHook]) {
+    use crate::notify::MAX_HOOKS;
+    if hooks.len() > MAX_HOOKS {
+        e("notify", format!("at most {MAX_HOOKS} webhooks, got {}", hooks.len()));
+        return;
+    }
+    for (i, hook) in hooks.iter().enumerate() {
+        if !webhook_url_ok(&hook.url) {
+            e(
+                &format!("notify[{i}].url"),
+                format!(
+                    "{:?} is not an https URL of at most {MAX_URL_LEN} characters without query or fragment (plain \
+                     http only to localhost or 127.0.0.1)",
+                    shorten(&hook.url)
+                ),
+            );
+        }
+        secret_arn(e, &format!("notify[{i}].secret"), &hook.secret);
+        let mut seen = std::collections::BTreeSet::new();
+        for kind in &hook.events {
+            if !seen.insert(kind) {
+                e(&format!("notify[{i}].events"), format!("names {} twice", kind.as_str()));
+            }
+        }
+    }
+}
+
 /// Checks `readiness`: exactly one check; its templates over the known placeholders, a CA bundle, a status, a
 /// secret's ARN; a pause.
 pub(super) fn readiness(e: &mut impl FnMut(&str, String), r: &ReadinessSpec) {

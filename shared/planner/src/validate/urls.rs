@@ -113,9 +113,12 @@ pub fn validate_urls(spec: &PoolSpec, policy: &UrlPolicy) -> Vec<FieldError> {
             urls.push(("readiness.kubernetes.server", server));
         }
     }
+    let hooks: Vec<(String, String)> =
+        spec.notify.iter().enumerate().map(|(i, h)| (format!("notify[{i}].url"), h.url.clone())).collect();
     if let crate::model::Platform::Vsphere(vs) = &spec.platform {
         urls.push(("platform.vsphere.server", format!("https://{}/", vs.server)));
     }
+    urls.extend(hooks.iter().map(|(field, url)| (field.as_str(), url.clone())));
     let mut errors = vec![];
     for (field, url) in urls {
         if url.starts_with("{outputs.") {
