@@ -273,6 +273,17 @@ impl Store for Journal {
         self.store.last_full_sweep().await
     }
 
+    async fn trail_between(
+        &self,
+        pool: &str,
+        shard: u8,
+        after: &str,
+        until: &str,
+        limit: usize,
+    ) -> apiary_ports::Result<Vec<(String, apiary_planner::events::Event)>> {
+        self.store.trail_between(pool, shard, after, until, limit).await
+    }
+
     async fn events(
         &self,
         pool: &str,

@@ -188,8 +188,9 @@ pub(crate) async fn make_claim(
             let entry = ClaimName { name: claim.to_owned(), holder: pool.to_owned(), owner: caller.arn.clone() };
             writes.push(Write::Put(Item::ClaimName(entry), n.cond.clone()));
         }
+        let told = apiary_ports::notify::told(&writes);
         match deps.store.write(pool, writes).await {
-            Ok(()) => {}
+            Ok(()) => apiary_ports::notify::after_write(deps, pool, &p.spec, &told).await,
             Err(StoreError::Conflict(_)) => {
                 // The claim exists already (a PUT again), or another claim took the spare first: try the next.
                 match &mut named {

@@ -9,6 +9,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tracing::Instrument;
 
 use crate::credentials;
+use crate::notice;
 use crate::outcome::{Outcome, Received};
 use crate::reap;
 use crate::run::{wake_pool, Run};
@@ -27,6 +28,12 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, received: Option<Received<'_
         }
         return Ok(Outcome::default());
     };
+    if let Some(notice) = &msg.notice {
+        return Ok(Outcome { notified: Some(notice::deliver(deps, &pool, notice).await?), ..Outcome::default() });
+    }
+    if msg.notices {
+        return Ok(Outcome { passed: notice::pass(deps, &pool).await?, ..Outcome::default() });
+    }
     let machinery = deps.platforms.of(&pool.spec)?;
     if msg.tick {
         return tick::run(deps, &pool, machinery.as_ref(), msg, received).await;

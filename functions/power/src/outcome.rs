@@ -25,6 +25,10 @@ pub struct Outcome {
     pub returned: bool,
     /// A look found the cluster (for a tick: one it looked at) come up: an install or a resume done.
     pub came_up: bool,
+    /// A notification's attempt: what became of it.
+    pub notified: Option<crate::notice::Attempted>,
+    /// The notifications' pass: how many it sent that no writer had.
+    pub passed: usize,
 }
 
 /// A power message as the queue handed it over.

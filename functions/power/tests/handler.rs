@@ -916,6 +916,17 @@ impl apiary_ports::store::Store for Racing {
     async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> apiary_ports::Result<()> {
         self.inner.record_full_sweep(previous, at).await
     }
+    async fn trail_between(
+        &self,
+        pool: &str,
+        shard: u8,
+        after: &str,
+        until: &str,
+        limit: usize,
+    ) -> apiary_ports::Result<Vec<(String, apiary_planner::events::Event)>> {
+        self.inner.trail_between(pool, shard, after, until, limit).await
+    }
+
     async fn events(
         &self,
         pool: &str,
@@ -1145,4 +1156,171 @@ async fn a_power_step_that_fails_comes_again_in_seconds_then_less_and_less_often
     drive(&w, &deps, w.time.now() + TimeDelta::minutes(5), 0).await;
     let c = w.cluster("ci", "ci-1").expect("cluster");
     assert_eq!(c.power_state, Some(PowerState::Running), "started again once the table took its writes: {c:?}");
+}
+
+/// Claim notifications (issue 59): a pool's `notify` webhook hears its claims through the power queue.
+mod notifications {
+    use super::*;
+    use apiary_planner::events::{Event, EventType};
+    use apiary_planner::notify::{NoticeKind, NotifyHook, ATTEMPTS};
+    use apiary_planner::plan::Action;
+    use apiary_planner::{Claim, Snapshot};
+    use apiary_ports::notify::{after_write, told};
+    use apiary_ports::queue::Queue;
+    use apiary_ports::store::{event_sort_key, writes_with_events, Item};
+
+    const HOOK: &str = "https://hooks.example.com/apiary";
+
+    fn hooked(events: Vec<NoticeKind>) -> apiary_planner::PoolSpec {
+        let mut spec = aws_spec(1, 1);
+        spec.notify = vec![NotifyHook {
+            url: HOOK.into(),
+            secret: "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook-AbCdEf".into(),
+            events,
+        }];
+        spec
+    }
+
+    /// Pool `ci` with a Running spare `ci-1` (its outputs named) and claim `job-1` of Alice's, shared with Bob,
+    /// waiting; the writes of the reconcile's assignment of one to the other, with their events.
+    async fn assignment(w: &World, spec: apiary_planner::PoolSpec) -> Vec<Write> {
+        let p = pool("ci", spec, t0());
+        let mut cluster = installed("ci-1", DesiredPower::Running, t0());
+        cluster.outputs.insert("apiUrl".into(), "https://api.ci-1.example.com:6443".into());
+        let mut claim = Claim::new("job-1", "arn:aws:iam::123456789012:role/alice", t0());
+        claim.subjects = vec!["arn:aws:iam::123456789012:user/bob".into()];
+        w.put_pool(p.clone());
+        w.put_cluster("ci", cluster.clone());
+        let waiting = Write::Put(Item::Claim(Box::new(claim.clone())), Cond::Absent);
+        w.store.write("ci", vec![waiting]).await.expect("the claim waits");
+        let mut snap = Snapshot { pool: p, clusters: vec![cluster], claims: vec![claim], leases: vec![] };
+        let action = Action::AssignClaim {
+            claim: "job-1".into(),
+            claim_rev: 0,
+            cluster: "ci-1".into(),
+            cluster_rev: 0,
+            at: w.now(),
+        };
+        writes_with_events(&mut snap, &action, w.now()).expect("writes")
+    }
+
+    /// The trail's entries of `kind`, oldest first.
+    async fn entries(deps: &Deps, kind: EventType) -> Vec<Event> {
+        let query = EventQuery { limit: 200, ..EventQuery::default() };
+        let mut found: Vec<Event> = deps
+            .store
+            .events("ci", &query)
+            .await
+            .expect("trail")
+            .events
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .collect();
+        found.reverse();
+        found
+    }
+
+    #[tokio::test]
+    async fn an_assignment_is_posted_once_with_its_owner_subjects_and_outputs_and_told_in_the_trail() {
+        let w = World::new(t0());
+        let deps = w.default_deps(900);
+        let writes = assignment(&w, hooked(vec![])).await;
+        let events = told(&writes);
+        assert_eq!(events.len(), 1, "the assignment, with its notice");
+        deps.store.write("ci", writes).await.expect("assigned");
+        after_write(&deps, "ci", &hooked(vec![]), &events).await;
+        drive(&w, &deps, t0() + TimeDelta::minutes(5), 0).await;
+
+        let posts = w.receiver.posts();
+        assert_eq!(posts.len(), 1, "{posts:?}");
+        let (post, data) = (&posts[0], &posts[0].body["data"]);
+        assert_eq!((post.url.as_str(), post.id.clone()), (HOOK, event_sort_key(&events[0])));
+        assert_eq!(post.body["type"], "claim.assigned");
+        assert_eq!(
+            (data["pool"].as_str(), data["claim"].as_str(), data["cluster"].as_str()),
+            (Some("ci"), Some("job-1"), Some("ci-1"))
+        );
+        assert_eq!(data["owner"], "arn:aws:iam::123456789012:role/alice");
+        assert_eq!(data["subjects"][0], "arn:aws:iam::123456789012:user/bob");
+        assert_eq!(data["outputs"]["apiUrl"], "https://api.ci-1.example.com:6443");
+        let delivered = entries(&deps, EventType::NotificationDelivered).await;
+        assert_eq!(delivered.len(), 1);
+        let account = delivered[0].delivery.as_ref().expect("a delivery");
+        assert_eq!((account.of.as_str(), account.hook, account.attempt), (post.id.as_str(), 0, 1));
+        assert_eq!(delivered[0].claim.as_deref(), Some("job-1"), "in the claim's own shard of the trail");
+
+        // The pass a few minutes on finds it delivered: nothing is sent again.
+        w.time.set(t0() + TimeDelta::minutes(3));
+        w.queue.power(&PowerMessage::notices("ci"), std::time::Duration::ZERO).await.expect("sent");
+        drive(&w, &deps, t0() + TimeDelta::minutes(10), 0).await;
+        assert_eq!(w.receiver.posts().len(), 1, "nothing twice");
+    }
+
+    #[tokio::test]
+    async fn a_receiver_that_stays_down_is_tried_with_a_growing_wait_then_dead_lettered_in_the_trail() {
+        let w = World::new(t0());
+        let deps = w.default_deps(900);
+        let writes = assignment(&w, hooked(vec![NoticeKind::ClaimAssigned])).await;
+        let events = told(&writes);
+        deps.store.write("ci", writes).await.expect("assigned");
+        w.receiver.down(503);
+        after_write(&deps, "ci", &hooked(vec![NoticeKind::ClaimAssigned]), &events).await;
+        drive(&w, &deps, t0() + TimeDelta::hours(3), 0).await;
+
+        assert_eq!(w.receiver.posts().len(), usize::from(ATTEMPTS), "every attempt, and no more");
+        let failed = entries(&deps, EventType::NotificationFailed).await;
+        assert_eq!(failed.len(), usize::from(ATTEMPTS) - 1);
+        let waits: Vec<i64> = failed.windows(2).map(|p| (p[1].time - p[0].time).num_seconds()).collect();
+        assert_eq!(waits, [10, 60, 300, 900], "attempt to attempt");
+        assert!(
+            failed[0].message.as_deref().is_some_and(|m| m.contains("answered 503") && m.contains("in 10s")),
+            "{failed:?}"
+        );
+        let dead = entries(&deps, EventType::NotificationDeadLettered).await;
+        assert_eq!(dead.len(), 1);
+        assert_eq!((dead[0].time - failed[4].time).num_seconds(), 3600, "an hour after the fifth");
+        assert_eq!(dead[0].notice, events[0].notice, "the dead-letter record keeps the notification whole");
+        assert!(w.queue.messages(QueueName::Power).is_empty(), "nothing more is tried");
+    }
+
+    #[tokio::test]
+    async fn the_pass_sends_what_a_writer_stopped_before_sending_and_a_hook_hears_only_its_kinds() {
+        let w = World::new(t0());
+        let deps = w.default_deps(900);
+        // Two hooks: one hears every kind, the other only broken clusters.
+        let mut spec = hooked(vec![]);
+        let broken_only = NotifyHook {
+            url: "https://chat.example.com/x".into(),
+            events: vec![NoticeKind::ClusterBroken],
+            ..spec.notify[0].clone()
+        };
+        spec.notify.push(broken_only);
+        let writes = assignment(&w, spec.clone()).await;
+        // The writer stopped between its write and its send.
+        deps.store.write("ci", writes).await.expect("assigned");
+        w.time.set(t0() + TimeDelta::seconds(30));
+        w.queue.power(&PowerMessage::notices("ci"), std::time::Duration::ZERO).await.expect("sent");
+        drive(&w, &deps, t0() + TimeDelta::seconds(40), 0).await;
+        assert!(w.receiver.posts().is_empty(), "not settled yet: a pass reads up to a minute ago");
+        w.time.set(t0() + TimeDelta::minutes(2));
+        w.queue.power(&PowerMessage::notices("ci"), std::time::Duration::ZERO).await.expect("sent");
+        drive(&w, &deps, t0() + TimeDelta::minutes(3), 0).await;
+        let posts = w.receiver.posts();
+        assert_eq!(posts.iter().map(|p| p.url.as_str()).collect::<Vec<_>>(), [HOOK], "{posts:?}");
+        // The cursor moved on: the next pass reads from there and sends nothing.
+        let Some(Item::Notified(cursor)) = deps.store.get("ci", &Key::Notified).await.expect("read") else {
+            panic!("no cursor")
+        };
+        assert!(cursor.through.iter().all(|k| k.as_str() > event_sort_key(&told_event(&posts[0].id)).as_str()));
+        w.time.set(t0() + TimeDelta::minutes(4));
+        w.queue.power(&PowerMessage::notices("ci"), std::time::Duration::ZERO).await.expect("sent");
+        drive(&w, &deps, t0() + TimeDelta::minutes(5), 0).await;
+        assert_eq!(w.receiver.posts().len(), 1);
+    }
+
+    /// An event whose sort key is `id`, enough to compare keys by.
+    fn told_event(id: &str) -> Event {
+        let time = id.split('#').next().and_then(|t| t.parse().ok()).expect("a time");
+        Event::new(EventType::ClaimAssigned, time, 0)
+    }
 }

@@ -16,6 +16,7 @@ use apiary_planner::power::{needs_tick, tick};
 use apiary_planner::{plan, reaper, Action};
 use apiary_ports::messages::{PowerMessage, ReconcileMessage, CLOCK_SKEW, COALESCE_WINDOW};
 use apiary_ports::metrics;
+use apiary_ports::notify;
 use apiary_ports::queue::{come_again_after, receives};
 use apiary_ports::store::{transactions, writes_with_events};
 use apiary_ports::{Deps, Error, Result};
@@ -85,8 +86,12 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
                 }
             }
             if !writes.is_empty() {
+                let told = notify::told(&writes);
                 match deps.store.write(pool, writes).await {
-                    Ok(()) => outcome.writes += 1,
+                    Ok(()) => {
+                        outcome.writes += 1;
+                        notify::after_write(deps, pool, &snapshot.pool.spec, &told).await;
+                    }
                     Err(e) if matches!(e, Error::Conflict(_)) || momentary(&e) => {
                         lost = Some(e);
                         break;

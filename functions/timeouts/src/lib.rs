@@ -10,10 +10,11 @@
 //! reconciles (as any reconcile does) start the tick of a pool with clusters in motion and none live, so a lost
 //! message delays work, never loses it. The time of the last full pass is kept in the table, written once the pass
 //! has enqueued every pool: a run cannot skip it whatever the sweep's rate, and one that failed part way is made
-//! again by the next run.
+//! again by the next run. Every run also asks the power function for the notifications' pass over the trail of
+//! each pool with `notify` webhooks ([`apiary_ports::notify`]).
 
 use apiary_planner::sweep;
-use apiary_ports::messages::ReconcileMessage;
+use apiary_ports::messages::{PowerMessage, ReconcileMessage};
 use apiary_ports::{Deps, Error, Result};
 
 /// What a sweep did.
@@ -25,6 +26,8 @@ pub struct Outcome {
     pub enqueued: usize,
     /// Whether it was a full pass.
     pub full: bool,
+    /// Notifications' passes asked for: one a pool with `notify` webhooks.
+    pub notices: usize,
 }
 
 /// One run of the sweep as its schedule invokes it: decides whether this run is a full pass, sweeps, and records a
@@ -52,12 +55,18 @@ pub async fn run(deps: &Deps) -> Result<Outcome> {
 pub async fn sweep(deps: &Deps, full: bool) -> Result<Outcome> {
     let now = deps.clock.now();
     let pools = deps.store.list_pools().await?;
-    let mut outcome = Outcome { pools: pools.len(), enqueued: 0, full };
+    let mut outcome = Outcome { pools: pools.len(), enqueued: 0, full, notices: 0 };
     let reason = if full { reconcile::FULL_SWEEP } else { "sweep" };
     for pool in pools.iter().filter(|p| full || sweep::due(p, now)) {
         deps.queue.reconcile(&ReconcileMessage::new(pool.name.clone(), reason)).await?;
         outcome.enqueued += 1;
     }
-    tracing::info!(pools = outcome.pools, enqueued = outcome.enqueued, full, "sweep");
+    // Every run: the pass over the trail of each pool with hooks sends, within two minutes, a notification whose
+    // writer stopped before it sent it (apiary_ports::notify).
+    for pool in pools.iter().filter(|p| !p.spec.notify.is_empty()) {
+        deps.queue.power(&PowerMessage::notices(pool.name.clone()), std::time::Duration::ZERO).await?;
+        outcome.notices += 1;
+    }
+    tracing::info!(pools = outcome.pools, enqueued = outcome.enqueued, full, notices = outcome.notices, "sweep");
     Ok(outcome)
 }

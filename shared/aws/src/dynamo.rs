@@ -10,6 +10,7 @@
 //! | the pool's forecast profile | `POOL#<pool>` | `PROFILE` |
 //! | a label index entry | `LABEL#<len(key)>:<key>=<value>` | `POOL#<pool>` |
 //! | a claim made by selector's name | `CLAIMNAME#<name>` | `CLAIMNAME` |
+//! | how far the notifications' pass read the pool's trail | `NOTIFIED#<pool>` | `NOTIFIED` |
 //! | event | `EVENTS#<pool>#<shard>` | `<time>#<subject>#<rev>#<type>` ([`event_sort_key`]), with `expires` (TTL) |
 //!
 //! A pool's trail is in partitions of its own ([`EVENT_SHARDS`](apiary_ports::store::EVENT_SHARDS) of them), so no
@@ -87,6 +88,7 @@ fn events_pk(pool: &str, shard: u8) -> String {
 fn key_attrs(pool: &str, key: &Key) -> Attrs {
     let partition = match key {
         Key::Event(shard, _) => events_pk(pool, *shard),
+        Key::Notified => format!("NOTIFIED#{pool}"),
         _ => key.apart().unwrap_or_else(|| pk(pool)),
     };
     HashMap::from([("PK".to_owned(), s(partition)), ("SK".to_owned(), s(sk(key)))])
@@ -126,6 +128,7 @@ fn encode(pool: &str, item: &Item) -> Result<Attrs> {
         Item::Profile(p) => serde_dynamo::to_item(p.as_ref()),
         Item::Label(e) => serde_dynamo::to_item(e),
         Item::ClaimName(c) => serde_dynamo::to_item(c),
+        Item::Notified(n) => serde_dynamo::to_item(n),
     };
     let mut attrs: Attrs = encoded.map_err(|source| Error::Decode { key: sk(&key), source: Box::new(source) })?;
     attrs.extend(key_attrs(pool, &key));
@@ -165,6 +168,8 @@ fn decode(mut attrs: Attrs) -> Result<Option<Item>> {
         Item::Label(serde_dynamo::from_item(attrs).map_err(bad)?)
     } else if sk == "CLAIMNAME" {
         Item::ClaimName(serde_dynamo::from_item(attrs).map_err(bad)?)
+    } else if sk == "NOTIFIED" {
+        Item::Notified(serde_dynamo::from_item(attrs).map_err(bad)?)
     } else {
         return Ok(None);
     };
@@ -719,6 +724,42 @@ impl Store for DynamoStore {
             boundary
         };
         Ok(EventPage { events: found.into_iter().map(|(_, e)| e).collect(), next })
+    }
+
+    async fn trail_between(
+        &self,
+        pool: &str,
+        shard: u8,
+        after: &str,
+        until: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Event)>> {
+        if after >= until || limit == 0 {
+            return Ok(vec![]);
+        }
+        let q = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("PK = :pk AND SK BETWEEN :after AND :until")
+            .expression_attribute_values(":pk", s(events_pk(pool, shard)))
+            .expression_attribute_values(":after", s(after))
+            .expression_attribute_values(":until", s(until))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX));
+        let page = query_page(&q, None).await?;
+        let mut found = vec![];
+        for attrs in page.items.unwrap_or_default() {
+            let Some(AttributeValue::S(sort)) = attrs.get("SK").cloned() else { continue };
+            // BETWEEN takes its bounds in; the read is of what comes after the first and before the last.
+            if sort.as_str() <= after || sort.as_str() >= until {
+                continue;
+            }
+            match read_event(attrs)? {
+                Some(event) => found.push((sort, event)),
+                None => tracing::warn!(item = sort, "an event of a kind this release does not know, left out"),
+            }
+        }
+        Ok(found)
     }
 
     async fn last_full_sweep(&self) -> Result<Option<Timestamp>> {

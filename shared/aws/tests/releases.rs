@@ -15,9 +15,11 @@ use std::path::PathBuf;
 
 use apiary_aws::dynamo::{read_event, read_item, stored_event, stored_item};
 use apiary_planner::events::{Event, EventType};
+use apiary_planner::notify::{Delivery, Notice, NoticeKind};
 use apiary_planner::{plan, Claim, Cluster, NameLease, Pool, PowerState, Snapshot, Timestamp};
+use apiary_ports::messages::NoticeMessage;
 use apiary_ports::messages::{PowerMessage, ReconcileMessage};
-use apiary_ports::store::{ClaimName, Item, LabelEntry, ProfileItem};
+use apiary_ports::store::{ClaimName, Item, LabelEntry, Notified, ProfileItem};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{json, Value};
 
@@ -161,6 +163,12 @@ fn pools() -> Vec<(&'static str, Value)> {
             s["hibernateAfter"] = json!("30m");
             s["access"] = json!({ "claimants": ["arn:aws:iam::123456789012:role/team-a-ci"],
                                   "admins": ["arn:aws:iam::123456789012:user/ann"] });
+            s["notify"] = json!([
+                { "url": "https://hooks.example.com/apiary",
+                  "secret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook-AbCdEf" },
+                { "url": "https://chat.example.com/apiary",
+                  "secret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:chat-AbCdEf",
+                  "events": ["claim.expired", "cluster.broken"] }]);
             s
         }),
     ]
@@ -318,6 +326,10 @@ fn catalog() -> Catalog {
     let owner = "arn:aws:iam::123456789012:role/ci".to_owned();
     let entry = ClaimName { name: "job-1".into(), holder: "aws".into(), owner };
     c.items.push(("claim name".into(), "aws".into(), Item::ClaimName(entry)));
+    let through =
+        (0..apiary_ports::store::EVENT_SHARDS).map(|i| format!("2026-11-28T11:5{i}:00.000000Z#-/-#1#X")).collect();
+    let notified = Notified { pool: "inventory".into(), through, rev: 3 };
+    c.items.push(("inventory notified".into(), "inventory".into(), Item::Notified(notified)));
     let tick = apiary_planner::power::tick::Tick {
         rev: 40,
         check: Some(apiary_planner::Recheck { token: 77, due: t("2026-11-28T12:00:15Z") }),
@@ -334,11 +346,35 @@ fn catalog() -> Catalog {
     c.items.push(("inventory profile".into(), "inventory".into(), Item::Profile(Box::new(profile))));
     for (i, kind) in event_types().into_iter().enumerate() {
         let at = now() - chrono::TimeDelta::seconds(60 - i as i64);
-        let event = Event::new(kind, at, i as u64 + 1)
+        let mut event = Event::new(kind, at, i as u64 + 1)
             .by("arn:aws:iam::123456789012:role/ci")
             .claim("job-1")
             .cluster("aws-claimed")
             .saying("a fixture");
+        // What a notification carries, and a delivery's account of itself.
+        let notice = match kind {
+            EventType::ClaimAssigned => Some(NoticeKind::ClaimAssigned),
+            EventType::ClaimReleased => Some(NoticeKind::ClaimExpired),
+            EventType::ClusterBroken | EventType::NotificationDeadLettered => Some(NoticeKind::ClusterBroken),
+            _ => None,
+        };
+        event.notice = notice.map(|kind| {
+            Box::new(Notice {
+                kind,
+                owner: Some("arn:aws:iam::123456789012:role/ci".into()),
+                subjects: vec!["arn:aws:iam::123456789012:user/dev".into()],
+                outputs: BTreeMap::from([("apiUrl".into(), "https://api.aws-claimed.example.com:6443".into())]),
+                cluster_name: Some("aws-claimed".into()),
+                expires_at: Some(t("2026-11-28T14:00:00Z")),
+            })
+        });
+        if matches!(
+            kind,
+            EventType::NotificationDelivered | EventType::NotificationFailed | EventType::NotificationDeadLettered
+        ) {
+            let of = "2026-11-28T11:59:00.000000Z#job-1/aws-claimed#6#ClaimAssigned".to_owned();
+            event.delivery = Some(Delivery { of, hook: 1, attempt: 2 });
+        }
         c.events.push((format!("event {}", kind.as_str()), "aws".into(), event));
     }
     let reconcile = |m: &ReconcileMessage| serde_json::to_string(m).expect("json");
@@ -351,6 +387,10 @@ fn catalog() -> Catalog {
     c.messages.push(("nudge".into(), "power", power(&PowerMessage::nudge("aws", "aws-starting"))));
     c.messages.push(("tick".into(), "power", power(&PowerMessage::tick("aws", Some(77)))));
     c.messages.push(("reap".into(), "power", power(&PowerMessage::reap("aws"))));
+    let delivered = c.events.iter().find(|(_, _, e)| e.notice.is_some()).map(|(_, _, e)| e.clone()).expect("one");
+    let notice = NoticeMessage { event: delivered, hook: 1, attempt: 3, due: Some(t("2026-11-28T12:05:00Z")) };
+    c.messages.push(("notice".into(), "power", power(&PowerMessage::deliver("inventory", notice))));
+    c.messages.push(("notices".into(), "power", power(&PowerMessage::notices("inventory"))));
     c.messages.push(("sweep".into(), "sweep", json!({ "source": "apiary-sweep" }).to_string()));
     c
 }
@@ -382,7 +422,10 @@ fn event_types() -> Vec<EventType> {
         ClusterUnpaused => Some(ClusterBroken),
         ClusterBroken => Some(ClusterDeleting),
         ClusterDeleting => Some(ClusterRemoved),
-        ClusterRemoved => None,
+        ClusterRemoved => Some(NotificationDelivered),
+        NotificationDelivered => Some(NotificationFailed),
+        NotificationFailed => Some(NotificationDeadLettered),
+        NotificationDeadLettered => None,
     };
     std::iter::successors(Some(PoolCreated), |k| after(*k)).collect()
 }
@@ -484,7 +527,7 @@ fn every_supported_release_is_read_planned_and_written_back_whole() {
                 let item = read_item(attrs.clone())
                     .unwrap_or_else(|e| panic!("{release} {label}: {e}"))
                     .unwrap_or_else(|| panic!("{release} {label}: an item of no kind this release reads"));
-                let pool = pk.trim_start_matches("POOL#").to_owned();
+                let pool = pk.trim_start_matches("POOL#").trim_start_matches("NOTIFIED#").to_owned();
                 decoded.push((pool.clone(), item.clone()));
                 stored_item(&pool, &item).expect("written back")
             };

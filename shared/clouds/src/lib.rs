@@ -9,6 +9,7 @@
 //! - [`readiness`]: a pool's readiness check of its clusters: an HTTPS probe (`readiness.https`), or
 //!   [`kubernetes`]: nodes and ClusterOperators through the cluster's API (`readiness.kubernetes`), approving
 //!   the certificate requests of nodes back from hibernation by [`csr`]'s rules.
+//! - [`notify`]: a pool's claim notifications, posted to its `notify` webhooks and signed as the installer's are.
 //!
 //! They share one [`http::Http`] client (built once per process, bounded and retrying like the AWS calls), read
 //! their credentials through the [`Secrets`](apiary_ports::secrets::Secrets) port by the ARN a pool names, and
@@ -21,6 +22,7 @@ pub mod fanout;
 pub mod gcp;
 pub mod http;
 pub mod kubernetes;
+pub mod notify;
 pub mod readiness;
 pub mod secrets;
 pub mod tokens;
@@ -83,5 +85,6 @@ pub fn with_http(
         )
         .with("vsphere", Arc::new(vsphere::Vsphere::new(http.clone(), secrets.clone())))
         .with_installer(Arc::new(webhook::Webhook::new(http.clone(), secrets.clone())))
+        .with_notifier(Arc::new(notify::Notifications::new(http.clone(), secrets.clone())))
         .with_readiness(Arc::new(readiness::Checks::new(http, secrets))))
 }

@@ -8,12 +8,14 @@
 //! - [`cluster_api`]: the clusters' API servers (`/readyz`, nodes, ClusterOperators, Machines), for readiness
 //!   checks, with [`kubelets`] whose certificates expire while their cluster is hibernated.
 //! - [`webhook`]: a reference receiver of Apiary's webhook provisioner, installing on the fake Compute Engine.
+//! - [`notifications`]: a reference receiver of a pool's claim notifications, verifying each signature.
 
 pub mod azure;
 pub mod cluster_api;
 pub mod common;
 pub mod gcp;
 pub mod kubelets;
+pub mod notifications;
 pub mod server;
 pub mod tls;
 pub mod vsphere;

@@ -169,7 +169,7 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
     if let Some(fault) = s.faults.take(throttled, unavailable) {
         return fault;
     }
-    if let Err(why) = verify(&s, &req) {
+    if let Err(why) = verified(&s, &req) {
         return Response::json(401, &json!({"message": why}));
     }
     let segments: Vec<&str> = req.path.split('/').filter(|p| !p.is_empty()).collect();
@@ -186,19 +186,24 @@ fn handle(state: &Mutex<State>, req: Request) -> Response {
     }
 }
 
-/// Checks the request's Standard Webhooks headers, as a receiver must: the signature over
-/// `{webhook-id}.{webhook-timestamp}.{body}` with the shared key, and a timestamp within [`TOLERANCE`].
-fn verify(s: &State, req: &Request) -> Result<(), String> {
+/// Checks the request's Standard Webhooks headers, as a receiver must ([`verify`]), with the receiver's key.
+fn verified(s: &State, req: &Request) -> Result<(), String> {
+    verify(&s.settings.key, req, s.epoch + s.clock.now().as_secs())
+}
+
+/// Checks a request's Standard Webhooks headers as a receiver must: the signature over
+/// `{webhook-id}.{webhook-timestamp}.{body}` with `key` (`whsec_<base64>`), and a timestamp within [`TOLERANCE`] of
+/// `now` (Unix seconds). `Err` says what is wrong.
+pub fn verify(key: &str, req: &Request, now: u64) -> Result<(), String> {
     let header = |name: &str| req.headers.get(name).map(String::as_str).ok_or(format!("{name} is missing"));
     let (id, timestamp, signatures) =
         (header("webhook-id")?, header("webhook-timestamp")?, header("webhook-signature")?);
     let sent: u64 = timestamp.parse().map_err(|_| format!("webhook-timestamp {timestamp:?} is not a number"))?;
-    let now = s.epoch + s.clock.now().as_secs();
     if sent.abs_diff(now) > TOLERANCE.as_secs() {
         return Err(format!("webhook-timestamp {sent} is more than {}s from now ({now})", TOLERANCE.as_secs()));
     }
     let b64 = base64::engine::general_purpose::STANDARD;
-    let secret = s.settings.key.strip_prefix("whsec_").unwrap_or(&s.settings.key);
+    let secret = key.strip_prefix("whsec_").unwrap_or(key);
     let key = b64.decode(secret).map_err(|e| format!("the receiver's key: {e}"))?;
     let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &key);
     let mut signed = format!("{id}.{timestamp}.").into_bytes();

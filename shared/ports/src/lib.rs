@@ -8,6 +8,8 @@
 //! - [`Schedules`](schedules::Schedules): a pool's cron overrides, kept in the cloud's scheduler ([`schedules`]).
 //! - [`Secrets`](secrets::Secrets): cloud credentials by ARN, read by the power function only ([`secrets`]).
 //! - [`Clock`](clock::Clock): the time and the seeds of randomness; a handler never reads ambient time ([`clock`]).
+//! - [`Notifier`](platform::Notifier): posts notifications to pools' `notify` webhooks; [`notify`] says which
+//!   are sent, by whom, and how the pass over a pool's trail finds one its writer did not send.
 //! - [`retry`]: a write that lost its condition, read again and tried again, in one loop.
 //! - [`metrics`]: CloudWatch metrics in Embedded Metric Format, built by pure functions, written to a sink.
 //!
@@ -22,6 +24,7 @@ pub mod deps;
 pub mod error;
 pub mod messages;
 pub mod metrics;
+pub mod notify;
 pub mod platform;
 pub mod queue;
 pub mod retry;

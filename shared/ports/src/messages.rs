@@ -72,22 +72,64 @@ pub struct PowerMessage {
     /// motion (`apiary_planner::power::tick`); `check` is its chain's link, or `None` for a nudge of the tick.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tick: bool,
+    /// Not about one cluster: a notification to deliver to one of the pool's `notify` webhooks (`cluster` is
+    /// empty; see [`crate::notify`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<Box<NoticeMessage>>,
+    /// Not about one cluster: the notifications' pass over the pool's trail is due (`cluster` is empty), asked for
+    /// by the sweep: it sends what no writer did ([`crate::notify`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub notices: bool,
+}
+
+/// One attempt to deliver the notification of an event to one of a pool's `notify` webhooks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticeMessage {
+    /// The event, as the trail has it (with its [`Notice`](apiary_planner::notify::Notice)).
+    pub event: apiary_planner::events::Event,
+    /// Which of the pool's hooks (its place in `notify`).
+    pub hook: u8,
+    /// Which attempt, from 1.
+    pub attempt: u8,
+    /// Not before then: a retry whose wait is longer than a message's longest delay comes early, and is sent
+    /// again for the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due: Option<Timestamp>,
 }
 
 impl PowerMessage {
     /// A nudge of cluster `cluster` of `pool`: step it now.
     pub fn nudge(pool: impl Into<String>, cluster: impl Into<String>) -> Self {
-        Self { pool: pool.into(), cluster: cluster.into(), check: None, reap: false, tick: false }
+        Self {
+            pool: pool.into(),
+            cluster: cluster.into(),
+            check: None,
+            reap: false,
+            tick: false,
+            notice: None,
+            notices: false,
+        }
+    }
+
+    /// An attempt to deliver a notification of `pool`.
+    pub fn deliver(pool: impl Into<String>, notice: NoticeMessage) -> Self {
+        Self { notice: Some(Box::new(notice)), ..Self::nudge(pool, "") }
+    }
+
+    /// The notifications' pass over `pool`'s trail.
+    pub fn notices(pool: impl Into<String>) -> Self {
+        Self { notices: true, ..Self::nudge(pool, "") }
     }
 
     /// A link of `pool`'s tick (`check`), or a nudge of it (`None`): look at the pool's clusters in motion.
     pub fn tick(pool: impl Into<String>, check: Option<u64>) -> Self {
-        Self { pool: pool.into(), cluster: String::new(), check, reap: false, tick: true }
+        Self { check, tick: true, ..Self::nudge(pool, "") }
     }
 
     /// The reaper's pass over `pool`.
     pub fn reap(pool: impl Into<String>) -> Self {
-        Self { pool: pool.into(), cluster: String::new(), check: None, reap: true, tick: false }
+        Self { reap: true, ..Self::nudge(pool, "") }
     }
 }
 

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use apiary_planner::machines::MachineState;
+use apiary_planner::notify::NotifyHook;
 use apiary_planner::power::certificates::CertificateLook;
 use apiary_planner::power::{Install, Readiness, Termination};
 use apiary_planner::{Cluster, Machine, PoolSpec, Timestamp};
@@ -308,12 +309,22 @@ mod tests {
 pub trait Machinery: Actuator + Provisioner {}
 impl<T: Actuator + Provisioner> Machinery for T {}
 
+/// Posts notifications to pools' `notify` webhooks ([`crate::notify`]).
+#[async_trait]
+pub trait Notifier: Send + Sync {
+    /// Posts `body` to `hook` of `pool` once, signed per Standard Webhooks with the hook's key as `id` at
+    /// `timestamp` (Unix seconds), within a few seconds: the receiver's status. `Err`: it was not reached in
+    /// time, or its key could not be read (the message says which).
+    async fn post(&self, pool: &str, hook: &NotifyHook, id: &str, timestamp: i64, body: &[u8]) -> Result<u16>;
+}
+
 /// The platforms this process drives, by [`apiary_planner::Platform::kind`], and the external installer, if any.
 #[derive(Clone, Default)]
 pub struct Platforms {
     by_kind: BTreeMap<&'static str, Arc<dyn Machinery>>,
     installer: Option<Arc<dyn Provisioner>>,
     readiness: Option<Arc<dyn ReadinessCheck>>,
+    notifier: Option<Arc<dyn Notifier>>,
 }
 
 /// A pool's machinery as its spec composes it: its platform's actuator; the external installer in place of the
@@ -427,6 +438,17 @@ impl Platforms {
     pub fn with_readiness(mut self, check: Arc<dyn ReadinessCheck>) -> Self {
         self.readiness = Some(check);
         self
+    }
+
+    /// Posts pools' notifications with `notifier`.
+    pub fn with_notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
+        self.notifier = Some(notifier);
+        self
+    }
+
+    /// What posts pools' notifications; a configuration error when this process has none.
+    pub fn notifier(&self) -> Result<Arc<dyn Notifier>> {
+        self.notifier.clone().ok_or_else(|| Error::Config("no notifier in this deployment".to_owned()))
     }
 
     /// The machinery of `spec`: its platform, with the external installer in place of the platform's own

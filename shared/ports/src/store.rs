@@ -56,6 +56,23 @@ pub enum Item {
     /// A claim made by selector: its name is the stack's, and this entry, outside every pool's partition, says which
     /// pool holds it.
     ClaimName(ClaimName),
+    /// How far the notifications' pass has read the pool's trail, outside the pool's partition.
+    Notified(Notified),
+}
+
+/// How far the notifications' pass over a pool's trail has read each of its shards: every event of a notify
+/// webhook's kind up to there was sent for delivery (by its writer, or by the pass). Apart from the pool's
+/// partition (`NOTIFIED#<pool>`), so no read of the pool's partition carries it and its writes never contend with
+/// the pool's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Notified {
+    /// The pool.
+    pub pool: String,
+    /// Per shard of the trail ([`EVENT_SHARDS`]), the sort key of the last event looked at.
+    pub through: Vec<String>,
+    /// Its revision.
+    pub rev: u64,
 }
 
 /// A pool's entry in the label index: claims by selector read the pools labelled `key=value` from the entries
@@ -117,6 +134,8 @@ pub enum Key {
     Label(LabelEntry),
     /// The directory entry of a claim made by selector ([`ClaimName`]).
     ClaimName(String),
+    /// How far the notifications' pass has read the pool's trail ([`Notified`]).
+    Notified,
     /// An event of the pool's trail: its shard ([`event_shard`]) and its sort key there ([`event_sort_key`]).
     Event(u8, String),
 }
@@ -133,6 +152,7 @@ impl Item {
             Item::Profile(_) => Key::Profile,
             Item::Label(e) => Key::Label(e.clone()),
             Item::ClaimName(c) => Key::ClaimName(c.name.clone()),
+            Item::Notified(_) => Key::Notified,
         }
     }
 
@@ -144,6 +164,7 @@ impl Item {
             Item::Claim(c) => Some(c.rev),
             Item::Tick(t) => Some(t.rev),
             Item::Profile(p) => Some(p.rev),
+            Item::Notified(n) => Some(n.rev),
             Item::Lease(_) | Item::Label(_) | Item::ClaimName(_) => None,
         }
     }
@@ -159,6 +180,7 @@ impl Item {
             Item::Profile(p) => serde_json::to_value(p)?,
             Item::Label(e) => serde_json::to_value(e)?,
             Item::ClaimName(c) => serde_json::to_value(c)?,
+            Item::Notified(n) => serde_json::to_value(n)?,
         })
     }
 }
@@ -177,13 +199,15 @@ impl Key {
             Key::Event(_, sort) => sort.clone(),
             Key::Label(e) => format!("POOL#{}", e.pool),
             Key::ClaimName(_) => "CLAIMNAME".into(),
+            Key::Notified => "NOTIFIED".into(),
         }
     }
 
     /// The partition of an item kept outside every pool's partition, whatever pool a write names: the label
     /// index's entries under `key=value` (`LABEL#<length of key>:<key>=<value>`, so no key and value run into
     /// another pair), and a claim name's entry (`CLAIMNAME#<name>`). `None` for an item of the pool's partition, and
-    /// for an event (its pool's trail: [`event_shard`]).
+    /// for an event (its pool's trail: [`event_shard`]) and the notifications' cursor ([`Notified`]), which are
+    /// apart from the pool's partition in partitions named after it.
     pub fn apart(&self) -> Option<String> {
         match self {
             Key::Label(e) => Some(label_partition(&e.key, &e.value)),
@@ -282,7 +306,10 @@ pub fn item_bytes(pool: &str, item: &Item) -> Result<usize> {
         return Err(Error::Config(format!("item {} is not a map", item.key().sort_key())));
     };
     let key = item.key();
-    let partition = key.apart().map_or("POOL#".len() + pool.len(), |p| p.len());
+    let partition = match key {
+        Key::Notified => "NOTIFIED#".len() + pool.len(),
+        _ => key.apart().map_or("POOL#".len() + pool.len(), |p| p.len()),
+    };
     let keys = "PK".len() + partition + "SK".len() + key.sort_key().len();
     let kind = if matches!(item, Item::Pool(_)) { "kind".len() + "pool".len() } else { 0 };
     let assign = index_key(item).map_or(0, |k| "assign".len() + k.len());
@@ -343,13 +370,23 @@ pub fn shard_of(subject: &str) -> u8 {
 /// `event`'s sort key in its partition: its time (RFC 3339 in UTC with fixed digits, so keys sort by time), then
 /// its claim and cluster, the revision written and its type, which make it unique.
 pub fn event_sort_key(event: &Event) -> String {
-    format!(
+    let key = format!(
         "{}#{}#{}#{}",
         event.time.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
         event.subject(),
         event.rev,
         event.kind.as_str()
-    )
+    );
+    // A delivery's attempts are told apart by their hook and number, however close in time.
+    match &event.delivery {
+        Some(d) => format!("{key}#{}.{}", d.hook, d.attempt),
+        None => key,
+    }
+}
+
+/// The sort key of the first event of the trail at or after `time` (a bound of a read by time).
+pub fn time_key(time: Timestamp) -> String {
+    time.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 /// What to read of a pool's trail.
@@ -416,7 +453,13 @@ pub fn index_key(item: &Item) -> Option<String> {
     match item {
         Item::Cluster(c) => spare_key(c).or_else(|| moving_key(c)),
         Item::Claim(c) => pending_key(c),
-        Item::Pool(_) | Item::Lease(_) | Item::Tick(_) | Item::Profile(_) | Item::Label(_) | Item::ClaimName(_) => None,
+        Item::Pool(_)
+        | Item::Lease(_)
+        | Item::Tick(_)
+        | Item::Profile(_)
+        | Item::Label(_)
+        | Item::ClaimName(_)
+        | Item::Notified(_) => None,
     }
 }
 
@@ -486,7 +529,7 @@ pub fn partition(items: impl IntoIterator<Item = Item>) -> Option<(Snapshot, Opt
             Item::Profile(p) => profile = Some(*p),
             Item::Tick(t) => tick = Some(*t),
             // Never in a pool's partition.
-            Item::Label(_) | Item::ClaimName(_) => {}
+            Item::Label(_) | Item::ClaimName(_) | Item::Notified(_) => {}
         }
     }
     found.map(|pool| (Snapshot { pool: with_profile(pool, profile), clusters, claims, leases }, tick))
@@ -669,6 +712,17 @@ pub trait Store: Send + Sync {
     /// A page of `pool`'s trail, newest first, as `query` asks ([`Write::Append`] writes it). Reads only the
     /// trail's partitions, a page at a time: its cost follows the page, not the pool or its history.
     async fn events(&self, pool: &str, query: &EventQuery) -> Result<EventPage>;
+    /// The events of shard `shard` of `pool`'s trail whose sort keys are after `after` and before `until`, oldest
+    /// first, each with its sort key: at most `limit` (one Query page), read eventually consistently. The
+    /// notifications' pass reads the trail on from where it stopped with it.
+    async fn trail_between(
+        &self,
+        pool: &str,
+        shard: u8,
+        after: &str,
+        until: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Event)>>;
 }
 
 /// `actions` cut into the groups written as one transaction each, in order: a [`Action::ReserveName`] with the

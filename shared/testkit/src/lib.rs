@@ -8,6 +8,7 @@
 //!   FIFO order and one batch in flight per message group on the reconcile queue.
 //! - [`Cloud`](cloud::Cloud): machines with EC2's states and transition rules, client tokens, timed transitions,
 //!   per-machine refusals; the `aws` platform's actuator and provisioner.
+//! - [`Receiver`](receiver::Receiver): a pool's claim notifications received, answering as told.
 //! - [`MemSchedules`](schedules::MemSchedules) and [`VirtualClock`](time::VirtualClock) on shared virtual
 //!   [`Time`](time::Time); [`MemSecrets`](secrets::MemSecrets).
 //!
@@ -20,6 +21,7 @@ pub mod cloud;
 pub mod fixtures;
 pub mod hook;
 pub mod queue;
+pub mod receiver;
 pub mod schedules;
 pub mod secrets;
 pub mod store;
@@ -35,6 +37,7 @@ use apiary_ports::{Config, Deps};
 use crate::cloud::Cloud;
 use crate::hook::{Hook, NoFaults};
 use crate::queue::MemQueue;
+use crate::receiver::Receiver;
 use crate::schedules::MemSchedules;
 use crate::store::MemStore;
 use crate::time::{Time, VirtualClock};
@@ -56,6 +59,8 @@ pub struct World {
     pub cloud: Arc<Cloud>,
     /// The scheduler.
     pub schedules: Arc<MemSchedules>,
+    /// What pools' `notify` webhooks receive.
+    pub receiver: Arc<Receiver>,
     /// The clock handlers read.
     pub clock: Arc<VirtualClock>,
     /// The metrics handlers wrote.
@@ -75,6 +80,7 @@ impl World {
             store: Arc::new(MemStore::new(hook.clone())),
             queue: Arc::new(MemQueue::new(time.clone(), hook.clone())),
             cloud: Arc::new(Cloud::new(time.clone(), hook.clone())),
+            receiver: Arc::new(Receiver::new(hook.clone())),
             schedules: Arc::new(MemSchedules::new(hook)),
             clock: Arc::new(VirtualClock::new(time.clone(), seed)),
             metrics: Memory::default(),
@@ -89,7 +95,7 @@ impl World {
         Deps {
             store: self.store.clone(),
             queue: self.queue.clone(),
-            platforms: Arc::new(Platforms::new().with("aws", self.cloud.clone())),
+            platforms: Arc::new(Platforms::new().with("aws", self.cloud.clone()).with_notifier(self.receiver.clone())),
             schedules: self.schedules.clone(),
             metrics: Arc::new(Metrics {
                 stack: config.stack.clone(),

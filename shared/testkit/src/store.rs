@@ -60,7 +60,10 @@ fn snapshot(items: &BTreeMap<String, Item>) -> Option<Snapshot> {
 /// The partition `key` of a write naming `pool` is kept in: the pool's, or the one apart it names ([`Key::apart`]:
 /// the label index's entries, claim names), under its partition key (which no pool's name can be).
 fn home(pool: &str, key: &Key) -> String {
-    key.apart().unwrap_or_else(|| pool.to_owned())
+    match key {
+        Key::Notified => format!("NOTIFIED#{pool}"),
+        _ => key.apart().unwrap_or_else(|| pool.to_owned()),
+    }
 }
 
 /// `item` as the table keeps it ([`stored`]).
@@ -422,6 +425,32 @@ impl Store for MemStore {
         let next = if more { found.last().map(|(sort, _)| sort.clone()) } else { None };
         let page = EventPage { events: found.into_iter().map(|(_, e)| e).collect(), next };
         leave(self.hook.as_ref(), Op::Read, Ok(page))
+    }
+
+    async fn trail_between(
+        &self,
+        pool: &str,
+        shard: u8,
+        after: &str,
+        until: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, Event)>> {
+        enter(self.hook.as_ref(), Op::Read).await?;
+        if after >= until {
+            self.count_read(0);
+            return leave(self.hook.as_ref(), Op::Read, Ok(vec![]));
+        }
+        let found: Vec<(String, Event)> = self
+            .trails()
+            .get(pool)
+            .into_iter()
+            .flat_map(|trail| trail.range((shard, after.to_owned())..(shard, until.to_owned())))
+            .filter(|((_, sort), _)| sort.as_str() > after)
+            .take(limit)
+            .map(|((_, sort), e)| (sort.clone(), e.clone()))
+            .collect();
+        self.count_read(found.len());
+        leave(self.hook.as_ref(), Op::Read, Ok(found))
     }
 
     async fn record_full_sweep(&self, previous: Option<Timestamp>, at: Timestamp) -> Result<()> {
