@@ -19,7 +19,10 @@ mod against_stack {
     async fn a_ci_job_applies_a_pool_claims_until_ready_exports_the_cluster_and_releases_it() {
         let s = support::stack().await;
         let dir = temp_dir("ci");
-        let file = write(&dir, "pool.yaml", POOL);
+        // Issue 59: the pool tells a receiver of its claims, signed with a key kept in Secrets Manager.
+        let (receiver, key) = s.notify_receiver(&["ci"]).await;
+        let notify = format!("notify:\n  - url: {}\n    secret: {key}\n", receiver.url());
+        let file = write(&dir, "pool.yaml", &format!("{POOL}{notify}"));
 
         let applied = apiary(&s, ADMIN, &["pool", "apply", "ci", "-f", &file]).await.ok("apply");
         assert_eq!(applied.stdout, "pool ci created (rev 0)\n");
@@ -115,6 +118,27 @@ mod against_stack {
         assert_eq!(none.code, 2, "no pool carries the labels: {}", none.stderr);
         assert!(none.stderr.contains("no pool carries team=nobody"), "{}", none.stderr);
         assert_eq!(apiary(&s, ALICE, &["claim", "--selector", "team=ci", "ci", "build-3"]).await.code, 2);
+
+        // The receiver got each claim's assignment and its release, signed, with its owner and subjects, once each.
+        let heard = |kind: &'static str, claim: &'static str| {
+            let receiver = receiver.clone();
+            move || {
+                let found = receiver
+                    .received()
+                    .into_iter()
+                    .find(|r| r.body["type"] == kind && r.body["data"]["claim"] == claim);
+                std::future::ready(found)
+            }
+        };
+        for claim in ["build-1", "build-2"] {
+            let assigned = s.until("claim.assigned", Duration::from_secs(30), heard("claim.assigned", claim)).await;
+            assert_eq!(assigned.body["data"]["owner"].as_str(), Some(ALICE), "{:?}", assigned.body);
+            assert!(assigned.body["data"]["cluster"].is_string(), "{:?}", assigned.body);
+            let released = s.until("claim.released", Duration::from_secs(30), heard("claim.released", claim)).await;
+            assert_eq!(released.body["data"]["subjects"][0].as_str(), Some(BOB), "{:?}", released.body);
+            assert!(released.body["data"]["reason"].is_string(), "{:?}", released.body);
+        }
+        assert!(receiver.refused().is_empty(), "every signature verified: {:?}", receiver.refused());
 
         // The pool's trail tells the claim's story and the cluster's end, newest first; its admins read it.
         let trail =

@@ -369,6 +369,17 @@ impl Stack {
     }
 
     /// Creates (or replaces) a pool as the admin.
+    /// A receiver of claim notifications (a pool's `notify` webhook) on 127.0.0.1, its signing key stored in the
+    /// emulator's Secrets Manager tagged for `pools`: the receiver and the key's ARN.
+    pub async fn notify_receiver(&self, pools: &[&str]) -> (apiary_fakeclouds::notifications::FakeReceiver, String) {
+        let key = apiary_fakeclouds::webhook::new_key();
+        let receiver = apiary_fakeclouds::notifications::FakeReceiver::start(&key).await.expect("receiver");
+        let pools: Vec<String> = pools.iter().map(|p| (*p).to_owned()).collect();
+        let secrets = apiary_aws::secrets::SecretsManager::new(&self.sdk);
+        let arn = secrets.create(&format!("{}-notify", self.name), &key, &pools).await.expect("the receiver's key");
+        (receiver, arn)
+    }
+
     pub async fn put_pool(&self, pool: &str, spec: &Value) {
         let (status, body) = self.call("PUT", &format!("/pools/{pool}"), ADMIN, Some(&spec.to_string())).await;
         assert!(status == 200 || status == 201, "PUT pool {pool}: {status} {body}");

@@ -104,3 +104,26 @@ async fn a_full_pass_that_fails_part_way_is_made_again_by_the_next_sweep() {
     let out = timeouts::run(&deps).await.expect("sweep");
     assert_eq!((out.full, out.enqueued), (false, 0), "made: the next is ten minutes on");
 }
+
+/// Issue 59: every run asks for the notifications' pass of each pool with `notify` webhooks, and of no other.
+#[tokio::test]
+async fn every_sweep_asks_for_the_notifications_pass_of_each_pool_with_webhooks() {
+    let w = World::new(t0());
+    let mut hooked = aws_spec(1, 0);
+    hooked.notify = vec![apiary_planner::notify::NotifyHook {
+        url: "https://hooks.example.com/apiary".into(),
+        secret: "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook-AbCdEf".into(),
+        events: vec![],
+    }];
+    for p in [pool("hooked", hooked, t0()), pool("plain", aws_spec(1, 0), t0())] {
+        w.put_pool(p);
+    }
+    let deps = w.default_deps(900);
+    for minute in 0..2 {
+        w.time.set(t0() + TimeDelta::minutes(minute));
+        let out = timeouts::sweep(&deps, false).await.expect("sweep");
+        assert_eq!(out.notices, 1);
+        let passes: Vec<String> = w.queue.take_power().into_iter().filter(|m| m.notices).map(|m| m.pool).collect();
+        assert_eq!(passes, ["hooked"]);
+    }
+}

@@ -28,7 +28,6 @@ struct State {
     duplicates: u64,
     refused: Vec<String>,
     failing: u32,
-    printing: bool,
 }
 
 /// The receiver, served on 127.0.0.1.
@@ -73,11 +72,6 @@ impl FakeReceiver {
         self.lock().failing = n;
     }
 
-    /// Prints each notification it receives on standard output (`make run`).
-    pub fn print(&self) {
-        self.lock().printing = true;
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -103,18 +97,6 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
         return Response { status: 204, headers: vec![], body: vec![] };
     }
     let body = req.json();
-    if s.printing {
-        let data = &body["data"];
-        let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
-        println!(
-            "notification {} (signature verified): pool {} claim {} cluster {} owner {}",
-            text(&body["type"]),
-            text(&data["pool"]),
-            text(&data["claim"]),
-            text(&data["cluster"]),
-            text(&data["owner"]),
-        );
-    }
     s.received.push(Received { id, body });
     Response { status: 204, headers: vec![], body: vec![] }
 }

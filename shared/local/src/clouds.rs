@@ -8,7 +8,7 @@ use std::time::Duration;
 use apiary_aws::secrets::SecretsManager;
 use apiary_aws::SdkConfig;
 use apiary_clouds::Endpoints;
-use apiary_fakeclouds::{azure, cluster_api, gcp, vsphere, webhook};
+use apiary_fakeclouds::{azure, cluster_api, gcp, notifications, vsphere, webhook};
 use apiary_ports::{Deps, Result};
 use serde_json::Value;
 
@@ -37,8 +37,11 @@ pub const VSPHERE_SECRET: &str = "{{fake-vsphere-credentials}}";
 pub const WEBHOOK_SECRET: &str = "{{fake-webhook-secret}}";
 /// The placeholder of the clusters' API token (a Kubernetes readiness check's `credentials`).
 pub const CLUSTER_API_SECRET: &str = "{{fake-cluster-api-token}}";
+/// The placeholder of the notification receiver's signing key (a pool's `notify[].secret`).
+pub const NOTIFY_SECRET: &str = "{{fake-notify-secret}}";
 /// The demo's secrets, by the placeholder a pool file names them with.
-pub const SECRETS: [&str; 5] = [GCP_SECRET, AZURE_SECRET, VSPHERE_SECRET, WEBHOOK_SECRET, CLUSTER_API_SECRET];
+pub const SECRETS: [&str; 6] =
+    [GCP_SECRET, AZURE_SECRET, VSPHERE_SECRET, WEBHOOK_SECRET, CLUSTER_API_SECRET, NOTIFY_SECRET];
 
 /// Which pools each demo secret is tagged for (`apiary:pools`), by its placeholder: a pool may use only the
 /// secrets granted to it, as a team's pool may use only its team's credentials.
@@ -69,7 +72,8 @@ impl Grants {
 
 /// A fake Compute Engine, a fake Azure and a fake vCenter, each with a demo account whose credentials are stored
 /// in Secrets Manager, the reference webhook installer on the fake Compute Engine, its key stored likewise, and
-/// the clusters' API servers for readiness checks (each cluster ready a boot's time after its first look).
+/// the clusters' API servers for readiness checks (each cluster ready a boot's time after its first look), and a
+/// receiver of claim notifications, its key stored likewise.
 pub struct DemoClouds {
     /// The fake Compute Engine, with the instance template `apiary-node`.
     pub gcp: gcp::FakeGcp,
@@ -94,6 +98,10 @@ pub struct DemoClouds {
     pub cluster_api: cluster_api::FakeClusterApi,
     /// The ARN of the clusters' API token: a Kubernetes readiness check's `credentials`.
     pub cluster_api_credentials: String,
+    /// The reference receiver of claim notifications (a pool's `notify` webhook), verifying each signature.
+    pub receiver: notifications::FakeReceiver,
+    /// The ARN of its signing key: a pool's `notify[].secret`.
+    pub receiver_secret: String,
 }
 
 /// How long a demo cluster's first kubelet certificates are valid (OpenShift's are 24 hours).
@@ -145,6 +153,9 @@ impl DemoClouds {
         let cluster_api_credentials = secrets
             .create(&format!("{prefix}-fake-cluster-api"), cluster_api.token(), grants.of(CLUSTER_API_SECRET))
             .await?;
+        let key = webhook::new_key();
+        let receiver = notifications::FakeReceiver::start(&key).await?;
+        let receiver_secret = secrets.create(&format!("{prefix}-fake-notify"), &key, grants.of(NOTIFY_SECRET)).await?;
         Ok(Self {
             gcp,
             azure,
@@ -156,6 +167,8 @@ impl DemoClouds {
             webhook_secret,
             cluster_api,
             cluster_api_credentials,
+            receiver,
+            receiver_secret,
         })
     }
 
@@ -183,6 +196,8 @@ impl DemoClouds {
             ("{{fake-cluster-api-server}}", self.cluster_api.server("{infraId}")),
             (CLUSTER_API_SECRET, self.cluster_api_credentials.clone()),
             ("{{fake-cluster-api-ca}}", self.cluster_api.ca_bundle()),
+            ("{{fake-notify-url}}", self.receiver.url()),
+            (NOTIFY_SECRET, self.receiver_secret.clone()),
         ]
     }
 

@@ -121,7 +121,11 @@ async fn main() -> anyhow::Result<()> {
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = tokio::time::sleep(Duration::from_secs(2)) => {
-                    let text = status::render(&deps).await.unwrap_or_else(|e| format!("status unavailable: {e}\n"));
+                    let mut text =
+                        status::render(&deps).await.unwrap_or_else(|e| format!("status unavailable: {e}\n"));
+                    if let Some(demo) = &demo {
+                        text.push_str(&status::notifications(&demo.receiver.received(), 5));
+                    }
                     print!("\x1b[2J\x1b[H{}\nAPI {base}   (Ctrl-C stops)\n", text);
                 }
             }

@@ -62,3 +62,26 @@ pub async fn render(deps: &Deps) -> Result<String> {
     }
     Ok(out)
 }
+
+/// The last `n` notifications the demo's receiver verified and kept, newest last: one line each.
+pub fn notifications(received: &[apiary_fakeclouds::notifications::Received], n: usize) -> String {
+    let mut out = String::new();
+    if received.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "notifications received (signatures verified), the last {}:", n.min(received.len()));
+    for r in &received[received.len().saturating_sub(n)..] {
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or("-").to_owned();
+        let data = &r.body["data"];
+        let _ = writeln!(
+            out,
+            "    {:<16} {}/{} cluster {} owner {}",
+            text(&r.body["type"]),
+            text(&data["pool"]),
+            text(&data["claim"]),
+            text(&data["cluster"]),
+            text(&data["owner"])
+        );
+    }
+    out
+}

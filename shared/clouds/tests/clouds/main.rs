@@ -8,6 +8,7 @@ mod support;
 mod azure;
 mod gcp;
 mod kubernetes;
+mod notify;
 mod readiness;
 mod vsphere;
 mod webhook;
