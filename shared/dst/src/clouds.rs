@@ -20,7 +20,7 @@ use apiary_clouds::http::{Answer, Exchange, Http};
 use apiary_fakeclouds::common::Clock;
 use apiary_fakeclouds::kubelets::{Csr, Hostile};
 use apiary_fakeclouds::server::{Request, Response};
-use apiary_fakeclouds::{azure, cluster_api, gcp, vsphere};
+use apiary_fakeclouds::{azure, cluster_api, gcp, notifications, vsphere};
 use apiary_planner::machines::MachineState;
 use apiary_ports::platform::Platforms;
 use apiary_ports::Result;
@@ -41,6 +41,9 @@ const GCP_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/
 const AZURE_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/azure";
 const VSPHERE_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/vsphere";
 const CLUSTER_API_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/cluster-api";
+const NOTIFY_ARN: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sim/notify";
+/// The notification receiver's signing key.
+const NOTIFY_KEY: &str = "whsec_c2ltdWxhdGVkLW5vdGlmaWNhdGlvbi1rZXktMzI=";
 /// How long the kubelets' first certificates last: a cluster hibernated then resumed more than this after its
 /// install needs its nodes' certificate requests approved (24 hours on OpenShift; shorter here, so that the
 /// two-hour chaos phase sees it often).
@@ -84,6 +87,9 @@ pub struct SimClouds {
     pub vsphere: vsphere::FakeVsphere,
     /// The clusters' API servers.
     pub cluster_api: cluster_api::FakeClusterApi,
+    /// The receiver of the pools' claim notifications, down now and then while the faults last.
+    pub receiver: notifications::FakeReceiver,
+    clock: Clock,
     secrets: Arc<MemSecrets>,
     hook: Arc<dyn Hook>,
     /// Machines made stuck or refusing, per cloud, to be healed when the faults stop.
@@ -102,6 +108,9 @@ impl SimClouds {
         let start = time.now();
         let since = move || (time.now() - start).to_std().unwrap_or_default();
         let clock = Clock::given(since);
+        let epoch = u64::try_from(start.timestamp()).unwrap_or_default();
+        let receiver = notifications::FakeReceiver::new(NOTIFY_KEY, clock.clone(), epoch, addr(6));
+        let receiver_clock = clock.clone();
         let s = |n: u64| Duration::from_secs(n);
         let gcp = gcp::FakeGcp::new(gcp::Timings { boot: s(40), stop: s(20) }, clock.clone(), addr(2));
         gcp.add_template("apiary-node");
@@ -134,7 +143,9 @@ impl SimClouds {
         secrets.put(AZURE_ARN, &azure.app(TENANT, "apiary-sim"), &POOLS);
         secrets.put(VSPHERE_ARN, &vsphere.user("apiary@vsphere.local"), &POOLS);
         secrets.put(CLUSTER_API_ARN, cluster_api.token(), &POOLS);
-        Self { gcp, azure, vsphere, cluster_api, secrets, hook, harmed: Mutex::new(vec![]), installed }
+        secrets.put(NOTIFY_ARN, NOTIFY_KEY, &POOLS);
+        let harmed = Mutex::new(vec![]);
+        Self { gcp, azure, vsphere, cluster_api, receiver, clock: receiver_clock, secrets, hook, harmed, installed }
     }
 
     /// `base` with the GCP, Azure and vSphere platforms, their requests answered by the fakes.
@@ -193,6 +204,11 @@ impl SimClouds {
         json!({"kubernetes": {"credentials": CLUSTER_API_ARN, "server": format!("https://{}/{{infraId}}", addr(5))}})
     }
 
+    /// The `notify` webhook of a pool whose claims the simulation's receiver hears.
+    pub fn notify() -> Value {
+        json!([{"url": format!("https://{}/notifications", addr(6)), "secret": NOTIFY_ARN}])
+    }
+
     /// Every certificate request the clusters' kubelets (and the hostile requesters beside them) made, with the
     /// infraId of its cluster.
     pub fn csrs(&self) -> Vec<(String, Csr)> {
@@ -227,6 +243,14 @@ impl SimClouds {
     /// Now and then, a machine of a fake gets stuck or starts refusing every call: `rng` decides, `stuck` and
     /// `refuse` are the odds of each at this look.
     pub fn harm(&self, rng: &mut SplitMix, stuck: f64, refuse: f64) {
+        // While the faults last, the notification receiver is down one ten-minute window in three (by the clock,
+        // not `rng`, whose draws every seed's workload follows).
+        if stuck > 0.0 {
+            match (self.clock.now().as_secs() / 600) % 3 {
+                1 => self.receiver.down(),
+                _ => self.receiver.up(),
+            }
+        }
         for (odds, stick) in [(stuck, true), (refuse, false)] {
             if !rng.chance(odds) {
                 continue;
@@ -248,8 +272,9 @@ impl SimClouds {
         }
     }
 
-    /// Every harmed machine behaves again.
+    /// Every harmed machine behaves again, and the receiver is up.
     pub fn heal(&self) {
+        self.receiver.up();
         for (cloud, name) in self.harmed.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             match cloud {
                 "gcp" => self.gcp.comply(&name),
@@ -268,6 +293,8 @@ impl SimClouds {
             self.azure.handle(request)
         } else if to(addr(4)) {
             self.vsphere.handle(request)
+        } else if to(addr(6)) {
+            self.receiver.handle(&request)
         } else if to(addr(5)) {
             // Served under /{infraId}: a cluster first heard of is one the pool installed, and maybe hibernated
             // at once, so first looked at only on a resume.

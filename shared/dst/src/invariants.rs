@@ -21,7 +21,10 @@
 //! Once quiet (see [`crate::run()`]): **resumes end Running**: no cluster whose machines all run breaks on a resume
 //! begun once the faults stopped (a resume whose nodes need their certificates approved among them); every pending
 //! claim is assigned within [`CLAIM_BOUND`] of its pool having room for it, every pool converges within
-//! [`POOL_BOUND`], and no machine is left without its cluster.
+//! [`POOL_BOUND`], and no machine is left without its cluster. At the end, **notifications delivered**: each
+//! notification a pool's receiver was to hear more than [`NOTICE_BOUND`] before is received (verified, once) or
+//! dead-lettered in the trail, whatever the receiver's outages and the faults did (issue 59); and the claims were
+//! served within their bounds all the same.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,6 +47,45 @@ pub const CLAIM_BOUND: TimeDelta = TimeDelta::minutes(30);
 /// Once faults stop, every pool converges within this: [`CLAIM_BOUND`], and a termination refused many times
 /// retried after its longest backoff (fifteen minutes).
 pub const POOL_BOUND: TimeDelta = TimeDelta::minutes(50);
+
+/// Every notification is delivered or dead-lettered within this of its event: its attempts' waits
+/// ([`apiary_planner::notify::RETRIES`], 81 minutes and 10 seconds in all), a pass's lag and the sweep's minute,
+/// and a few minutes of messages coming back after faults.
+pub const NOTICE_BOUND: TimeDelta = TimeDelta::minutes(95);
+
+/// Of each pool still there at `now` (as made last) that has `notify` webhooks, each notification of an event
+/// more than [`NOTICE_BOUND`] old was received by the simulation's receiver or dead-lettered in the trail: how
+/// many were received, how many dead-lettered, and how many attempts failed on the way.
+pub fn notifications_delivered(sim: &Sim, now: Timestamp) -> Result<(usize, usize, usize), Violation> {
+    let received: BTreeSet<String> = sim.clouds.receiver.received().into_iter().map(|r| r.id).collect();
+    let (mut delivered, mut dead, mut failed) = (0, 0, 0);
+    for snap in sim.world.store.tables().snapshots().into_iter().filter(|s| !s.pool.spec.notify.is_empty()) {
+        let trail = sim.world.store.trail(&snap.pool.name);
+        failed += trail.iter().filter(|(_, e)| e.kind == EventType::NotificationFailed).count();
+        let dead_lettered: BTreeSet<&str> = trail
+            .iter()
+            .filter(|(_, e)| e.kind == EventType::NotificationDeadLettered)
+            .filter_map(|(_, e)| e.delivery.as_ref().map(|d| d.of.as_str()))
+            .collect();
+        let due = trail.iter().filter(|(_, e)| {
+            e.notice.is_some() && e.delivery.is_none() && e.time >= snap.pool.created_at && now - e.time > NOTICE_BOUND
+        });
+        for (key, event) in due {
+            if received.contains(key) {
+                delivered += 1;
+            } else if dead_lettered.contains(key.as_str()) {
+                dead += 1;
+            } else {
+                let detail = format!(
+                    "{}: the notification of {key} ({:?}) was neither received nor dead-lettered",
+                    snap.pool.name, event.kind
+                );
+                return Err(Violation { at: now, invariant: "notifications delivered", detail });
+            }
+        }
+    }
+    Ok((delivered, dead, failed))
+}
 
 /// An invariant that did not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -88,13 +88,16 @@ fn main() -> anyhow::Result<()> {
                         simulated += r.simulated;
                         resumes.extend(&r.resumes);
                         println!(
-                            "seed {due}: ok, {:.1} simulated hours in {secs:.2} s, {} steps, {} invocations ({} killed), faults {:?}, converged within {} min",
+                            "seed {due}: ok, {:.1} simulated hours in {secs:.2} s, {} steps, {} invocations ({} killed), faults {:?}, converged within {} min, notifications {} received {} dead-lettered ({} attempts failed)",
                             r.simulated.num_seconds() as f64 / 3600.0,
                             r.stats.polls,
                             r.stats.started.iter().sum::<u64>(),
                             r.stats.killed,
                             r.faults,
                             r.slowest_convergence.num_minutes(),
+                            r.notifications.0,
+                            r.notifications.1,
+                            r.notifications.2,
                         );
                     }
                     Err(f) => {

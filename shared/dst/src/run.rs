@@ -55,6 +55,8 @@ pub struct Report {
     pub dead_letters: usize,
     /// How long resumes on pools with the Kubernetes check took from their machines found running to Running.
     pub resumes: crate::invariants::ResumeTimes,
+    /// Notifications the receiver got, those dead-lettered after their last attempt, and attempts that failed.
+    pub notifications: (usize, usize, usize),
 }
 
 /// A failing run: the first invariant that did not hold.
@@ -275,6 +277,10 @@ pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
         Err(v) => return Err(fail(&sim, v)),
     };
     let now = sim.now();
+    let notifications = match crate::invariants::notifications_delivered(&sim, now) {
+        Ok(counts) => counts,
+        Err(v) => return Err(fail(&sim, v)),
+    };
     let mut answers = BTreeMap::new();
     let mut by_labels = BTreeMap::new();
     for a in &sim.answers {
@@ -298,5 +304,6 @@ pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
         slowest_convergence: slowest,
         dead_letters: sim.world.queue.dead_letters().len(),
         resumes: checker.resumes.clone(),
+        notifications,
     })
 }

@@ -4,7 +4,8 @@
 //! claims (some with lifetimes), releases, hibernate and resume requests, and pool edits (size, runningCount,
 //! maxConcurrent, inventory, platform, schedules) spread over the chaos phase, now and then a pool deleted, and
 //! now and then a burst of claims on one pool at once (a CI fan-out, racing for the spares). Some claims name
-//! labels instead of a pool (each pool carries its cloud and a tier), and are found by name afterwards. Every pool bounds its
+//! labels instead of a pool (each pool carries its cloud and a tier), and are found by name afterwards. Two pools'
+//! claims are told to a notification receiver that is down now and then. Every pool bounds its
 //! power transitions and installs, so a stuck machine is caught and replaced (with no timeout set it would
 //! rightly wait forever).
 
@@ -85,6 +86,18 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
     spec
 }
 
+/// The pools whose claims the simulation's notification receiver hears (issue 59): `p0` and `p2`, whatever their
+/// spec, so that a notification's pool still has its hook when it is delivered.
+pub const NOTIFIED: [&str; 2] = ["p0", "p2"];
+
+/// `spec` with the receiver as its `notify` webhook, for a pool of [`NOTIFIED`].
+fn notified(pool: &str, mut spec: Value) -> Value {
+    if NOTIFIED.contains(&pool) {
+        spec["notify"] = crate::clouds::SimClouds::notify();
+    }
+    spec
+}
+
 /// The labels a claim by labels names: every CI pool, or the CI pools of one cloud (which may be none).
 fn selector(rng: &mut SplitMix, clouds: &[&str]) -> std::collections::BTreeMap<String, String> {
     let mut labels = std::collections::BTreeMap::from([("tier".to_owned(), "ci".to_owned())]);
@@ -119,7 +132,7 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
     let mut versions = vec![0u64; pools.len()];
     let mut sizes = vec![0u64; pools.len()];
     for ((p, cloud), size) in pools.iter().zip(&clouds).zip(&mut sizes) {
-        let spec = spec(&mut rng, 0, cloud);
+        let spec = notified(p, spec(&mut rng, 0, cloud));
         *size = spec["size"].as_u64().unwrap_or_default();
         out.push((start, Request::PutPool { pool: p.clone(), spec }));
     }
@@ -192,7 +205,7 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
         } else if r < 0.985 {
             let i = pools.iter().position(|x| *x == p).unwrap_or_default();
             versions[i] += u64::from(rng.chance(0.3));
-            let spec = spec(&mut rng, versions[i], clouds[i]);
+            let spec = notified(&p, spec(&mut rng, versions[i], clouds[i]));
             sizes[i] = spec["size"].as_u64().unwrap_or_default();
             Request::PutPool { pool: p, spec }
         } else {

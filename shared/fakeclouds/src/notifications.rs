@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use crate::common::Clock;
 use crate::server::{serve_on, Request, Response};
 use crate::webhook::verify;
 
@@ -21,13 +22,23 @@ pub struct Received {
     pub body: Value,
 }
 
-#[derive(Default)]
 struct State {
     key: String,
+    clock: Clock,
+    /// The Unix time, in seconds, at which `clock` read zero.
+    epoch: u64,
+    down: bool,
     received: Vec<Received>,
     duplicates: u64,
     refused: Vec<String>,
     failing: u32,
+}
+
+impl State {
+    fn new(key: &str, clock: Clock, epoch: u64) -> Self {
+        let (received, refused) = (vec![], vec![]);
+        Self { key: key.to_owned(), clock, epoch, down: false, received, duplicates: 0, refused, failing: 0 }
+    }
 }
 
 /// The receiver, served on 127.0.0.1.
@@ -38,13 +49,35 @@ pub struct FakeReceiver {
 }
 
 impl FakeReceiver {
-    /// Starts the receiver on a free port of 127.0.0.1, verifying with `key` (`whsec_<base64>`).
+    /// Starts the receiver on a free port of 127.0.0.1, verifying with `key` (`whsec_<base64>`), on the wall clock.
     pub async fn start(key: &str) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let state = Arc::new(Mutex::new(State { key: key.to_owned(), ..State::default() }));
+        let epoch = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let state = Arc::new(Mutex::new(State::new(key, Clock::wall(), epoch)));
         let served = state.clone();
         let addr = serve_on(listener, Arc::new(move |req: Request| handle(&served, &req)))?;
         Ok(Self { state, addr })
+    }
+
+    /// The receiver at `addr`, not served ([`FakeReceiver::handle`] answers), on `clock`, which read zero at Unix
+    /// time `epoch` (seconds): the simulation's.
+    pub fn new(key: &str, clock: Clock, epoch: u64, addr: SocketAddr) -> Self {
+        Self { state: Arc::new(Mutex::new(State::new(key, clock, epoch))), addr }
+    }
+
+    /// Answers one request, as the server does.
+    pub fn handle(&self, req: &Request) -> Response {
+        handle(&self.state, req)
+    }
+
+    /// Every notification is answered `503` until [`FakeReceiver::up`].
+    pub fn down(&self) {
+        self.lock().down = true;
+    }
+
+    /// Notifications are answered again.
+    pub fn up(&self) {
+        self.lock().down = false;
     }
 
     /// The URL a pool's `notify[].url` names.
@@ -82,13 +115,13 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     if req.method != "POST" {
         return Response::json(405, &json!({"message": "POST only"}));
     }
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let now = s.epoch + s.clock.now().as_secs();
     if let Err(why) = verify(&s.key, req, now) {
         s.refused.push(why.clone());
         return Response::json(401, &json!({"message": why}));
     }
-    if s.failing > 0 {
-        s.failing -= 1;
+    if s.down || s.failing > 0 {
+        s.failing = s.failing.saturating_sub(1);
         return Response::json(503, &json!({"message": "the receiver is down"}));
     }
     let id = req.headers.get("webhook-id").cloned().unwrap_or_default();

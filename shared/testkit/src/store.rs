@@ -135,6 +135,12 @@ impl MemStore {
         self.trails().get(pool).is_some_and(|trail| trail.values().any(wanted))
     }
 
+    /// Every event of `pool`'s trail with its sort key, oldest first per shard (no hook: for invariant checks).
+    pub fn trail(&self, pool: &str) -> Vec<(String, Event)> {
+        let trails = self.trails();
+        trails.get(pool).into_iter().flat_map(|t| t.iter().map(|((_, k), e)| (k.clone(), e.clone()))).collect()
+    }
+
     fn trails(&self) -> std::sync::MutexGuard<'_, Trails> {
         self.trails.lock().unwrap_or_else(|e| e.into_inner())
     }
