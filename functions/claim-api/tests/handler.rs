@@ -1065,3 +1065,30 @@ async fn a_claims_lifetime_changes_within_the_pools_maximum_and_a_shorter_one_en
         .collect();
     assert_eq!(ends, [("job".to_owned(), apiary_planner::ReleaseReason::Expired)]);
 }
+
+/// Issue 59: a pool names `notify` webhooks through the API, each URL judged by the stack's policy, and a claim
+/// served at once sends its notification's delivery as soon as its write landed, without waiting on it.
+#[tokio::test]
+async fn a_claim_served_at_once_sends_its_notification_and_a_hook_url_is_judged_by_the_policy() {
+    let w = World::new(t0());
+    let deps = w.default_deps(900);
+    let spec = |url: &str| {
+        json!({"size": 1, "runningCount": 1, "platform": {"fake": {}}, "notify": [{"url": url,
+            "secret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook", "events": ["claim.assigned"]}]})
+        .to_string()
+    };
+    let (status, body) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&spec("https://169.254.169.254/x"))).await;
+    assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some("notify[0].url")), "{body}");
+    let (status, body) = call(&deps, "PUT", "/pools/ci", Some(ADMIN), Some(&spec("https://hooks.example.com/a"))).await;
+    assert_eq!(status, 201, "{body}");
+    w.put_cluster("ci", installed("ci-1", DesiredPower::Running, t0()));
+    w.queue.take_power();
+    let (status, body) = call(&deps, "PUT", "/pools/ci/claims/job1", Some(ALICE), None).await;
+    assert_eq!(status, 201, "{body}");
+    let sent: Vec<_> = w.queue.take_power().into_iter().filter_map(|m| m.notice).collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let notice = sent[0].event.notice.as_ref().expect("what the hook hears");
+    assert_eq!((notice.kind.as_str(), notice.owner.as_deref()), ("claim.assigned", Some(ALICE)));
+    assert_eq!((sent[0].event.claim.as_deref(), sent[0].hook, sent[0].attempt), (Some("job1"), 0, 1));
+    assert!(w.receiver.posts().is_empty(), "the claim's answer waited on no receiver");
+}

@@ -98,6 +98,11 @@ fn probe(https: Value) -> Value {
     spec
 }
 
+/// One of a pool's `notify` webhooks.
+fn hook(url: &str, secret: &str, events: Value) -> Value {
+    json!({"url": url, "secret": secret, "events": events})
+}
+
 fn with(path: &[&str], value: Value) -> Value {
     let mut spec = base();
     let mut at = &mut spec;
@@ -647,6 +652,47 @@ async fn every_declared_bound_is_the_enforced_one() {
             1.0,
             with(&["resumeCanaries"], json!({"after": "72h", "atATime": 0})),
             "resumeCanaries.atATime",
+        ),
+        (
+            "PoolSpec/notify/maxItems",
+            apiary_planner::notify::MAX_HOOKS as f64,
+            with(&["notify"], json!(vec![hook("https://hooks.example.com/a", INSTALLER_KEY, json!([])); 5])),
+            "notify",
+        ),
+        (
+            "PoolSpec/notify/items/url/maxLength",
+            MAX_URL_LEN as f64,
+            with(
+                &["notify"],
+                json!([hook(&format!("https://h.example.com/{}", x(MAX_URL_LEN - 20)), INSTALLER_KEY, json!([]))]),
+            ),
+            "notify[0].url",
+        ),
+        (
+            "PoolSpec/notify/items/secret/maxLength",
+            MAX_SECRET_ARN_LEN as f64,
+            with(
+                &["notify"],
+                json!([hook(
+                    "https://hooks.example.com/a",
+                    &format!("arn:aws:secretsmanager:eu-west-1:123456789012:secret:{}", x(500)),
+                    json!([])
+                )]),
+            ),
+            "notify[0].secret",
+        ),
+        (
+            "PoolSpec/notify/items/events/maxItems",
+            apiary_planner::notify::NoticeKind::ALL.len() as f64,
+            with(
+                &["notify"],
+                json!([hook(
+                    "https://hooks.example.com/a",
+                    INSTALLER_KEY,
+                    json!(["claim.assigned", "claim.released", "claim.expired", "cluster.broken", "claim.assigned"])
+                )]),
+            ),
+            "notify[0].events",
         ),
         (
             "PoolSpec/resumeCanaries/timeZone/maxLength",
