@@ -22,15 +22,16 @@ pub async fn power(deps: &Deps, msg: &PowerMessage, received: Option<Received<'_
     if msg.reap {
         return Ok(Outcome { reaped: reap::pass(deps, &msg.pool).await?, ..Outcome::default() });
     }
+    if let Some(notice) = &msg.notice {
+        // Told even when the pool is gone since: a deleted pool's claims' endings are among what its hooks hear.
+        return Ok(Outcome { notified: Some(notice::deliver(deps, &msg.pool, notice).await?), ..Outcome::default() });
+    }
     let Some(pool) = deps.store.get_pool(&msg.pool).await? else {
         if msg.tick {
             tick::forget_tick(deps, &msg.pool).await?;
         }
         return Ok(Outcome::default());
     };
-    if let Some(notice) = &msg.notice {
-        return Ok(Outcome { notified: Some(notice::deliver(deps, &pool, notice).await?), ..Outcome::default() });
-    }
     if msg.notices {
         return Ok(Outcome { passed: notice::pass(deps, &pool).await?, ..Outcome::default() });
     }

@@ -19,30 +19,28 @@ pub enum Attempted {
     Failed,
     /// The last attempt failed: the trail keeps the notification.
     DeadLettered,
-    /// Not made: not due yet (sent again for the rest of its wait), or the hook is gone or no longer hears it.
+    /// Not made: not due yet (sent again for the rest of its wait).
     Skipped,
 }
 
-/// Makes the attempt `notice` asks for, to the hook of `pool` it names: posts the notification, tells the trail,
-/// and after a failure sends the next attempt (or, after the last, leaves the notification in the trail whole).
-pub async fn deliver(deps: &Deps, pool: &Pool, notice: &NoticeMessage) -> Result<Attempted> {
+/// Makes the attempt `notice` asks for, to the hook of `pool` it names (as the pool named it when the event was
+/// sent: no read of the pool): posts the notification, tells the trail, and after a failure sends the next attempt
+/// (or, after the last, leaves the notification in the trail whole).
+pub async fn deliver(deps: &Deps, pool: &str, notice: &NoticeMessage) -> Result<Attempted> {
     let now = deps.clock.now();
     if let Some(due) = notice.due.filter(|due| *due > now) {
         // Waited as long as a message can; the rest now.
         let wait = (due - now).to_std().unwrap_or_default();
-        deps.queue.power(&PowerMessage::deliver(&pool.name, notice.clone()), wait.min(MAX_DELAY)).await?;
+        deps.queue.power(&PowerMessage::deliver(pool, notice.clone()), wait.min(MAX_DELAY)).await?;
         return Ok(Attempted::Skipped);
     }
     let Some(kind) = kind_of(&notice.event) else { return Ok(Attempted::Skipped) };
-    let Some(hook) = pool.spec.notify.get(usize::from(notice.hook)).filter(|h| h.wants(kind)) else {
-        tracing::info!(pool = pool.name, hook = notice.hook, "the hook is gone or no longer hears this: not sent");
-        return Ok(Attempted::Skipped);
-    };
-    let Some(payload) = body(&pool.name, &notice.event) else { return Ok(Attempted::Skipped) };
+    let hook = &notice.to;
+    let Some(payload) = body(pool, &notice.event) else { return Ok(Attempted::Skipped) };
     let payload = serde_json::to_vec(&payload)?;
     let id = event_sort_key(&notice.event);
     let notifier = deps.platforms.notifier()?;
-    let answer = notifier.post(&pool.name, hook, &id, now.timestamp(), &payload).await;
+    let answer = notifier.post(pool, hook, &id, now.timestamp(), &payload).await;
     let to = format!("{} to notify[{}] ({})", kind.as_str(), notice.hook, host(&hook.url));
     let failed = match &answer {
         Ok(status) if (200..300).contains(status) => None,
@@ -58,7 +56,7 @@ pub async fn deliver(deps: &Deps, pool: &Pool, notice: &NoticeMessage) -> Result
             Some(wait) => {
                 let next = NoticeMessage { attempt: notice.attempt + 1, due: Some(now + wait), ..notice.clone() };
                 let delay = wait.to_std().unwrap_or_default().min(MAX_DELAY);
-                deps.queue.power(&PowerMessage::deliver(&pool.name, next), delay).await?;
+                deps.queue.power(&PowerMessage::deliver(pool, next), delay).await?;
                 let said = format!("{to}: attempt {} failed ({why}); tried again in {}", notice.attempt, short(wait));
                 (Attempted::Failed, attempt_entry(notice, EventType::NotificationFailed, now).saying(said))
             }
@@ -71,11 +69,11 @@ pub async fn deliver(deps: &Deps, pool: &Pool, notice: &NoticeMessage) -> Result
         },
     };
     if attempted == Attempted::DeadLettered {
-        tracing::warn!(pool = pool.name, hook = notice.hook, id, "notification dead-lettered");
+        tracing::warn!(pool, hook = notice.hook, id, "notification dead-lettered");
     }
     // Its account in the trail; the next attempt, if any, is already sent, so an error here loses only the entry.
-    if let Err(e) = deps.store.write(&pool.name, vec![Write::Append(entry)]).await {
-        tracing::warn!(pool = pool.name, error = %e, "a notification's attempt not told in the trail");
+    if let Err(e) = deps.store.write(pool, vec![Write::Append(entry)]).await {
+        tracing::warn!(pool, error = %e, "a notification's attempt not told in the trail");
     }
     Ok(attempted)
 }

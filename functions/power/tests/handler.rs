@@ -1318,6 +1318,22 @@ mod notifications {
         assert_eq!(w.receiver.posts().len(), 1);
     }
 
+    #[tokio::test]
+    async fn a_notification_goes_where_the_pool_said_when_it_happened_even_once_the_pool_is_gone() {
+        let w = World::new(t0());
+        let deps = w.default_deps(900);
+        let writes = assignment(&w, hooked(vec![])).await;
+        let events = told(&writes);
+        deps.store.write("ci", writes).await.expect("assigned");
+        after_write(&deps, "ci", &hooked(vec![]), &events).await;
+        // The pool's item goes (its deletion ended) before the message is handled: nothing reads it.
+        w.store.remove("ci", &Key::Pool);
+        let reads = w.store.stats().reads;
+        drive(&w, &deps, t0() + TimeDelta::minutes(1), 0).await;
+        assert_eq!(w.receiver.posts().len(), 1);
+        assert_eq!(w.store.stats().reads, reads, "a delivery reads nothing of the table");
+    }
+
     /// An event whose sort key is `id`, enough to compare keys by.
     fn told_event(id: &str) -> Event {
         let time = id.split('#').next().and_then(|t| t.parse().ok()).expect("a time");

@@ -388,7 +388,13 @@ fn catalog() -> Catalog {
     c.messages.push(("tick".into(), "power", power(&PowerMessage::tick("aws", Some(77)))));
     c.messages.push(("reap".into(), "power", power(&PowerMessage::reap("aws"))));
     let delivered = c.events.iter().find(|(_, _, e)| e.notice.is_some()).map(|(_, _, e)| e.clone()).expect("one");
-    let notice = NoticeMessage { event: delivered, hook: 1, attempt: 3, due: Some(t("2026-11-28T12:05:00Z")) };
+    let to = apiary_planner::notify::NotifyHook {
+        url: "https://chat.example.com/apiary".into(),
+        secret: "arn:aws:secretsmanager:us-east-1:123456789012:secret:chat-AbCdEf".into(),
+        events: vec![NoticeKind::ClaimExpired, NoticeKind::ClusterBroken],
+    };
+    let due = Some(t("2026-11-28T12:05:00Z"));
+    let notice = NoticeMessage { event: delivered, hook: 1, to, attempt: 3, due };
     c.messages.push(("notice".into(), "power", power(&PowerMessage::deliver("inventory", notice))));
     c.messages.push(("notices".into(), "power", power(&PowerMessage::notices("inventory"))));
     c.messages.push(("sweep".into(), "sweep", json!({ "source": "apiary-sweep" }).to_string()));

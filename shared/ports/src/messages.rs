@@ -90,6 +90,9 @@ pub struct NoticeMessage {
     pub event: apiary_planner::events::Event,
     /// Which of the pool's hooks (its place in `notify`).
     pub hook: u8,
+    /// The hook as the pool named it when the event was sent: the attempts go where the event was to be told, and
+    /// none reads the pool (a burst of claims' notifications would otherwise read its partition once each).
+    pub to: apiary_planner::notify::NotifyHook,
     /// Which attempt, from 1.
     pub attempt: u8,
     /// Not before then: a retry whose wait is longer than a message's longest delay comes early, and is sent

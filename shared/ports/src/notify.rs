@@ -46,10 +46,7 @@ pub fn deliveries<'a>(pool: &str, spec: &PoolSpec, events: impl IntoIterator<Ite
     let mut out = vec![];
     for event in events {
         let Some(kind) = kind_of(event) else { continue };
-        for hook in hearers(spec, kind) {
-            let notice = NoticeMessage { event: event.clone(), hook, attempt: 1, due: None };
-            out.push(PowerMessage::deliver(pool, notice));
-        }
+        out.extend(hearers(spec, kind).into_iter().map(|hook| first_attempt(pool, spec, event, hook)));
     }
     out
 }
@@ -91,10 +88,16 @@ pub fn missed(pool: &str, spec: &PoolSpec, read: &[(String, Event)], settled: &s
             continue;
         }
         for hook in hearers(spec, kind).into_iter().filter(|h| !tried.contains(&(sort.as_str(), *h))) {
-            out.push(PowerMessage::deliver(pool, NoticeMessage { event: event.clone(), hook, attempt: 1, due: None }));
+            out.push(first_attempt(pool, spec, event, hook));
         }
     }
     out
+}
+
+/// The first attempt to deliver `event` to hook `hook` of `spec`.
+fn first_attempt(pool: &str, spec: &PoolSpec, event: &Event, hook: u8) -> PowerMessage {
+    let to = spec.notify[usize::from(hook)].clone();
+    PowerMessage::deliver(pool, NoticeMessage { event: event.clone(), hook, to, attempt: 1, due: None })
 }
 
 /// The pass's cursor for a pool that has none: every shard from [`FIRST_PASS`] before `now`.
@@ -151,7 +154,7 @@ mod tests {
             noticed(&s, e, NoticeKind::ClaimAssigned, None, None)
         };
         let (sent, unsent, late) = (assigned("a", 1), assigned("b", 2), assigned("c", 90));
-        let tried = NoticeMessage { event: sent.clone(), hook: 0, attempt: 1, due: None };
+        let tried = NoticeMessage { event: sent.clone(), hook: 0, to: s.notify[0].clone(), attempt: 1, due: None };
         let read = vec![
             keyed(sent),
             keyed(unsent.clone()),
