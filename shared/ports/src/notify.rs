@@ -36,7 +36,7 @@ pub const PASS_LAG: TimeDelta = TimeDelta::minutes(1);
 pub const FIRST_PASS: TimeDelta = TimeDelta::minutes(5);
 
 /// Events a page of the pass's read of one shard.
-pub const PASS_PAGE: usize = 100;
+pub const PASS_PAGE: usize = 500;
 
 /// Pages a pass reads of one shard at most; it reads on from there the next minute.
 pub const PASS_PAGES: usize = 20;
