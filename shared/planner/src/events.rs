@@ -18,7 +18,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{find_condition, Cluster, DesiredPower, PowerState, Snapshot, Timestamp};
-use crate::notify::{noticed, NoticeKind};
 use crate::plan::{Action, DeleteReason, ReleaseReason};
 use crate::{condition, Claim};
 
@@ -156,12 +155,12 @@ pub struct Event {
     /// type it makes the event's key unique, since two writes of one item at one revision cannot both land (and
     /// an event told after its change is appended only once the change landed).
     pub rev: u64,
-    /// What the pool's `notify` webhooks are told of it, when one hears its kind ([`crate::notify`]).
+    /// What the pool's `notify` webhooks are told of it, when one hears its kind (`crate::notify`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notice: Option<Box<crate::notify::Notice>>,
+    pub notice: Option<Box<crate::model::notice::Notice>>,
     /// For an attempt to deliver a notification: whose, to which hook, which attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delivery: Option<crate::notify::Delivery>,
+    pub delivery: Option<crate::model::notice::Delivery>,
 }
 
 /// The longest message an event keeps; longer ones are cut (on a character boundary) and end with `…`.
@@ -243,7 +242,6 @@ pub fn pool_written(before: Option<&crate::PoolSpec>, after: &crate::Pool, princ
 /// trail, at `now`.
 pub fn of_action(before: &Snapshot, action: &Action, now: Timestamp) -> Vec<Event> {
     let cluster = |id: &str| before.clusters.iter().find(|c| c.id == id);
-    let claimed = |name: &str| before.claims.iter().find(|c| c.name == name);
     match action {
         Action::ReleaseClaim { claim, expected_rev, cluster: held, reason } => {
             let why = match reason {
@@ -259,20 +257,13 @@ pub fn of_action(before: &Snapshot, action: &Action, now: Timestamp) -> Vec<Even
             };
             // Its cluster, marked for deletion, is deleted by the next plan's `DeleteCluster`, which says so.
             let e = Event::new(EventType::ClaimReleased, now, *expected_rev).claim(claim).saying(why);
-            let e = match held {
+            vec![match held {
                 Some((id, _)) => e.cluster(id),
                 None => e,
-            };
-            let held = held.as_ref().and_then(|(id, _)| cluster(id));
-            let kind = match reason {
-                ReleaseReason::Expired => NoticeKind::ClaimExpired,
-                ReleaseReason::Released | ReleaseReason::PoolDeleted => NoticeKind::ClaimReleased,
-            };
-            vec![noticed(&before.pool.spec, e, kind, claimed(claim), held)]
+            }]
         }
         Action::AssignClaim { claim, claim_rev, cluster: id, at, .. } => {
-            let e = Event::new(EventType::ClaimAssigned, *at, claim_rev + 1).claim(claim).cluster(id);
-            vec![noticed(&before.pool.spec, e, NoticeKind::ClaimAssigned, claimed(claim), cluster(id))]
+            vec![Event::new(EventType::ClaimAssigned, *at, claim_rev + 1).claim(claim).cluster(id)]
         }
         Action::CreateCluster { cluster: c } => {
             let e = Event::new(EventType::ClusterCreated, c.created_at, c.rev).cluster(&c.id);

@@ -8,107 +8,14 @@
 //! attempt is an entry of the trail ([`Delivery`]), and the last one failed leaves the notification there whole,
 //! its dead-letter record. Nothing a claim waits on ever waits on a receiver.
 
-use std::collections::BTreeMap;
-
 use chrono::TimeDelta;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::events::Event;
-use crate::model::{Claim, Cluster, Timestamp};
+use crate::events::{Event, EventType};
+pub use crate::model::notice::{Delivery, Notice, NoticeKind, NotifyHook, MAX_HOOKS};
+use crate::model::{Claim, Cluster, Snapshot};
+use crate::plan::{Action, ReleaseReason};
 use crate::PoolSpec;
-
-/// What a notification tells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum NoticeKind {
-    /// A claim got its cluster.
-    #[serde(rename = "claim.assigned")]
-    ClaimAssigned,
-    /// A claim ended: its claimant (or a subject, or an admin) gave it back, or its pool was deleted.
-    #[serde(rename = "claim.released")]
-    ClaimReleased,
-    /// A claim ended because its lifetime ran out.
-    #[serde(rename = "claim.expired")]
-    ClaimExpired,
-    /// A cluster broke: its install gave up or a power transition timed out (it is replaced).
-    #[serde(rename = "cluster.broken")]
-    ClusterBroken,
-}
-
-impl NoticeKind {
-    /// Every kind, as a hook that names none hears them.
-    pub const ALL: [NoticeKind; 4] =
-        [NoticeKind::ClaimAssigned, NoticeKind::ClaimReleased, NoticeKind::ClaimExpired, NoticeKind::ClusterBroken];
-
-    /// The kind's name, as the notification's `type` and a hook's `events` say it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NoticeKind::ClaimAssigned => "claim.assigned",
-            NoticeKind::ClaimReleased => "claim.released",
-            NoticeKind::ClaimExpired => "claim.expired",
-            NoticeKind::ClusterBroken => "cluster.broken",
-        }
-    }
-}
-
-/// One of a pool's `notify` webhooks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NotifyHook {
-    /// Where notifications are posted: `https://…`, as the stack's URL policy allows.
-    pub url: String,
-    /// ARN of the Secrets Manager secret holding the signing key (`whsec_<base64>`), tagged for the pool as every
-    /// secret a pool names is.
-    pub secret: String,
-    /// The kinds it hears; none named: every kind.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub events: Vec<NoticeKind>,
-}
-
-impl NotifyHook {
-    /// Whether the hook hears `kind`.
-    pub fn wants(&self, kind: NoticeKind) -> bool {
-        self.events.is_empty() || self.events.contains(&kind)
-    }
-}
-
-/// How many hooks a pool may name.
-pub const MAX_HOOKS: usize = 4;
-
-/// What a notification says beyond its event, captured when the event is written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Notice {
-    /// What it tells.
-    pub kind: NoticeKind,
-    /// The claim's owner, when the event is about a claim the pool still knew.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    /// Who else may use the claim.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub subjects: Vec<String>,
-    /// The cluster's outputs (API and console URLs, its kubeconfig's secret ARN, …; never a secret itself).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub outputs: BTreeMap<String, String>,
-    /// The cluster's name (an inventory name, or its id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster_name: Option<String>,
-    /// When the claim ends unless it is extended or released first.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Timestamp>,
-}
-
-/// A trail entry's account of one attempt to deliver a notification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Delivery {
-    /// The sort key of the event whose notification it is (the `webhook-id` it was sent with).
-    pub of: String,
-    /// Which of the pool's hooks (its place in `notify`).
-    pub hook: u8,
-    /// Which attempt, from 1.
-    pub attempt: u8,
-}
 
 /// How long after each failed attempt the next is made: a receiver down for an hour and a half still gets it.
 /// After the last, the notification is dead-lettered.
@@ -158,6 +65,27 @@ pub fn noticed(
     Event { notice: Some(Box::new(notice)), ..event }
 }
 
+/// `events`, which the reconcile's `action` on `before` (the snapshot it was planned from) tells the trail
+/// ([`crate::events::of_action`]), each with the notice its kind calls for when a hook of the pool hears it: a
+/// claim's assignment, or its end (an expiry when its lifetime ran out).
+pub fn of_action(before: &Snapshot, action: &Action, events: Vec<Event>) -> Vec<Event> {
+    let (kind, claim, cluster) = match action {
+        Action::AssignClaim { claim, cluster, .. } => (NoticeKind::ClaimAssigned, claim, Some(cluster)),
+        Action::ReleaseClaim { claim, cluster, reason, .. } => {
+            let kind = match reason {
+                ReleaseReason::Expired => NoticeKind::ClaimExpired,
+                ReleaseReason::Released | ReleaseReason::PoolDeleted => NoticeKind::ClaimReleased,
+            };
+            (kind, claim, cluster.as_ref().map(|(id, _)| id))
+        }
+        _ => return events,
+    };
+    let claim = before.claims.iter().find(|c| &c.name == claim);
+    let cluster = cluster.and_then(|id| before.clusters.iter().find(|c| &c.id == id));
+    let told = |e: &Event| matches!(e.kind, EventType::ClaimAssigned | EventType::ClaimReleased);
+    events.into_iter().map(|e| if told(&e) { noticed(&before.pool.spec, e, kind, claim, cluster) } else { e }).collect()
+}
+
 /// The notification's body, as Standard Webhooks shapes it: its `type`, its `timestamp` (the event's time) and
 /// its `data` (the pool, the claim, the cluster, who holds it and its outputs, and why, for an ending).
 pub fn body(pool: &str, event: &Event) -> Option<Value> {
@@ -187,8 +115,7 @@ pub fn body(pool: &str, event: &Event) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::EventType;
-    use crate::model::{FakePlatform, Platform};
+    use crate::model::{FakePlatform, Platform, Timestamp};
 
     fn at(s: i64) -> Timestamp {
         chrono::DateTime::from_timestamp(1_800_000_000 + s, 0).expect("time")
@@ -246,6 +173,48 @@ mod tests {
             (b["type"].as_str(), b["data"]["reason"].as_str()),
             (Some("claim.expired"), Some("its lifetime of 1h ran out"))
         );
+    }
+
+    #[test]
+    fn a_release_by_the_reconcile_is_told_as_an_expiry_when_the_lifetime_ran_out() {
+        let s = spec(vec![hook(&[NoticeKind::ClaimExpired])]);
+        let mut claim = Claim::new("c", "arn:aws:iam::1:role/ci", at(0));
+        claim.cluster = Some("ci-1".into());
+        let pool = crate::Pool {
+            name: "ci".into(),
+            spec: s,
+            status: Default::default(),
+            next_wake_at: None,
+            deletion_requested_at: None,
+            created_at: at(0),
+            rev: 1,
+            later: Default::default(),
+        };
+        let before = Snapshot { pool, clusters: vec![], claims: vec![claim], leases: vec![] };
+        let release = |reason| Action::ReleaseClaim {
+            claim: "c".into(),
+            expected_rev: 2,
+            cluster: Some(("ci-1".into(), 4)),
+            reason,
+        };
+        for (reason, told) in [(ReleaseReason::Expired, true), (ReleaseReason::Released, false)] {
+            let action = release(reason);
+            let events = of_action(&before, &action, crate::events::of_action(&before, &action, at(9)));
+            let kinds: Vec<_> = events.iter().map(kind_of).collect();
+            assert_eq!(kinds, [told.then_some(NoticeKind::ClaimExpired)], "{reason:?}");
+        }
+        assert_eq!(
+            events_owner(&before),
+            Some("arn:aws:iam::1:role/ci".to_owned()),
+            "the owner, as the claim had it before it ended"
+        );
+    }
+
+    fn events_owner(before: &Snapshot) -> Option<String> {
+        let action =
+            Action::ReleaseClaim { claim: "c".into(), expected_rev: 2, cluster: None, reason: ReleaseReason::Expired };
+        let events = of_action(before, &action, crate::events::of_action(before, &action, at(9)));
+        events.first().and_then(|e| e.notice.as_ref()).and_then(|n| n.owner.clone())
     }
 
     #[test]

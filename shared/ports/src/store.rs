@@ -758,9 +758,11 @@ pub fn cluster_change(stored: &Cluster, written: &Cluster, now: Timestamp) -> (V
 }
 
 /// The writes of `action` on `snapshot`, as [`writes_for`] gives them, and the events it tells the pool's trail at
-/// `now` ([`apiary_planner::events::of_action`]), to be written in the same transaction.
+/// `now` ([`apiary_planner::events::of_action`]), with what the pool's `notify` webhooks hear of them
+/// ([`apiary_planner::notify::of_action`]), to be written in the same transaction.
 pub fn writes_with_events(snapshot: &mut Snapshot, action: &Action, now: Timestamp) -> Result<Vec<Write>> {
     let events = apiary_planner::events::of_action(snapshot, action, now);
+    let events = apiary_planner::notify::of_action(snapshot, action, events);
     let mut writes = writes_for(snapshot, action)?;
     writes.extend(events.into_iter().map(Write::Append));
     Ok(writes)

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 mod claim;
 mod cluster;
 mod conditions;
+pub mod notice;
 mod pool;
 mod spec;
 mod status;

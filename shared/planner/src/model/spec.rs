@@ -86,7 +86,7 @@ pub struct PoolSpec {
     /// Webhooks told when a claim gets its cluster or ends and when a cluster breaks ([`crate::notify`]), at most
     /// [`crate::notify::MAX_HOOKS`]. Never an input of `poolVersion`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub notify: Vec<crate::notify::NotifyHook>,
+    pub notify: Vec<super::notice::NotifyHook>,
     /// Options of a later release, kept as read ([`super::Later`]); a caller may not send them.
     #[serde(flatten, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub later: super::Later,
