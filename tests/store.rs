@@ -533,3 +533,42 @@ async fn dynamodb_keeps_a_pools_trail_apart_from_its_partition_and_pages_it_as_t
     );
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_reads_a_trail_between_two_keys_and_keeps_the_notifications_cursor_apart_as_the_reference_does() {
+    use apiary_planner::events::{Event, EventType};
+    use apiary_ports::store::{event_shard, time_key, Notified};
+    let mut s = support::stack().await;
+    s.halt().await;
+    let reference = World::new(t0());
+    // Sixty events of one claim (one shard), a second apart.
+    let events: Vec<Event> = (0..60u64)
+        .map(|i| Event::new(EventType::ClaimChanged, t0() + chrono::TimeDelta::seconds(i as i64), i).claim("c1"))
+        .collect();
+    let shard = event_shard(&events[0]);
+    let after = time_key(t0() + chrono::TimeDelta::seconds(10));
+    let until = time_key(t0() + chrono::TimeDelta::seconds(40));
+    let mut answers = vec![];
+    for store in [reference.store.as_ref() as &dyn Store, s.deps.store.as_ref()] {
+        store.write("tr", events.iter().cloned().map(Write::Append).collect()).await.expect("events");
+        let page = |limit| store.trail_between("tr", shard, &after, &until, limit);
+        let whole: Vec<u64> = page(100).await.expect("read").into_iter().map(|(_, e)| e.rev).collect();
+        let first: Vec<u64> = page(7).await.expect("read").into_iter().map(|(_, e)| e.rev).collect();
+        let other = store.trail_between("tr", (shard + 1) % 8, &after, &until, 100).await.expect("read").len();
+        let cursor = Notified { pool: "tr".into(), through: vec![after.clone(); 8], rev: 1 };
+        store.write("tr", vec![Write::Put(Item::Notified(cursor), Cond::Absent)]).await.expect("cursor");
+        let again = Notified { pool: "tr".into(), through: vec![until.clone(); 8], rev: 2 };
+        let lost = store.write("tr", vec![Write::Put(Item::Notified(again.clone()), Cond::Rev(7))]).await;
+        assert!(matches!(lost, Err(Error::Conflict(_))), "{lost:?}");
+        store.write("tr", vec![Write::Put(Item::Notified(again), Cond::Rev(1))]).await.expect("moved on");
+        let read = store.get("tr", &Key::Notified).await.expect("read");
+        let in_partition = store.read_pool("tr").await.expect("read").is_some();
+        answers.push(format!("{whole:?} {first:?} {other} {read:?} {in_partition}"));
+    }
+    let whole: Vec<u64> = (10..40).collect();
+    let want = format!("{whole:?} [10, 11, 12, 13, 14, 15, 16] 0 ");
+    assert!(answers[0].starts_with(&want), "from the first key on, oldest first, to the last: {answers:?}");
+    assert!(answers[0].ends_with(" false") && answers[0].contains("rev: 2"), "{answers:?}");
+    assert_eq!(answers[1], answers[0]);
+    s.stop().await;
+}

@@ -1334,6 +1334,43 @@ mod notifications {
         assert_eq!(w.store.stats().reads, reads, "a delivery reads nothing of the table");
     }
 
+    #[tokio::test]
+    async fn a_claimed_cluster_that_breaks_on_its_resume_is_told_with_its_claim_owner_and_outputs() {
+        let w = World::new(t0());
+        let mut spec = hooked(vec![NoticeKind::ClusterBroken]);
+        spec.powerstate_transition_to_running_timeout = Some(apiary_planner::duration::GoDuration::new("15m"));
+        let mut c = hibernated(&w).await;
+        w.put_pool(pool("ci", spec, t0()));
+        let mut claim = Claim::new("job-1", "arn:aws:iam::123456789012:role/alice", t0());
+        claim.subjects = vec!["arn:aws:iam::123456789012:user/bob".into()];
+        claim.cluster = Some("ci-1".into());
+        w.store.put("ci", Item::Claim(Box::new(claim)));
+        c.claim = Some("job-1".into());
+        c.spec_power_state = Some(DesiredPower::Running);
+        c.outputs.insert("apiUrl".into(), "https://api.ci-1.example.com:6443".into());
+        c.rev += 1;
+        w.put_cluster("ci", c);
+        for m in w.cloud.machines() {
+            w.cloud.refuse(&m.id, apiary_testkit::hook::Change::Start);
+        }
+        let deps = w.default_deps(900);
+        w.queue.power(&nudge("ci-1"), std::time::Duration::ZERO).await.expect("sent");
+        drive(&w, &deps, t0() + TimeDelta::minutes(40), 0).await;
+
+        assert!(w.cluster("ci", "ci-1").is_some_and(|c| c.is_broken()), "the resume timed out");
+        let posts = w.receiver.posts();
+        assert_eq!(posts.len(), 1, "{posts:?}");
+        let (body, data) = (&posts[0].body, &posts[0].body["data"]);
+        assert_eq!((body["type"].as_str(), data["cluster"].as_str()), (Some("cluster.broken"), Some("ci-1")));
+        assert_eq!(
+            (data["claim"].as_str(), data["owner"].as_str()),
+            (Some("job-1"), Some("arn:aws:iam::123456789012:role/alice"))
+        );
+        assert_eq!(data["subjects"][0], "arn:aws:iam::123456789012:user/bob");
+        assert_eq!(data["outputs"]["apiUrl"], "https://api.ci-1.example.com:6443");
+        assert!(data["reason"].as_str().is_some_and(|r| r.contains("FailedToStart")), "{data}");
+    }
+
     /// An event whose sort key is `id`, enough to compare keys by.
     fn told_event(id: &str) -> Event {
         let time = id.split('#').next().and_then(|t| t.parse().ok()).expect("a time");

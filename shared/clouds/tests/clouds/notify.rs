@@ -66,3 +66,24 @@ async fn a_receiver_that_fails_or_is_out_of_bounds_is_an_error_within_the_budget
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_costs_one_post_its_budget_and_no_more() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/slow", listener.local_addr().expect("address"));
+    let held = tokio::spawn(async move {
+        let mut open = vec![];
+        while let Ok((stream, _)) = listener.accept().await {
+            open.push(stream);
+        }
+    });
+    let http = Http::guarded(UrlPolicy::new(true, "", vec![]).expect("policy")).expect("client");
+    let notifications = Notifications::new(http, MemSecrets::one(KEY.into()));
+    let started = std::time::Instant::now();
+    let slow = notifications.post("ci-pool", &hook(url), "id", now(), b"{}").await;
+    let took = started.elapsed();
+    assert!(matches!(&slow, Err(e) if e.is_retryable()), "{slow:?}");
+    assert!(took >= apiary_clouds::notify::POST_BUDGET - Duration::from_millis(100), "{took:?}");
+    assert!(took < apiary_clouds::notify::POST_BUDGET + Duration::from_secs(2), "bounded: {took:?}");
+    held.abort();
+}
