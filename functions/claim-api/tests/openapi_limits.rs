@@ -654,6 +654,25 @@ async fn every_declared_bound_is_the_enforced_one() {
             "resumeCanaries.atATime",
         ),
         (
+            "PoolSpec/inventory/clusterDeployments/items/parameters/maxProperties",
+            MAX_ENTRY_PARAMETERS as f64,
+            with(
+                &["inventory"],
+                json!({"clusterDeployments": [{"name": "a", "parameters":
+                    (0..=MAX_ENTRY_PARAMETERS).map(|i| (format!("p{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()}]}),
+            ),
+            "inventory.clusterDeployments[0].parameters",
+        ),
+        (
+            "PoolSpec/inventory/clusterDeployments/items/parameters/*/maxLength",
+            MAX_LABEL_VALUE_LEN as f64,
+            with(
+                &["inventory"],
+                json!({"clusterDeployments": [{"name": "a", "parameters": {"apiVIP": x(MAX_LABEL_VALUE_LEN + 1)}}]}),
+            ),
+            "inventory.clusterDeployments[0].parameters.apiVIP",
+        ),
+        (
             "PoolSpec/notify/maxItems",
             apiary_planner::notify::MAX_HOOKS as f64,
             with(&["notify"], json!(vec![hook("https://hooks.example.com/a", INSTALLER_KEY, json!([])); 5])),

@@ -112,7 +112,9 @@ async fn a_name_is_reserved_with_its_cluster_or_not_at_all() {
     // exist, and the pool would stay without it for the lease's grace period.
     let w = World::with_hook(t0(), Arc::new(LoseSecondWrite(AtomicU32::new(0))), 1);
     let mut spec = aws_spec(1, 0);
-    spec.inventory = Some(Inventory { cluster_deployments: vec![InventoryEntry { name: Some("foo".into()) }] });
+    spec.inventory = Some(Inventory {
+        cluster_deployments: vec![InventoryEntry { name: Some("foo".into()), parameters: Default::default() }],
+    });
     w.put_pool(pool("inv", spec, t0()));
     let out = reconcile::reconcile(&w.default_deps(900), "inv").await.expect("reconcile");
     assert_eq!(out.attempts, 2, "the lost write was re-planned");

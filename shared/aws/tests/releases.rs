@@ -156,7 +156,9 @@ fn pools() -> Vec<(&'static str, Value)> {
             let mut s = spec(json!({ "aws": {
                 "region": "us-east-1", "imageId": "ami-0123456789abcdef0", "instanceType": "t3.medium",
                 "machineCount": 3 } }));
-            s["inventory"] = json!({ "clusterDeployments": [{ "name": "inv-a" }, { "name": "inv-b" }] });
+            s["inventory"] = json!({ "clusterDeployments": [
+                { "name": "inv-a", "parameters": { "apiVIP": "10.0.0.10", "ingressVIP": "10.0.0.11" } },
+                { "name": "inv-b" }] });
             s["schedules"] = json!([{ "name": "office", "cron": "0 8 * * 1-5", "timeZone": "Europe/Berlin",
                                       "duration": "10h", "runningCount": 2 }]);
             s["adaptiveRunningCount"] = json!({ "instantShare": 0.95, "forecast": {} });
@@ -291,7 +293,13 @@ fn catalog() -> Catalog {
                                                       "refused": ["csr-zz01"] } });
             own.push(("certificates".into(), cluster(name, "certificates", state)));
         }
-        for (label, cl) in own {
+        for (label, mut cl) in own {
+            if cl.id == "inventory-running" {
+                // The holder of inv-a, made from its entry's parameters.
+                cl.parameters = [("apiVIP", "10.0.0.10"), ("ingressVIP", "10.0.0.11")]
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .into();
+            }
             snapshot.clusters.push(cl.clone());
             c.items.push((format!("{name} cluster {label}"), name.to_owned(), Item::Cluster(Box::new(cl))));
         }

@@ -73,6 +73,9 @@ pub struct InstallRequest {
     /// The pool's labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// The parameters of the inventory entry the cluster's name comes from.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
     /// 1, then one more after each failed attempt: a PUT of a higher attempt starts the install anew.
     pub attempt: u32,
 }
@@ -238,6 +241,7 @@ impl Provisioner for Webhook {
             cluster_name: t.cluster.cluster_name.clone(),
             base_domain: t.spec.base_domain.clone(),
             labels: t.spec.labels.clone(),
+            parameters: t.cluster.parameters.clone(),
             attempt: t.attempt(),
         };
         let body = serde_json::to_vec(&request).map_err(|e| Error::service(op, e.to_string(), false))?;

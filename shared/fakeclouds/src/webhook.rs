@@ -56,6 +56,8 @@ struct Record {
     infra_id: String,
     name: String,
     base_domain: String,
+    /// The cluster's inventory entry's parameters, as the request sent them.
+    parameters: BTreeMap<String, String>,
     started: Duration,
     fails: bool,
     removing: bool,
@@ -149,6 +151,11 @@ impl FakeWebhook {
     /// The clusters it holds, as (cluster id, attempt, infraId).
     pub fn clusters(&self) -> Vec<(String, u32, String)> {
         self.lock().records.iter().map(|(id, r)| (id.clone(), r.attempt, r.infra_id.clone())).collect()
+    }
+
+    /// The parameters the install request of cluster `id` carried, if the receiver holds it.
+    pub fn parameters(&self, id: &str) -> Option<BTreeMap<String, String>> {
+        self.lock().records.get(id).map(|r| r.parameters.clone())
     }
 
     /// Requests so far, as `METHOD path`, and clears the log.
@@ -248,6 +255,7 @@ fn install(s: &mut State, id: &str, body: &Value) -> Response {
         infra_id,
         name: name.to_owned(),
         base_domain: body["baseDomain"].as_str().unwrap_or("example.com").to_owned(),
+        parameters: serde_json::from_value(body["parameters"].clone()).unwrap_or_default(),
         started: s.clock.now(),
         fails: attempt <= s.failing_attempts,
         removing: false,

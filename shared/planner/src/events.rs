@@ -283,6 +283,9 @@ pub fn of_action(before: &Snapshot, action: &Action, now: Timestamp) -> Vec<Even
                 DeleteReason::Excess => "the pool has more clusters than it needs".to_owned(),
                 DeleteReason::Stale => "made from an older version of the pool's spec, to be replaced".to_owned(),
                 DeleteReason::InventoryNameRemoved => "its inventory name was removed".to_owned(),
+                DeleteReason::InventoryEntryChanged => {
+                    "its inventory entry's parameters changed, to be made again with them".to_owned()
+                }
                 DeleteReason::PoolDeleted => "the pool is being deleted".to_owned(),
             };
             vec![Event::new(EventType::ClusterDeleting, *at, expected_rev + 1).cluster(id).saying(why)]
@@ -345,7 +348,12 @@ pub fn of_cluster(before: &Cluster, after: Option<&Cluster>, now: Timestamp) -> 
     }
     out.extend(certificates(before, after).into_iter().map(|(kind, message)| at(kind).saying(message)));
     if !before.is_broken() && after.is_broken() {
-        out.push(at(EventType::ClusterBroken).saying(broken_why(after)));
+        // A claimed cluster's break is in its claim's story too (and what its pool's hooks are told names it).
+        let e = at(EventType::ClusterBroken).saying(broken_why(after));
+        out.push(match &after.claim {
+            Some(claim) => e.claim(claim),
+            None => e,
+        });
     }
     out
 }

@@ -400,6 +400,52 @@ fn removing_a_name_deletes_its_unclaimed_holder_and_leaves_a_claimed_one() {
     assert_eq!(plan.deleted(), ["foo-1"]);
 }
 
+/// Issue 61: an inventory entry's parameters (an on-premises cluster's addresses) are the cluster's own; a new
+/// cluster takes its entry's, and one made with others than its entry has now goes as if its name were removed:
+/// replaced when unclaimed, left to its claim otherwise, and never handed to a new claim meanwhile.
+#[test]
+fn a_changed_entrys_parameters_replace_its_unclaimed_holder_and_leave_a_claimed_one() {
+    let plan =
+        given(pool().size(1).inventory(&["foo"]).entry_parameters("foo", &[("apiVIP", "10.0.0.10")])).plan_at(at(10));
+    let created = plan.created();
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].parameters.get("apiVIP").map(String::as_str), Some("10.0.0.10"), "a new cluster takes them");
+
+    let moved = || {
+        pool()
+            .size(3)
+            .inventory(&["foo", "bar", "baz"])
+            .entry_parameters("foo", &[("apiVIP", "10.0.9.10")])
+            .entry_parameters("bar", &[("apiVIP", "10.0.9.20")])
+            .entry_parameters("baz", &[("apiVIP", "10.0.0.30")])
+    };
+    let plan = given(moved())
+        .with(cluster("foo-1").named("foo").created(at(1)).running().parameters(&[("apiVIP", "10.0.0.10")]))
+        .with(lease("foo", "foo-1", at(1)))
+        .with(
+            cluster("bar-1")
+                .named("bar")
+                .created(at(2))
+                .running()
+                .parameters(&[("apiVIP", "10.0.0.20")])
+                .claimed("k", at(3)),
+        )
+        .with(claim("k").assigned("bar-1", at(3)))
+        .with(lease("bar", "bar-1", at(2)))
+        .with(cluster("baz-1").named("baz").created(at(3)).running().parameters(&[("apiVIP", "10.0.0.30")]))
+        .with(lease("baz", "baz-1", at(3)))
+        .plan_at(at(10));
+    assert_eq!(plan.deleted_for(DeleteReason::InventoryEntryChanged), ["foo-1"]);
+    assert_eq!(plan.deleted(), ["foo-1"], "the claimed one stays, the unchanged one stays");
+
+    // Until it goes, a claim never takes it.
+    let spec = moved().spec;
+    let stale = cluster("foo-1").named("foo").running().parameters(&[("apiVIP", "10.0.0.10")]).c;
+    assert!(!spec.may_assign(&stale));
+    let fresh = cluster("foo-1").named("foo").running().parameters(&[("apiVIP", "10.0.9.10")]).c;
+    assert!(spec.may_assign(&fresh));
+}
+
 #[test]
 fn a_lease_with_no_cluster_after_the_grace_period_is_used_or_released() {
     // Still needed: the lease moves to a new cluster with a new id (bug 5: a reused id reused its provisioning

@@ -31,6 +31,17 @@ async fn the_installer_installs_and_the_platform_powers_the_machines_it_names() 
     assert_eq!((stopped.total, stopped.not_ready.len()), (3, 0));
 }
 
+/// Issue 61: a cluster's inventory entry's parameters (its own addresses) go to the installer with its request.
+#[tokio::test]
+async fn an_install_request_carries_the_clusters_inventory_parameters() {
+    let mut w = World::new(KEY).await;
+    w.cluster.parameters.insert("apiVIP".into(), "10.0.0.10".into());
+    w.cluster.parameters.insert("ingressVIP".into(), "10.0.0.11".into());
+    assert_eq!(w.machinery.provision(w.target()).await.expect("put"), Provision::Accepted { handle: None });
+    let sent = w.receiver.parameters("ci-abcde").expect("the installer holds it");
+    assert_eq!(sent, w.cluster.parameters);
+}
+
 #[tokio::test]
 async fn every_call_is_idempotent_by_cluster_and_retried_through_throttling() {
     let w = World::new(KEY).await;
@@ -129,6 +140,7 @@ fn the_contract_document_describes_what_apiary_sends_and_reads() {
         cluster_name: "n".into(),
         base_domain: Some("d".into()),
         labels: [("k".to_owned(), "v".to_owned())].into(),
+        parameters: [("apiVIP".to_owned(), "10.0.0.10".to_owned())].into(),
         attempt: 1,
     };
     let sent: Vec<String> =

@@ -149,6 +149,10 @@ pub struct Cluster {
     /// holding its kubeconfig, …): never a secret itself.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, String>,
+    /// The parameters of the inventory entry it was made from (`inventory.clusterDeployments[].parameters`): sent
+    /// to the installer, and compared with the entry's now (a changed entry replaces it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
     /// The cluster's machines and their addresses, as its platform found them when it last became Running (a
     /// public address may change with each resume).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -240,6 +244,7 @@ impl Cluster {
             deleting_since: None,
             power_paused: false,
             outputs: BTreeMap::new(),
+            parameters: BTreeMap::new(),
             machines: Vec::new(),
             install_failures: 0,
             deprovision_failures: 0,

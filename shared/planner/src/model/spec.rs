@@ -153,13 +153,21 @@ impl PoolSpec {
         })
     }
 
-    /// Whether a claim may take `cluster` of this pool now: it [`Cluster::is_assignable`], and the inventory name
-    /// it holds, if any, is still in the inventory (seed 003: a cluster whose name was removed is on its way out).
-    /// The claim API asks this of the spare it picks; the reconcile classifies by the same two rules.
+    /// The parameters of the inventory entry named `name`, when the pool has an inventory that names it.
+    pub fn inventory_parameters(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        let entries = &self.inventory.as_ref()?.cluster_deployments;
+        entries.iter().find(|e| e.name.as_deref() == Some(name)).map(|e| &e.parameters)
+    }
+
+    /// Whether a claim may take `cluster` of this pool now: it [`Cluster::is_assignable`], and the inventory entry
+    /// of the name it holds, if any, is still in the inventory as the cluster was made from it (seed 003: a
+    /// cluster whose name was removed, or whose entry changed, is on its way out). The claim API asks this of the
+    /// spare it picks; the reconcile classifies by the same rules.
     pub fn may_assign(&self, cluster: &Cluster) -> bool {
-        let name_removed = cluster.cluster_name != cluster.id
-            && self.inventory_names().is_some_and(|names| !names.contains(&cluster.cluster_name.as_str()));
-        cluster.is_assignable() && !name_removed
+        let entry_gone = cluster.cluster_name != cluster.id
+            && self.inventory.is_some()
+            && self.inventory_parameters(&cluster.cluster_name) != Some(&cluster.parameters);
+        cluster.is_assignable() && !entry_gone
     }
 
     /// The limits the power state machine holds a cluster to, parsed.
@@ -245,7 +253,8 @@ pub struct Inventory {
 impl Inventory {
     /// An inventory of these names.
     pub fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        Self { cluster_deployments: names.into_iter().map(|n| InventoryEntry { name: Some(n.to_string()) }).collect() }
+        let entry = |n: &str| InventoryEntry { name: Some(n.to_string()), parameters: BTreeMap::new() };
+        Self { cluster_deployments: names.into_iter().map(entry).collect() }
     }
 }
 
@@ -256,6 +265,12 @@ pub struct InventoryEntry {
     /// The cluster's (short) name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// What else the cluster of this name needs of its own (an on-premises cluster's API and ingress VIPs, its
+    /// network), sent to the installer with its request: names and values as labels take them. A cluster made
+    /// with other parameters than its entry's now is replaced, unless a claim holds it (as when its name is
+    /// removed, seed 003).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
 }
 
 /// How a pool proves a cluster usable (`readiness` in a pool spec). Once its nodes are ready, a resuming or new

@@ -55,6 +55,8 @@ pub enum DeleteReason {
     Stale,
     /// Its inventory name was removed.
     InventoryNameRemoved,
+    /// Its inventory entry's parameters changed since it was made.
+    InventoryEntryChanged,
     /// The pool is being deleted.
     PoolDeleted,
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::hash::{FastMap, FastSet};
 use crate::ids::Suffixes;
-use crate::model::{Claim, ProvisionFailure, Snapshot, Timestamp};
+use crate::model::{Claim, Cluster, ProvisionFailure, Snapshot, Timestamp};
 use crate::{schedule, version};
 
 use super::slots::{self, Buckets, Item, Slot, Version};
@@ -108,20 +108,31 @@ impl<'a> Planner<'a> {
             None => FastMap::default(),
         };
         let mut samples = crate::pace::Samples::default();
+        // An unclaimed holder of an inventory name goes when the name is removed, or its entry's parameters are not
+        // the ones it was made with (seed 003's rules for an entry).
+        let entry = |c: &Cluster| match (&inventory_set, held_by.get(c.id.as_str())) {
+            (Some(names), Some(name)) if c.claim.is_none() => match names.contains(name) {
+                false => (true, false),
+                true => {
+                    let changed = spec.inventory_parameters(name).is_some_and(|p| *p != c.parameters);
+                    (changed, changed)
+                }
+            },
+            _ => (false, false),
+        };
         let mut slots: Vec<Slot<'a>> = snap
             .clusters
             .iter()
             .inspect(|c| samples.add(c))
-            .map(|c| Slot {
+            .map(|c| (c, entry(c)))
+            .map(|(c, (name_removed, entry_changed))| Slot {
                 rev: c.rev,
                 claimed: c.claim.is_some() && !c.marked_for_deletion,
                 marked: c.marked_for_deletion,
                 deleting: c.deleting,
                 power: c.spec_power_state,
-                name_removed: match (&inventory_set, held_by.get(c.id.as_str())) {
-                    (Some(names), Some(name)) => c.claim.is_none() && !names.contains(name),
-                    _ => false,
-                },
+                name_removed,
+                entry_changed,
                 version: match c.pool_version.as_deref() {
                     None | Some("") => Version::Unknown,
                     Some(v) if v == version => Version::Current,

@@ -153,6 +153,8 @@ impl Planner<'_> {
         self.busy += 1;
         let mut cluster = Cluster::new(id, name.clone(), infra_id, self.now);
         cluster.pool_version = Some(self.version.clone());
+        // What its inventory entry asks of it, sent to its installer (and compared with the entry from now on).
+        cluster.parameters = self.snap.pool.spec.inventory_parameters(&name).cloned().unwrap_or_default();
         self.names.taken.insert(Cow::Owned(name));
         self.slots.push(Slot {
             c: Item::New(Box::new(cluster)),
@@ -162,6 +164,7 @@ impl Planner<'_> {
             deleting: false,
             power: None,
             name_removed: false,
+            entry_changed: false,
             version: Version::Current,
         });
     }
@@ -181,6 +184,8 @@ impl Planner<'_> {
             let slot = &self.slots[i];
             let why = if slot.marked {
                 DeleteReason::Released
+            } else if slot.entry_changed {
+                DeleteReason::InventoryEntryChanged
             } else if slot.name_removed {
                 DeleteReason::InventoryNameRemoved
             } else {

@@ -41,6 +41,9 @@ pub(super) struct Slot<'a> {
     pub(super) deleting: bool,
     pub(super) power: Option<DesiredPower>,
     pub(super) name_removed: bool,
+    /// Its inventory name is still there, but the entry's parameters are not the ones it was made with: it goes
+    /// as one whose name was removed does (`name_removed` is set too), for this reason.
+    pub(super) entry_changed: bool,
     pub(super) version: Version,
 }
 

@@ -65,6 +65,11 @@ pub mod limits {
     pub const MAX_LABEL_KEY_LEN: usize = 128;
     /// Longest label value.
     pub const MAX_LABEL_VALUE_LEN: usize = 256;
+    /// Parameters of one inventory entry, at most (names and values as labels take them).
+    pub const MAX_ENTRY_PARAMETERS: usize = 32;
+    /// The bytes of every inventory entry's parameters' names and values together, at most: the pool's item
+    /// holds them.
+    pub const MAX_INVENTORY_PARAMETER_BYTES: usize = 8 * 1024;
     /// Most schedules.
     pub const MAX_SCHEDULES: usize = 16;
     /// Longest cron expression and IANA time zone name.
@@ -187,6 +192,20 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
             // Every name would be checked too: one error says it.
             return Err(errors);
         }
+        let bytes: usize = inventory
+            .cluster_deployments
+            .iter()
+            .flat_map(|entry| &entry.parameters)
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        if bytes > MAX_INVENTORY_PARAMETER_BYTES {
+            e(
+                "inventory.clusterDeployments",
+                format!(
+                    "parameters of every entry together at most {MAX_INVENTORY_PARAMETER_BYTES} bytes, got {bytes}"
+                ),
+            );
+        }
         let mut seen = BTreeSet::new();
         for (i, entry) in inventory.cluster_deployments.iter().enumerate() {
             let field = format!("inventory.clusterDeployments[{i}].name");
@@ -200,6 +219,21 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
                     if !seen.insert(name) {
                         e(&field, format!("duplicate name {name:?}"));
                     }
+                }
+            }
+            let params = &entry.parameters;
+            let field = format!("inventory.clusterDeployments[{i}].parameters");
+            if params.len() > MAX_ENTRY_PARAMETERS {
+                e(&field, format!("at most {MAX_ENTRY_PARAMETERS} parameters, got {}", params.len()));
+            }
+            for (key, value) in params.iter().take(MAX_ENTRY_PARAMETERS + 1) {
+                if key.is_empty() || key.len() > MAX_LABEL_KEY_LEN {
+                    e(&field, format!("parameter name {:?} must be 1 to {MAX_LABEL_KEY_LEN} characters", shorten(key)));
+                } else if value.len() > MAX_LABEL_VALUE_LEN {
+                    e(
+                        &format!("{field}.{key}"),
+                        format!("at most {MAX_LABEL_VALUE_LEN} characters, got {}", value.len()),
+                    );
                 }
             }
         }
@@ -512,11 +546,11 @@ mod tests {
         s.powerstate_transition_to_running_timeout = Some(GoDuration::new("5"));
         s.inventory = Some(Inventory {
             cluster_deployments: vec![
-                InventoryEntry { name: Some("foo".into()) },
-                InventoryEntry { name: None },
-                InventoryEntry { name: Some(String::new()) },
-                InventoryEntry { name: Some("foo".into()) },
-                InventoryEntry { name: Some("Bad_Name".into()) },
+                InventoryEntry { name: Some("foo".into()), parameters: Default::default() },
+                InventoryEntry { name: None, parameters: Default::default() },
+                InventoryEntry { name: Some(String::new()), parameters: Default::default() },
+                InventoryEntry { name: Some("foo".into()), parameters: Default::default() },
+                InventoryEntry { name: Some("Bad_Name".into()), parameters: Default::default() },
             ],
         });
         assert_eq!(
@@ -574,6 +608,36 @@ mod tests {
         let mut none = spec();
         none.provisioner = Some(ProvisionerSpec { webhook: None });
         assert_eq!(fields(&none), ["provisioner.webhook"]);
+    }
+
+    #[test]
+    fn inventory_parameters_are_bounded_as_labels_are_and_in_all() {
+        use crate::model::{Inventory, InventoryEntry};
+        let entry = |name: &str, params: Vec<(String, String)>| InventoryEntry {
+            name: Some(name.into()),
+            parameters: params.into_iter().collect(),
+        };
+        let with = |entries: Vec<InventoryEntry>| {
+            let mut s = spec();
+            s.inventory = Some(Inventory { cluster_deployments: entries });
+            s
+        };
+        let vip = vec![("apiVIP".to_owned(), "10.0.0.10".to_owned())];
+        assert_eq!(validate_spec(&with(vec![entry("foo", vip)])), Ok(()));
+        let many = (0..=MAX_ENTRY_PARAMETERS).map(|i| (format!("p{i}"), "v".to_owned())).collect();
+        let long = vec![("apiVIP".to_owned(), "x".repeat(MAX_LABEL_VALUE_LEN + 1)), (String::new(), "v".to_owned())];
+        assert_eq!(
+            fields(&with(vec![entry("foo", many), entry("bar", long)])),
+            [
+                "inventory.clusterDeployments[0].parameters",
+                "inventory.clusterDeployments[1].parameters",
+                "inventory.clusterDeployments[1].parameters.apiVIP"
+            ]
+        );
+        // Each entry within its bounds, all of them together not.
+        let big = |i: usize| entry(&format!("n{i}"), vec![(format!("{i:0>128}"), "v".repeat(MAX_LABEL_VALUE_LEN))]);
+        let n = MAX_INVENTORY_PARAMETER_BYTES / (128 + MAX_LABEL_VALUE_LEN) + 1;
+        assert_eq!(fields(&with((0..n).map(big).collect())), ["inventory.clusterDeployments"]);
     }
 
     #[test]

@@ -65,6 +65,14 @@ impl PoolBuilder {
         self.spec.inventory = Some(Inventory::of(names.iter().copied()));
         self
     }
+    /// The inventory entry `name` (already in the inventory) with `parameters`.
+    pub fn entry_parameters(mut self, name: &str, parameters: &[(&str, &str)]) -> Self {
+        let entries = self.spec.inventory.as_mut().map(|i| &mut i.cluster_deployments);
+        if let Some(entry) = entries.into_iter().flatten().find(|e| e.name.as_deref() == Some(name)) {
+            entry.parameters = parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        }
+        self
+    }
     pub fn schedule(mut self, s: Schedule) -> Self {
         self.spec.schedules.push(s);
         self
@@ -200,6 +208,11 @@ impl ClusterBuilder {
     }
     pub fn named(mut self, name: &str) -> Self {
         self.c.cluster_name = name.to_string();
+        self
+    }
+    /// Made from an inventory entry with `parameters`.
+    pub fn parameters(mut self, parameters: &[(&str, &str)]) -> Self {
+        self.c.parameters = parameters.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         self
     }
     pub fn rev(mut self, r: u64) -> Self {
