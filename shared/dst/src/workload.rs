@@ -58,7 +58,13 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
     }
     if rng.chance(0.3) {
         let n = 1 + rng.below(NAMES.len() as u64) as usize;
-        let names: Vec<Value> = NAMES[..n].iter().map(|n| json!({ "name": n })).collect();
+        // Each entry's parameters follow the size's parity (no draw of `rng`): an edit that flips it changes every
+        // entry, and the pool replaces each unclaimed cluster made with the old ones (issue 61).
+        let names: Vec<Value> = NAMES[..n]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| json!({ "name": n, "parameters": { "apiVIP": format!("10.0.{}.{i}", size % 2) } }))
+            .collect();
         spec["inventory"] = json!({ "clusterDeployments": names });
     }
     if rng.chance(0.3) {
