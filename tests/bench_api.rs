@@ -99,5 +99,63 @@ async fn main() {
             percentile(&pending, 0.95).as_secs_f64() * 1e3
         );
     }
+
+    // Claim notifications (issue 59): 50 claims one after another on each of two pools of 50 Running spares, the
+    // functions all running, one pool with a `notify` webhook (a local receiver) and one without, alternately; for
+    // each claim on the first, the time from its answer until the receiver had its verified `claim.assigned`.
+    s.restart(quiet(false)).await;
+    let (receiver, key) = s.notify_receiver(&["hooked"]).await;
+    let plain = json!({"size": 50, "runningCount": 50, "platform": {"fake": {}}});
+    let mut hooked = plain.clone();
+    hooked["notify"] = json!([{"url": receiver.url(), "secret": key, "events": ["claim.assigned"]}]);
+    for (pool, spec) in [("plain", &plain), ("hooked", &hooked)] {
+        s.put_pool(pool, spec).await;
+        s.until("50 Running spares", Duration::from_secs(600), || async {
+            let c = s.clusters(pool).await;
+            (c.len() == 50 && c.iter().all(|c| c["powerState"] == "Running")).then_some(())
+        })
+        .await;
+    }
+    let (mut without, mut with, mut heard) = (vec![], vec![], vec![]);
+    for i in 0..50 {
+        let started = Instant::now();
+        let (status, _) = s.call("PUT", &format!("/pools/plain/claims/p{i}"), ALICE, None).await;
+        if status == 201 {
+            without.push(started.elapsed());
+        }
+        let claim = format!("n{i}");
+        let started = Instant::now();
+        let (status, _) = s.call("PUT", &format!("/pools/hooked/claims/{claim}"), ALICE, None).await;
+        let answer = started.elapsed();
+        if status != 201 {
+            continue;
+        }
+        with.push(answer);
+        let got = || receiver.received().iter().any(|r| r.body["data"]["claim"] == claim.as_str());
+        while !got() {
+            assert!(started.elapsed() < Duration::from_secs(60), "{claim}: no notification within a minute");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        heard.push(started.elapsed() - answer);
+    }
+    for v in [&mut without, &mut with, &mut heard] {
+        v.sort();
+    }
+    let ms = |v: &[Duration], p: f64| percentile(v, p).as_secs_f64() * 1e3;
+    if !without.is_empty() && !heard.is_empty() {
+        println!(
+            "claim latency, 201, every function running: without a notify hook {} claims p50 {:.1} ms p95 {:.1} ms; \
+             with one {} claims p50 {:.1} ms p95 {:.1} ms; answer to the receiver's verified claim.assigned: \
+             p50 {:.1} ms, p95 {:.1} ms",
+            without.len(),
+            ms(&without, 0.5),
+            ms(&without, 0.95),
+            with.len(),
+            ms(&with, 0.5),
+            ms(&with, 0.95),
+            ms(&heard, 0.5),
+            ms(&heard, 0.95)
+        );
+    }
     s.stop().await;
 }
