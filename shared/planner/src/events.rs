@@ -412,16 +412,7 @@ mod tests {
 
     fn snapshot(clusters: Vec<Cluster>, claims: Vec<Claim>) -> Snapshot {
         let spec = PoolSpec::new(2, Platform::Fake(FakePlatform::default()));
-        let pool = Pool {
-            name: "ci".into(),
-            spec,
-            status: Default::default(),
-            next_wake_at: None,
-            deletion_requested_at: None,
-            created_at: at(0),
-            rev: 1,
-            later: Default::default(),
-        };
+        let pool = Pool { rev: 1, ..Pool::new("ci", spec, at(0)) };
         Snapshot { pool, clusters, claims, leases: vec![] }
     }
 

@@ -180,17 +180,8 @@ mod tests {
         let s = spec(vec![hook(&[NoticeKind::ClaimExpired])]);
         let mut claim = Claim::new("c", "arn:aws:iam::1:role/ci", at(0));
         claim.cluster = Some("ci-1".into());
-        let pool = crate::Pool {
-            name: "ci".into(),
-            spec: s,
-            status: Default::default(),
-            next_wake_at: None,
-            deletion_requested_at: None,
-            created_at: at(0),
-            rev: 1,
-            later: Default::default(),
-        };
-        let before = Snapshot { pool, clusters: vec![], claims: vec![claim], leases: vec![] };
+        let before =
+            Snapshot { pool: crate::Pool::new("ci", s, at(0)), clusters: vec![], claims: vec![claim], leases: vec![] };
         let release = |reason| Action::ReleaseClaim {
             claim: "c".into(),
             expected_rev: 2,

@@ -32,6 +32,20 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// A pool `name` of `spec`, created at `now`: no status yet, not being deleted, at revision 0.
+    pub fn new(name: impl Into<String>, spec: PoolSpec, now: Timestamp) -> Self {
+        Self {
+            name: name.into(),
+            spec,
+            status: Default::default(),
+            next_wake_at: None,
+            deletion_requested_at: None,
+            created_at: now,
+            rev: 0,
+            later: Default::default(),
+        }
+    }
+
     /// What the power state machine holds this pool's clusters to: the spec's limits, paced by the status's
     /// measured [`crate::pace::Pace`] — except while claims wait: a claim waits on whichever transition ends first,
     /// so each is looked at every poll, and one quicker than the pool's quick time is not noticed a sparse gap late.
