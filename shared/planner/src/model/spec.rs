@@ -84,7 +84,7 @@ pub struct PoolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access: Option<PoolAccess>,
     /// Webhooks told when a claim gets its cluster or ends and when a cluster breaks ([`crate::notify`]), at most
-    /// [`crate::notify::MAX_HOOKS`]. Never an input of `poolVersion`.
+    /// [`MAX_HOOKS`](super::notice::MAX_HOOKS). Never an input of `poolVersion`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notify: Vec<super::notice::NotifyHook>,
     /// Options of a later release, kept as read ([`super::Later`]); a caller may not send them.

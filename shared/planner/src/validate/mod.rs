@@ -642,7 +642,7 @@ mod tests {
 
     #[test]
     fn notify_webhooks_are_few_https_and_signed_with_a_secret() {
-        use crate::notify::{NoticeKind, NotifyHook};
+        use crate::model::notice::{NoticeKind, NotifyHook};
         let arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/hook-AbCdEf";
         let hook = |url: &str, secret: &str, events: &[NoticeKind]| NotifyHook {
             url: url.into(),

@@ -469,10 +469,10 @@ pub(super) fn provisioner(e: &mut impl FnMut(&str, String), p: &ProvisionerSpec)
     secret_arn(e, "provisioner.webhook.secret", &w.secret);
 }
 
-/// Checks a pool's `notify` webhooks: at most [`MAX_HOOKS`](crate::notify::MAX_HOOKS), each an https URL (as the
+/// Checks a pool's `notify` webhooks: at most [`MAX_HOOKS`](crate::model::notice::MAX_HOOKS), each an https URL (as the
 /// installer's webhook is) with its signing key's secret ARN, naming each kind it hears at most once.
-pub(super) fn notify(e: &mut impl FnMut(&str, String), hooks: &[crate::notify::NotifyHook]) {
-    use crate::notify::MAX_HOOKS;
+pub(super) fn notify(e: &mut impl FnMut(&str, String), hooks: &[crate::model::notice::NotifyHook]) {
+    use crate::model::notice::MAX_HOOKS;
     if hooks.len() > MAX_HOOKS {
         e("notify", format!("at most {MAX_HOOKS} webhooks, got {}", hooks.len()));
         return;
