@@ -26,16 +26,7 @@ pub fn aws_spec(size: i64, running: i64) -> PoolSpec {
 
 /// A new pool item (rev 0, no status yet) created at `now`.
 pub fn pool(name: &str, spec: PoolSpec, now: Timestamp) -> Pool {
-    Pool {
-        name: name.into(),
-        spec,
-        status: Default::default(),
-        next_wake_at: None,
-        deletion_requested_at: None,
-        created_at: now,
-        rev: 0,
-        later: Default::default(),
-    }
+    Pool::new(name, spec, now)
 }
 
 /// An installed cluster created and installed at `at`, in power state `power` (spec and status alike).
