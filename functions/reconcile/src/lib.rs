@@ -74,6 +74,8 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
             outcome.power_messages += 1;
         }
         let mut lost = None;
+        // The events of the writes that landed that the pool's hooks hear, sent together once the plan is written.
+        let mut told = Vec::new();
         'actions: for group in transactions(&plan.actions) {
             let mut writes = Vec::new();
             for a in group {
@@ -86,11 +88,11 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
                 }
             }
             if !writes.is_empty() {
-                let told = notify::told(&writes);
+                let noticed = notify::told(&writes);
                 match deps.store.write(pool, writes).await {
                     Ok(()) => {
                         outcome.writes += 1;
-                        notify::after_write(deps, pool, &snapshot.pool.spec, &told).await;
+                        told.extend(noticed);
                     }
                     Err(e) if matches!(e, Error::Conflict(_)) || momentary(&e) => {
                         lost = Some(e);
@@ -122,6 +124,8 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
         // replacement made) are one request.
         let nudges: Vec<PowerMessage> = power.into_iter().map(|cluster| PowerMessage::nudge(pool, cluster)).collect();
         deps.queue.power_now(&nudges).await?;
+        // Their notifications, ten to a request, however many claims the plan assigned or ended.
+        notify::after_write(deps, pool, &snapshot.pool.spec, &told).await;
         outcome.power_messages += nudges.len();
         match lost {
             None => {

@@ -400,3 +400,32 @@ async fn a_plans_nudges_go_to_the_power_queue_in_one_request_for_up_to_ten() {
     assert_eq!(w.queue.batches(), 2);
     assert_eq!(sends.0.load(Ordering::SeqCst) as usize, 2 + (power.len() - nudges), "{power:?}");
 }
+
+/// Issue 59: a reconcile that assigns several waiting claims sends their notifications once its plan is written,
+/// together, ten to a request, rather than a request for each assignment.
+#[tokio::test]
+async fn a_reconcile_assigning_claims_sends_their_notifications_together() {
+    use apiary_planner::notify::NotifyHook;
+    use apiary_planner::Claim;
+    use apiary_ports::store::Item;
+    let w = World::new(t0());
+    let mut spec = aws_spec(3, 3);
+    spec.notify = vec![NotifyHook {
+        url: "https://hooks.example.com/apiary".into(),
+        secret: "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook".into(),
+        events: vec![],
+    }];
+    w.put_pool(pool("ci", spec, t0()));
+    for i in 0..3 {
+        w.put_cluster("ci", apiary_testkit::fixtures::installed(&format!("ci-{i}"), DesiredPower::Running, t0()));
+        let claim = Claim::new(format!("k{i}"), "arn:aws:iam::123456789012:user/ci", t0());
+        w.store.put("ci", Item::Claim(Box::new(claim)));
+    }
+    let deps = w.default_deps(900);
+    let batches = w.queue.batches();
+    reconcile::reconcile(&deps, "ci").await.expect("reconcile");
+    let notices: Vec<String> =
+        w.queue.take_power().into_iter().filter_map(|m| m.notice).filter_map(|n| n.event.claim).collect();
+    assert_eq!(notices.len(), 3, "one an assignment: {notices:?}");
+    assert_eq!(w.queue.batches() - batches, 2, "the nudges in one request, the notifications in another");
+}
