@@ -162,6 +162,9 @@ pub struct Checker {
     /// Clusters (pool, id) standing free for a claim (a Running spare the pool may assign), since when, as of the
     /// last look.
     free_since: BTreeMap<(String, String), Timestamp>,
+    /// Each pool's labels, each time they changed (as seen at a look), with when: a claim by labels may have read
+    /// a pool's spec just before an admin relabeled it.
+    labels_seen: BTreeMap<String, Vec<(Timestamp, apiary_planner::select::Labels)>>,
 }
 
 /// Resumes (and installs) on pools with the Kubernetes readiness check, from the look that found their machines
@@ -192,7 +195,7 @@ impl Checker {
                 if a.status >= 500 && a.status != 503 {
                     return violation(now, "no 500", format!("{:?} answered {} {}", a.request, a.status, a.body));
                 }
-                Self::went_where_labelled(sim, a, now)?;
+                self.went_where_labelled(sim, a, now)?;
                 if let (202, Request::Claim { pool, claim, .. }) = (a.status, &a.request) {
                     let since =
                         |c: &apiary_planner::Cluster| self.free_since.get(&(pool.clone(), c.id.clone())).copied();
@@ -239,6 +242,10 @@ impl Checker {
         let mut free_since = BTreeMap::new();
         for snap in tables.snapshots() {
             let pool = snap.pool.name.clone();
+            let seen = self.labels_seen.entry(pool.clone()).or_default();
+            if seen.last().is_none_or(|(_, l)| *l != snap.pool.spec.labels) {
+                seen.push((now, snap.pool.spec.labels.clone()));
+            }
             for c in snap.clusters.iter().filter(|c| free_for_a_claim(&snap, c)) {
                 let key = (pool.clone(), c.id.clone());
                 let since = self.free_since.get(&key).copied().unwrap_or(now);
@@ -314,14 +321,20 @@ impl Checker {
         self.ends_told(sim, clusters, now)
     }
 
-    /// A claim by labels answered 201 or 202 went to a pool that carried its labels when the answer came.
-    fn went_where_labelled(sim: &Sim, answer: &crate::sim::Answer, now: Timestamp) -> Result<(), Violation> {
+    /// A claim by labels answered 201 or 202 went to a pool that carried its labels at some moment while it was
+    /// made: when it was asked, when it was answered, or in between (an admin may relabel the pool while the claim
+    /// reads it; the claim's write holds no condition on the pool item, which every reconcile rewrites).
+    fn went_where_labelled(&self, sim: &Sim, answer: &crate::sim::Answer, now: Timestamp) -> Result<(), Violation> {
         let (Request::ClaimByLabels { labels, .. }, 201 | 202) = (&answer.request, answer.status) else {
             return Ok(());
         };
         let pool = answer.body["pool"].as_str().unwrap_or_default();
         let Some(snap) = sim.world.snapshot(pool) else { return Ok(()) };
-        if labels.iter().all(|(k, v)| snap.pool.spec.labels.get(k) == Some(v)) {
+        let carries = |l: &BTreeMap<String, String>| labels.iter().all(|(k, v)| l.get(k) == Some(v));
+        let seen = self.labels_seen.get(pool).map(Vec::as_slice).unwrap_or_default();
+        // The labels in force when it was asked (the last seen by then), and every change since.
+        let asked = seen.iter().rposition(|(t, _)| *t <= answer.at).unwrap_or(0);
+        if carries(&snap.pool.spec.labels) || seen[asked.min(seen.len())..].iter().any(|(_, l)| carries(l)) {
             return Ok(());
         }
         let detail = format!("{:?} went to {pool}, labelled {:?}", answer.request, snap.pool.spec.labels);
