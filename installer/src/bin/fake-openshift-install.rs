@@ -1,0 +1,414 @@
+//! A stand-in for `openshift-install`, for `make run` and the installer's tests: the real command's arguments, the
+//! real files, its time taken, and the ways the real one fails.
+//!
+//! ```text
+//! fake-openshift-install create cluster --dir DIR [--log-level LEVEL]
+//! fake-openshift-install destroy cluster --dir DIR [--log-level LEVEL]
+//! fake-openshift-install version
+//! ```
+//!
+//! `create cluster` reads and consumes `DIR/install-config.yaml`, refusing one openshift-install refuses (exit 3),
+//! writes `metadata.json` in the installer's format (its infraID the name and five random characters),
+//! `auth/kubeconfig`, `auth/kubeadmin-password` and `.openshift_install.log`, and on AWS launches the cluster's
+//! machines, tagged `kubernetes.io/cluster/<infraID>=owned` as the installer tags them (through whatever endpoint
+//! the AWS SDK is given). `destroy cluster` terminates them from `metadata.json`.
+//!
+//! The environment shapes it:
+//! - `FAKE_OPENSHIFT_INSTALL_SECONDS`: how long an install takes (10; a destroy a fifth of it).
+//! - `FAKE_OPENSHIFT_INSTALL_CLUSTER_API`: a JSON file `{url, caPem, token}` naming a fake cluster API: the
+//!   kubeconfig's server is `<url>/<infraID>`, its CA and token these.
+//! - `FAKE_OPENSHIFT_INSTALL_FAULTS`: `bootstrap` (the install fails waiting for bootstrap, exit 5, its machines
+//!   left for a destroy), `hang` (it never finishes), `destroy-again` (each cluster's first destroy fails, exit 1,
+//!   and must be run again).
+//! - `FAKE_OPENSHIFT_INSTALL_FAULTS_FILE`: a file holding more of them, read at each run (a demo or a test changes
+//!   it between runs).
+//! - `FAKE_OPENSHIFT_INSTALL_AMI`: the image machines launch from (default the install-config's `amiID`).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use base64::Engine;
+use serde_json::{json, Value};
+
+/// openshift-install's exit status for an install-config it refuses.
+const EXIT_INSTALL_CONFIG: u8 = 3;
+/// Its exit status when the infrastructure could not be made.
+const EXIT_INFRASTRUCTURE: u8 = 4;
+/// Its exit status when bootstrapping fails.
+const EXIT_BOOTSTRAP: u8 = 5;
+
+struct Log {
+    file: Option<std::fs::File>,
+}
+
+impl Log {
+    fn open(dir: &Path) -> Self {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(dir.join(".openshift_install.log")).ok();
+        Self { file }
+    }
+
+    fn line(&mut self, level: &str, msg: &str) {
+        let time = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ");
+        let quoted = serde_json::to_string(msg).unwrap_or_default();
+        let line = format!("time=\"{time}\" level={level} msg={quoted}\n");
+        if let Some(file) = &mut self.file {
+            let _ = file.write_all(line.as_bytes());
+        }
+        let _ = std::io::stderr().write_all(line.as_bytes());
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let dir = args
+        .iter()
+        .position(|a| a == "--dir")
+        .and_then(|i| args.get(i + 1).cloned())
+        .or_else(|| args.iter().find_map(|a| a.strip_prefix("--dir=").map(str::to_owned)))
+        .unwrap_or_else(|| ".".to_owned());
+    let dir = PathBuf::from(dir);
+    let verb: Vec<&str> = args.iter().map(String::as_str).filter(|a| !a.starts_with("--")).take(2).collect();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("level=fatal msg=\"no runtime: {e}\"");
+            return ExitCode::FAILURE;
+        }
+    };
+    match verb.as_slice() {
+        ["version", ..] => {
+            let image = std::env::var("OPENSHIFT_INSTALL_RELEASE_IMAGE_OVERRIDE").unwrap_or_default();
+            let said = format!("fake-openshift-install 4.18.0\nrelease image {image}\n");
+            let _ = std::io::stdout().write_all(said.as_bytes());
+            ExitCode::SUCCESS
+        }
+        ["create", "cluster"] => runtime.block_on(create(&dir)),
+        ["destroy", "cluster"] => runtime.block_on(destroy(&dir)),
+        _ => {
+            eprintln!("Usage: openshift-install (create|destroy) cluster --dir DIR [--log-level LEVEL] | version");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn faults() -> Vec<String> {
+    let mut list = std::env::var("FAKE_OPENSHIFT_INSTALL_FAULTS").unwrap_or_default();
+    if let Some(file) = std::env::var_os("FAKE_OPENSHIFT_INSTALL_FAULTS_FILE") {
+        list.push(',');
+        list.push_str(&std::fs::read_to_string(file).unwrap_or_default());
+    }
+    list.split(',').map(|f| f.trim().to_owned()).filter(|f| !f.is_empty()).collect()
+}
+
+fn install_time() -> Duration {
+    let seconds: f64 =
+        std::env::var("FAKE_OPENSHIFT_INSTALL_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10.0);
+    Duration::from_secs_f64(seconds.max(0.0))
+}
+
+/// Random lowercase letters and digits, as the installer's infraID suffix and password are made.
+fn random(n: usize) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut out = String::new();
+    while out.len() < n {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_usize(out.len());
+        let bits = h.finish();
+        out.push(char::from(ALPHABET[(bits % ALPHABET.len() as u64) as usize]));
+    }
+    out
+}
+
+async fn create(dir: &Path) -> ExitCode {
+    let _ = std::fs::create_dir_all(dir);
+    let mut log = Log::open(dir);
+    log.line("info", "Consuming Install Config from target directory");
+    let text = match std::fs::read_to_string(dir.join("install-config.yaml")) {
+        Ok(text) => text,
+        Err(e) => {
+            log.line("fatal", &format!("failed to fetch Metadata: failed to load asset \"Install Config\": {e}"));
+            return ExitCode::from(EXIT_INSTALL_CONFIG);
+        }
+    };
+    let config: Value = match serde_saphyr::from_str(&text) {
+        Ok(config) => config,
+        Err(e) => {
+            log.line("fatal", &format!("failed to fetch Metadata: failed to load asset \"Install Config\": failed to unmarshal install-config.yaml: {e}"));
+            return ExitCode::from(EXIT_INSTALL_CONFIG);
+        }
+    };
+    let invalid = validate(&config);
+    if !invalid.is_empty() {
+        log.line(
+            "error",
+            &format!(
+                "failed to fetch Metadata: failed to load asset \"Install Config\": failed to create install config: \
+                 invalid \"install-config.yaml\" file: [{}]",
+                invalid.join(", ")
+            ),
+        );
+        return ExitCode::from(EXIT_INSTALL_CONFIG);
+    }
+    // The installer consumes its input: the config lives on in its state file.
+    let _ = std::fs::write(
+        dir.join(".openshift_install_state.json"),
+        json!({"*installconfig.InstallConfig": config}).to_string(),
+    );
+    let _ = std::fs::remove_file(dir.join("install-config.yaml"));
+
+    let name = config["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    let base_domain = config["baseDomain"].as_str().unwrap_or_default().to_owned();
+    let domain = format!("{name}.{base_domain}");
+    let base: String = name.chars().take(21).collect::<String>().trim_end_matches('-').to_owned();
+    let infra_id = format!("{base}-{}", random(5));
+    let cluster_id = uuid_like();
+    let aws = config["platform"]["aws"].as_object().cloned();
+    let mut metadata = json!({
+        "clusterName": name,
+        "clusterID": cluster_id,
+        "infraID": infra_id,
+        "featureSet": "",
+        "customFeatureSet": null,
+    });
+    let identifier = json!([
+        {format!("kubernetes.io/cluster/{infra_id}"): "owned"},
+        {"openshiftClusterID": cluster_id},
+        {format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{infra_id}"): "owned"},
+    ]);
+    if let Some(aws) = &aws {
+        metadata["aws"] = json!({"region": aws.get("region"), "identifier": identifier, "clusterDomain": domain});
+    }
+    let _ = std::fs::write(dir.join("metadata.json"), metadata.to_string());
+    let password = format!("{}-{}-{}-{}", random(5), random(5), random(5), random(5));
+    let _ = std::fs::create_dir_all(dir.join("auth"));
+    let _ = std::fs::write(dir.join("auth/kubeconfig"), kubeconfig(&infra_id, &domain));
+    let _ = std::fs::write(dir.join("auth/kubeadmin-password"), &password);
+
+    let time = install_time();
+    let faults = faults();
+    log.line("info", "Creating infrastructure resources...");
+    if let Some(aws) = &aws {
+        if let Err(e) = launch(&config, aws, &infra_id, &cluster_id).await {
+            log.line("error", &format!("failed to create cluster: failed to create infrastructure: {e}"));
+            log.line("fatal", "failed to fetch Cluster: failed to generate asset \"Cluster\": failed to create cluster: failed provisioning resources");
+            return ExitCode::from(EXIT_INFRASTRUCTURE);
+        }
+    }
+    tokio::time::sleep(time.mul_f64(0.4)).await;
+    log.line("info", &format!("Waiting up to 20m0s for the Kubernetes API at https://api.{domain}:6443..."));
+    tokio::time::sleep(time.mul_f64(0.3)).await;
+    log.line("info", "API v1.31.6 up");
+    log.line("info", "Waiting up to 45m0s for bootstrapping to complete...");
+    if faults.iter().any(|f| f == "hang") {
+        loop {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    }
+    if faults.iter().any(|f| f == "bootstrap") {
+        log.line("error", "Bootstrap failed to complete: timed out waiting for the condition");
+        log.line("error", "Failed to wait for bootstrapping to complete. This error usually happens when there is a problem with control plane hosts that prevents the control plane operators from creating the control plane.");
+        log.line("fatal", "Bootstrap failed to complete");
+        return ExitCode::from(EXIT_BOOTSTRAP);
+    }
+    tokio::time::sleep(time.mul_f64(0.3)).await;
+    log.line("info", "Destroying the bootstrap resources...");
+    log.line("info", "Install complete!");
+    log.line("info", &format!("To access the cluster as the system:admin user when using 'oc', run\n    export KUBECONFIG={}/auth/kubeconfig", dir.display()));
+    log.line(
+        "info",
+        &format!("Access the OpenShift web-console here: https://console-openshift-console.apps.{domain}"),
+    );
+    log.line("info", &format!("Login to the console with user: \"kubeadmin\", and password: \"{password}\""));
+    ExitCode::SUCCESS
+}
+
+/// What openshift-install refuses beyond the schema, in its words.
+fn validate(config: &Value) -> Vec<String> {
+    let mut invalid = Vec::new();
+    let name = config["metadata"]["name"].as_str().unwrap_or_default();
+    let dns = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.split('.').all(|l| {
+                !l.is_empty()
+                    && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+            })
+    };
+    if !dns(name) || name.contains('.') {
+        invalid.push(format!("metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"));
+    }
+    let domain = config["baseDomain"].as_str().unwrap_or_default();
+    if !dns(domain) {
+        invalid.push(format!("baseDomain: Invalid value: {domain:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"));
+    }
+    let pull: Option<Value> = config["pullSecret"].as_str().and_then(|p| serde_json::from_str(p).ok());
+    if !pull.is_some_and(|p| p["auths"].is_object()) {
+        invalid.push("pullSecret: Invalid value: \"<redacted>\": auths required".to_owned());
+    }
+    let platforms = config["platform"].as_object().map_or(0, |p| p.len());
+    if platforms != 1 {
+        invalid.push("platform: Invalid value: \"\": must specify one of the platforms (aws, azure, baremetal, gcp, ibmcloud, none, nutanix, openstack, powervs, vsphere)".to_owned());
+    }
+    if config["platform"]["aws"].is_object() && config["platform"]["aws"]["region"].as_str().is_none_or(str::is_empty) {
+        invalid.push("platform.aws.region: Required value: region must be specified".to_owned());
+    }
+    invalid
+}
+
+fn uuid_like() -> String {
+    let hex: String = (0..4).map(|_| random(8)).collect::<String>();
+    let hex: String = hex.bytes().map(|b| format!("{:x}", b % 16)).collect();
+    format!("{}-{}-4{}-a{}-{}", &hex[..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
+}
+
+/// The admin kubeconfig: the fake cluster API's, when one is named.
+fn kubeconfig(infra_id: &str, domain: &str) -> String {
+    let api: Option<Value> = std::env::var("FAKE_OPENSHIFT_INSTALL_CLUSTER_API")
+        .ok()
+        .and_then(|path| std::fs::read(path).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+    let (server, ca, token) = match &api {
+        Some(api) => (
+            format!("{}/{infra_id}", api["url"].as_str().unwrap_or_default().trim_end_matches('/')),
+            api["caPem"].as_str().map(b64),
+            api["token"].as_str().unwrap_or_default().to_owned(),
+        ),
+        None => (format!("https://api.{domain}:6443"), None, format!("sha256~{}", random(43))),
+    };
+    let ca = ca.map(|ca| format!("    certificate-authority-data: {ca}\n")).unwrap_or_default();
+    format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n{ca}    server: {server}\n  name: {infra_id}\ncontexts:\n- context:\n    \
+         cluster: {infra_id}\n    user: admin\n  name: admin\ncurrent-context: admin\nkind: Config\npreferences: {{}}\n\
+         users:\n- name: admin\n  user:\n    token: {token}\n"
+    )
+}
+
+fn owned(infra_id: &str) -> String {
+    format!("kubernetes.io/cluster/{infra_id}")
+}
+
+async fn ec2(region: &str) -> aws_sdk_ec2::Client {
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(region.to_owned()))
+        .load()
+        .await;
+    aws_sdk_ec2::Client::new(&sdk)
+}
+
+/// The control plane and compute machines, tagged as openshift-install tags them.
+async fn launch(
+    config: &Value,
+    aws: &serde_json::Map<String, Value>,
+    infra_id: &str,
+    cluster_id: &str,
+) -> Result<(), String> {
+    use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+    let region = aws.get("region").and_then(Value::as_str).unwrap_or("us-east-1");
+    let client = ec2(region).await;
+    let masters = config["controlPlane"]["replicas"].as_i64().unwrap_or(3);
+    let workers: i64 = match config["compute"].as_array() {
+        Some(pools) => pools.iter().map(|p| p["replicas"].as_i64().unwrap_or(3)).sum(),
+        None => 3,
+    };
+    let image = std::env::var("FAKE_OPENSHIFT_INSTALL_AMI")
+        .ok()
+        .or_else(|| aws.get("amiID").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| "ami-0123456789abcdef0".to_owned());
+    let kind = config["compute"][0]["platform"]["aws"]["type"].as_str().unwrap_or("m6i.xlarge").to_owned();
+    for (role, count) in [("master", masters), ("worker", workers)] {
+        let Ok(count) = i32::try_from(count) else { continue };
+        if count <= 0 {
+            continue;
+        }
+        let tags = BTreeMap::from([
+            (owned(infra_id), "owned".to_owned()),
+            (format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{infra_id}"), "owned".to_owned()),
+            ("openshiftClusterID".to_owned(), cluster_id.to_owned()),
+            ("Name".to_owned(), format!("{infra_id}-{role}")),
+        ]);
+        let spec = tags
+            .iter()
+            .fold(TagSpecification::builder().resource_type(ResourceType::Instance), |s, (k, v)| {
+                s.tags(Tag::builder().key(k).value(v).build())
+            })
+            .build();
+        client
+            .run_instances()
+            .image_id(&image)
+            .instance_type(kind.as_str().into())
+            .min_count(count)
+            .max_count(count)
+            .tag_specifications(spec)
+            .send()
+            .await
+            .map_err(|e| format!("ec2:RunInstances: {}", aws_sdk_ec2::error::DisplayErrorContext(e)))?;
+    }
+    Ok(())
+}
+
+async fn destroy(dir: &Path) -> ExitCode {
+    let mut log = Log::open(dir);
+    let metadata: Value = match std::fs::read(dir.join("metadata.json")).map(|b| serde_json::from_slice(&b)) {
+        Ok(Ok(metadata)) => metadata,
+        Ok(Err(e)) => {
+            log.line("fatal", &format!("Failed to destroy cluster: failed to load metadata: {e}"));
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            log.line("fatal", &format!("Failed to destroy cluster: open {}/metadata.json: {e}", dir.display()));
+            return ExitCode::FAILURE;
+        }
+    };
+    let infra_id = metadata["infraID"].as_str().unwrap_or_default().to_owned();
+    let marker = dir.join(".fake-destroy-attempted");
+    if faults().iter().any(|f| f == "destroy-again") && !marker.exists() {
+        let _ = std::fs::write(&marker, "");
+        log.line("error", &format!("Failed to delete security group sg-0{} ({infra_id}-node): DependencyViolation: resource has a dependent object", random(8)));
+        log.line("fatal", "Failed to destroy cluster: context deadline exceeded");
+        return ExitCode::FAILURE;
+    }
+    tokio::time::sleep(install_time().mul_f64(0.2)).await;
+    if let Some(region) = metadata["aws"]["region"].as_str() {
+        if let Err(e) = terminate(region, &infra_id).await {
+            log.line("fatal", &format!("Failed to destroy cluster: {e}"));
+            return ExitCode::FAILURE;
+        }
+    }
+    log.line("info", "Uninstallation complete!");
+    let _ = std::fs::remove_file(dir.join("metadata.json"));
+    ExitCode::SUCCESS
+}
+
+async fn terminate(region: &str, infra_id: &str) -> Result<(), String> {
+    use aws_sdk_ec2::types::Filter;
+    let client = ec2(region).await;
+    let found = client
+        .describe_instances()
+        .filters(Filter::builder().name(format!("tag:{}", owned(infra_id))).values("owned").build())
+        .send()
+        .await
+        .map_err(|e| format!("ec2:DescribeInstances: {}", aws_sdk_ec2::error::DisplayErrorContext(e)))?;
+    let ids: Vec<String> = found
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter(|i| i.state().and_then(|s| s.name()).is_none_or(|n| n.as_str() != "terminated"))
+        .filter_map(|i| i.instance_id().map(str::to_owned))
+        .collect();
+    if !ids.is_empty() {
+        client
+            .terminate_instances()
+            .set_instance_ids(Some(ids))
+            .send()
+            .await
+            .map_err(|e| format!("ec2:TerminateInstances: {}", aws_sdk_ec2::error::DisplayErrorContext(e)))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,271 @@
+//! The installer's ports on one machine (`make run`, tests): settings, records and install directories as files
+//! under a root, and jobs as local processes of an `openshift-install` (the real one, or the stand-in
+//! `fake-openshift-install`).
+//!
+//! ```text
+//! <root>/pools/<pool>.json        a pool's settings
+//! <root>/records/<id>.json        a cluster's record
+//! <root>/clusters/<id>/…          its install directory
+//! <root>/jobs/<job>.out           a job's output
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+use apiary_ports::{Error, Result};
+use async_trait::async_trait;
+use tokio::sync::Notify;
+
+use crate::model::{PoolSettings, Record};
+use crate::ports::{Dirs, JobSpec, JobState, Jobs, Pools, Records};
+
+fn io(what: &str, e: std::io::Error) -> Error {
+    Error::service("local", format!("{what}: {e}"), true)
+}
+
+async fn read_if_there(path: &Path) -> Result<Option<Vec<u8>>> {
+    match tokio::fs::read(path).await {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(&path.display().to_string(), e)),
+    }
+}
+
+/// Writes `bytes` to `path` whole or not at all (a temporary file renamed over it).
+async fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    tokio::fs::create_dir_all(parent).await.map_err(|e| io(&parent.display().to_string(), e))?;
+    let temporary = path.with_extension("partial");
+    tokio::fs::write(&temporary, bytes).await.map_err(|e| io(&temporary.display().to_string(), e))?;
+    tokio::fs::rename(&temporary, path).await.map_err(|e| io(&path.display().to_string(), e))
+}
+
+/// Pools' settings as files, `<root>/pools/<pool>.json`.
+pub struct LocalPools {
+    root: PathBuf,
+}
+
+impl LocalPools {
+    /// The settings under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// Writes `pool`'s settings.
+    pub async fn put(&self, pool: &str, settings: &PoolSettings) -> Result<()> {
+        write_whole(&self.root.join("pools").join(format!("{pool}.json")), &serde_json::to_vec_pretty(settings)?).await
+    }
+}
+
+#[async_trait]
+impl Pools for LocalPools {
+    async fn settings(&self, pool: &str) -> Result<Option<PoolSettings>> {
+        let path = self.root.join("pools").join(format!("{pool}.json"));
+        let Some(bytes) = read_if_there(&path).await? else { return Ok(None) };
+        PoolSettings::parse(&bytes).map(Some).map_err(|why| Error::Config(format!("{}: {why}", path.display())))
+    }
+}
+
+/// Records as files, `<root>/records/<id>.json`, each write conditional under one lock (one process).
+pub struct LocalRecords {
+    root: PathBuf,
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl LocalRecords {
+    /// The records under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into().join("records"), lock: tokio::sync::Mutex::new(()) }
+    }
+
+    fn path(&self, id: &str) -> PathBuf {
+        self.root.join(format!("{id}.json"))
+    }
+
+    async fn read(&self, id: &str) -> Result<Option<Record>> {
+        match read_if_there(&self.path(id)).await? {
+            Some(bytes) => Ok(Some(serde_json::from_slice(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+}
+
+#[async_trait]
+impl Records for LocalRecords {
+    async fn get(&self, id: &str) -> Result<Option<Record>> {
+        let _held = self.lock.lock().await;
+        self.read(id).await
+    }
+
+    async fn put(&self, record: &Record, expected: Option<u64>) -> Result<bool> {
+        let _held = self.lock.lock().await;
+        if self.read(&record.id).await?.map(|r| r.revision) != expected {
+            return Ok(false);
+        }
+        write_whole(&self.path(&record.id), &serde_json::to_vec_pretty(record)?).await?;
+        Ok(true)
+    }
+
+    async fn delete(&self, id: &str, expected: u64) -> Result<bool> {
+        let _held = self.lock.lock().await;
+        if self.read(id).await?.map(|r| r.revision) != Some(expected) {
+            return Ok(false);
+        }
+        tokio::fs::remove_file(self.path(id)).await.map_err(|e| io(id, e))?;
+        Ok(true)
+    }
+
+    async fn list(&self, pool: &str) -> Result<Vec<Record>> {
+        let _held = self.lock.lock().await;
+        let mut out = Vec::new();
+        let mut entries = match tokio::fs::read_dir(&self.root).await {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(io("records", e)),
+        };
+        while let Some(entry) = entries.next_entry().await.map_err(|e| io("records", e))? {
+            if entry.path().extension().is_some_and(|x| x == "json") {
+                let bytes = tokio::fs::read(entry.path()).await.map_err(|e| io("records", e))?;
+                let record: Record = serde_json::from_slice(&bytes)?;
+                if record.pool == pool {
+                    out.push(record);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(out)
+    }
+}
+
+/// Install directories as directories, `<root>/clusters/<id>`.
+pub struct LocalDirs {
+    root: PathBuf,
+}
+
+impl LocalDirs {
+    /// The directories under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into().join("clusters") }
+    }
+
+    /// The directory of cluster `id`.
+    pub fn dir(&self, id: &str) -> PathBuf {
+        self.root.join(id)
+    }
+}
+
+#[async_trait]
+impl Dirs for LocalDirs {
+    async fn write(&self, id: &str, file: &str, bytes: &[u8]) -> Result<()> {
+        write_whole(&self.dir(id).join(file), bytes).await
+    }
+
+    async fn read(&self, id: &str, file: &str) -> Result<Option<Vec<u8>>> {
+        read_if_there(&self.dir(id).join(file)).await
+    }
+
+    async fn clear(&self, id: &str) -> Result<()> {
+        match tokio::fs::remove_dir_all(self.dir(id)).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(id, e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Jobs as local processes: `<program> create cluster --dir <root>/clusters/<id> --log-level info`, with the
+/// runner's environment, stopped at their timeout.
+pub struct LocalJobs {
+    program: Vec<String>,
+    root: PathBuf,
+    env: Vec<(String, String)>,
+    jobs: Arc<Mutex<HashMap<String, Held>>>,
+}
+
+struct Held {
+    state: JobState,
+    stop: Arc<Notify>,
+}
+
+impl LocalJobs {
+    /// Runs `program` (its path, then any arguments that come before openshift-install's) on the directories under
+    /// `root`, with `env` added to the runner's own environment.
+    pub fn new(program: Vec<String>, root: impl Into<PathBuf>, env: Vec<(String, String)>) -> Self {
+        Self { program, root: root.into(), env, jobs: Arc::default() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl Jobs for LocalJobs {
+    async fn start(&self, spec: &JobSpec) -> Result<String> {
+        let id = format!("{}.{}.{}", spec.cluster, spec.kind.name(), spec.run);
+        let dir = LocalDirs::new(&self.root).dir(&spec.cluster);
+        tokio::fs::create_dir_all(&dir).await.map_err(|e| io("the install directory", e))?;
+        let logs = self.root.join("jobs");
+        tokio::fs::create_dir_all(&logs).await.map_err(|e| io("the jobs' logs", e))?;
+        let out = std::fs::File::create(logs.join(format!("{id}.out"))).map_err(|e| io("a job's log", e))?;
+        let err = out.try_clone().map_err(|e| io("a job's log", e))?;
+        let Some((program, leading)) = self.program.split_first() else {
+            return Err(Error::Config("the local runner names no program".into()));
+        };
+        let mut child = tokio::process::Command::new(program)
+            .args(leading)
+            .args(spec.kind.args(&dir.display().to_string()))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("OPENSHIFT_INSTALL_RELEASE_IMAGE_OVERRIDE", &spec.release_image)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::Config(format!("the local runner's program {program}: {e}")))?;
+        let stop = Arc::new(Notify::new());
+        self.lock().insert(id.clone(), Held { state: JobState::Running, stop: stop.clone() });
+        let (jobs, job, timeout, verb) =
+            (self.jobs.clone(), id.clone(), spec.timeout, format!("{} cluster", spec.kind.args("")[0]));
+        tokio::spawn(async move {
+            let state = tokio::select! {
+                status = child.wait() => match status {
+                    Ok(s) if s.success() => JobState::Succeeded,
+                    Ok(s) => JobState::Failed(match s.code() {
+                        Some(code) => format!("{verb} exited with status {code}"),
+                        None => format!("{verb} was killed"),
+                    }),
+                    Err(e) => JobState::Failed(format!("{verb} could not be waited for: {e}")),
+                },
+                () = tokio::time::sleep(timeout) => {
+                    let _ = child.kill().await;
+                    JobState::Failed(format!("{verb} timed out after {}", apiary_planner::duration::format(
+                        chrono::TimeDelta::from_std(timeout).unwrap_or_default())))
+                }
+                () = stop.notified() => {
+                    let _ = child.kill().await;
+                    JobState::Failed(format!("{verb} was stopped"))
+                }
+            };
+            if let Some(held) = jobs.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&job) {
+                held.state = state;
+            }
+        });
+        Ok(id)
+    }
+
+    async fn state(&self, id: &str) -> Result<JobState> {
+        Ok(match self.lock().get(id) {
+            Some(held) => held.state.clone(),
+            None => JobState::Failed(format!("job {id} is not known to this runner (it was restarted)")),
+        })
+    }
+
+    async fn stop(&self, id: &str) -> Result<()> {
+        if let Some(held) = self.lock().get(id) {
+            held.stop.notify_one();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,653 @@
+//! The webhook contract (`shared/clouds/provisioner.openapi.json`), answered by running openshift-install.
+//!
+//! - `PUT …/clusters/{id}`: a new attempt renders the pool's template for the cluster, checks it against
+//!   openshift-install's schema (a `400` naming the field if it does not fit), writes `install-config.yaml` to the
+//!   cluster's install directory and starts `openshift-install create cluster` as a job. The same attempt again is
+//!   a look.
+//! - `GET …/clusters/{id}`: moves the cluster on from its job's state and answers where it stands. A finished
+//!   install's `metadata.json` gives the infraId, its kubeconfig and kubeadmin password become secrets tagged for
+//!   the pool, and the answer is `Ready` with the outputs. A failed install's resources are destroyed before the
+//!   attempt is answered `Failed` with the log's excerpt, so the next attempt starts clean.
+//! - `DELETE …/clusters/{id}`: stops an install under way, runs `openshift-install destroy cluster` (again, until
+//!   it succeeds), then removes the secrets, the directory and the record: `404` from then on.
+//! - `GET …/clusters?pool=`: every cluster the installer holds for the pool.
+//!
+//! Every request must carry a valid Standard Webhooks signature. Every record write is conditional on the revision
+//! read; a lost condition re-reads and answers from what the other writer left. A failure of the installer's own
+//! stores or runner is a `503`, which Apiary retries.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use apiary_clouds::secrets::SecretCache;
+use apiary_clouds::webhook::{ClusterAnswer, InstallRequest};
+use apiary_ports::{Error, Result};
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+
+use crate::model::{Phase, PoolSettings, Record, DESTROY_TIMEOUT};
+use crate::outputs::{excerpt, files, kubeconfig_server, Metadata};
+use crate::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records, Vault};
+use crate::schema::{Problem, Schema};
+use crate::template::{render, Values};
+
+/// How many problems a refused install-config's answer names.
+const PROBLEMS: usize = 8;
+/// How many transitions one request takes a cluster through at most (a finished job, its outputs, the answer).
+const STEPS: usize = 4;
+/// What the answer suggests while an install runs.
+const LOOK_AGAIN_SECONDS: u64 = 30;
+/// The stand-in for the pull secret while a template is checked: the real one is put in only once it passed.
+const PULL_SECRET_PLACEHOLDER: &str = "{\"auths\":{}}";
+
+/// The installer, over its ports.
+#[derive(Clone)]
+pub struct Installer {
+    /// Each pool's settings.
+    pub pools: Arc<dyn Pools>,
+    /// The records.
+    pub records: Arc<dyn Records>,
+    /// The install directories.
+    pub dirs: Arc<dyn Dirs>,
+    /// Where jobs run.
+    pub jobs: Arc<dyn Jobs>,
+    /// Where the clusters' credentials are stored.
+    pub vault: Arc<dyn Vault>,
+    /// The pull secrets and SSH keys, read for a pool only if tagged for it.
+    pub secrets: Arc<SecretCache>,
+    /// The signing keys (`whsec_…`) a request may be signed with (more than one during a rotation).
+    pub keys: Vec<String>,
+}
+
+/// An answer: status and JSON body.
+type Answer = (StatusCode, Value);
+
+fn message(status: StatusCode, text: impl Into<String>) -> Answer {
+    (status, json!({ "message": text.into() }))
+}
+
+impl Installer {
+    /// Answers one request of the contract.
+    pub async fn handle(&self, req: Request<Bytes>) -> Response<Bytes> {
+        let (status, body) = match self.verified(&req) {
+            Err(why) => message(StatusCode::UNAUTHORIZED, why),
+            Ok(()) => self.route(&req).await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, path = req.uri().path(), "the installer could not answer");
+                message(StatusCode::SERVICE_UNAVAILABLE, format!("the installer could not answer: {e}"))
+            }),
+        };
+        let mut response = Response::new(Bytes::from(body.to_string()));
+        *response.status_mut() = status;
+        response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+        response
+    }
+
+    fn verified(&self, req: &Request<Bytes>) -> std::result::Result<(), String> {
+        let mut why = "the installer has no signing key".to_owned();
+        for key in &self.keys {
+            let hook = standardwebhooks::Webhook::new(key).map_err(|e| format!("the installer's key: {e}"))?;
+            match hook.verify(req.body(), req.headers()) {
+                Ok(()) => return Ok(()),
+                Err(e) => why = format!("the request's signature: {e}"),
+            }
+        }
+        Err(why)
+    }
+
+    async fn route(&self, req: &Request<Bytes>) -> Result<Answer> {
+        let segments: Vec<&str> = req.uri().path().split('/').filter(|s| !s.is_empty()).collect();
+        match (req.method(), segments.as_slice()) {
+            (&Method::GET, [.., "clusters"]) => {
+                let pool = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("pool=")))
+                    .unwrap_or_default();
+                self.list(pool).await
+            }
+            (method, [.., "clusters", id]) => {
+                let id = (*id).to_owned();
+                match *method {
+                    Method::PUT => self.put(&id, req.body()).await,
+                    Method::GET => self.get(&id).await,
+                    Method::DELETE => self.delete(&id).await,
+                    _ => Ok(message(StatusCode::METHOD_NOT_ALLOWED, format!("{method} is not allowed"))),
+                }
+            }
+            _ => Ok(message(StatusCode::NOT_FOUND, format!("no route {}", req.uri().path()))),
+        }
+    }
+
+    async fn list(&self, pool: &str) -> Result<Answer> {
+        if pool.is_empty() {
+            return Ok(message(StatusCode::BAD_REQUEST, "pool: the query names no pool (?pool=<name>)"));
+        }
+        let clusters: Vec<Value> =
+            self.records.list(pool).await?.iter().map(|r| json!({"id": r.id, "state": r.phase.state()})).collect();
+        Ok((StatusCode::OK, json!({ "clusters": clusters })))
+    }
+
+    async fn put(&self, id: &str, body: &[u8]) -> Result<Answer> {
+        let req: InstallRequest = match serde_json::from_slice(body) {
+            Ok(req) => req,
+            Err(e) => return Ok(refused(0, format!("the install request: {e}"))),
+        };
+        if req.cluster_id != id {
+            return Ok(refused(req.attempt, format!("clusterId: {:?} is not the path's {id:?}", req.cluster_id)));
+        }
+        for _ in 0..STEPS {
+            let existing = self.records.get(id).await?;
+            match existing {
+                Some(r) if r.attempt >= req.attempt => {
+                    if r.phase == Phase::Destroying {
+                        return Ok(refused(r.attempt, "the cluster is being removed"));
+                    }
+                    return self.look(r).await;
+                }
+                existing => match self.begin(&req, existing).await? {
+                    Begun::Answer(answer) => return Ok(answer),
+                    Begun::Lost => continue,
+                },
+            }
+        }
+        Err(Error::Conflict(format!("cluster {id}: its record kept changing under the install request")))
+    }
+
+    async fn get(&self, id: &str) -> Result<Answer> {
+        match self.records.get(id).await? {
+            None => Ok(message(StatusCode::NOT_FOUND, format!("no cluster {id}"))),
+            Some(r) => self.look(r).await,
+        }
+    }
+
+    async fn delete(&self, id: &str) -> Result<Answer> {
+        for _ in 0..STEPS {
+            let Some(mut r) = self.records.get(id).await? else {
+                return Ok(message(StatusCode::NOT_FOUND, format!("no cluster {id}")));
+            };
+            if r.phase != Phase::Destroying {
+                let expected = r.revision;
+                match r.phase {
+                    Phase::Installing => {
+                        if let Some(job) = r.job.take() {
+                            self.jobs.stop(&job).await?;
+                            r.stopping = Some(job);
+                        }
+                    }
+                    // Its destroy (or the stop before it) serves the removal.
+                    Phase::CleaningUp => {}
+                    Phase::Ready | Phase::Failed | Phase::Destroying => r.job = None,
+                }
+                r.phase = Phase::Destroying;
+                r.reinstall = false;
+                if !self.write(&mut r, Some(expected)).await? {
+                    continue;
+                }
+            }
+            return self.look(r).await;
+        }
+        Err(Error::Conflict(format!("cluster {id}: its record kept changing under the removal")))
+    }
+
+    /// Starts attempt `req.attempt`: over nothing, a failed attempt, or one Apiary gave up on (whose resources
+    /// are destroyed first).
+    async fn begin(&self, req: &InstallRequest, existing: Option<Record>) -> Result<Begun> {
+        let expected = existing.as_ref().map(|r| r.revision);
+        let Some(settings) = self.pools.settings(&req.pool).await? else {
+            return Ok(Begun::Answer(refused(
+                req.attempt,
+                format!("pool {:?} has no settings at the installer (pools/{}.json)", req.pool, req.pool),
+            )));
+        };
+        let timeout = match settings.timeout() {
+            Ok(timeout) => timeout,
+            Err(why) => return Ok(Begun::Answer(refused(req.attempt, format!("pools/{}.json: {why}", req.pool)))),
+        };
+        let config = match self.install_config(req, &settings).await? {
+            Ok(config) => config,
+            Err(why) => return Ok(Begun::Answer(refused(req.attempt, why))),
+        };
+        let mut record = Record {
+            id: req.cluster_id.clone(),
+            pool: req.pool.clone(),
+            cluster_name: req.cluster_name.clone(),
+            domain: config.domain,
+            attempt: req.attempt,
+            release_image: settings.release_image.clone(),
+            install_timeout: timeout.as_secs(),
+            phase: Phase::Installing,
+            job: None,
+            stopping: None,
+            runs: existing.as_ref().map_or(0, |r| r.runs),
+            reinstall: false,
+            infra_id: None,
+            outputs: BTreeMap::new(),
+            secrets: existing.as_ref().map(|r| r.secrets.clone()).unwrap_or_default(),
+            message: None,
+            revision: 0,
+        };
+        // What an earlier attempt left running or standing is destroyed before this one installs.
+        if let Some(old) = existing.filter(|r| matches!(r.phase, Phase::Installing | Phase::CleaningUp | Phase::Ready))
+        {
+            record.phase = Phase::CleaningUp;
+            record.reinstall = true;
+            // The old attempt's destroy, kept; or its install, stopped first.
+            (record.job, record.stopping) = match old.phase {
+                Phase::CleaningUp => (old.job.clone(), old.stopping.clone()),
+                _ => (None, old.job.clone()),
+            };
+            // It is destroyed with the release it was installed from.
+            record.release_image = old.release_image.clone();
+            if let (Phase::Installing, Some(job)) = (old.phase, &record.stopping) {
+                self.jobs.stop(job).await?;
+            }
+            // The new attempt's install-config waits beside the old directory's; it is put in place once the
+            // clean-up is done.
+            self.dirs.write(&record.id, NEXT_INSTALL_CONFIG, config.text.as_bytes()).await?;
+            if !self.write(&mut record, expected).await? {
+                return Ok(Begun::Lost);
+            }
+            return Ok(Begun::Answer(self.look(record).await?));
+        }
+        self.dirs.clear(&record.id).await?;
+        self.dirs.write(&record.id, files::INSTALL_CONFIG, config.text.as_bytes()).await?;
+        if !self.write(&mut record, expected).await? {
+            return Ok(Begun::Lost);
+        }
+        Ok(Begun::Answer(self.look(record).await?))
+    }
+
+    /// The install-config of cluster `req` from `settings`: `Ok(Err(why))` when the template does not render or
+    /// the result does not fit openshift-install's schema, naming the field.
+    async fn install_config(
+        &self,
+        req: &InstallRequest,
+        settings: &PoolSettings,
+    ) -> Result<std::result::Result<Rendered, String>> {
+        let values = Values {
+            cluster_name: &req.cluster_name,
+            base_domain: req.base_domain.as_deref(),
+            labels: &req.labels,
+            parameters: &req.parameters,
+        };
+        let text = match render(&settings.install_config, &values) {
+            Ok(text) => text,
+            Err(refused) => return Ok(Err(format!("install-config template: {refused}"))),
+        };
+        let mut doc: Value = match serde_saphyr::from_str(&text) {
+            Ok(doc) => doc,
+            Err(e) => return Ok(Err(format!("install-config template: not YAML once rendered: {e}"))),
+        };
+        if let Err(problem) = own_fields(&mut doc, req) {
+            return Ok(Err(format!("install-config: {problem}")));
+        }
+        doc["pullSecret"] = json!(PULL_SECRET_PLACEHOLDER);
+        let schema = Schema::installer().map_err(Error::Config)?;
+        let problems = schema.check(&doc, PROBLEMS);
+        if !problems.is_empty() {
+            let said: Vec<String> = problems.iter().map(Problem::to_string).collect();
+            return Ok(Err(format!("install-config: {}", said.join("; "))));
+        }
+        let domain = format!("{}.{}", req.cluster_name, doc["baseDomain"].as_str().unwrap_or_default());
+        // Only now the secrets: a refused template costs no read of them.
+        let pull = match self.secrets.get(&settings.pull_secret, &req.pool).await {
+            Ok(secret) => secret,
+            Err(e) => return Ok(Err(format!("pullSecret: {e}"))),
+        };
+        let parsed: Option<Value> = serde_json::from_str(pull.expose()).ok();
+        if !parsed.as_ref().is_some_and(|p| p["auths"].is_object()) {
+            return Ok(Err(format!(
+                "pullSecret: the secret {} is not a pull secret (JSON with \"auths\")",
+                settings.pull_secret
+            )));
+        }
+        doc["pullSecret"] = json!(pull.expose().trim());
+        if let Some(arn) = &settings.ssh_key {
+            match self.secrets.get(arn, &req.pool).await {
+                Ok(key) => doc["sshKey"] = json!(key.expose().trim()),
+                Err(e) => return Ok(Err(format!("sshKey: {e}"))),
+            }
+        }
+        // JSON is YAML: openshift-install reads it as it is.
+        Ok(Ok(Rendered { text: doc.to_string(), domain }))
+    }
+
+    /// Moves `r` on as far as its jobs allow, and answers where it stands.
+    async fn look(&self, mut r: Record) -> Result<Answer> {
+        for _ in 0..STEPS {
+            let expected = r.revision;
+            let moved = match self.step(&mut r).await? {
+                Step::Stay => return Ok(answer(&r)),
+                Step::Gone => {
+                    return Ok(if self.records.delete(&r.id, expected).await? {
+                        message(StatusCode::NOT_FOUND, format!("cluster {} is gone", r.id))
+                    } else {
+                        self.reread(&r.id).await?
+                    });
+                }
+                Step::Moved => self.write(&mut r, Some(expected)).await?,
+            };
+            if !moved {
+                return self.reread(&r.id).await;
+            }
+        }
+        Ok(answer(&r))
+    }
+
+    async fn reread(&self, id: &str) -> Result<Answer> {
+        Ok(match self.records.get(id).await? {
+            Some(r) => answer(&r),
+            None => message(StatusCode::NOT_FOUND, format!("cluster {id} is gone")),
+        })
+    }
+
+    /// One transition of `r`, if its jobs allow one.
+    async fn step(&self, r: &mut Record) -> Result<Step> {
+        if let Some(stopping) = r.stopping.clone() {
+            if self.jobs.state(&stopping).await? == JobState::Running {
+                return Ok(Step::Stay);
+            }
+            r.stopping = None;
+            return Ok(Step::Moved);
+        }
+        match r.phase {
+            Phase::Ready | Phase::Failed => Ok(Step::Stay),
+            Phase::Installing => self.installing(r).await,
+            Phase::CleaningUp => self.cleaning_up(r).await,
+            Phase::Destroying => self.destroying(r).await,
+        }
+    }
+
+    async fn installing(&self, r: &mut Record) -> Result<Step> {
+        let Some(job) = r.job.clone() else {
+            match self.start(r, JobKind::Install).await {
+                Ok(job) => r.job = Some(job),
+                // The runner refuses it for good (a missing project, a role it may not use): the attempt fails.
+                Err(e) if !e.is_retryable() => {
+                    r.phase = Phase::Failed;
+                    r.message = Some(format!("attempt {}: the install job could not start: {e}", r.attempt));
+                }
+                Err(e) => return Err(e),
+            }
+            return Ok(Step::Moved);
+        };
+        match self.jobs.state(&job).await? {
+            JobState::Running => Ok(Step::Stay),
+            JobState::Succeeded => {
+                r.job = None;
+                match self.collect(r).await? {
+                    Ok(()) => r.phase = Phase::Ready,
+                    Err(why) => self.clean_up(r, format!("the install finished, but {why}")).await?,
+                }
+                Ok(Step::Moved)
+            }
+            JobState::Failed(why) => {
+                r.job = None;
+                let log = self.dirs.read(&r.id, files::LOG).await?.unwrap_or_default();
+                let said = excerpt(&String::from_utf8_lossy(&log));
+                let text = if said.is_empty() {
+                    format!("attempt {}: openshift-install {why}", r.attempt)
+                } else {
+                    format!("attempt {}: openshift-install {why}: {said}", r.attempt)
+                };
+                self.clean_up(r, text).await?;
+                Ok(Step::Moved)
+            }
+        }
+    }
+
+    /// After a failed install: destroy what it made (if it got as far as `metadata.json`), then answer Failed.
+    async fn clean_up(&self, r: &mut Record, why: String) -> Result<()> {
+        r.message = Some(why);
+        if self.dirs.read(&r.id, files::METADATA).await?.is_some() {
+            r.job = Some(self.start(r, JobKind::Destroy).await?);
+            r.phase = Phase::CleaningUp;
+        } else {
+            r.phase = Phase::Failed;
+        }
+        Ok(())
+    }
+
+    async fn cleaning_up(&self, r: &mut Record) -> Result<Step> {
+        let Some(job) = r.job.clone() else {
+            if self.dirs.read(&r.id, files::METADATA).await?.is_none() {
+                return self.cleaned(r).await;
+            }
+            r.job = Some(self.start(r, JobKind::Destroy).await?);
+            return Ok(Step::Moved);
+        };
+        match self.jobs.state(&job).await? {
+            JobState::Running => Ok(Step::Stay),
+            JobState::Succeeded => {
+                r.job = None;
+                self.cleaned(r).await
+            }
+            JobState::Failed(why) => {
+                // Run again: a destroy that stopped half-way is finished by the next.
+                tracing::warn!(cluster = %r.id, %why, "a clean-up destroy failed; it runs again");
+                r.job = None;
+                Ok(Step::Moved)
+            }
+        }
+    }
+
+    /// A clean-up done: the attempt is Failed, or the next one's install starts.
+    async fn cleaned(&self, r: &mut Record) -> Result<Step> {
+        self.remove_secrets(r).await?;
+        r.infra_id = None;
+        r.outputs.clear();
+        if !r.reinstall {
+            r.phase = Phase::Failed;
+            return Ok(Step::Moved);
+        }
+        let Some(config) = self.dirs.read(&r.id, NEXT_INSTALL_CONFIG).await? else {
+            r.phase = Phase::Failed;
+            r.message =
+                Some(format!("attempt {}: its install-config was lost; the next attempt renders it", r.attempt));
+            return Ok(Step::Moved);
+        };
+        // The next attempt installs with the pool's release as it is now.
+        match self.pools.settings(&r.pool).await? {
+            Some(settings) => {
+                r.install_timeout = settings.timeout().map_or(r.install_timeout, |t| t.as_secs());
+                r.release_image = settings.release_image;
+            }
+            None => {
+                r.phase = Phase::Failed;
+                r.message = Some(format!("attempt {}: pool {:?} has no settings at the installer", r.attempt, r.pool));
+                return Ok(Step::Moved);
+            }
+        }
+        self.dirs.clear(&r.id).await?;
+        self.dirs.write(&r.id, files::INSTALL_CONFIG, &config).await?;
+        r.reinstall = false;
+        r.message = None;
+        r.phase = Phase::Installing;
+        Ok(Step::Moved)
+    }
+
+    async fn destroying(&self, r: &mut Record) -> Result<Step> {
+        let Some(job) = r.job.clone() else {
+            if self.dirs.read(&r.id, files::METADATA).await?.is_none() {
+                // Nothing was made (or a destroy already finished): only what the installer stored remains.
+                self.remove_secrets(r).await?;
+                self.dirs.clear(&r.id).await?;
+                return Ok(Step::Gone);
+            }
+            r.job = Some(self.start(r, JobKind::Destroy).await?);
+            return Ok(Step::Moved);
+        };
+        match self.jobs.state(&job).await? {
+            JobState::Running => Ok(Step::Stay),
+            JobState::Succeeded => {
+                self.remove_secrets(r).await?;
+                self.dirs.clear(&r.id).await?;
+                Ok(Step::Gone)
+            }
+            JobState::Failed(why) => {
+                let log = self.dirs.read(&r.id, files::LOG).await?.unwrap_or_default();
+                let said = excerpt(&String::from_utf8_lossy(&log));
+                r.message = Some(format!("openshift-install destroy {why}: {said}; it runs again"));
+                r.job = None;
+                Ok(Step::Moved)
+            }
+        }
+    }
+
+    /// A finished install's outputs: the ids from `metadata.json`, the credentials stored as secrets.
+    async fn collect(&self, r: &mut Record) -> Result<std::result::Result<(), String>> {
+        let Some(metadata) = self.dirs.read(&r.id, files::METADATA).await? else {
+            return Ok(Err("left no metadata.json".to_owned()));
+        };
+        let metadata = match Metadata::parse(&metadata) {
+            Ok(m) => m,
+            Err(why) => return Ok(Err(why)),
+        };
+        let Some(kubeconfig) = self.dirs.read(&r.id, files::KUBECONFIG).await? else {
+            return Ok(Err("left no auth/kubeconfig".to_owned()));
+        };
+        let kubeconfig = String::from_utf8_lossy(&kubeconfig).into_owned();
+        let Some(password) = self.dirs.read(&r.id, files::KUBEADMIN_PASSWORD).await? else {
+            return Ok(Err("left no auth/kubeadmin-password".to_owned()));
+        };
+        let password = String::from_utf8_lossy(&password).trim().to_owned();
+        r.infra_id = Some(metadata.infra_id.clone());
+        let name = |what: &str| format!("apiary-installer/{}/{}/{what}", r.pool, r.id);
+        let kubeconfig_arn = self.vault.store(&name("kubeconfig"), &kubeconfig, &r.pool).await?;
+        remember(&mut r.secrets, &kubeconfig_arn);
+        let password_arn = self.vault.store(&name("kubeadmin-password"), &password, &r.pool).await?;
+        remember(&mut r.secrets, &password_arn);
+        let api = kubeconfig_server(&kubeconfig).unwrap_or_else(|| format!("https://api.{}:6443", r.domain));
+        r.outputs = BTreeMap::from([
+            ("apiUrl".to_owned(), api),
+            ("consoleUrl".to_owned(), format!("https://console-openshift-console.apps.{}", r.domain)),
+            ("kubeconfigSecretArn".to_owned(), kubeconfig_arn),
+            ("kubeadminPasswordSecretArn".to_owned(), password_arn),
+            ("openshiftClusterId".to_owned(), metadata.cluster_id),
+        ]);
+        Ok(Ok(()))
+    }
+
+    async fn remove_secrets(&self, r: &mut Record) -> Result<()> {
+        for arn in std::mem::take(&mut r.secrets) {
+            self.vault.remove(&arn).await?;
+        }
+        Ok(())
+    }
+
+    async fn start(&self, r: &mut Record, kind: JobKind) -> Result<String> {
+        let timeout = match kind {
+            JobKind::Install => std::time::Duration::from_secs(r.install_timeout),
+            JobKind::Destroy => DESTROY_TIMEOUT,
+        };
+        r.runs += 1;
+        let spec = JobSpec {
+            kind,
+            cluster: r.id.clone(),
+            pool: r.pool.clone(),
+            run: r.runs,
+            release_image: r.release_image.clone(),
+            timeout,
+        };
+        let job = self.jobs.start(&spec).await?;
+        tracing::info!(cluster = %r.id, pool = %r.pool, job = %job, kind = kind.name(), "a job started");
+        Ok(job)
+    }
+
+    /// Writes `r` conditionally on revision `expected`; `false` when the condition was lost.
+    async fn write(&self, r: &mut Record, expected: Option<u64>) -> Result<bool> {
+        r.revision = expected.map_or(1, |e| e + 1);
+        self.records.put(r, expected).await
+    }
+}
+
+/// Where the next attempt's install-config waits while an earlier attempt is cleaned up.
+const NEXT_INSTALL_CONFIG: &str = ".apiary/next-install-config.yaml";
+
+struct Rendered {
+    text: String,
+    domain: String,
+}
+
+enum Begun {
+    Answer(Answer),
+    Lost,
+}
+
+enum Step {
+    Stay,
+    Moved,
+    Gone,
+}
+
+fn remember(secrets: &mut Vec<String>, arn: &str) {
+    if !secrets.iter().any(|s| s == arn) {
+        secrets.push(arn.to_owned());
+    }
+}
+
+/// The fields the installer owns: the pull secret and SSH key come from the pool's settings, `metadata.name` is
+/// the cluster's name, `baseDomain` the pool's unless the template says.
+fn own_fields(doc: &mut Value, req: &InstallRequest) -> std::result::Result<(), Problem> {
+    let problem = |field: &str, why: String| Problem { field: field.to_owned(), why };
+    let map = crate::schema::object(doc)?.clone();
+    for field in ["pullSecret", "sshKey"] {
+        if map.contains_key(field) {
+            return Err(problem(field, "must not be in the template: the pool's settings name its secret".into()));
+        }
+    }
+    match map.get("metadata").and_then(|m| m.get("name")) {
+        None => doc["metadata"]["name"] = json!(req.cluster_name),
+        Some(name) if name == &json!(req.cluster_name) => {}
+        Some(name) => {
+            return Err(problem(
+                "metadata.name",
+                format!("is {name}, not the cluster's name {:?}: write {{clusterName}}", req.cluster_name),
+            ))
+        }
+    }
+    if !map.contains_key("baseDomain") {
+        match &req.base_domain {
+            Some(domain) => doc["baseDomain"] = json!(domain),
+            None => return Err(problem("baseDomain", "is required: the pool has none, so the template must".into())),
+        }
+    }
+    if !map.contains_key("apiVersion") {
+        doc["apiVersion"] = json!("v1");
+    }
+    Ok(())
+}
+
+fn refused(attempt: u32, why: impl Into<String>) -> Answer {
+    let mut body = json!({"state": "Failed", "message": why.into()});
+    if attempt > 0 {
+        body["attempt"] = json!(attempt);
+    }
+    (StatusCode::BAD_REQUEST, body)
+}
+
+/// The contract's answer for `r`.
+fn answer(r: &Record) -> Answer {
+    let mut out = ClusterAnswer { state: r.phase.state().to_owned(), attempt: Some(r.attempt), ..Default::default() };
+    let status = match r.phase {
+        Phase::Ready => {
+            out.infra_id = r.infra_id.clone();
+            out.outputs = r.outputs.clone();
+            StatusCode::OK
+        }
+        Phase::Failed => {
+            out.message = r.message.clone();
+            StatusCode::CONFLICT
+        }
+        Phase::Installing | Phase::CleaningUp => {
+            out.retry_after_seconds = Some(LOOK_AGAIN_SECONDS);
+            StatusCode::ACCEPTED
+        }
+        Phase::Destroying => {
+            out.message = r.message.clone();
+            StatusCode::ACCEPTED
+        }
+    };
+    (status, serde_json::to_value(out).unwrap_or_default())
+}

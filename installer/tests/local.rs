@@ -1,0 +1,374 @@
+//! The reference installer end to end on one machine: signed requests of Apiary's contract, install-configs
+//! rendered and checked, jobs run as processes of the stand-in `fake-openshift-install`, the install directory on
+//! disk and the cluster's credentials stored as secrets tagged for the pool, and the kubeconfig the install wrote
+//! passing Apiary's own Kubernetes readiness check against the fake cluster API.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apiary_clouds::http::Http;
+use apiary_clouds::kubernetes::KubernetesReadiness;
+use apiary_clouds::secrets::SecretCache;
+use apiary_fakeclouds::cluster_api::FakeClusterApi;
+use apiary_installer::local::{LocalDirs, LocalJobs, LocalPools, LocalRecords};
+use apiary_installer::memory::MemorySecrets;
+use apiary_installer::model::PoolSettings;
+use apiary_installer::ports::{JobKind, JobSpec, JobState, Jobs};
+use apiary_installer::service::Installer;
+use apiary_planner::power::Readiness;
+use apiary_planner::{Cluster, FakePlatform, KubernetesCheck, Platform, PoolSpec, ReadinessSpec};
+use apiary_ports::platform::{ReadinessCheck, Target};
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const POOL: &str = "ocp";
+const PULL: &str = r#"{"auths":{"quay.io":{"auth":"c2VjcmV0","email":"ci@example.com"}}}"#;
+
+const TEMPLATE: &str = "\
+apiVersion: v1
+metadata:
+  name: {clusterName}
+baseDomain: {baseDomain}
+controlPlane:
+  name: master
+  replicas: 3
+compute:
+- name: worker
+  replicas: {parameters.workers}
+networking:
+  machineNetwork:
+  - cidr: {parameters.machineCidr}
+platform:
+  none: {}
+";
+
+struct World {
+    installer: Installer,
+    secrets: Arc<MemorySecrets>,
+    root: PathBuf,
+    api: FakeClusterApi,
+    faults: PathBuf,
+}
+
+async fn world(name: &str, template: &str) -> World {
+    let root = std::env::temp_dir().join(format!("apiary-installer-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("root");
+    let api = FakeClusterApi::start(Duration::ZERO).await.expect("the fake cluster API");
+    let api_file = root.join("cluster-api.json");
+    let url = api.server("");
+    let described = json!({"url": url.trim_end_matches('/'), "caPem": api.ca_bundle(), "token": api.token()});
+    std::fs::write(&api_file, described.to_string()).expect("api file");
+    let faults = root.join("faults");
+    std::fs::write(&faults, "").expect("faults");
+
+    let secrets = Arc::new(MemorySecrets::default());
+    let pull = secrets.add("ocp/pull-secret", PULL, &[POOL]);
+    let ssh = secrets.add("ocp/ssh-key", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ ci@example.com", &[POOL]);
+    let pools = LocalPools::new(&root);
+    let settings = PoolSettings {
+        release_image: "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64".into(),
+        install_config: template.into(),
+        pull_secret: pull,
+        ssh_key: Some(ssh),
+        install_timeout: None,
+    };
+    pools.put(POOL, &settings).await.expect("settings");
+    let jobs = LocalJobs::new(
+        vec![env!("CARGO_BIN_EXE_fake-openshift-install").to_owned()],
+        &root,
+        vec![
+            ("FAKE_OPENSHIFT_INSTALL_SECONDS".into(), "0.3".into()),
+            ("FAKE_OPENSHIFT_INSTALL_CLUSTER_API".into(), api_file.display().to_string()),
+            ("FAKE_OPENSHIFT_INSTALL_FAULTS_FILE".into(), faults.display().to_string()),
+        ],
+    );
+    let installer = Installer {
+        pools: Arc::new(pools),
+        records: Arc::new(LocalRecords::new(&root)),
+        dirs: Arc::new(LocalDirs::new(&root)),
+        jobs: Arc::new(jobs),
+        vault: secrets.clone(),
+        secrets: Arc::new(SecretCache::new(secrets.clone())),
+        keys: vec![KEY.to_owned()],
+    };
+    World { installer, secrets, root, api, faults }
+}
+
+impl World {
+    async fn call(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
+        let body = if body.is_null() { Vec::new() } else { body.to_string().into_bytes() };
+        let now = chrono::Utc::now().timestamp();
+        let id = format!("msg_{now}_{}", path.len());
+        let signature = standardwebhooks::Webhook::new(KEY).expect("key").sign(&id, now, &body).expect("signed");
+        let req = http::Request::builder()
+            .method(method)
+            .uri(format!("https://installer.example.com/apiary{path}"))
+            .header("webhook-id", id)
+            .header("webhook-timestamp", now.to_string())
+            .header("webhook-signature", signature)
+            .body(Bytes::from(body))
+            .expect("request");
+        let res = self.installer.handle(req).await;
+        let status = res.status().as_u16();
+        (status, serde_json::from_slice(res.body()).expect("a JSON answer"))
+    }
+
+    async fn put(&self, id: &str, attempt: u32, parameters: &[(&str, &str)]) -> (u16, Value) {
+        let parameters: BTreeMap<&str, &str> = parameters.iter().copied().collect();
+        let body = json!({
+            "pool": POOL, "clusterId": id, "clusterName": id, "baseDomain": "ci.example.com",
+            "labels": {"team": "ci"}, "parameters": parameters, "attempt": attempt,
+        });
+        self.call("PUT", &format!("/clusters/{id}"), body).await
+    }
+
+    /// Looks (or asks again) until the answer is no longer `while_state`.
+    async fn until_not(&self, method: &str, id: &str, while_state: &str) -> (u16, Value) {
+        for _ in 0..300 {
+            let (status, body) = self.call(method, &format!("/clusters/{id}"), Value::Null).await;
+            if body["state"] != while_state {
+                return (status, body);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("cluster {id} stayed {while_state}");
+    }
+
+    fn faults(&self, list: &str) {
+        std::fs::write(&self.faults, list).expect("faults");
+    }
+
+    /// Waits until job `job`'s output says `text`.
+    async fn until_logged(&self, job: &str, text: &str) {
+        for _ in 0..300 {
+            if std::fs::read_to_string(self.root.join("jobs").join(job)).is_ok_and(|out| out.contains(text)) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("job {job} never said {text:?}");
+    }
+
+    fn jobs_run(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.root.join("jobs"))
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+}
+
+const PARAMETERS: [(&str, &str); 2] = [("workers", "2"), ("machineCidr", "10.0.0.0/16")];
+
+#[tokio::test]
+async fn a_cluster_installs_passes_the_readiness_check_through_its_kubeconfig_and_is_destroyed() {
+    let w = world("ready", TEMPLATE).await;
+    let (status, body) = w.put("ci-1", 1, &PARAMETERS).await;
+    assert_eq!((status, body["state"].as_str()), (202, Some("Provisioning")), "{body}");
+    let (status, body) = w.until_not("GET", "ci-1", "Provisioning").await;
+    assert_eq!((status, body["state"].as_str()), (200, Some("Ready")), "{body}");
+    let infra_id = body["infraId"].as_str().expect("infraId").to_owned();
+    assert!(infra_id.starts_with("ci-1-") && infra_id.len() == 10, "{infra_id}");
+    let outputs = &body["outputs"];
+    assert_eq!(outputs["apiUrl"], json!(w.api.server(&infra_id)));
+    assert_eq!(outputs["consoleUrl"], "https://console-openshift-console.apps.ci-1.ci.example.com");
+
+    // The install-config the job got: rendered, with the pull secret and key from their secrets.
+    let state = std::fs::read(w.root.join("clusters/ci-1/.openshift_install_state.json")).expect("state");
+    let state: Value = serde_json::from_slice(&state).expect("json");
+    let config = &state["*installconfig.InstallConfig"];
+    assert_eq!(
+        (config["compute"][0]["replicas"].as_i64(), config["metadata"]["name"].as_str()),
+        (Some(2), Some("ci-1"))
+    );
+    assert_eq!(config["networking"]["machineNetwork"][0]["cidr"], "10.0.0.0/16");
+    assert_eq!(config["pullSecret"], PULL);
+
+    // Its credentials are secrets tagged for the pool, and the kubeconfig reaches the cluster.
+    let kubeconfig_arn = outputs["kubeconfigSecretArn"].as_str().expect("kubeconfig ARN").to_owned();
+    let password_arn = outputs["kubeadminPasswordSecretArn"].as_str().expect("password ARN").to_owned();
+    assert!(w.secrets.value(&password_arn).is_some_and(|p| p.len() == 23));
+    let now = chrono::Utc::now();
+    let mut cluster = Cluster::new("ci-1", POOL, &infra_id, now);
+    cluster.outputs = outputs
+        .as_object()
+        .expect("outputs")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+        .collect();
+    let mut spec = PoolSpec::new(1, Platform::Fake(FakePlatform::default()));
+    let kubernetes = KubernetesCheck {
+        credentials: "{outputs.kubeconfigSecretArn}".into(),
+        server: None,
+        ca_bundle: None,
+        approve_node_certificates: None,
+    };
+    spec.readiness = Some(ReadinessSpec { https: None, kubernetes: Some(kubernetes), settle_pause: None });
+    let check = KubernetesReadiness::new(Http::new(None).expect("client"), w.secrets.clone());
+    let target = Target { pool: POOL, spec: &spec, cluster: &cluster, now };
+    assert_eq!(check.check(target).await.expect("look"), Readiness::Ready);
+
+    // The reaper's look.
+    let (status, body) = w.call("GET", "/clusters?pool=ocp", Value::Null).await;
+    assert_eq!((status, body), (200, json!({"clusters": [{"id": "ci-1", "state": "Ready"}]})));
+
+    // Removal: a destroy from the kept metadata, then nothing of the cluster is left.
+    let (status, body) = w.call("DELETE", "/clusters/ci-1", Value::Null).await;
+    assert_eq!((status, body["state"].as_str()), (202, Some("Deprovisioning")), "{body}");
+    let (status, _) = w.until_not("DELETE", "ci-1", "Deprovisioning").await;
+    assert_eq!(status, 404);
+    assert!(w.secrets.value(&kubeconfig_arn).is_none() && w.secrets.value(&password_arn).is_none());
+    assert!(!w.root.join("clusters/ci-1").exists(), "the install directory is removed");
+    assert_eq!(w.jobs_run(), ["ci-1.destroy.2.out", "ci-1.install.1.out"]);
+    let (_, body) = w.call("GET", "/clusters?pool=ocp", Value::Null).await;
+    assert_eq!(body, json!({"clusters": []}));
+}
+
+#[tokio::test]
+async fn a_template_that_does_not_fit_the_installers_schema_is_refused_naming_the_field() {
+    let w = world("refused", &TEMPLATE.replace("  none: {}", "  aws:\n    regoin: us-east-1")).await;
+    let (status, body) = w.put("ci-2", 1, &PARAMETERS).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["state"], "Failed");
+    let message = body["message"].as_str().expect("message");
+    assert!(
+        message.contains("platform.aws.regoin: is not a field") && message.contains("platform.aws.region: is required"),
+        "{message}"
+    );
+    // Nothing was started or kept, and the pull secret was never read into an answer.
+    assert!(w.jobs_run().is_empty() && !message.contains("auths"));
+    let (status, _) = w.call("GET", "/clusters/ci-2", Value::Null).await;
+    assert_eq!(status, 404);
+
+    // A parameter the entry lacks, and one YAML would read as structure, are named too.
+    let (status, body) = w.put("ci-2", 1, &[("workers", "2")]).await;
+    assert_eq!(status, 400);
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("parameters.machineCidr")), "{body}");
+    let (_, body) = w.put("ci-2", 1, &[("workers", "2\nsshKey: mine"), ("machineCidr", "10.0.0.0/16")]).await;
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("parameters.workers")), "{body}");
+}
+
+#[tokio::test]
+async fn a_failed_install_is_cleaned_up_and_told_with_the_logs_excerpt_then_the_next_attempt_installs() {
+    let w = world("failed", TEMPLATE).await;
+    w.faults("bootstrap");
+    let (status, _) = w.put("ci-3", 1, &PARAMETERS).await;
+    assert_eq!(status, 202);
+    let (status, body) = w.until_not("GET", "ci-3", "Provisioning").await;
+    assert_eq!((status, body["state"].as_str(), body["attempt"].as_u64()), (409, Some("Failed"), Some(1)), "{body}");
+    let message = body["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(
+            "attempt 1: openshift-install create cluster exited with status 5: Bootstrap failed to complete"
+        ),
+        "{message}"
+    );
+    // The clean-up destroy ran before the attempt was told failed.
+    assert_eq!(w.jobs_run(), ["ci-3.destroy.2.out", "ci-3.install.1.out"]);
+
+    w.faults("");
+    let (status, _) = w.put("ci-3", 2, &PARAMETERS).await;
+    assert_eq!(status, 202);
+    let (status, body) = w.until_not("GET", "ci-3", "Provisioning").await;
+    assert_eq!((status, body["attempt"].as_u64()), (200, Some(2)), "{body}");
+}
+
+#[tokio::test]
+async fn a_destroy_that_fails_is_run_again_until_the_cluster_is_gone() {
+    let w = world("destroy", TEMPLATE).await;
+    w.faults("destroy-again");
+    w.put("ci-4", 1, &PARAMETERS).await;
+    assert_eq!(w.until_not("GET", "ci-4", "Provisioning").await.0, 200);
+    w.call("DELETE", "/clusters/ci-4", Value::Null).await;
+    let mut told = None;
+    for _ in 0..300 {
+        let (status, body) = w.call("DELETE", "/clusters/ci-4", Value::Null).await;
+        if status == 404 {
+            break;
+        }
+        told = told.or(body["message"].as_str().map(str::to_owned));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let told = told.expect("the failed destroy is told");
+    assert!(told.contains("DependencyViolation") && told.ends_with("it runs again"), "{told}");
+    assert_eq!(w.jobs_run(), ["ci-4.destroy.2.out", "ci-4.destroy.3.out", "ci-4.install.1.out"]);
+}
+
+#[tokio::test]
+async fn a_removal_during_the_install_stops_it_and_a_new_attempt_replaces_an_abandoned_one() {
+    let w = world("stopped", TEMPLATE).await;
+    w.faults("hang");
+    w.put("ci-5", 1, &PARAMETERS).await;
+    // Apiary gave up on attempt 1 (its install timeout): attempt 2 stops it, destroys what it made, installs.
+    w.until_logged("ci-5.install.1.out", "bootstrapping").await;
+    w.faults("");
+    let (status, body) = w.put("ci-5", 2, &PARAMETERS).await;
+    assert_eq!((status, body["state"].as_str()), (202, Some("Provisioning")), "{body}");
+    let (status, body) = w.until_not("GET", "ci-5", "Provisioning").await;
+    assert_eq!((status, body["attempt"].as_u64()), (200, Some(2)), "{body}");
+    assert_eq!(w.jobs_run(), ["ci-5.destroy.2.out", "ci-5.install.1.out", "ci-5.install.3.out"]);
+
+    w.faults("hang");
+    w.put("ci-6", 1, &PARAMETERS).await;
+    w.until_logged("ci-6.install.1.out", "bootstrapping").await;
+    let (status, _) = w.call("DELETE", "/clusters/ci-6", Value::Null).await;
+    assert_eq!(status, 202);
+    let (status, _) = w.until_not("DELETE", "ci-6", "Deprovisioning").await;
+    assert_eq!(status, 404);
+    assert!(w.jobs_run().contains(&"ci-6.destroy.2.out".to_owned()));
+}
+
+#[tokio::test]
+async fn requests_not_signed_with_the_installers_key_are_refused() {
+    let w = world("unsigned", TEMPLATE).await;
+    let req = http::Request::builder().method("GET").uri("/apiary/clusters/ci-1").body(Bytes::new()).expect("request");
+    assert_eq!(w.installer.handle(req).await.status().as_u16(), 401);
+    let other = World {
+        installer: Installer { keys: vec!["whsec_b3RoZXIta2V5LW90aGVyLWtleS1vdGhlcg==".into()], ..w.installer.clone() },
+        ..w
+    };
+    let (status, body) = other.call("GET", "/clusters/ci-1", Value::Null).await;
+    assert_eq!(status, 401, "{body}");
+}
+
+#[tokio::test]
+async fn a_job_past_its_timeout_is_stopped_and_failed() {
+    let root = std::env::temp_dir().join(format!("apiary-installer-timeout-{}", std::process::id()));
+    let jobs = LocalJobs::new(
+        vec![env!("CARGO_BIN_EXE_fake-openshift-install").to_owned()],
+        &root,
+        vec![
+            ("FAKE_OPENSHIFT_INSTALL_FAULTS".into(), "hang".into()),
+            ("FAKE_OPENSHIFT_INSTALL_SECONDS".into(), "0".into()),
+        ],
+    );
+    std::fs::create_dir_all(root.join("clusters/ci-7")).expect("dir");
+    std::fs::write(
+        root.join("clusters/ci-7/install-config.yaml"),
+        TEMPLATE
+            .replace("{clusterName}", "ci-7")
+            .replace("{baseDomain}", "x.example.com")
+            .replace("{parameters.workers}", "1")
+            .replace("{parameters.machineCidr}", "10.0.0.0/16")
+            + "pullSecret: '{\"auths\":{}}'\n",
+    )
+    .expect("config");
+    let spec = JobSpec {
+        kind: JobKind::Install,
+        cluster: "ci-7".into(),
+        pool: POOL.into(),
+        run: 1,
+        release_image: "quay.io/x/y:1".into(),
+        timeout: Duration::from_secs(1),
+    };
+    let job = jobs.start(&spec).await.expect("started");
+    assert_eq!(jobs.state(&job).await.expect("state"), JobState::Running);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(jobs.state(&job).await.expect("state"), JobState::Failed("create cluster timed out after 1s".into()));
+    assert!(std::fs::read_to_string(root.join("clusters/ci-7/.openshift_install.log"))
+        .is_ok_and(|l| l.contains("bootstrapping")));
+}
