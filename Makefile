@@ -118,6 +118,7 @@ unit:
 # Only the system tests: the emulator on a free port for the duration, stopped however the tests end. Selected by
 # target over the whole workspace, so features resolve as for `make test` and nothing is compiled anew.
 system: venv
+	@$(CARGO) build --quiet -p apiary-installer --bin fake-openshift-install
 	@$(WITH_EMULATOR) $(CARGO) test --workspace --test system --test store --test cli -- --test-threads=$${TEST_THREADS:-3}
 
 # AWS calls per operation and claim latency through the local API (figures go to BENCHMARKS.md). A debug build:
@@ -210,7 +211,7 @@ emulator: venv
 # (the simulators' profile, without the bootstraps' slow fat LTO): the first run compiles it, some ten minutes on
 # two cores, and later ones only what changed.
 run: venv
-	$(CARGO) build --profile tool --workspace --bin apiary-local
+	$(CARGO) build --profile tool --workspace --bin apiary-local --bin fake-openshift-install
 	@$(EMULATOR_CREDENTIALS) bash infra/run-local.sh
 
 # A CI fan-out through `make run`'s HTTP API, from a plain Python client: N parallel claims on a pool of N Running

@@ -894,3 +894,99 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
     .await;
     s.stop().await;
 }
+
+/// The reference OpenShift installer's story (issue 61's done-when): a pool whose clusters `apiary-installer`
+/// installs from an install-config template and inventory parameters, with `fake-openshift-install` as its jobs,
+/// fills with clusters whose machines the stand-in launched in EC2; the Kubernetes check passes through the
+/// kubeconfig each install wrote; a claim gets a Running one with its outputs; its release destroys it (machines,
+/// secrets, the installer's record). A pool whose template does not fit openshift-install's schema gets a
+/// ProvisionFailed condition naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openshift_pool_installs_through_the_reference_installer_and_a_release_destroys_the_cluster() {
+    use apiary_aws::sdk_ec2::types::Filter;
+    let standin = apiary_local::openshift::program();
+    assert!(
+        standin.exists(),
+        "{} is not built: cargo build -p apiary-installer --bin fake-openshift-install (make test builds it)",
+        standin.display()
+    );
+    let s = support::clouds_stack().await;
+    let clouds = s.clouds.as_ref().expect("a stack with the fake clouds");
+    let mut spec: Value =
+        serde_json::from_str(include_str!("../infra/demo-pool-openshift.json")).expect("the demo pool");
+    clouds.fill(&mut spec);
+    s.put_pool("w", &spec).await;
+    let before = s.converged("w", 2, 1).await;
+    let instances = |infra: String| {
+        let ec2 = s.ec2.clone();
+        async move {
+            let tag = Filter::builder().name(format!("tag:kubernetes.io/cluster/{infra}")).values("owned").build();
+            let out = ec2.describe_instances().filters(tag).send().await.expect("describe");
+            let states: Vec<String> = out
+                .reservations()
+                .iter()
+                .flat_map(|r| r.instances())
+                .filter_map(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str().to_owned()))
+                .filter(|n| n != "terminated")
+                .collect();
+            states
+        }
+    };
+    let running = before.iter().find(|c| c["powerState"] == "Running").expect("a Running cluster").clone();
+    let standby = before.iter().find(|c| c["powerState"] == "Hibernating").expect("a standby cluster").clone();
+    let infra = |c: &Value| c["infraId"].as_str().expect("infraId").to_owned();
+    // Three control-plane machines and the workers its inventory entry's parameters asked for.
+    let workers = |c: &Value| {
+        let entries = spec["inventory"]["clusterDeployments"].as_array().cloned().unwrap_or_default();
+        let entry = entries.iter().find(|e| e["name"] == c["clusterName"]).expect("an inventory entry").clone();
+        entry["parameters"]["workers"].as_str().and_then(|w| w.parse::<usize>().ok()).expect("workers")
+    };
+    assert_eq!(instances(infra(&running)).await, vec!["running"; 3 + workers(&running)]);
+    assert_eq!(instances(infra(&standby)).await, vec!["stopped"; 3 + workers(&standby)]);
+
+    let (status, claim) = s.call("PUT", "/pools/w/claims/job", ALICE, None).await;
+    assert_eq!(status, 201, "{claim}");
+    assert_eq!(claim["cluster"]["id"], running["id"]);
+    let outputs = &claim["cluster"]["outputs"];
+    assert_eq!(outputs["apiUrl"], clouds.cluster_api.server(&infra(&running)), "{claim}");
+    let name = running["clusterName"].as_str().expect("name");
+    assert_eq!(outputs["consoleUrl"], format!("https://console-openshift-console.apps.{name}.demo.example.com"));
+    let kubeconfig = outputs["kubeconfigSecretArn"].as_str().expect("the kubeconfig's ARN").to_owned();
+    let secrets = apiary_aws::secrets::SecretsManager::new(&apiary_aws::config::load_sdk_config().await);
+    let tags = secrets.tags(&kubeconfig).await.expect("the kubeconfig's tags");
+    assert_eq!(tags.get("apiary:pools").map(String::as_str), Some("w"), "tagged for the pool: {tags:?}");
+
+    let (status, body) = s.call("DELETE", "/pools/w/claims/job", ALICE, None).await;
+    assert_eq!(status, 202, "{body}");
+    let id = running["id"].as_str().expect("id").to_owned();
+    let record = clouds.openshift.root.join("records").join(format!("{id}.json"));
+    s.until("the released cluster is destroyed by the installer", MINUTE * 2, || async {
+        let listed = s.clusters("w").await.iter().any(|c| c["id"] == running["id"]);
+        (!listed && !record.exists() && instances(infra(&running)).await.is_empty()).then_some(())
+    })
+    .await;
+    assert!(secrets.secret(&kubeconfig).await.is_err(), "the kubeconfig's secret is removed");
+
+    // A template openshift-install would refuse: the pool's cluster fails to provision, naming the field.
+    let settings_of = apiary_installer::local::LocalPools::new(&clouds.openshift.root);
+    use apiary_installer::ports::Pools;
+    let mut bad = settings_of.settings("w").await.expect("read").expect("the demo settings");
+    bad.install_config = bad.install_config.replace("    region: us-east-1", "    regoin: us-east-1");
+    settings_of.put("p", &bad).await.expect("settings");
+    let mut refused = spec.clone();
+    refused["size"] = json!(1);
+    refused["runningCount"] = json!(0);
+    s.put_pool("p", &refused).await;
+    let message = s
+        .until("the refused template is told on the cluster", MINUTE, || async {
+            let clusters = s.clusters("p").await;
+            let conditions = clusters.first()?["conditions"].as_array()?.clone();
+            let failed =
+                conditions.iter().find(|c| c["type"] == condition::PROVISION_FAILED && c["status"] == "True")?;
+            failed["message"].as_str().map(str::to_owned)
+        })
+        .await;
+    assert!(message.contains("platform.aws.regoin: is not a field"), "{message}");
+    assert!(message.contains("platform.aws.region: is required"), "{message}");
+    s.stop().await;
+}

@@ -16,5 +16,6 @@ pub mod model;
 pub mod outputs;
 pub mod ports;
 pub mod schema;
+pub mod serve;
 pub mod service;
 pub mod template;

@@ -106,6 +106,10 @@ impl Installer {
                     .unwrap_or_default();
                 self.list(pool).await
             }
+            (_, [.., "clusters", id]) if !valid_id(id) => Ok(message(
+                StatusCode::BAD_REQUEST,
+                "id: a cluster's id is 1 to 128 letters, digits, '.', '_' and '-', not starting with '.'",
+            )),
             (method, [.., "clusters", id]) => {
                 let id = (*id).to_owned();
                 match *method {
@@ -579,6 +583,13 @@ enum Step {
     Stay,
     Moved,
     Gone,
+}
+
+/// Whether `id` may name a cluster (and its install directory).
+fn valid_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
 }
 
 fn remember(secrets: &mut Vec<String>, arn: &str) {

@@ -47,10 +47,22 @@ pub fn plain(value: &str) -> bool {
     value.chars().all(allowed) && !value.starts_with(['-', ':', '@'])
 }
 
-/// `template` with every placeholder replaced by its value, or the first placeholder that cannot be.
+/// `template` with every placeholder replaced by its value, or the first placeholder that cannot be. A comment
+/// line (`# …`) is left as it is: it may well explain the placeholders.
 pub fn render(template: &str, values: &Values<'_>) -> Result<String, Refused> {
     let mut out = String::with_capacity(template.len());
-    let mut rest = template;
+    for line in template.split_inclusive('\n') {
+        if line.trim_start().starts_with('#') {
+            out.push_str(line);
+        } else {
+            render_line(line, values, &mut out)?;
+        }
+    }
+    Ok(out)
+}
+
+fn render_line(line: &str, values: &Values<'_>, out: &mut String) -> Result<(), Refused> {
+    let mut rest = line;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open + 1..];
@@ -65,7 +77,7 @@ pub fn render(template: &str, values: &Values<'_>) -> Result<String, Refused> {
         rest = &after[name.len() + 1..];
     }
     out.push_str(rest);
-    Ok(out)
+    Ok(())
 }
 
 /// `word` or `word.rest`, without spaces, colons, commas or quotes: what nobody writes as a YAML flow mapping.
@@ -127,13 +139,13 @@ mod tests {
     fn placeholders_become_their_values_and_yamls_braces_stay() {
         let labels = map(&[("team", "ci")]);
         let parameters = map(&[("apiVIP", "10.0.0.5"), ("workers", "2")]);
-        let template = "metadata:\n  name: {clusterName}\nbaseDomain: {baseDomain}\nplatform:\n  none: {}\n\
+        let template = "# {parameters.<name>}: an entry's\nmetadata:\n  name: {clusterName}\nbaseDomain: {baseDomain}\nplatform:\n  none: {}\n\
                         compute:\n- name: worker\n  replicas: {parameters.workers}\nvip: \"{parameters.apiVIP}\"\n\
                         tags: {team: {labels.team}}\n";
         let out = render(template, &values(&labels, &parameters)).expect("rendered");
         assert_eq!(
             out,
-            "metadata:\n  name: ci-1\nbaseDomain: ci.example.com\nplatform:\n  none: {}\ncompute:\n- name: worker\n  \
+            "# {parameters.<name>}: an entry's\nmetadata:\n  name: ci-1\nbaseDomain: ci.example.com\nplatform:\n  none: {}\ncompute:\n- name: worker\n  \
              replicas: 2\nvip: \"10.0.0.5\"\ntags: {team: ci}\n"
         );
     }

@@ -327,6 +327,9 @@ async fn requests_not_signed_with_the_installers_key_are_refused() {
     let w = world("unsigned", TEMPLATE).await;
     let req = http::Request::builder().method("GET").uri("/apiary/clusters/ci-1").body(Bytes::new()).expect("request");
     assert_eq!(w.installer.handle(req).await.status().as_u16(), 401);
+    // A signed request naming no cluster a directory may be made for.
+    let (status, body) = w.call("GET", "/clusters/..", Value::Null).await;
+    assert_eq!(status, 400, "{body}");
     let other = World {
         installer: Installer { keys: vec!["whsec_b3RoZXIta2V5LW90aGVyLWtleS1vdGhlcg==".into()], ..w.installer.clone() },
         ..w
@@ -371,4 +374,32 @@ async fn a_job_past_its_timeout_is_stopped_and_failed() {
     assert_eq!(jobs.state(&job).await.expect("state"), JobState::Failed("create cluster timed out after 1s".into()));
     assert!(std::fs::read_to_string(root.join("clusters/ci-7/.openshift_install.log"))
         .is_ok_and(|l| l.contains("bootstrapping")));
+}
+
+#[tokio::test]
+async fn make_runs_openshift_pool_installs_every_inventory_entry_with_its_template() {
+    let infra = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../infra");
+    let template = std::fs::read_to_string(infra.join("demo-openshift-install-config.yaml")).expect("template");
+    let pool: Value =
+        serde_json::from_slice(&std::fs::read(infra.join("demo-pool-openshift.json")).expect("pool")).expect("json");
+    let labels: BTreeMap<String, String> = serde_json::from_value(pool["labels"].clone()).expect("labels");
+    let domain = pool["baseDomain"].as_str().expect("baseDomain");
+    let entries = pool["inventory"]["clusterDeployments"].as_array().expect("entries");
+    assert!(!entries.is_empty());
+    let schema = apiary_installer::schema::Schema::installer().expect("schema");
+    for entry in entries {
+        let parameters: BTreeMap<String, String> = serde_json::from_value(entry["parameters"].clone()).expect("params");
+        let name = entry["name"].as_str().expect("name");
+        let values = apiary_installer::template::Values {
+            cluster_name: name,
+            base_domain: Some(domain),
+            labels: &labels,
+            parameters: &parameters,
+        };
+        let text = apiary_installer::template::render(&template, &values).expect("renders");
+        let mut doc: Value = serde_saphyr::from_str(&text).expect("YAML");
+        doc["pullSecret"] = json!(PULL);
+        assert_eq!(schema.check(&doc, 8), [], "{name}");
+        assert_eq!(doc["metadata"]["name"], name);
+    }
 }

@@ -39,9 +39,12 @@ pub const WEBHOOK_SECRET: &str = "{{fake-webhook-secret}}";
 pub const CLUSTER_API_SECRET: &str = "{{fake-cluster-api-token}}";
 /// The placeholder of the notification receiver's signing key (a pool's `notify[].secret`).
 pub const NOTIFY_SECRET: &str = "{{fake-notify-secret}}";
+/// The placeholder of the reference OpenShift installer's signing key (its pools' pull secret and SSH key are
+/// granted with it).
+pub const OPENSHIFT_SECRET: &str = "{{openshift-installer-secret}}";
 /// The demo's secrets, by the placeholder a pool file names them with.
-pub const SECRETS: [&str; 6] =
-    [GCP_SECRET, AZURE_SECRET, VSPHERE_SECRET, WEBHOOK_SECRET, CLUSTER_API_SECRET, NOTIFY_SECRET];
+pub const SECRETS: [&str; 7] =
+    [GCP_SECRET, AZURE_SECRET, VSPHERE_SECRET, WEBHOOK_SECRET, CLUSTER_API_SECRET, NOTIFY_SECRET, OPENSHIFT_SECRET];
 
 /// Which pools each demo secret is tagged for (`apiary:pools`), by its placeholder: a pool may use only the
 /// secrets granted to it, as a team's pool may use only its team's credentials.
@@ -102,6 +105,8 @@ pub struct DemoClouds {
     pub receiver: notifications::FakeReceiver,
     /// The ARN of its signing key: a pool's `notify[].secret`.
     pub receiver_secret: String,
+    /// The reference OpenShift installer, installing with the stand-in openshift-install on the emulator's EC2.
+    pub openshift: crate::openshift::DemoOpenShift,
 }
 
 /// How long a demo cluster's first kubelet certificates are valid (OpenShift's are 24 hours).
@@ -156,6 +161,9 @@ impl DemoClouds {
         let key = webhook::new_key();
         let receiver = notifications::FakeReceiver::start(&key).await?;
         let receiver_secret = secrets.create(&format!("{prefix}-fake-notify"), &key, grants.of(NOTIFY_SECRET)).await?;
+        let openshift =
+            crate::openshift::DemoOpenShift::start(sdk, prefix, boot * 2, &cluster_api, grants.of(OPENSHIFT_SECRET))
+                .await?;
         Ok(Self {
             gcp,
             azure,
@@ -169,6 +177,7 @@ impl DemoClouds {
             cluster_api_credentials,
             receiver,
             receiver_secret,
+            openshift,
         })
     }
 
@@ -198,6 +207,8 @@ impl DemoClouds {
             ("{{fake-cluster-api-ca}}", self.cluster_api.ca_bundle()),
             ("{{fake-notify-url}}", self.receiver.url()),
             (NOTIFY_SECRET, self.receiver_secret.clone()),
+            ("{{openshift-installer-url}}", self.openshift.url.clone()),
+            (OPENSHIFT_SECRET, self.openshift.secret.clone()),
         ]
     }
 

@@ -24,6 +24,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 pub mod clouds;
+pub mod openshift;
 pub mod status;
 
 /// The header that names the caller locally.

@@ -258,7 +258,8 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         }
     }
 
-    platforms::check(&mut e, &spec.platform);
+    // With an installer behind a webhook, the installer launches the machines: the platform only powers them.
+    platforms::check(&mut e, &spec.platform, spec.provisioner.is_none());
     platforms::notify(&mut e, &spec.notify);
     if let Some(p) = &spec.provisioner {
         platforms::provisioner(&mut e, p);
@@ -744,7 +745,7 @@ mod tests {
     }
 
     #[test]
-    fn aws_needs_a_region_and_an_image_or_a_launch_template() {
+    fn aws_needs_a_region_and_an_image_or_a_launch_template_unless_an_installer_launches() {
         let s = PoolSpec::new(
             1,
             Platform::Aws(crate::model::AwsPlatform {
@@ -762,6 +763,15 @@ mod tests {
             fields(&s),
             ["platform.aws.region", "platform.aws.imageId", "platform.aws.instanceType", "platform.aws.machineCount"]
         );
+        // An installer behind a webhook launches the machines: the pool names only where they are and how many.
+        let mut installed = s;
+        installed.provisioner = Some(crate::model::ProvisionerSpec {
+            webhook: Some(crate::model::WebhookProvisioner {
+                url: "https://installer.example.com/apiary".into(),
+                secret: "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/installer-AbCdEf".into(),
+            }),
+        });
+        assert_eq!(fields(&installed), ["platform.aws.region", "platform.aws.machineCount"]);
     }
 
     fn aws_with_role(role: Option<&str>) -> PoolSpec {

@@ -57,9 +57,9 @@ pub(super) fn unmoved(e: &mut impl FnMut(&str, String), old: &Platform, new: &Pl
 }
 
 /// Checks `platform`, reporting each problem through `e`.
-pub(super) fn check(e: &mut impl FnMut(&str, String), platform: &Platform) {
+pub(super) fn check(e: &mut impl FnMut(&str, String), platform: &Platform, launches: bool) {
     match platform {
-        Platform::Aws(a) => aws(e, a),
+        Platform::Aws(a) => aws(e, a, launches),
         Platform::Gcp(g) => gcp(e, g),
         Platform::Azure(a) => azure(e, a),
         Platform::Vsphere(v) => vsphere(e, v),
@@ -67,7 +67,8 @@ pub(super) fn check(e: &mut impl FnMut(&str, String), platform: &Platform) {
     }
 }
 
-fn aws(e: &mut impl FnMut(&str, String), aws: &AwsPlatform) {
+/// `launches`: Apiary launches the machines (no installer names them), so it needs what to launch.
+fn aws(e: &mut impl FnMut(&str, String), aws: &AwsPlatform, launches: bool) {
     if aws.region.trim().is_empty() {
         e("platform.aws.region", "is required".into());
     }
@@ -116,6 +117,7 @@ fn aws(e: &mut impl FnMut(&str, String), aws: &AwsPlatform) {
                 e("platform.aws.launchTemplate.id", "is required".into());
             }
         }
+        None if !launches => {}
         None => {
             if aws.image_id.as_deref().is_none_or(str::is_empty) {
                 e("platform.aws.imageId", "is required when no launchTemplate is given".into());
