@@ -25,7 +25,7 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/apiary/target
 CARGO ?= cargo
 PLANNER := apiary-planner
 
-.PHONY: test fmt-check clippy purity cycles docs-check docs-examples api-fuzz conformance tests unit system bench bench-api burst fanout bench-emulator sim bill dst run emulator venv package deploy \
+.PHONY: package-installer test fmt-check clippy purity cycles docs-check docs-examples api-fuzz conformance tests unit system bench bench-api burst fanout bench-emulator sim bill dst run emulator venv package deploy \
 	lint-infra emulator-test deploy-test cold-start cli upgrade-test
 
 # The AWS emulator (moto) and boto3 for the deploy scripts live in a project virtualenv, the template linters in
@@ -98,12 +98,14 @@ api-fuzz: venv
 # (tests/conformance_gcp.py); the Azure mgmt SDKs' operations and models, with Azure's SDKs driving the fake over
 # HTTPS (tests/conformance_azure.py); the vSphere Automation SDK's interfaces and types, its converter reading every
 # answer (tests/conformance_vsphere.py); the Kubernetes client's operations and models, with that client reading the
-# fake cluster API (tests/conformance_kubernetes.py).
-conformance: $(CONFORMANCE_VENV)/.installed
+# fake cluster API (tests/conformance_kubernetes.py); the reference installer's CodeBuild requests against
+# botocore's model of the service, recorded against the emulator (tests/conformance_codebuild.py).
+conformance: $(CONFORMANCE_VENV)/.installed venv
 	@$(CONFORMANCE_VENV)/bin/python tests/conformance_gcp.py
 	@$(CONFORMANCE_VENV)/bin/python tests/conformance_azure.py
 	@$(CONFORMANCE_VENV)/bin/python tests/conformance_vsphere.py
 	@$(CONFORMANCE_VENV)/bin/python tests/conformance_kubernetes.py
+	@$(WITH_EMULATOR) $(PYTHON) tests/conformance_codebuild.py
 
 # Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the
 # whole workspace, so `make test`, `make run` and `make system` share every compiled crate.
@@ -143,11 +145,13 @@ WITH_EMULATOR = port=$$($(PYTHON) -c 'import socket; s=socket.socket(); s.bind((
 	for i in $$(seq 50); do (echo > /dev/tcp/127.0.0.1/$$port) 2>/dev/null && break; sleep 0.2; done; \
 	$(EMULATOR_CREDENTIALS) AWS_ENDPOINT_URL=http://127.0.0.1:$$port APIARY_PYTHON=$(CURDIR)/$(PYTHON) RUST_LOG=$${RUST_LOG:-warn}
 
-# The templates (the stack's, and the member account's role): cfn-lint clean, and checkov clean but for the checks
-# infra/checkov.yaml skips, each with its reason.
+# The templates (the stack's, the member account's role, the reference installer's): cfn-lint clean, and checkov
+# clean but for the checks infra/checkov.yaml skips and the two infra/installer.yaml skips on a resource, each with
+# its reason.
 lint-infra: $(LINT_VENV)/.installed
-	$(LINT_VENV)/bin/cfn-lint infra/template.yaml infra/member-account.yaml
-	$(LINT_VENV)/bin/checkov -f infra/template.yaml -f infra/member-account.yaml --config-file infra/checkov.yaml
+	$(LINT_VENV)/bin/cfn-lint infra/template.yaml infra/member-account.yaml infra/installer.yaml
+	$(LINT_VENV)/bin/checkov -f infra/template.yaml -f infra/member-account.yaml -f infra/installer.yaml \
+	  --config-file infra/checkov.yaml
 
 # The functions as Lambda zips for arm64 (provided.al2023), built with the release profile (LTO, one codegen unit,
 # stripped). cargo-lambda cross-compiles with zig, both from the virtualenv; rustup adds the arm64 standard library.
@@ -165,6 +169,15 @@ package: $(LAMBDA_VENV)/.installed
 	@rustup target list --installed | grep -qx $(LAMBDA_TARGET) || rustup target add $(LAMBDA_TARGET)
 	$(LAMBDA_BUILD) --arm64 --lambda-dir target/lambda
 	@for f in $(FUNCTIONS); do printf '%-10s %s bytes\n' $$f $$(stat -c %s target/lambda/$$f/bootstrap.zip); done
+
+# The reference installer's function (infra/installer.yaml, optional) as an arm64 Lambda zip, built as the
+# functions are: target/lambda/apiary-installer/bootstrap.zip (docs/clouds.md, "OpenShift pools with the reference
+# installer").
+package-installer: $(LAMBDA_VENV)/.installed
+	@rustup target list --installed | grep -qx $(LAMBDA_TARGET) || rustup target add $(LAMBDA_TARGET)
+	PATH="$(LAMBDA_VENV)/bin:$$PATH" $(CARGO) lambda build --release --output-format zip -p apiary-installer \
+	  --bin apiary-installer --arm64 --lambda-dir target/lambda
+	@printf 'apiary-installer %s bytes\n' $$(stat -c %s target/lambda/apiary-installer/bootstrap.zip)
 
 # Uploads the zips and creates or updates the stack (see docs/operations.md).
 PARAMS ?=

@@ -943,6 +943,11 @@ async fn an_openshift_pool_installs_through_the_reference_installer_and_a_releas
     };
     assert_eq!(instances(infra(&running)).await, vec!["running"; 3 + workers(&running)]);
     assert_eq!(instances(infra(&standby)).await, vec!["stopped"; 3 + workers(&standby)]);
+    // Tagged for the pool, as the stack's power role requires of what it starts and stops.
+    let tagged = Filter::builder().name("tag:apiary:pool").values("w").build();
+    let out = s.ec2.describe_instances().filters(tagged).send().await.expect("describe");
+    let count: usize = out.reservations().iter().map(|r| r.instances().len()).sum();
+    assert_eq!(count, 6 + workers(&running) + workers(&standby));
 
     let (status, claim) = s.call("PUT", "/pools/w/claims/job", ALICE, None).await;
     assert_eq!(status, 201, "{claim}");

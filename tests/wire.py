@@ -11,13 +11,13 @@ import tempfile
 from fake_process import ROOT
 
 
-def recorded(cloud):
+def recorded(cloud, package="apiary-clouds", test="wire"):
     """The exchanges of `cloud`'s adapter (`gcp`, `azure`, ...): method, path, query, request, status, response,
-    headers."""
+    headers; as `package`'s test `test` writes them (the tests named by `cloud`)."""
     with tempfile.TemporaryDirectory() as out:
         env = {**os.environ, "APIARY_WIRE_OUT": out}
         cargo = os.environ.get("CARGO", "cargo")
-        run = subprocess.run([cargo, "test", "--quiet", "-p", "apiary-clouds", "--test", "wire", cloud],
+        run = subprocess.run([cargo, "test", "--quiet", "-p", package, "--test", test, cloud],
                              cwd=ROOT, env=env)
         if run.returncode:
             raise SystemExit(f"conformance: the recorded {cloud} lifecycle failed (above)")

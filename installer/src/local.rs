@@ -218,6 +218,7 @@ impl Jobs for LocalJobs {
             .args(spec.kind.args(&dir.display().to_string()))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("OPENSHIFT_INSTALL_RELEASE_IMAGE_OVERRIDE", &spec.release_image)
+            .envs(spec.role_arn.iter().map(|role| ("APIARY_INSTALL_ROLE_ARN", role)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)

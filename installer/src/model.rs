@@ -32,6 +32,10 @@ pub struct PoolSettings {
     /// How long an install job may run (`2h30m`, the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_timeout: Option<String>,
+    /// The IAM role the jobs assume to install in another account (its trust policy names the installer's job
+    /// role); absent, they install in the installer's own account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
 }
 
 impl PoolSettings {
@@ -68,6 +72,17 @@ impl PoolSettings {
         arn("pullSecret", &self.pull_secret)?;
         if let Some(key) = &self.ssh_key {
             arn("sshKey", key)?;
+        }
+        if let Some(role) = &self.role_arn {
+            let account = role.split(':').nth(4).unwrap_or_default();
+            let ok = role.starts_with("arn:aws")
+                && role.split(':').nth(2) == Some("iam")
+                && account.len() == 12
+                && account.bytes().all(|b| b.is_ascii_digit())
+                && role.split(':').nth(5).is_some_and(|r| r.starts_with("role/") && r.len() > 5);
+            if !ok {
+                return Err(format!("roleArn: {role:?} is not an IAM role's ARN (arn:aws:iam::<account>:role/<name>)"));
+            }
         }
         self.timeout().map(|_| ())
     }
@@ -134,6 +149,9 @@ pub struct Record {
     pub release_image: String,
     /// How long its install job may run, in seconds.
     pub install_timeout: u64,
+    /// The role its jobs assume, if its pool names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_arn: Option<String>,
     /// Where it stands.
     pub phase: Phase,
     /// The job under way: the install, a clean-up or a destroy.
@@ -182,6 +200,10 @@ mod tests {
         assert!(why(r#", "installTimeout": "forever""#).starts_with("installTimeout:"));
         assert!(why(r#", "installTimeout": "3d""#).starts_with("installTimeout:"));
         assert!(why(r#", "pullSecrets": "x""#).contains("unknown field `pullSecrets`"));
+        assert!(why(r#", "roleArn": "arn:aws:iam::12345:role/x""#).starts_with("roleArn:"));
+        assert!(
+            PoolSettings::parse(settings(r#", "roleArn": "arn:aws:iam::123456789012:role/ocp""#).as_bytes()).is_ok()
+        );
         let bad_image = settings("").replace("quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64", "4.18");
         assert!(PoolSettings::parse(bad_image.as_bytes()).expect_err("image").starts_with("releaseImage:"));
         let inline =

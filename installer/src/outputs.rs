@@ -15,6 +15,8 @@ pub mod files {
     pub const KUBEADMIN_PASSWORD: &str = "auth/kubeadmin-password";
     /// openshift-install's log.
     pub const LOG: &str = ".openshift_install.log";
+    /// The pull secret, for the job to extract openshift-install from the release image with.
+    pub const PULL_SECRET: &str = ".apiary/pull-secret.json";
 }
 
 /// The fields of `metadata.json` the installer uses (openshift-install's `ClusterMetadata`).

@@ -84,6 +84,8 @@ pub struct JobSpec {
     pub release_image: String,
     /// How long it may run before it is stopped and counted failed.
     pub timeout: Duration,
+    /// The role the job assumes to install in another account, if the pool names one.
+    pub role_arn: Option<String>,
 }
 
 /// Where a job stands.

@@ -220,6 +220,7 @@ impl Installer {
             attempt: req.attempt,
             release_image: settings.release_image.clone(),
             install_timeout: timeout.as_secs(),
+            role_arn: settings.role_arn.clone(),
             phase: Phase::Installing,
             job: None,
             stopping: None,
@@ -241,14 +242,16 @@ impl Installer {
                 Phase::CleaningUp => (old.job.clone(), old.stopping.clone()),
                 _ => (None, old.job.clone()),
             };
-            // It is destroyed with the release it was installed from.
+            // It is destroyed with the release it was installed from, in the account it was installed in.
             record.release_image = old.release_image.clone();
+            record.role_arn = old.role_arn.clone();
             if let (Phase::Installing, Some(job)) = (old.phase, &record.stopping) {
                 self.jobs.stop(job).await?;
             }
             // The new attempt's install-config waits beside the old directory's; it is put in place once the
             // clean-up is done.
             self.dirs.write(&record.id, NEXT_INSTALL_CONFIG, config.text.as_bytes()).await?;
+            self.dirs.write(&record.id, NEXT_PULL_SECRET, config.pull.as_bytes()).await?;
             if !self.write(&mut record, expected).await? {
                 return Ok(Begun::Lost);
             }
@@ -256,6 +259,7 @@ impl Installer {
         }
         self.dirs.clear(&record.id).await?;
         self.dirs.write(&record.id, files::INSTALL_CONFIG, config.text.as_bytes()).await?;
+        self.dirs.write(&record.id, files::PULL_SECRET, config.pull.as_bytes()).await?;
         if !self.write(&mut record, expected).await? {
             return Ok(Begun::Lost);
         }
@@ -314,7 +318,7 @@ impl Installer {
             }
         }
         // JSON is YAML: openshift-install reads it as it is.
-        Ok(Ok(Rendered { text: doc.to_string(), domain }))
+        Ok(Ok(Rendered { text: doc.to_string(), domain, pull: pull.expose().trim().to_owned() }))
     }
 
     /// Moves `r` on as far as its jobs allow, and answers where it stands.
@@ -456,6 +460,7 @@ impl Installer {
             Some(settings) => {
                 r.install_timeout = settings.timeout().map_or(r.install_timeout, |t| t.as_secs());
                 r.release_image = settings.release_image;
+                r.role_arn = settings.role_arn;
             }
             None => {
                 r.phase = Phase::Failed;
@@ -463,8 +468,10 @@ impl Installer {
                 return Ok(Step::Moved);
             }
         }
+        let pull = self.dirs.read(&r.id, NEXT_PULL_SECRET).await?.unwrap_or_default();
         self.dirs.clear(&r.id).await?;
         self.dirs.write(&r.id, files::INSTALL_CONFIG, &config).await?;
+        self.dirs.write(&r.id, files::PULL_SECRET, &pull).await?;
         r.reinstall = false;
         r.message = None;
         r.phase = Phase::Installing;
@@ -553,6 +560,7 @@ impl Installer {
             run: r.runs,
             release_image: r.release_image.clone(),
             timeout,
+            role_arn: r.role_arn.clone(),
         };
         let job = self.jobs.start(&spec).await?;
         tracing::info!(cluster = %r.id, pool = %r.pool, job = %job, kind = kind.name(), "a job started");
@@ -568,10 +576,15 @@ impl Installer {
 
 /// Where the next attempt's install-config waits while an earlier attempt is cleaned up.
 const NEXT_INSTALL_CONFIG: &str = ".apiary/next-install-config.yaml";
+/// And its pull secret.
+const NEXT_PULL_SECRET: &str = ".apiary/next-pull-secret.json";
 
 struct Rendered {
     text: String,
     domain: String,
+    /// The pull secret, for the job to read the release image with (it is also in the install-config, which
+    /// openshift-install consumes).
+    pull: String,
 }
 
 enum Begun {
@@ -626,6 +639,16 @@ fn own_fields(doc: &mut Value, req: &InstallRequest) -> std::result::Result<(), 
     }
     if !map.contains_key("apiVersion") {
         doc["apiVersion"] = json!("v1");
+    }
+    // On AWS every resource the install makes carries the pool and the cluster, so the stack's power role (which
+    // may start and stop only instances tagged apiary:pool) powers the cluster's machines.
+    if doc["platform"]["aws"].is_object() {
+        let tags = &mut doc["platform"]["aws"]["userTags"];
+        if !tags.is_object() {
+            *tags = json!({});
+        }
+        tags["apiary:pool"] = json!(req.pool);
+        tags["apiary:cluster"] = json!(req.cluster_id);
     }
     Ok(())
 }

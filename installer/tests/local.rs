@@ -75,6 +75,7 @@ async fn world(name: &str, template: &str) -> World {
         pull_secret: pull,
         ssh_key: Some(ssh),
         install_timeout: None,
+        role_arn: None,
     };
     pools.put(POOL, &settings).await.expect("settings");
     let jobs = LocalJobs::new(
@@ -187,6 +188,8 @@ async fn a_cluster_installs_passes_the_readiness_check_through_its_kubeconfig_an
     );
     assert_eq!(config["networking"]["machineNetwork"][0]["cidr"], "10.0.0.0/16");
     assert_eq!(config["pullSecret"], PULL);
+    let pull = std::fs::read_to_string(w.root.join("clusters/ci-1/.apiary/pull-secret.json")).expect("pull secret");
+    assert_eq!(pull, PULL, "kept for the job to read the release image with");
 
     // Its credentials are secrets tagged for the pool, and the kubeconfig reaches the cluster.
     let kubeconfig_arn = outputs["kubeconfigSecretArn"].as_str().expect("kubeconfig ARN").to_owned();
@@ -367,6 +370,7 @@ async fn a_job_past_its_timeout_is_stopped_and_failed() {
         run: 1,
         release_image: "quay.io/x/y:1".into(),
         timeout: Duration::from_secs(1),
+        role_arn: None,
     };
     let job = jobs.start(&spec).await.expect("started");
     assert_eq!(jobs.state(&job).await.expect("state"), JobState::Running);

@@ -10,7 +10,7 @@
 //! `create cluster` reads and consumes `DIR/install-config.yaml`, refusing one openshift-install refuses (exit 3),
 //! writes `metadata.json` in the installer's format (its infraID the name and five random characters),
 //! `auth/kubeconfig`, `auth/kubeadmin-password` and `.openshift_install.log`, and on AWS launches the cluster's
-//! machines, tagged `kubernetes.io/cluster/<infraID>=owned` as the installer tags them (through whatever endpoint
+//! machines, tagged `kubernetes.io/cluster/<infraID>=owned` and with `platform.aws.userTags` as the installer tags them (through whatever endpoint
 //! the AWS SDK is given). `destroy cluster` terminates them from `metadata.json`.
 //!
 //! The environment shapes it:
@@ -327,7 +327,12 @@ async fn launch(
         if count <= 0 {
             continue;
         }
-        let tags = BTreeMap::from([
+        let mut tags: BTreeMap<String, String> = aws
+            .get("userTags")
+            .and_then(Value::as_object)
+            .map(|t| t.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+            .unwrap_or_default();
+        tags.extend([
             (owned(infra_id), "owned".to_owned()),
             (format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{infra_id}"), "owned".to_owned()),
             ("openshiftClusterID".to_owned(), cluster_id.to_owned()),

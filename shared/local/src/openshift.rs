@@ -67,6 +67,7 @@ impl DemoOpenShift {
             pull_secret,
             ssh_key: Some(ssh_key),
             install_timeout: Some("20m".into()),
+            role_arn: None,
         };
         let local_pools = LocalPools::new(&root);
         for pool in pools {
