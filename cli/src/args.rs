@@ -150,6 +150,20 @@ pub enum PoolCommand {
         /// Create or update the pool as well.
         #[arg(long)]
         apply: bool,
+        /// Install through the reference installer at this URL (its stack's InstallerUrl): the output also
+        /// holds the installer's settings for the pool, from the ClusterImageSet and install-config Secret the
+        /// file holds beside the ClusterPool (a List, as `kubectl get … -o yaml` writes one).
+        #[arg(long, value_name = "URL", requires = "installer_secret")]
+        installer: Option<String>,
+        /// The ARN of the reference installer's signing key (the pools' provisioner.webhook.secret).
+        #[arg(long, value_name = "ARN", requires = "installer")]
+        installer_secret: Option<String>,
+        /// The ARN of the secret holding the pool's pull secret, for the installer's settings.
+        #[arg(long, value_name = "ARN", requires = "installer")]
+        pull_secret: Option<String>,
+        /// The ARN of the secret holding the machines' SSH public key, for the installer's settings.
+        #[arg(long, value_name = "ARN", requires = "installer")]
+        ssh_key: Option<String>,
     },
 }
 

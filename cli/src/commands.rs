@@ -54,16 +54,42 @@ fn show_as(format: Format, value: &Value, table: impl FnOnce() -> Result<String>
 }
 
 /// `apiary pool import FILE` without `--apply`: converting a manifest needs neither an API nor credentials.
-pub fn import_offline(format: Format, file: &Path, into: Option<&Path>, name: Option<&str>) -> Result<()> {
-    print_import(format, &translate(file, into, name)?)
+pub fn import_offline(
+    format: Format,
+    file: &Path,
+    into: Option<&Path>,
+    name: Option<&str>,
+    installer: Option<&hive::Installer>,
+) -> Result<()> {
+    print_import(format, &translate(file, into, name, installer)?)
+}
+
+/// The reference installer `--installer` and its companions name, if it does.
+pub fn installer(
+    url: &Option<String>,
+    secret: &Option<String>,
+    pull_secret: &Option<String>,
+    ssh_key: &Option<String>,
+) -> Option<hive::Installer> {
+    Some(hive::Installer {
+        url: url.clone()?,
+        secret: secret.clone()?,
+        pull_secret: pull_secret.clone(),
+        ssh_key: ssh_key.clone(),
+    })
 }
 
 /// The Hive manifest in `file` as an Apiary pool; what did not carry over and what is still needed go to standard
 /// error.
-fn translate(file: &Path, into: Option<&Path>, name: Option<&str>) -> Result<hive::Import> {
+fn translate(
+    file: &Path,
+    into: Option<&Path>,
+    name: Option<&str>,
+    installer: Option<&hive::Installer>,
+) -> Result<hive::Import> {
     let manifest = Document::read(file)?;
     let base = into.map(Document::read).transpose()?;
-    let import = hive::translate(&manifest.value, base.as_ref().map(|b| &b.value), name)?;
+    let import = hive::translate_for(&manifest.value, base.as_ref().map(|b| &b.value), name, installer)?;
     let mut report = String::new();
     if !import.dropped.is_empty() {
         report.push_str("not carried over from the ClusterPool:\n");
@@ -74,6 +100,15 @@ fn translate(file: &Path, into: Option<&Path>, name: Option<&str>) -> Result<hiv
     if !import.needed.is_empty() {
         report.push_str("still needed before the API takes it (give them in --into BASE):\n");
         for (field, why) in &import.needed {
+            report.push_str(&format!("  {field}: {why}\n"));
+        }
+    }
+    if !import.settings_needed.is_empty() {
+        report.push_str(&format!(
+            "still needed in the installer's settings (installerSettings, uploaded as pools/{}.json):\n",
+            import.name
+        ));
+        for (field, why) in &import.settings_needed {
             report.push_str(&format!("  {field}: {why}\n"));
         }
     }
@@ -89,7 +124,10 @@ fn translate(file: &Path, into: Option<&Path>, name: Option<&str>) -> Result<hiv
 
 /// The imported pool as a document: YAML unless JSON is asked for.
 fn print_import(format: Format, import: &hive::Import) -> Result<()> {
-    let document = json!({"name": import.name, "spec": import.spec});
+    let mut document = json!({"name": import.name, "spec": import.spec});
+    if let Some(settings) = &import.installer_settings {
+        document["installerSettings"] = settings.clone();
+    }
     let format = if format == Format::Json { Format::Json } else { Format::Yaml };
     show_as(format, &document, || Ok(String::new()))
 }
@@ -223,8 +261,9 @@ impl Ctx {
                 self.show(&answer, || Ok(render::events_table(&events, now())))
             }
             PoolCommand::Watch { name, interval } => self.watch(&name, duration("--interval", &interval)?).await,
-            PoolCommand::Import { file, into, name, apply } => {
-                self.import(&file, into.as_deref(), name.as_deref(), apply).await
+            PoolCommand::Import { file, into, name, apply, installer, installer_secret, pull_secret, ssh_key } => {
+                let installer = self::installer(&installer, &installer_secret, &pull_secret, &ssh_key);
+                self.import(&file, into.as_deref(), name.as_deref(), apply, installer.as_ref()).await
             }
         }
     }
@@ -264,8 +303,15 @@ impl Ctx {
         self.show(&answer, || Ok(format!("pool {name} {verb} (rev {})\n", answer["rev"])))
     }
 
-    async fn import(&self, file: &Path, into: Option<&Path>, name: Option<&str>, apply: bool) -> Result<()> {
-        let import = translate(file, into, name)?;
+    async fn import(
+        &self,
+        file: &Path,
+        into: Option<&Path>,
+        name: Option<&str>,
+        apply: bool,
+        installer: Option<&hive::Installer>,
+    ) -> Result<()> {
+        let import = translate(file, into, name, installer)?;
         if !apply {
             return print_import(self.format, &import);
         }
@@ -275,6 +321,13 @@ impl Ctx {
                 import.name,
                 import.needed.len()
             )));
+        }
+        if import.installer_settings.is_some() {
+            eprintln!(
+                "the installer's settings are not applied with the pool: print them (without --apply) and upload \
+                 them to the installer's bucket as pools/{}.json",
+                import.name
+            );
         }
         let document = json!({"name": import.name, "spec": import.spec});
         let text = serde_json::to_string(&document).unwrap_or_default();

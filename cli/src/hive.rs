@@ -4,6 +4,13 @@
 //! in Kubernetes secrets, and what its installer needs (the release image, the install-config template, the pull
 //! secret), has no place in a pool spec: Apiary never holds secrets, and installs through your installer
 //! (`provisioner.webhook`) or from a machine image. A base spec (`--into`) supplies what the manifest cannot say.
+//!
+//! With the reference installer (`--installer URL --installer-secret ARN`), what Hive's installer needed goes to
+//! the installer's settings for the pool instead: the release image of the ClusterImageSet `imageSetRef` names,
+//! and the install-config of the Secret `installConfigSecretTemplateRef` names as a template (its name and base
+//! domain become `{clusterName}` and `{baseDomain}`), both read from the same file when it holds them (`kubectl get
+//! clusterpool/ci clusterimageset/… secret/… -o yaml` is a `List`). The pull secret's value is never read: the
+//! settings name a Secrets Manager secret holding it, to be made.
 
 use serde_json::{json, Map, Value};
 
@@ -22,6 +29,23 @@ pub struct Import {
     pub needed: Vec<(String, String)>,
     /// `(spec field, what it does)`: Apiary's options a ClusterPool has no field for, left unset ([`NOTES`]).
     pub notes: Vec<(String, String)>,
+    /// With the reference installer: its settings for the pool (`pools/<name>.json` in its bucket).
+    pub installer_settings: Option<Value>,
+    /// `(settings field, what is wrong)`: what those settings still need.
+    pub settings_needed: Vec<(String, String)>,
+}
+
+/// The reference installer a pool is imported for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Installer {
+    /// Its URL (the installer stack's InstallerUrl output).
+    pub url: String,
+    /// The ARN of its signing key's secret.
+    pub secret: String,
+    /// The ARN of the secret holding the pool's pull secret, if made already.
+    pub pull_secret: Option<String>,
+    /// The ARN of the secret holding the machines' SSH key, if any.
+    pub ssh_key: Option<String>,
 }
 
 /// Apiary's sizing options that a ClusterPool has no field for: the import leaves them unset, so the pool
@@ -72,6 +96,36 @@ fn why_not(field: &str) -> &'static str {
 /// Translates `manifest` (a parsed ClusterPool) laid over `base` (a pool spec, possibly partial). `name`
 /// overrides the manifest's.
 pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> Result<Import> {
+    translate_for(manifest, base, name, None)
+}
+
+/// [`translate`], for the reference installer when `installer` is given. `manifest` may be a `List` holding the
+/// ClusterPool and the ClusterImageSet and Secret it names.
+pub fn translate_for(
+    manifest: &Value,
+    base: Option<&Value>,
+    name: Option<&str>,
+    installer: Option<&Installer>,
+) -> Result<Import> {
+    let (manifest, related) = match manifest["kind"].as_str() {
+        Some("List") => {
+            let items = manifest["items"].as_array().cloned().unwrap_or_default();
+            let (pools, related): (Vec<Value>, Vec<Value>) =
+                items.into_iter().partition(|i| i["kind"] == "ClusterPool");
+            match pools.as_slice() {
+                [pool] => (pool.clone(), related),
+                [] => return Err(Failure::usage("the List holds no ClusterPool")),
+                many => {
+                    return Err(Failure::usage(format!(
+                        "the List holds {} ClusterPools: import one at a time",
+                        many.len()
+                    )))
+                }
+            }
+        }
+        _ => (manifest.clone(), Vec::new()),
+    };
+    let manifest = &manifest;
     let kind = manifest["kind"].as_str().unwrap_or_default();
     if kind != "ClusterPool" {
         let kind = if kind.is_empty() { "missing".to_owned() } else { format!("{kind:?}") };
@@ -79,6 +133,9 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
     }
     let mut dropped = vec![];
     let mut leave = |field: String, why: &str| dropped.push((field, why.to_owned()));
+    // With the reference installer, what its settings carry is not left behind.
+    let carried: &[&str] =
+        if installer.is_some() { &["imageSetRef", "installConfigSecretTemplateRef", "pullSecretRef"] } else { &[] };
     let api_version = manifest["apiVersion"].as_str().unwrap_or_default();
     if !api_version.starts_with("hive.openshift.io/") {
         leave("apiVersion".into(), "not hive.openshift.io: translated as Hive's v1 all the same");
@@ -140,6 +197,7 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
                 }
             }
             "platform" => platform(value, &mut spec, &mut leave),
+            other if carried.contains(&other) => {}
             other => {
                 let shown = match value {
                     Value::Object(o) if o.get("name").is_some_and(Value::is_string) => {
@@ -164,13 +222,114 @@ pub fn translate(manifest: &Value, base: Option<&Value>, name: Option<&str>) -> 
         }
     }
     merge(&mut merged, Value::Object(spec));
+    let mut settings_needed = Vec::new();
+    let installer_settings = installer.map(|installer| {
+        let (settings, needed) = reference_installer(manifest, &related, &mut merged, installer);
+        settings_needed = needed;
+        settings
+    });
     let needed = check(&merged);
     let notes = NOTES
         .iter()
         .filter(|(field, _)| !set(&merged, field))
         .map(|(field, what)| ((*field).to_owned(), (*what).to_owned()))
         .collect();
-    Ok(Import { name, spec: merged, dropped, needed, notes })
+    Ok(Import { name, spec: merged, dropped, needed, notes, installer_settings, settings_needed })
+}
+
+/// The resource of `kind` named `name` among `related`.
+fn named<'a>(related: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    related.iter().find(|r| r["kind"] == kind && r["metadata"]["name"] == name)
+}
+
+/// The pool `spec` made to install through the reference installer, and the installer's settings for it from
+/// what the ClusterPool names, with what is still needed of them.
+fn reference_installer(
+    manifest: &Value,
+    related: &[Value],
+    spec: &mut Value,
+    installer: &Installer,
+) -> (Value, Vec<(String, String)>) {
+    let hive = &manifest["spec"];
+    let mut needed = Vec::new();
+    let mut need = |field: &str, why: String| needed.push((format!("installerSettings.{field}"), why));
+    spec["provisioner"] = json!({"webhook": {"url": installer.url, "secret": installer.secret}});
+    if spec["readiness"].is_null() {
+        // Each install writes its cluster's kubeconfig to a secret tagged for the pool, named in the outputs.
+        spec["readiness"] = json!({"kubernetes": {"credentials": "{outputs.kubeconfigSecretArn}"}});
+    }
+    let image_set = hive["imageSetRef"]["name"].as_str().unwrap_or_default();
+    let release = named(related, "ClusterImageSet", image_set).and_then(|s| s["spec"]["releaseImage"].as_str());
+    if release.is_none() {
+        need(
+            "releaseImage",
+            format!("the release image: ClusterImageSet {image_set:?}'s spec.releaseImage (not in the file)"),
+        );
+    }
+    let template_ref = hive["installConfigSecretTemplateRef"]["name"].as_str().unwrap_or_default();
+    let template = named(related, "Secret", template_ref).and_then(|secret| {
+        let encoded = secret["data"]["install-config.yaml"].as_str();
+        let decoded = encoded.and_then(|e| {
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(e.trim()).ok()?;
+            String::from_utf8(bytes).ok()
+        });
+        decoded.or_else(|| secret["stringData"]["install-config.yaml"].as_str().map(str::to_owned))
+    });
+    let mut install_config = String::new();
+    match template.map(|t| serde_saphyr::from_str::<Value>(&t)) {
+        None => need(
+            "installConfig",
+            format!("the install-config template: Secret {template_ref:?}'s install-config.yaml (not in the file)"),
+        ),
+        Some(Err(e)) => {
+            need("installConfig", format!("Secret {template_ref:?}'s install-config.yaml is not YAML: {e}"))
+        }
+        Some(Ok(mut config)) => {
+            if let Some(map) = config.as_object_mut() {
+                // The installer puts these in from the secrets the settings name.
+                map.remove("pullSecret");
+                if map.remove("sshKey").is_some() && installer.ssh_key.is_none() {
+                    need(
+                        "sshKey",
+                        "the template's sshKey: store it in a secret tagged for the pool, name its ARN (--ssh-key)"
+                            .into(),
+                    );
+                }
+            }
+            config["metadata"]["name"] = json!("{clusterName}");
+            if !spec["baseDomain"].is_null() {
+                config["baseDomain"] = json!("{baseDomain}");
+            }
+            if spec["platform"]["aws"].is_object() && spec["platform"]["aws"]["machineCount"].is_null() {
+                let masters = config["controlPlane"]["replicas"].as_u64().unwrap_or(3);
+                let workers: u64 = config["compute"]
+                    .as_array()
+                    .map_or(3, |pools| pools.iter().map(|p| p["replicas"].as_u64().unwrap_or(3)).sum());
+                spec["platform"]["aws"]["machineCount"] = json!(masters + workers);
+            }
+            install_config = serde_saphyr::to_string(&config).unwrap_or_default();
+        }
+    }
+    if installer.pull_secret.is_none() {
+        let pull = hive["pullSecretRef"]["name"].as_str().unwrap_or("the pull secret");
+        need(
+            "pullSecret",
+            format!(
+                "the ARN of a Secrets Manager secret holding Secret {pull:?}'s .dockerconfigjson, tagged apiary=true \
+                 and apiary:pools with this pool (--pull-secret)"
+            ),
+        );
+    }
+    let mut settings = json!({
+        "releaseImage": release.unwrap_or_default(),
+        "installConfig": install_config,
+        "pullSecret": installer.pull_secret.clone().unwrap_or_default(),
+    });
+    if let Some(key) = &installer.ssh_key {
+        settings["sshKey"] = json!(key);
+    }
+    (settings, needed)
 }
 
 /// Whether `spec` sets the dotted `field`.
@@ -355,6 +514,70 @@ mod tests {
         let gcp = json!({"platform": {"gcp": {"project": "p"}}});
         let e = translate(&m, Some(&gcp), None).expect_err("refused");
         assert_eq!(e.message, "the base spec's platform is gcp but the ClusterPool's is aws");
+    }
+
+    #[test]
+    fn with_the_reference_installer_the_image_set_and_template_become_its_settings() {
+        use base64::Engine;
+        let config = "apiVersion: v1\nmetadata:\n  name: placeholder\nbaseDomain: hive.example.com\ncontrolPlane:\n  \
+                      name: master\n  replicas: 3\ncompute:\n- name: worker\n  replicas: 2\nplatform:\n  aws:\n    \
+                      region: us-east-1\npullSecret: ''\nsshKey: ssh-ed25519 AAAA ci@example.com\n";
+        let encoded = base64::engine::general_purpose::STANDARD.encode(config);
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "hive.openshift.io/v1", "kind": "ClusterPool", "metadata": {"name": "ci", "namespace": "hive"},
+             "spec": {"size": 2, "baseDomain": "ci.example.com", "imageSetRef": {"name": "openshift-v4.18.1"},
+                      "installConfigSecretTemplateRef": {"name": "ci-install-config"},
+                      "pullSecretRef": {"name": "pull-secret"}, "installerEnv": [{"name": "X", "value": "1"}],
+                      "platform": {"aws": {"region": "us-east-1", "credentialsSecretRef": {"name": "aws"}}}}},
+            {"apiVersion": "hive.openshift.io/v1", "kind": "ClusterImageSet", "metadata": {"name": "openshift-v4.18.1"},
+             "spec": {"releaseImage": "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64"}},
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ci-install-config", "namespace": "hive"},
+             "data": {"install-config.yaml": encoded}},
+        ]});
+        let installer = Installer {
+            url: "https://abc.lambda-url.us-east-1.on.aws/apiary".into(),
+            secret: "arn:aws:secretsmanager:us-east-1:123456789012:secret:apiary-installer-key".into(),
+            pull_secret: None,
+            ssh_key: None,
+        };
+        let i = translate_for(&list, None, None, Some(&installer)).expect("translated");
+        assert_eq!(i.spec["provisioner"]["webhook"]["url"], installer.url.as_str());
+        assert_eq!(i.spec["readiness"]["kubernetes"]["credentials"], "{outputs.kubeconfigSecretArn}");
+        assert_eq!(i.spec["platform"]["aws"]["machineCount"], 5, "three masters and two workers");
+        assert_eq!(i.needed, vec![], "the pool spec is whole: the installer launches the machines");
+        let dropped: Vec<&str> = i.dropped.iter().map(|(f, _)| f.as_str()).collect();
+        assert!(!dropped.iter().any(|f| f.contains("imageSetRef") || f.contains("pullSecretRef")), "{dropped:?}");
+        assert!(dropped.contains(&"spec.installerEnv"), "{dropped:?}");
+        let settings = i.installer_settings.expect("the installer's settings");
+        assert_eq!(settings["releaseImage"], "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64");
+        let template: Value =
+            serde_saphyr::from_str(settings["installConfig"].as_str().expect("template")).expect("yaml");
+        assert_eq!(
+            (template["metadata"]["name"].as_str(), template["baseDomain"].as_str()),
+            (Some("{clusterName}"), Some("{baseDomain}"))
+        );
+        assert!(template.get("pullSecret").is_none() && template.get("sshKey").is_none(), "{template}");
+        let needed: Vec<&str> = i.settings_needed.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(needed, ["installerSettings.sshKey", "installerSettings.pullSecret"]);
+
+        let given = Installer {
+            pull_secret: Some("arn:aws:secretsmanager:us-east-1:123456789012:secret:ci-pull".into()),
+            ssh_key: Some("arn:aws:secretsmanager:us-east-1:123456789012:secret:ci-ssh".into()),
+            ..installer
+        };
+        let i = translate_for(&list, None, None, Some(&given)).expect("translated");
+        assert_eq!(i.settings_needed, vec![]);
+        let settings = i.installer_settings.expect("settings");
+        assert_eq!(
+            (settings["pullSecret"].as_str(), settings["sshKey"].as_str()),
+            (given.pull_secret.as_deref(), given.ssh_key.as_deref())
+        );
+
+        // Without the image set in the file, its release image is what is needed.
+        let mut alone = list.clone();
+        alone["items"].as_array_mut().map(|items| items.remove(1));
+        let i = translate_for(&alone, None, None, Some(&given)).expect("translated");
+        assert_eq!(i.settings_needed.first().map(|(f, _)| f.as_str()), Some("installerSettings.releaseImage"));
     }
 
     #[test]

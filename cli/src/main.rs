@@ -33,8 +33,19 @@ async fn run(cli: Cli) -> Result<()> {
         out(&String::from_utf8_lossy(&text));
         return Ok(());
     }
-    if let Command::Pool(PoolCommand::Import { file, into, name, apply: false }) = &cli.command {
-        return commands::import_offline(cli.output, file, into.as_deref(), name.as_deref());
+    if let Command::Pool(PoolCommand::Import {
+        file,
+        into,
+        name,
+        apply: false,
+        installer,
+        installer_secret,
+        pull_secret,
+        ssh_key,
+    }) = &cli.command
+    {
+        let installer = commands::installer(installer, installer_secret, pull_secret, ssh_key);
+        return commands::import_offline(cli.output, file, into.as_deref(), name.as_deref(), installer.as_ref());
     }
     let target =
         Target { api: cli.api, stack: cli.stack, principal: cli.principal, region: cli.region, auth: cli.auth };
