@@ -96,6 +96,7 @@ def check_make(args):
 
 def check_aws(args):
     """`None` if `aws SERVICE OPERATION --option …` is an operation of botocore's model taking those options."""
+    import botocore
     import botocore.session
     from botocore.exceptions import UnknownServiceError
 
@@ -103,15 +104,19 @@ def check_aws(args):
     if len(args) < 2:
         return f"aws {' '.join(args)}: no service and operation"
     service, operation = args[0], args[1]
+    # The CLI's names for services whose botocore model is named otherwise (`aws s3api` is S3's API itself; `aws
+    # s3` is the CLI's own file commands, not an API, and stays refused).
+    service = {"s3api": "s3"}.get(service, service)
     try:
         model = botocore.session.get_session().get_service_model(service)
     except UnknownServiceError:
         return f"aws: no service {service}"
-    names = {re.sub(r"(?<!^)(?=[A-Z])", "-", op).lower(): op for op in model.operation_names}
+    # The CLI's own spelling of botocore's names (`SSEKMSKeyId` is `--ssekms-key-id`).
+    names = {botocore.xform_name(op, "-"): op for op in model.operation_names}
     if operation not in names:
         return f"aws {service}: no operation {operation}"
     shape = model.operation_model(names[operation]).input_shape
-    members = {re.sub(r"(?<!^)(?=[A-Z])", "-", m).lower() for m in (shape.members if shape else {})}
+    members = {botocore.xform_name(m, "-") for m in (shape.members if shape else {})}
     for a in args[2:]:
         if a.startswith("--") and a not in globals_ and a[2:] not in members:
             return f"aws {service} {operation}: no option {a} (it takes {', '.join(sorted(members))})"
