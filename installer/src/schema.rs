@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value};
 
 /// The vendored CRD.
-const CRD: &str = include_str!("../schema/install.openshift.io_installconfigs.yaml");
+pub const CRD: &str = include_str!("../schema/install.openshift.io_installconfigs.yaml");
 
 /// The machine pools, whose `platform` the CRD marks required only because its Go field has no `omitempty`:
 /// openshift-install fills a pool's platform in from the defaults, and its own examples leave it out.
