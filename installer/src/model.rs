@@ -74,15 +74,7 @@ impl PoolSettings {
             arn("sshKey", key)?;
         }
         if let Some(role) = &self.role_arn {
-            let account = role.split(':').nth(4).unwrap_or_default();
-            let ok = role.starts_with("arn:aws")
-                && role.split(':').nth(2) == Some("iam")
-                && account.len() == 12
-                && account.bytes().all(|b| b.is_ascii_digit())
-                && role.split(':').nth(5).is_some_and(|r| r.starts_with("role/") && r.len() > 5);
-            if !ok {
-                return Err(format!("roleArn: {role:?} is not an IAM role's ARN (arn:aws:iam::<account>:role/<name>)"));
-            }
+            apiary_planner::RoleArn::parse(role).map_err(|why| format!("roleArn: {why}"))?;
         }
         self.timeout().map(|_| ())
     }

@@ -34,14 +34,12 @@ pub struct Metadata {
 }
 
 impl Metadata {
-    /// Reads `metadata.json`, checking the infraId is one Apiary takes (a DNS label).
+    /// Reads `metadata.json`, checking the infraId is one Apiary takes (the planner's own check of what an
+    /// installer answers).
     pub fn parse(bytes: &[u8]) -> Result<Self, String> {
         let m: Self = serde_json::from_slice(bytes).map_err(|e| format!("metadata.json: {e}"))?;
-        let ok = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-        let id = &m.infra_id;
-        if id.is_empty() || id.len() > 63 || !id.chars().all(ok) || id.starts_with('-') || id.ends_with('-') {
-            return Err(format!("metadata.json: infraID {id:?} is not a DNS label"));
-        }
+        apiary_planner::validate::check_installed(&m.infra_id, &std::collections::BTreeMap::new())
+            .map_err(|why| format!("metadata.json: infraID: {why}"))?;
         Ok(m)
     }
 }
