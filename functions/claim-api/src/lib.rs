@@ -94,8 +94,9 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
         return Ok((200, serde_json::json!({ "version": apiary_ports::VERSION })));
     }
     let caller = principal(req).ok_or_else(|| error::ApiError::forbidden("the request carries no caller identity"))?;
-    let caller =
-        Caller { admin: deps.config.admins.contains(&caller), arn: caller, default: deps.config.default_pool_access };
+    // `AdminPrincipals` are patterns as a pool's access lists take them: an admin role names its sessions.
+    let admin = deps.config.admins.iter().any(|pattern| access::matches(pattern, &caller));
+    let caller = Caller { admin, arn: caller, default: deps.config.default_pool_access };
     match (method, segments) {
         ("GET", ["me"]) => pools::me(deps, &caller).await,
         ("GET", ["pools"]) => pools::list_pools(deps, &caller).await,

@@ -192,3 +192,51 @@ async fn a_malformed_access_list_is_refused_by_field_and_nothing_is_stored() {
     assert_eq!(status, 400, "{body}");
     assert!(body.to_string().contains("claimant"), "{body}");
 }
+
+/// The API Gateway event (REST API, IAM authorization) of a request signed by a session of `role` in account
+/// 111122223333: AWS's own sample (`example-apigw-request.json` of the aws_lambda_events crate) with the identity API
+/// Gateway writes for an assumed role — the session's ARN, never the role's.
+fn assumed_role_event(method: &str, path: &str, body: Option<&str>) -> lambda_http::Request {
+    let mut event: Value = serde_json::from_str(include_str!("fixtures/apigw-rest-iam-assumed-role.json")).unwrap();
+    event["httpMethod"] = json!(method);
+    event["path"] = json!(path);
+    event["resource"] = json!("/{proxy+}");
+    event["requestContext"]["httpMethod"] = json!(method);
+    event["requestContext"]["path"] = json!(path);
+    event["body"] = body.map_or(Value::Null, |b| json!(b));
+    lambda_http::request::from_str(&event.to_string()).expect("API Gateway's event")
+}
+
+#[tokio::test]
+async fn a_session_of_an_admin_role_is_a_stack_admin_as_the_readme_deploys_it() {
+    let w = World::new(t0());
+    // `make deploy ... PARAMS="AdminPrincipals=arn:aws:iam::111122223333:role/platform-admin"`, as the README says.
+    let deps = w.deps(Config::named("apiary", &["arn:aws:iam::111122223333:role/platform-admin"]));
+    let spec = json!({"size": 1, "platform": {"fake": {}}}).to_string();
+    let answer = claim_api::handle(&deps, assumed_role_event("PUT", "/pools/made-by-admin", Some(&spec))).await;
+    assert_eq!(answer.status(), 201, "{:?}", answer.body());
+    // Another role of the account is not an admin.
+    let mut other: Value = serde_json::from_str(include_str!("fixtures/apigw-rest-iam-assumed-role.json")).unwrap();
+    other["requestContext"]["identity"]["userArn"] = json!("arn:aws:sts::111122223333:assumed-role/developer/dev");
+    other["httpMethod"] = json!("PUT");
+    other["path"] = json!("/pools/not-an-admin");
+    other["body"] = json!(spec);
+    let answer = claim_api::handle(&deps, lambda_http::request::from_str(&other.to_string()).unwrap()).await;
+    assert_eq!(answer.status(), 403, "{:?}", answer.body());
+}
+
+#[tokio::test]
+async fn admin_principals_take_the_access_lists_patterns() {
+    let w = World::new(t0());
+    for (pattern, caller, admin) in [
+        ("111122223333", "arn:aws:sts::111122223333:assumed-role/anyone/s", true),
+        ("arn:aws:iam::111122223333:role/platform-*", "arn:aws:sts::111122223333:assumed-role/platform-ops/s", true),
+        ("arn:aws:iam::111122223333:user/root-admin", "arn:aws:iam::111122223333:user/root-admin", true),
+        ("arn:aws:iam::111122223333:role/platform-*", "arn:aws:sts::444455556666:assumed-role/platform-ops/s", false),
+    ] {
+        let deps = w.deps(Config::named("apiary", &[pattern]));
+        let (status, body) = call(&deps, "GET", "/me", caller, None).await;
+        assert_eq!(status, 200);
+        assert_eq!(body["stackAdmin"], json!(admin), "{pattern} for {caller}: {body}");
+    }
+}

@@ -112,13 +112,7 @@ impl Config {
             power_queue_url: var("APIARY_POWER_QUEUE_URL")?,
             scheduler_role_arn: var("APIARY_SCHEDULER_ROLE_ARN")?,
             schedule_prefix: lookup("APIARY_SCHEDULE_PREFIX").unwrap_or_else(|| "apiary-".into()),
-            admins: lookup("APIARY_ADMINS")
-                .unwrap_or_default()
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect(),
+            admins: admins(&lookup("APIARY_ADMINS").unwrap_or_default())?,
             max_recheck_seconds,
             full_sweep_every,
             stack_id: lookup("APIARY_STACK_ID").filter(|s| !s.is_empty()).unwrap_or_else(|| stack.clone()),
@@ -166,6 +160,16 @@ impl Config {
             monitoring: Monitoring::Pools,
         }
     }
+}
+
+/// `APIARY_ADMINS` (the stack's `AdminPrincipals`): comma-separated principal patterns, each as a pool's `access`
+/// takes them ([`apiary_planner::access::matches`]: a role names its sessions, an account id its principals,
+/// IAM's wildcards), checked by the same rule.
+fn admins(text: &str) -> Result<Vec<String>> {
+    let admins: Vec<String> = text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+    apiary_planner::validate::validate_subjects("AdminPrincipals", &admins)
+        .map_err(|e| Error::Config(format!("APIARY_ADMINS: {}: {}", e.field, e.message)))?;
+    Ok(admins)
 }
 
 #[cfg(test)]
@@ -224,6 +228,15 @@ mod tests {
         assert_eq!(config(&[]).expect("config").default_pool_access, DefaultAccess::Open);
         let c = config(&[("APIARY_DEFAULT_POOL_ACCESS", "admins")]).expect("config");
         assert_eq!(c.default_pool_access, DefaultAccess::Admins);
+    }
+
+    #[test]
+    fn admins_are_principal_patterns_and_a_malformed_one_is_named() {
+        let c = config(&[("APIARY_ADMINS", "arn:aws:iam::111122223333:role/platform-admin, 444455556666")]);
+        assert_eq!(c.expect("config").admins, ["arn:aws:iam::111122223333:role/platform-admin", "444455556666"]);
+        let err = config(&[("APIARY_ADMINS", "arn:aws:iam::111122223333:role/a,platform-admin")]).expect_err("refused");
+        assert!(err.to_string().contains("AdminPrincipals[1]"), "{err}");
+        assert!(err.to_string().contains("\"platform-admin\" is not a principal"), "{err}");
     }
 
     #[test]
