@@ -109,8 +109,14 @@ conformance: $(CONFORMANCE_VENV)/.installed venv
 
 # Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the
 # whole workspace, so `make test`, `make run` and `make system` share every compiled crate.
+# The emulator holds every call a function makes to that function's role (infra/role_enforcement.py) and logs the
+# statements used and the calls refused; after the tests, infra/role_check.py fails on a refused call and on a
+# statement of the templates' roles that no call needed and no `# Unrecorded:` comment explains.
+ROLE_CALLS = $${TMPDIR:-/tmp}/apiary-role-calls-$$port.jsonl
+ROLE_TEMPLATES = --template=infra/template.yaml --template=infra/member-account.yaml
 tests: venv
-	@$(WITH_EMULATOR) $(CARGO) test --workspace -- --test-threads=$${TEST_THREADS:-3}
+	@$(WITH_EMULATOR) $(CARGO) test --workspace -- --test-threads=$${TEST_THREADS:-3} || failed=$$?; \
+	$(PYTHON) infra/role_check.py $(ROLE_CALLS) $(ROLE_TEMPLATES); exit $${failed:-0}
 
 # While iterating: the tests that need no emulator (the planner, the handlers on in-memory ports, the simulation,
 # the command line's outputs); the command line's tests against the local stack are skipped by name.
@@ -121,7 +127,8 @@ unit:
 # target over the whole workspace, so features resolve as for `make test` and nothing is compiled anew.
 system: venv
 	@$(CARGO) build --quiet -p apiary-installer --bin fake-openshift-install
-	@$(WITH_EMULATOR) $(CARGO) test --workspace --test system --test store --test cli -- --test-threads=$${TEST_THREADS:-3}
+	@$(WITH_EMULATOR) $(CARGO) test --workspace --test system --test store --test cli -- --test-threads=$${TEST_THREADS:-3} \
+	  || failed=$$?; $(PYTHON) infra/role_check.py $(ROLE_CALLS); exit $${failed:-0}
 
 # AWS calls per operation and claim latency through the local API (figures go to BENCHMARKS.md). A debug build:
 # the latencies are the emulator's, and a release build of the AWS SDK would take a quarter of an hour here.
@@ -140,7 +147,8 @@ bench-emulator: venv
 	@cd tests && ../$(PYTHON) bench_emulator.py
 
 WITH_EMULATOR = port=$$($(PYTHON) -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); \
-	$(PYTHON) infra/emulator.py --port $$port > $${TMPDIR:-/tmp}/apiary-emulator-$$port.log 2>&1 & emu=$$!; \
+	rm -f $(ROLE_CALLS); \
+	$(PYTHON) infra/emulator.py --port $$port --calls $(ROLE_CALLS) > $${TMPDIR:-/tmp}/apiary-emulator-$$port.log 2>&1 & emu=$$!; \
 	trap "kill $$emu 2>/dev/null" EXIT; \
 	for i in $$(seq 50); do (echo > /dev/tcp/127.0.0.1/$$port) 2>/dev/null && break; sleep 0.2; done; \
 	$(EMULATOR_CREDENTIALS) AWS_ENDPOINT_URL=http://127.0.0.1:$$port APIARY_PYTHON=$(CURDIR)/$(PYTHON) RUST_LOG=$${RUST_LOG:-warn}
@@ -190,6 +198,7 @@ deploy: venv
 # The emulator's own promises (its lighter transaction backup undoes what moto's did), through boto3.
 emulator-test: venv
 	$(PYTHON) tests/emulator_test.py
+	$(PYTHON) tests/role_check_test.py
 
 # make package + make deploy against the emulator's S3, CloudFormation and Lambda: create, then update in place.
 deploy-test: venv

@@ -84,6 +84,11 @@ env = {
     "APIARY_LOCAL_URLS": "true",
     "APIARY_MONITORING": "pools",
 }
+# Each function runs as its own role, as Lambda runs it: apiary-local assumes these (and the emulator then holds every
+# call to the role's policies).
+for output, setting in [("ClaimApiRoleArn", "CLAIM_API"), ("ReconcileRoleArn", "RECONCILE"),
+                        ("PowerRoleArn", "POWER"), ("TimeoutsRoleArn", "TIMEOUTS")]:
+    env[f"APIARY_LOCAL_{setting}_ROLE_ARN"] = out[output]
 if args.member_account:
     org = session.client("sts", endpoint_url=endpoint).assume_role(
         RoleArn=f"arn:aws:iam::{args.member_account}:role/OrganizationAccountAccessRole", RoleSessionName="deploy-local"

@@ -83,10 +83,14 @@ from moto.utilities.utils import get_partition
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, run_simple
 
+import role_enforcement
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--host", default="127.0.0.1")
 parser.add_argument("--port", type=int, default=5055)
 parser.add_argument("--as-released", action="store_true", help="moto's own transactions, index queries and answers")
+parser.add_argument("--calls", metavar="FILE",
+                    help="append each role's first use of a statement, and every refused call, as JSON lines")
 args = parser.parse_args()
 
 
@@ -464,14 +468,21 @@ class FairLock:
 lock = FairLock()
 
 
+roles = role_enforcement.Enforcer(args.calls)
+
+
 def serialized(environ, start_response):
     # The request's body read whole before anything else: a slow client holds up no one else while it sends, and the
     # connection is left at the start of its next request.
     if environ.get("CONTENT_LENGTH"):
         environ["wsgi.input"] = io.BytesIO(environ["wsgi.input"].read(int(environ["CONTENT_LENGTH"])))
     if environ.get("HTTP_X_AMZ_TARGET", "").endswith("ReceiveMessage"):
-        return app(environ, start_response)
+        refused = roles.refusal(environ)
+        return refused(start_response) if refused else app(environ, start_response)
     with lock:
+        refused = roles.refusal(environ)
+        if refused:
+            return refused(start_response)
         # Materialize the answer inside the lock: the backend runs while it is produced.
         return list(app(environ, start_response))
 

@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 port="${APIARY_EMULATOR_PORT:-5055}"
 listen="${APIARY_LISTEN:-127.0.0.1:8080}"
 run="${APIARY_RUN_DIR:-.run}"   # the logs, the metrics, the stack's settings and the API's address
-rm -f "$run/api.address"
+rm -f "$run/api.address" "$run/role-calls.jsonl"
 mkdir -p "$run"
-.venv/bin/python infra/emulator.py --port "$port" > "$run/emulator.log" 2>&1 &
+.venv/bin/python infra/emulator.py --port "$port" --calls "$run/role-calls.jsonl" > "$run/emulator.log" 2>&1 &
 emulator=$!
 trap 'kill $emulator 2>/dev/null; wait $emulator 2>/dev/null || true' EXIT
 for _ in $(seq 50); do (echo > /dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.2; done

@@ -292,6 +292,12 @@ class Stack:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.out.close()
+        # Every call the functions made was one their roles allow (the emulator's enforcement, infra/role_check.py).
+        sys.path.insert(0, os.path.join(ROOT, "infra"))
+        import role_check
+        refused = role_check.check([os.path.join(self.run_dir, "role-calls.jsonl")], [])
+        if refused:
+            raise SystemExit("make run's functions made calls their roles do not allow:\n" + "\n".join(refused))
 
 
 PRELUDE = r"""

@@ -47,6 +47,8 @@ pub struct Stack {
     /// On a stack started by [`member_stack`]: the role in [`MEMBER_ACCOUNT`] that its pools may name.
     pub member_role: Option<String>,
     running: Option<Running>,
+    /// The four functions as they run: each as its role in the stack.
+    functions: apiary_local::Functions,
     sdk: SdkConfig,
 }
 
@@ -161,10 +163,21 @@ async fn stack_deployed(options: Options, with_clouds: bool, deploy_args: &[&str
         }
         false => None,
     };
-    let mut deps = apiary_local::clouds::with_clouds(apiary_aws::deps(config, &sdk), &sdk, endpoints).expect("clouds");
-    let journal = Arc::new(Journal { store: deps.store.clone(), clusters: Mutex::default() });
-    deps.store = journal.clone();
-    let running = apiary_local::start(deps.clone(), &sdk, &options).await.expect("local runtime");
+    // The tests' own view: the operator's credentials, every cloud.
+    let deps = apiary_local::clouds::with_clouds(apiary_aws::deps(config.clone(), &sdk), &sdk, endpoints.clone())
+        .expect("clouds");
+    let journal = Arc::new(Journal { store: deps.store.clone(), clusters: Arc::default() });
+    // The functions, each as a session of its role in the stack, every cluster they write kept in the journal.
+    let mut functions = apiary_local::Functions::as_roles(&config, &sdk, &|k| settings.get(k).cloned(), |deps, sdk| {
+        apiary_local::clouds::with_clouds(deps, sdk, endpoints).map_err(anyhow::Error::from)
+    })
+    .await
+    .expect("the functions' roles");
+    for f in [&mut functions.claim_api, &mut functions.reconcile, &mut functions.power, &mut functions.timeouts] {
+        f.deps.store = Arc::new(Journal { store: f.deps.store.clone(), clusters: journal.clusters.clone() });
+    }
+    let running =
+        apiary_local::start_functions(bind(&options).await, functions.clone(), &options).expect("local runtime");
     Stack {
         name,
         base: format!("http://{}", running.addr),
@@ -177,8 +190,13 @@ async fn stack_deployed(options: Options, with_clouds: bool, deploy_args: &[&str
         journal,
         member_role: settings.get("APIARY_MEMBER_ROLE_ARN").cloned(),
         running: Some(running),
+        functions,
         sdk,
     }
+}
+
+async fn bind(options: &Options) -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind(options.listen).await.expect("the API's address")
 }
 
 /// A pool on the emulator's EC2: `size` clusters of two instances, `running` kept Running.
@@ -199,7 +217,7 @@ pub fn aws_pool(size: i64, running: i64) -> Value {
 /// broken cluster is deleted within a reconcile) is seen in the journal even when no look through the API could.
 pub struct Journal {
     store: Arc<dyn Store>,
-    clusters: Mutex<Vec<Cluster>>,
+    clusters: Arc<Mutex<Vec<Cluster>>>,
 }
 
 impl Journal {
@@ -332,7 +350,8 @@ impl Stack {
         if let Some(r) = self.running.take() {
             r.stop().await;
         }
-        let running = apiary_local::start(self.deps.clone(), &self.sdk, &options).await.expect("local runtime");
+        let running = apiary_local::start_functions(bind(&options).await, self.functions.clone(), &options)
+            .expect("local runtime");
         self.base = format!("http://{}", running.addr);
         self.running = Some(running);
     }

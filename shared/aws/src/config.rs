@@ -44,6 +44,15 @@ fn with_timeouts(loader: aws_config::ConfigLoader) -> aws_config::ConfigLoader {
     )
 }
 
+/// `sdk` with the credentials of a session of `role_arn` named `session`, refreshed before they expire: what Lambda
+/// gives a function from its execution role. The local runtime runs each function this way, so that every call it
+/// makes is authorized as that function's role (the emulator evaluates it against the role's policies).
+pub async fn assume(sdk: &aws_config::SdkConfig, role_arn: &str, session: &str) -> aws_config::SdkConfig {
+    let provider =
+        aws_config::sts::AssumeRoleProvider::builder(role_arn).session_name(session).configure(sdk).build().await;
+    sdk.to_builder().credentials_provider(aws_sdk_sts::config::SharedCredentialsProvider::new(provider)).build()
+}
+
 /// Every adapter, built from `sdk` for the deployment `config` describes, on the system clock.
 pub fn deps(config: Config, sdk: &aws_config::SdkConfig) -> Deps {
     let dynamo = aws_sdk_dynamodb::Client::new(sdk);

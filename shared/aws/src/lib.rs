@@ -31,7 +31,7 @@ pub mod scheduler;
 pub mod secrets;
 
 pub use aws_config::SdkConfig;
-pub use config::{deps, deps_from_env, load_sdk_config};
+pub use config::{assume, deps, deps_from_env, load_sdk_config};
 
 /// The SDK's EC2 client, for tools and tests that look at machines the way an operator would.
 pub use aws_sdk_ec2 as sdk_ec2;

@@ -7,7 +7,9 @@
 //!   and deleting all but the reported batch item failures, as an event source mapping does.
 //! - The sweep on a timer, as the sweep schedule would invoke it (full passes every `APIARY_FULL_SWEEP_SECONDS`).
 //!
-//! Settings come from the environment, exactly as the stack passes them to the Lambda functions.
+//! Settings come from the environment, exactly as the stack passes them to the Lambda functions. Each function runs
+//! as a session of its own role ([`Functions::as_roles`]), as Lambda runs it: against the emulator, every call is
+//! then authorized by that role's policies.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -69,34 +71,96 @@ impl Running {
     }
 }
 
-/// Starts the API on `options.listen`, the queue consumers (receiving through `sdk`) and the sweep.
+/// One function as Lambda runs it: its dependencies, and the SDK configuration its event source mapping receives
+/// with (both carrying the function's own identity when started by [`Functions::as_roles`]).
+#[derive(Clone)]
+pub struct Function {
+    /// The adapters the handler is given.
+    pub deps: Deps,
+    /// The SDK configuration of the queue consumer that feeds the handler (Lambda's event source mapping receives
+    /// and deletes with the function's role).
+    pub sdk: SdkConfig,
+}
+
+/// The four functions.
+#[derive(Clone)]
+pub struct Functions {
+    /// The claim API.
+    pub claim_api: Function,
+    /// The reconcile.
+    pub reconcile: Function,
+    /// The power function.
+    pub power: Function,
+    /// The sweep.
+    pub timeouts: Function,
+}
+
+/// The settings naming each function's role (`infra/deploy_local.py` writes them), by function.
+pub const ROLE_SETTINGS: [(&str, &str); 4] = [
+    ("claim-api", "APIARY_LOCAL_CLAIM_API_ROLE_ARN"),
+    ("reconcile", "APIARY_LOCAL_RECONCILE_ROLE_ARN"),
+    ("power", "APIARY_LOCAL_POWER_ROLE_ARN"),
+    ("timeouts", "APIARY_LOCAL_TIMEOUTS_ROLE_ARN"),
+];
+
+impl Functions {
+    /// All four with the same adapters and identity (tests of the handlers alone, benchmarks).
+    pub fn shared(deps: Deps, sdk: &SdkConfig) -> Self {
+        let f = Function { deps, sdk: sdk.clone() };
+        Functions { claim_api: f.clone(), reconcile: f.clone(), power: f.clone(), timeouts: f }
+    }
+
+    /// Each function as a session of its own role (`roles`: the role ARN of each function by the names of
+    /// [`ROLE_SETTINGS`]), as Lambda runs it: the adapters each function's `main` builds (the power function's
+    /// with the clouds reached over HTTP, `power_platforms`), from `sdk` with that role's credentials. The session
+    /// is named after the function, as Lambda names it.
+    pub async fn as_roles(
+        config: &apiary_ports::Config,
+        sdk: &SdkConfig,
+        roles: &dyn Fn(&str) -> Option<String>,
+        power_platforms: impl FnOnce(Deps, &SdkConfig) -> anyhow::Result<Deps>,
+    ) -> anyhow::Result<Self> {
+        let mut sdks = vec![];
+        for (function, setting) in ROLE_SETTINGS {
+            let role = roles(setting).ok_or_else(|| anyhow::anyhow!("{setting} is not set: the role of {function}"))?;
+            sdks.push(apiary_aws::assume(sdk, &role, &format!("{}-{function}", config.stack)).await);
+        }
+        let of = |i: usize| Function { deps: apiary_aws::deps(config.clone(), &sdks[i]), sdk: sdks[i].clone() };
+        let power = Function { deps: power_platforms(of(2).deps, &sdks[2])?, sdk: sdks[2].clone() };
+        Ok(Functions { claim_api: of(0), reconcile: of(1), power, timeouts: of(3) })
+    }
+}
+
+/// Starts the API on `options.listen`, the queue consumers (receiving through `sdk`) and the sweep, all four
+/// functions with `deps`.
 pub async fn start(deps: Deps, sdk: &SdkConfig, options: &Options) -> std::io::Result<Running> {
-    start_on(TcpListener::bind(options.listen).await?, deps, sdk, options)
+    start_functions(TcpListener::bind(options.listen).await?, Functions::shared(deps, sdk), options)
 }
 
 /// Starts the API on a listener already bound (so that nothing started in between can take its port), the queue
-/// consumers and the sweep; `options.listen` is not read.
-pub fn start_on(listener: TcpListener, deps: Deps, sdk: &SdkConfig, options: &Options) -> std::io::Result<Running> {
+/// consumers and the sweep, each function as `functions` gives it; `options.listen` is not read.
+pub fn start_functions(listener: TcpListener, functions: Functions, options: &Options) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let mut tasks = JoinSet::new();
-    tasks.spawn(serve(listener, deps.clone()));
+    tasks.spawn(serve(listener, functions.claim_api.deps));
     for _ in 0..options.reconcile_consumers {
-        let deps = deps.clone();
-        let poller = Poller::new(sdk, &deps.config.reconcile_queue_url);
+        let Function { deps, sdk } = functions.reconcile.clone();
+        let poller = Poller::new(&sdk, &deps.config.reconcile_queue_url);
         tasks.spawn(consume("reconcile", poller, move |event| {
             let deps = deps.clone();
             async move { reconcile::handle(&deps, event).await }
         }));
     }
     for _ in 0..options.power_consumers {
-        let deps = deps.clone();
-        let poller = Poller::new(sdk, &deps.config.power_queue_url);
+        let Function { deps, sdk } = functions.power.clone();
+        let poller = Poller::new(&sdk, &deps.config.power_queue_url);
         tasks.spawn(consume("power", poller, move |event| {
             let deps = deps.clone();
             async move { power::handle(&deps, event).await }
         }));
     }
     let every = options.sweep_every;
+    let deps = functions.timeouts.deps;
     tasks.spawn(async move {
         let mut tick = tokio::time::interval(every);
         loop {

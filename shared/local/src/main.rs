@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use apiary_local::{clouds, start_on, status, Options, PRINCIPAL_HEADER};
+use apiary_local::{clouds, start_functions, status, Functions, Options, PRINCIPAL_HEADER};
 
 fn usage() -> ! {
     eprintln!(
@@ -91,8 +91,14 @@ async fn main() -> anyhow::Result<()> {
     } else {
         None
     };
-    let deps = clouds::with_clouds(apiary_aws::deps(config, &sdk), &sdk, endpoints)?;
-    let running = start_on(listener, deps.clone(), &sdk, &options).context("starting the API")?;
+    // Each function as a session of its own role, as Lambda runs it; `deps` is the operator's view (the status).
+    let functions = Functions::as_roles(&config, &sdk, &|k| std::env::var(k).ok(), |deps, sdk| {
+        clouds::with_clouds(deps, sdk, endpoints).map_err(anyhow::Error::from)
+    })
+    .await
+    .context("the functions' roles (run through `make run`, which deploys the stack and names them)")?;
+    let deps = apiary_aws::deps(config, &sdk);
+    let running = start_functions(listener, functions, &options).context("starting the API")?;
     let base = format!("http://{}", running.addr);
     eprintln!("apiary-local: API on {base}");
     if let Some(file) = &address_file {
