@@ -244,7 +244,7 @@ async fn a_pool_with_a_member_role_runs_in_that_account_and_no_other_pool_can_us
     // The role's credentials are kept for the process: looks made now assume nothing; one made within five minutes
     // of their expiry (an hour) assumes the role again, once. A refusal is remembered for a minute.
     let spec_of: apiary_planner::PoolSpec = serde_json::from_value(spec.clone()).expect("spec");
-    let ec2 = s.deps.platforms.of(&spec_of).expect("EC2");
+    let ec2 = s.functions().power.deps.platforms.of(&spec_of).expect("EC2");
     let assumed = |before: &BTreeMap<String, u64>| apiary_aws::calls::since(before).get("sts:AssumeRole").copied();
     let now = chrono::Utc::now();
     let before = apiary_aws::calls::snapshot();
@@ -309,6 +309,21 @@ async fn twenty_parallel_claims_on_five_running_spares_get_five_at_once_and_the_
         let cluster = clusters.iter().find(|k| &k["id"] == id).expect("assigned cluster exists");
         assert_eq!(cluster["claim"], c["name"]);
     }
+    s.stop().await;
+}
+
+/// A claim by labels reads the pools that carry them in one BatchGetItem: on AWS a claim API whose role lacks it
+/// could serve none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_by_labels_is_served_by_the_pool_that_carries_them() {
+    let s = stack().await;
+    let mut spec = aws_pool(1, 1);
+    spec["labels"] = json!({"team": "a"});
+    s.put_pool("labelled", &spec).await;
+    s.converged("labelled", 1, 1).await;
+    let body = json!({"selector": {"matchLabels": {"team": "a"}}}).to_string();
+    let (status, claim) = s.call("PUT", "/claims/by-labels", ALICE, Some(&body)).await;
+    assert_eq!((status, &claim["pool"]), (201, &json!("labelled")), "{claim}");
     s.stop().await;
 }
 

@@ -325,6 +325,12 @@ impl Stack {
             .collect()
     }
 
+    /// The four functions' dependencies as they run, each as its role (a look made as the power function makes
+    /// it: `functions().power.deps`).
+    pub fn functions(&self) -> &apiary_local::Functions {
+        &self.functions
+    }
+
     /// Stops the functions.
     pub async fn stop(mut self) {
         if let Some(r) = self.running.take() {
