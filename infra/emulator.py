@@ -75,6 +75,7 @@ from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.models.table import Table
 from moto.dynamodb.models.utilities import dynamo_to_dict
 from moto.dynamodb.responses import DynamoResult
+from moto.iam.models import Role as IamRole
 from moto.iam.models import iam_backends
 from moto.sqs.models import Queue, SQSBackend
 from moto.sts.exceptions import STSClientError
@@ -416,6 +417,24 @@ def update_table(cls, original_resource, new_resource_name, cloudformation_json,
 
 
 Table.update_from_cloudformation_json = classmethod(update_table)
+
+moto_role_update = IamRole.update_from_cloudformation_json.__func__
+
+
+def update_role(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
+    """A role updated as CloudFormation updates it: its inline policies too, each replaced by the template's (moto
+    changes only the description and session length, so a stack update would leave the roles' old grants)."""
+    role = moto_role_update(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name)
+    policies = {p["PolicyName"]: p["PolicyDocument"] for p in cloudformation_json["Properties"].get("Policies", [])}
+    for name in list(role.policies):
+        if name not in policies:
+            role.delete_policy(name)
+    for name, document in policies.items():
+        role.put_policy(name, document)
+    return role
+
+
+IamRole.update_from_cloudformation_json = classmethod(update_role)
 
 
 def function_url_config(self, function, config):

@@ -410,6 +410,11 @@ class AssumeRoleTest(EmulatorCase):
             "Action": "sts:AssumeRole", "Condition": {"StringEquals": {"sts:ExternalId": ["apiary-s-ci"]}}}]}
         role = self.client("iam", admin).create_role(
             RoleName="apiary-member-ci", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+        # What its sessions may do (the emulator holds them to it, infra/role_enforcement.py).
+        launch = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "ec2:RunInstances",
+                                                           "Resource": "*"}]}
+        self.client("iam", admin).put_role_policy(RoleName="apiary-member-ci", PolicyName="launch",
+                                                  PolicyDocument=json.dumps(launch))
         for wrong in [None, "apiary-s-other"]:
             with self.assertRaises(Exception) as refused:
                 self.assume(role, wrong)
@@ -465,6 +470,52 @@ class StackUpdateTest(EmulatorCase):
         found = self.db.query(TableName="kept", IndexName="by-g", KeyConditionExpression="G = :g",
                               ExpressionAttributeValues={":g": {"S": "g"}})["Items"]
         self.assertEqual(len(found), 1, "the index added holds the items already there")
+
+
+class RoleEnforcementTest(EmulatorCase):
+    """A session of a role may make only the calls the role's policies allow (infra/role_enforcement.py), refused
+    as AWS refuses them; a stack update changes a role's grants as CloudFormation does."""
+
+    name = "roles"
+
+    def template(self, actions):
+        role = {
+            "AssumeRolePolicyDocument": {"Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]},
+            "Policies": [{"PolicyName": "fn", "PolicyDocument": {"Version": "2012-10-17", "Statement": [{
+                "Sid": "Table", "Effect": "Allow", "Action": actions,
+                "Resource": "arn:aws:dynamodb:us-east-1:123456789012:table/t"}]}}],
+        }
+        return json.dumps({"Resources": {"FnRole": {"Type": "AWS::IAM::Role", "Properties": role}},
+                           "Outputs": {"Role": {"Value": {"Fn::GetAtt": ["FnRole", "Arn"]}}}})
+
+    def test_a_session_is_held_to_its_roles_policy_and_an_update_changes_it(self):
+        endpoint = self.db.meta.endpoint_url
+        keys = {"aws_access_key_id": "test", "aws_secret_access_key": "test", "region_name": "us-east-1"}
+        cfn = boto3.client("cloudformation", endpoint_url=endpoint, **keys)
+        cfn.create_stack(StackName="r", TemplateBody=self.template(["dynamodb:GetItem"]))
+        role = cfn.describe_stacks(StackName="r")["Stacks"][0]["Outputs"][0]["OutputValue"]
+
+        def session():
+            c = boto3.client("sts", endpoint_url=endpoint, **keys).assume_role(
+                RoleArn=role, RoleSessionName="fn")["Credentials"]
+            return boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+                                aws_access_key_id=c["AccessKeyId"], aws_secret_access_key=c["SecretAccessKey"],
+                                aws_session_token=c["SessionToken"])
+
+        db = session()
+        db.get_item(TableName="t", Key=key("a"))
+        with self.assertRaises(Exception) as refused:
+            db.put_item(TableName="t", Item=key("a"))
+        self.assertIn("AccessDenied", str(refused.exception))
+        self.assertIn('"Action": "dynamodb:PutItem"', str(refused.exception))
+        self.assertNotIn("Item", self.db.get_item(TableName="t", Key=key("a")), "nothing was written")
+        # The tests' own keys are an operator's: not held to any role.
+        self.db.put_item(TableName="t", Item=key("b"))
+
+        cfn.update_stack(StackName="r", TemplateBody=self.template(["dynamodb:GetItem", "dynamodb:PutItem"]))
+        session().put_item(TableName="t", Item=key("a"))
+        self.assertIn("Item", self.db.get_item(TableName="t", Key=key("a")))
 
 
 if __name__ == "__main__":
