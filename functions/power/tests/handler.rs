@@ -261,6 +261,20 @@ async fn messages_for_nothing_do_nothing_and_unreadable_ones_are_dropped() {
     assert!(power::handle(&deps, event).await.batch_item_failures.is_empty());
 }
 
+/// The event an SQS event source mapping hands Lambda (AWS's sample document): nothing failed is answered with an
+/// empty list of batch item failures, which Lambda reads as every message done.
+#[tokio::test]
+async fn an_sqs_event_as_aws_sends_it_is_read_and_answered_as_lambda_reads_it() {
+    let w = World::new(t0());
+    w.put_pool(pool("ci", aws_spec(1, 0), t0()));
+    let deps = w.default_deps(900);
+    let ghost = serde_json::to_string(&nudge("ghost")).expect("json");
+    let queue = "arn:aws:sqs:us-east-1:123456789012:apiary-power";
+    let response = power::handle(&deps, apiary_testkit::events::sqs_event(queue, &[&ghost, "{"])).await;
+    let sent = apiary_testkit::events::batch_response_json(&response);
+    assert_eq!(sent, serde_json::json!({"batchItemFailures": []}));
+}
+
 /// Bug 2: every nudge (a reconcile that touched the cluster, the sweep's full pass) started a new re-check chain
 /// and nothing retired the old ones, so a cluster in a long transition gathered chains, each polling the cloud.
 #[tokio::test]

@@ -51,6 +51,22 @@ pub async fn run(deps: &Deps) -> Result<Outcome> {
     Ok(outcome)
 }
 
+/// The function's answer to an invocation by the sweep's schedule (EventBridge Scheduler's target input, the
+/// template's `{"source":"apiary-sweep"}`, which the sweep does not need to read): the run's figures, or the error
+/// Lambda records for it, typed `Retryable` or `Fatal`.
+pub async fn handle(
+    deps: &Deps,
+    _event: apiary_ports::messages::SweepEvent,
+) -> std::result::Result<serde_json::Value, lambda_runtime::Diagnostic> {
+    match run(deps).await {
+        Ok(o) => Ok(serde_json::json!({"pools": o.pools, "enqueued": o.enqueued, "full": o.full})),
+        Err(e) => Err(lambda_runtime::Diagnostic {
+            error_type: if e.is_retryable() { "Retryable" } else { "Fatal" }.into(),
+            error_message: e.to_string(),
+        }),
+    }
+}
+
 /// Runs one pass; a `full` one enqueues every pool, with [`reconcile::FULL_SWEEP`] as the reason.
 pub async fn sweep(deps: &Deps, full: bool) -> Result<Outcome> {
     let now = deps.clock.now();

@@ -7,17 +7,9 @@ use lambda_runtime::{service_fn, LambdaEvent};
 async fn main() -> Result<(), lambda_runtime::Error> {
     apiary_aws::logging::init("timeouts");
     let deps = apiary_aws::deps_from_env().await?;
-    lambda_runtime::run(service_fn(|_: LambdaEvent<SweepEvent>| {
+    lambda_runtime::run(service_fn(|e: LambdaEvent<SweepEvent>| {
         let deps = deps.clone();
-        async move {
-            match timeouts::run(&deps).await {
-                Ok(o) => Ok(serde_json::json!({"pools": o.pools, "enqueued": o.enqueued, "full": o.full})),
-                Err(e) => Err(lambda_runtime::Diagnostic {
-                    error_type: if e.is_retryable() { "Retryable" } else { "Fatal" }.into(),
-                    error_message: e.to_string(),
-                }),
-            }
-        }
+        async move { timeouts::handle(&deps, e.payload).await }
     }))
     .await
 }

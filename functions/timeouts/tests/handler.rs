@@ -127,3 +127,19 @@ async fn every_sweep_asks_for_the_notifications_pass_of_each_pool_with_webhooks(
         assert_eq!(passes, ["hooked"]);
     }
 }
+
+/// Invoked as the sweep's schedule invokes it: EventBridge Scheduler hands the function the target's input from the
+/// template, and the answer is a JSON document Lambda returns as the invocation's result.
+#[tokio::test]
+async fn the_schedules_target_input_runs_a_sweep_and_answers_its_figures() {
+    let template = include_str!("../../../infra/template.yaml");
+    let sweep = &template[template.find("\n  Sweep:\n").expect("the sweep's schedule")..];
+    let input = sweep.lines().find_map(|l| l.trim().strip_prefix("Input: ")).expect("the target's input");
+    let event: apiary_ports::messages::SweepEvent =
+        serde_json::from_str(input.trim_matches('\'')).expect("the input is a JSON document");
+    let w = World::new(t0());
+    w.put_pool(pool("fresh", aws_spec(1, 0), t0()));
+    let deps = w.default_deps(900);
+    let answer = timeouts::handle(&deps, event).await.expect("a sweep");
+    assert_eq!(answer, serde_json::json!({"pools": 1, "enqueued": 1, "full": true}));
+}

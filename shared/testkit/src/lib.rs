@@ -12,12 +12,15 @@
 //! - [`MemSchedules`](schedules::MemSchedules) and [`VirtualClock`](time::VirtualClock) on shared virtual
 //!   [`Time`](time::Time); [`MemSecrets`](secrets::MemSecrets).
 //!
+//! [`events`] builds the events Lambda hands the functions from AWS's own sample documents.
+//!
 //! Every port call passes through a [`Hook`](hook::Hook) first. The default lets everything through at once; a
 //! simulation's hook yields (so concurrent invocations interleave between any two calls), fails calls, kills
 //! the invocation, and shapes the cloud's timings and refusals. [`World`] builds all of it and the
 //! [`Deps`](apiary_ports::Deps) the handlers take.
 
 pub mod cloud;
+pub mod events;
 pub mod fixtures;
 pub mod hook;
 pub mod queue;
