@@ -44,6 +44,8 @@ for pair in args.params:
     if name in ("CodeBucket", "CodePrefix"):
         sys.exit(f"deploy: {name} is set by deploy itself (from --bucket and the zips' digest)")
     params[name] = value
+for problem in stacks.parameter_problems(stacks.template_body(args.template), params):
+    sys.exit(f"deploy: {problem}")
 visibility = params.get("QueueVisibilitySeconds", "360")
 if not visibility.isdigit() or int(visibility) < 360:
     sys.exit(f"deploy: QueueVisibilitySeconds={visibility!r}: want a whole number of seconds, at least 360 (6 x the consumers' 60 s timeout)")

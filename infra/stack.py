@@ -5,6 +5,8 @@ import re
 import sys
 import time
 
+import yaml
+
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "template.yaml")
 #: The template a member account deploys: the role an AWS pool with a roleArn names.
 MEMBER_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "member-account.yaml")
@@ -27,6 +29,21 @@ def template_parameters(body):
     """The template's parameter names, in order (read from its text: its !Sub tags are not plain YAML)."""
     section = body.split("\nParameters:\n", 1)[1].split("\n\n", 1)[0]
     return re.findall(r"^  ([A-Za-z0-9]+):$", section, re.M)
+
+
+def parameter_problems(body, params):
+    """What CloudFormation would refuse of `params` by the template's AllowedPattern and AllowedValues, each with the
+    parameter's ConstraintDescription: said before anything is uploaded or changed."""
+    section = body.split("\nParameters:\n", 1)[1].split("\n\n", 1)[0]
+    declared = yaml.safe_load(section) or {}
+    problems = []
+    for name, value in params.items():
+        spec = declared.get(name) or {}
+        pattern, allowed = spec.get("AllowedPattern"), spec.get("AllowedValues")
+        if (pattern and not re.fullmatch(pattern, value)) or (allowed and value not in [str(a) for a in allowed]):
+            why = spec.get("ConstraintDescription") or (f"one of {', '.join(map(str, allowed))}" if allowed else pattern)
+            problems.append(f"parameter {name}={value!r}: {why}")
+    return problems
 
 
 def find(cfn, name):

@@ -318,6 +318,17 @@ class DeployTest(unittest.TestCase):
         self.assertEqual(self.function("power", stack)["Environment"]["Variables"]["APIARY_API_HOST"], host)
         self.assertEqual(self.function("claim-api", stack)["Environment"]["Variables"]["APIARY_API_HOST"], "")
 
+    def test_admin_principals_that_name_no_one_are_refused_before_anything_is_deployed(self):
+        out = subprocess.run(
+            ["make", "--no-print-directory", "deploy", "STACK=apiary-bad-admins", f"REGION={REGION}",
+             f"BUCKET={BUCKET}", "PARAMS=AdminPrincipals=arn:aws:iam::111122223333:role/platform-admin,platform-admin"],
+            cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=600,
+        )
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("parameter AdminPrincipals=", out.stderr)
+        self.assertIn("must be a principal pattern", out.stderr)
+        self.assertIsNone(stacks.find(self.cfn, "apiary-bad-admins"))
+
     def test_queue_visibility_is_at_least_six_times_each_consumers_timeout(self):
         resources = self.template["Resources"]
         default = int(self.template["Parameters"]["QueueVisibilitySeconds"]["Default"])
