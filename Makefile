@@ -110,10 +110,11 @@ conformance: $(CONFORMANCE_VENV)/.installed venv
 # Every test in one cargo invocation, with the emulator up for the system tests: one feature resolution for the
 # whole workspace, so `make test`, `make run` and `make system` share every compiled crate.
 # The emulator holds every call a function makes to that function's role (infra/role_enforcement.py) and logs the
-# statements used and the calls refused; after the tests, infra/role_check.py fails on a refused call and on a
-# statement of the templates' roles that no call needed and no `# Unrecorded:` comment explains.
+# statements used and the calls refused; after the tests, infra/role_check.py fails on a refused call, on a
+# statement of the templates' roles that no call needed and no `# Unrecorded:` comment explains, and on calls that
+# differ from infra/function-calls.json (the list `apiary stack check` asks IAM about).
 ROLE_CALLS = $${TMPDIR:-/tmp}/apiary-role-calls-$$port.jsonl
-ROLE_TEMPLATES = --template=infra/template.yaml --template=infra/member-account.yaml
+ROLE_TEMPLATES = --template=infra/template.yaml --template=infra/member-account.yaml --calls-list=infra/function-calls.json
 tests: venv
 	@$(WITH_EMULATOR) $(CARGO) test --workspace -- --test-threads=$${TEST_THREADS:-3} || failed=$$?; \
 	$(PYTHON) infra/role_check.py $(ROLE_CALLS) $(ROLE_TEMPLATES); exit $${failed:-0}

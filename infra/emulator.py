@@ -51,6 +51,11 @@ updated as CloudFormation updates it, through moto's own UpdateTable: in place f
 (deletion protection, billing mode, throughput, global indexes added or removed), replaced, the old one kept as
 `UpdateReplacePolicy: Retain` keeps it, when its name or key schema changes.
 
+A request signed by a session of a role (credentials from AssumeRole, as each of Apiary's functions runs locally) is
+answered only if the role's policies allow it, as AWS authorizes it (`infra/role_enforcement.py`,
+`infra/role_check.py`); `--calls FILE` logs the statements each role used and every call refused. moto also updates
+a role's inline policies with its stack here, as CloudFormation does.
+
 `--as-released` leaves moto as it is released, for comparing answers (`tests/emulator_test.py`); the function URLs
 CloudFormation makes here, and the table updates, are what moto lacks, not a change to what it does, and stay.
 
@@ -499,9 +504,9 @@ def serialized(environ, start_response):
         refused = roles.refusal(environ)
         return refused(start_response) if refused else app(environ, start_response)
     with lock:
-        refused = roles.refusal(environ)
-        if refused:
-            return refused(start_response)
+        answer = roles.simulation(environ) or roles.alarms(environ) or roles.refusal(environ)
+        if answer:
+            return answer(start_response)
         # Materialize the answer inside the lock: the backend runs while it is produced.
         return list(app(environ, start_response))
 

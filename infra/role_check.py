@@ -20,7 +20,8 @@ them for the calls Apiary makes, and evaluates each against the policies of the 
   ForAllValues/ForAnyValue), statement by statement, so that an allowed ask names the statements (their `Sid`) that
   allow it and a refused one says which statement is missing. An explicit Deny wins; no Allow is an implicit deny.
 
-Usage as a check of a call log (`--calls` of the emulator): role_check.py LOG [LOG...] [--template FILE...]
+Usage as a check of a call log (`--calls` of the emulator):
+role_check.py LOG [LOG...] [--template=FILE...] [--calls-list=infra/function-calls.json]
 """
 import collections
 import collections.abc
@@ -304,6 +305,37 @@ def asks(req, lookup):
     return mapper(req, lookup)
 
 
+def kind(ask):
+    """What `ask` is made on, as infra/function-calls.json lists it: a resource of the stack (`table`, `index/pools`,
+    `power-queue`, ...) or of the account (`instance`, `new-instance` for a launch, `secret`, ...)."""
+    r = ask.resource
+    if r == "*":
+        return "*"
+    parts = r.split(":", 5)
+    if len(parts) < 6:
+        return r
+    service, resource = parts[2], parts[5]
+    if service == "dynamodb":
+        if "/index/" in resource:
+            return "index/" + resource.split("/index/", 1)[1]
+        return "sweep-item" if ask.context.get("dynamodb:LeadingKeys") == ["SWEEP"] else "table"
+    if service == "sqs":
+        for suffix, name in (("-power", "power-queue"), ("-reconcile.fifo", "reconcile-queue")):
+            if resource.endswith(suffix):
+                return name
+        return f"queue {resource}"
+    if service == "scheduler":
+        return "schedule"
+    if service == "iam":
+        return "scheduler-role" if ask.action == "iam:PassRole" else "member-role"
+    if service == "ec2":
+        what = resource.split("/", 1)[0]
+        return ("new-instance" if resource == "instance/*" else "instance") if what == "instance" else what
+    if service == "secretsmanager":
+        return "secret"
+    return r
+
+
 # --- Evaluation ---------------------------------------------------------------------------------------------------
 
 def statements(policies):
@@ -319,6 +351,16 @@ def statements(policies):
 def _matches(statement, effect, ask):
     context = CaseInsensitiveDict(ask.context)
     return policy_has_matching_statement({"Statement": [statement]}, effect, ask.action, ask.resource, context)
+
+
+def decide(policies, ask):
+    """IAM's decision for `ask` (`allowed`, `explicitDeny` or `implicitDeny`) and the statements that made it."""
+    allowed, by, why = evaluate(policies, ask)
+    if allowed:
+        return "allowed", by
+    if why.startswith("an explicit Deny"):
+        return "explicitDeny", [label.strip() for label in why.split("(", 1)[1].rstrip(")").split(",")]
+    return "implicitDeny", []
 
 
 def evaluate(policies, ask):
@@ -373,10 +415,22 @@ def _load_template(path):
     return roles
 
 
-def check(logs, templates):
-    """Fails (a list of problems) on any refused call in `logs`, and on any statement of the roles in `templates`
-    that no allowed call used and that says in no `# Unrecorded: …` comment why it is there."""
-    problems, used = [], set()
+FUNCTIONS = ("claim-api", "reconcile", "power", "timeouts")
+
+
+def listed_calls(path):
+    """infra/function-calls.json as {(function, action, resource kind)}."""
+    with open(path) as f:
+        listed = json.load(f)
+    return {(fn, action, entry["resource"]) for fn in FUNCTIONS for entry in listed[fn] for action in entry["actions"]}
+
+
+def check(logs, templates, calls_list=None):
+    """Fails (a list of problems) on any refused call in `logs`; on any statement of the roles in `templates` that no
+    allowed call used and that says in no `# Unrecorded: …` comment why it is there; and, with `calls_list`
+    (infra/function-calls.json, what `apiary stack check` asks IAM about), on a call the functions made that the list
+    lacks or a listed one no function made."""
+    problems, used, made = [], set(), set()
     for log in logs:
         try:
             with open(log) as f:
@@ -388,6 +442,8 @@ def check(logs, templates):
             entry = json.loads(line)
             if entry["allowed"]:
                 used.update(sid.split("/")[-1] for sid in entry["by"])
+                if entry["function"] in FUNCTIONS and "kind" in entry:
+                    made.add((entry["function"], entry["ask"], entry["kind"]))
             else:
                 problems.append(f"{entry['function']}: {entry['call']} was refused: {entry['ask']}: {entry['why']}")
     for template in templates:
@@ -401,13 +457,22 @@ def check(logs, templates):
                     problems.append(
                         f"{template}: {role}'s statement {sid} allowed no call the tests made: remove it, or say "
                         f"why it is there in a `# Unrecorded: …` comment above it")
+    if calls_list:
+        listed = listed_calls(calls_list)
+        for fn, action, what in sorted(made - listed):
+            problems.append(f"{calls_list}: {fn} made {action} on {what}, which the list lacks: add it, so that "
+                            "`apiary stack check` asks IAM about it too")
+        for fn, action, what in sorted(listed - made):
+            problems.append(f"{calls_list}: {fn}'s {action} on {what} was made by no test: take it out of the list, "
+                            "or test the path that makes it")
     return problems
 
 
 def main(argv):
-    logs = [a for a in argv if not a.startswith("--template=")]
+    options = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith("--")}
+    logs = [a for a in argv if not a.startswith("--")]
     templates = [a.split("=", 1)[1] for a in argv if a.startswith("--template=")]
-    problems = check(logs, templates)
+    problems = check(logs, templates, options.get("--calls-list"))
     for p in problems:
         print(f"role check: {p}")
     if problems:

@@ -2,6 +2,10 @@
 allow every ask it makes (infra/role_check.py), and refused as AWS refuses it otherwise (AccessDenied in the
 service's own error format), so a function sees on the emulator what it would see on AWS.
 
+Two answers moto lacks are given here too, for `apiary stack check`: IAM's SimulatePrincipalPolicy (each action
+judged as the enforcement judges a call) and CloudWatch's DescribeAlarms over Smithy RPC v2 CBOR, the protocol the
+AWS SDK for Rust now speaks to CloudWatch.
+
 The call log (`emulator.py --calls FILE`) gets one JSON line for each statement a role uses for the first time (so
 the check after the tests can say which statements no call needed) and one for every refused ask, naming the function,
 the call, the ask and the statement it lacks.
@@ -12,6 +16,8 @@ import threading
 import urllib.parse
 import uuid
 
+import cbor2
+from moto.cloudwatch.models import cloudwatch_backends
 from moto.dynamodb.models import dynamodb_backends
 from moto.ec2.models import ec2_backends
 from moto.iam.models import iam_backends
@@ -19,6 +25,9 @@ from moto.secretsmanager.models import secretsmanager_backends
 from moto.sts.models import sts_backends
 
 import role_check
+
+# The account of the emulator's long-term test keys.
+DEFAULT_ACCOUNT = "123456789012"
 
 # Apiary's function roles, by the logical id CloudFormation names them after.
 FUNCTIONS = {"ClaimApiRole": "claim-api", "ReconcileRole": "reconcile", "PowerRole": "power", "TimeoutsRole": "timeouts"}
@@ -142,10 +151,88 @@ class Enforcer:
             allowed, by, why = role_check.evaluate(policies, ask)
             if not allowed:
                 return self._refuse(req, function, role_name, call, repr(ask), why)
-            self._log(("allowed", function, tuple(by)),
-                      {"function": function, "role": role_name, "call": call, "ask": ask.action, "allowed": True,
-                       "by": by})
+            what = role_check.kind(ask)
+            self._log(("allowed", function, ask.action, what, tuple(by)),
+                      {"function": function, "role": role_name, "call": call, "ask": ask.action, "kind": what,
+                       "allowed": True, "by": by})
         return None
+
+    def simulation(self, environ):
+        """IAM's SimulatePrincipalPolicy (which moto lacks), for `apiary stack check`: each action on each resource
+        with the context given, judged as the enforcement judges a call, answered in IAM's format. None for any
+        other request."""
+        auth = _header(environ, "authorization")
+        if "/iam/aws4_request" not in auth or environ.get("REQUEST_METHOD") != "POST":
+            return None
+        body = environ["wsgi.input"].read() if environ.get("CONTENT_LENGTH") else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        form = {k: v[-1] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace")).items()}
+        if form.get("Action") != "SimulatePrincipalPolicy":
+            return None
+        source = form.get("PolicySourceArn", "")
+        parts = source.split(":", 5)
+        policies = self._policies(parts[4], parts[5].rsplit("/", 1)[-1]) if len(parts) == 6 else None
+        if policies is None:
+            return _iam_error("NoSuchEntity", f"The role with name {source} cannot be found.", "404 Not Found")
+        actions = [v for k, v in sorted(form.items(), key=_member_order) if k.startswith("ActionNames.member.")]
+        resources = [v for k, v in sorted(form.items(), key=_member_order) if k.startswith("ResourceArns.member.")]
+        context = {}
+        for k, name in form.items():
+            if k.startswith("ContextEntries.member.") and k.endswith(".ContextKeyName"):
+                prefix = k[: -len("ContextKeyName")]
+                values = [v for kk, v in sorted(form.items(), key=_member_order)
+                          if kk.startswith(prefix + "ContextKeyValues.member.")]
+                many = form.get(prefix + "ContextKeyType", "string").endswith("List")
+                context[name] = values if many else (values[0] if values else "")
+        results = []
+        for action in actions:
+            decisions = [(r, role_check.decide(policies, role_check.Ask(action, r, context)))
+                         for r in resources or ["*"]]
+            overall = next((d for _, (d, _) in decisions if d != "allowed"), "allowed")
+            specific = "".join(
+                f"<member><EvalResourceName>{_xml(r)}</EvalResourceName><EvalResourceDecision>{d}"
+                f"</EvalResourceDecision>{_matched(by)}</member>" for r, (d, by) in decisions)
+            name = resources[0] if len(resources) == 1 else "*"
+            results.append(
+                f"<member><EvalActionName>{_xml(action)}</EvalActionName><EvalResourceName>{_xml(name)}"
+                f"</EvalResourceName><EvalDecision>{overall}</EvalDecision>"
+                f"{_matched([b for _, (_, by) in decisions for b in by])}<MissingContextValues/>"
+                f"<ResourceSpecificResults>{specific}</ResourceSpecificResults></member>")
+        body = ('<SimulatePrincipalPolicyResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/">'
+                "<SimulatePrincipalPolicyResult><IsTruncated>false</IsTruncated>"
+                f"<EvaluationResults>{''.join(results)}</EvaluationResults></SimulatePrincipalPolicyResult>"
+                f"<ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata>"
+                "</SimulatePrincipalPolicyResponse>")
+        return _xml_answer("200 OK", body)
+
+    @staticmethod
+    def alarms(environ):
+        """CloudWatch's DescribeAlarms as the AWS SDKs now ask it (Smithy RPC v2 over CBOR), which moto answers only
+        over the query protocol: the alarms of moto's own state, filtered by name prefix and state. None for any
+        other request."""
+        if not environ.get("PATH_INFO", "").endswith("/operation/DescribeAlarms"):
+            return None
+        if "rpc-v2-cbor" not in _header(environ, "smithy-protocol"):
+            return None
+        body = environ["wsgi.input"].read() if environ.get("CONTENT_LENGTH") else b""
+        asked = cbor2.loads(body) if body else {}
+        scope = _header(environ, "authorization").split("Credential=", 1)[-1].split("/")
+        account = DEFAULT_ACCOUNT  # the operator's keys: the emulator's own account
+        region = scope[2] if len(scope) > 2 else "us-east-1"
+        prefix, state = asked.get("AlarmNamePrefix", ""), asked.get("StateValue")
+        names = set(asked.get("AlarmNames") or [])
+        found = [a for a in cloudwatch_backends[account][region].describe_alarms()
+                 if a.name.startswith(prefix) and (not state or a.state_value == state) and (not names or a.name in names)]
+        answer = {"MetricAlarms": [{"AlarmName": a.name, "AlarmArn": a.alarm_arn, "StateValue": a.state_value,
+                                    "StateReason": a.state_reason} for a in found], "CompositeAlarms": []}
+        data = cbor2.dumps(answer)
+
+        def respond(start_response):
+            start_response("200 OK", [("Content-Type", "application/cbor"), ("smithy-protocol", "rpc-v2-cbor"),
+                                      ("Content-Length", str(len(data)))])
+            return [data]
+
+        return respond
 
     def _log(self, key, entry):
         if not self.calls_file:
@@ -191,6 +278,33 @@ def _answer(service, message):
     def answer(start_response):
         data = body.encode()
         start_response(status, headers + [("Content-Length", str(len(data)))])
+        return [data]
+
+    return answer
+
+
+def _member_order(item):
+    """`X.member.10` after `X.member.9`."""
+    return [int(p) if p.isdigit() else p for p in item[0].split(".")]
+
+
+def _matched(labels):
+    return "<MatchedStatements>" + "".join(
+        f"<member><SourcePolicyId>{_xml(label)}</SourcePolicyId><SourcePolicyType>IAM Policy</SourcePolicyType>"
+        "</member>" for label in labels) + "</MatchedStatements>"
+
+
+def _iam_error(code, message, status):
+    body = (f'<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error><Type>Sender</Type>'
+            f"<Code>{code}</Code><Message>{_xml(message)}</Message></Error><RequestId>{uuid.uuid4()}</RequestId>"
+            "</ErrorResponse>")
+    return _xml_answer(status, body)
+
+
+def _xml_answer(status, body):
+    def answer(start_response):
+        data = body.encode()
+        start_response(status, [("Content-Type", "text/xml"), ("Content-Length", str(len(data)))])
         return [data]
 
     return answer

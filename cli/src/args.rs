@@ -81,6 +81,13 @@ pub enum StackCommand {
         #[arg(long, value_name = "DURATION", default_value = "30m")]
         wait: String,
     },
+    /// Check a deployed stack: IAM's policy simulator asked whether each function's role allows every call the
+    /// function makes, then its health (the API's /version, the queues and dead letters, the sweep's last full
+    /// pass, alarms in ALARM). Exits 1 when any row says PROBLEM.
+    Check {
+        /// The CloudFormation stack.
+        name: String,
+    },
 }
 
 /// `apiary pool …`.

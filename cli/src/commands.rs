@@ -133,7 +133,7 @@ fn print_import(format: Format, import: &hive::Import) -> Result<()> {
 }
 
 impl Ctx {
-    fn show(&self, value: &Value, table: impl FnOnce() -> Result<String>) -> Result<()> {
+    pub(crate) fn show(&self, value: &Value, table: impl FnOnce() -> Result<String>) -> Result<()> {
         show_as(self.format, value, table)
     }
 

@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod args;
+pub mod check;
 pub mod commands;
 pub mod document;
 pub mod error;

@@ -47,8 +47,12 @@ async fn run(cli: Cli) -> Result<()> {
         let installer = commands::installer(installer, installer_secret, pull_secret, ssh_key);
         return commands::import_offline(cli.output, file, into.as_deref(), name.as_deref(), installer.as_ref());
     }
-    let target =
+    let mut target =
         Target { api: cli.api, stack: cli.stack, principal: cli.principal, region: cli.region, auth: cli.auth };
+    // `stack check NAME` reaches NAME's own API unless told otherwise.
+    if let (Command::Stack(StackCommand::Check { name }), None, None) = (&cli.command, &target.api, &target.stack) {
+        target.stack = Some(name.clone());
+    }
     let api = Api::connect(&target).await?;
     // Which local API and principal are used, for a person at a terminal; a script's standard error stays quiet.
     if let Some(note) = api.local_note().filter(|_| std::io::stderr().is_terminal()) {
@@ -67,6 +71,10 @@ async fn run(cli: Cli) -> Result<()> {
         Command::Stack(StackCommand::Delete { name, end_claims, delete_table, wait }) => {
             let config = api::aws_configuration(&target).await;
             ctx.stack_delete(&config, &name, end_claims, delete_table, &wait).await
+        }
+        Command::Stack(StackCommand::Check { name }) => {
+            let config = api::aws_configuration(&target).await;
+            ctx.stack_check(&config, &name).await
         }
         Command::Endpoint => {
             out(&format!("{}\n", ctx.api.describe()));

@@ -97,7 +97,7 @@ pub fn document(format: Format, value: &Value) -> Result<String> {
     }
 }
 
-fn table(header: &[&str]) -> Table {
+pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING).set_content_arrangement(ContentArrangement::Disabled).set_header(header.to_vec());
     for column in t.column_iter_mut() {

@@ -251,6 +251,72 @@ mod against_stack {
         s.stop().await;
     }
 
+    /// `apiary stack check` asks IAM's policy simulator (the emulator answers it with the policy evaluation its
+    /// enforcement uses) about every call of infra/function-calls.json, on the stack's own resources: all allowed on
+    /// the stack as deployed; a role that lost a grant is named with the call it lacks, and the command fails.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stack_check_asks_iam_for_every_call_and_names_the_one_a_role_lacks() {
+        let s = support::stack().await;
+        let args = ["-o", "json", "stack", "check", s.name.as_str()];
+        let check = || apiary(&s, ADMIN, &args);
+        // The sweep records its first full pass within a few seconds of the stack's start.
+        let mut run = check().await;
+        for _ in 0..20 {
+            if run.code == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            run = check().await;
+        }
+        let report = run.ok("stack check").json();
+        assert_eq!(report["problems"], 0, "{report}");
+        let findings = report["findings"].as_array().expect("findings");
+        let said = |what: &str| findings.iter().find(|f| f["what"].as_str().is_some_and(|w| w.starts_with(what)));
+        let reconcile_table = said("reconcile: dynamodb:ConditionCheckItem").expect("the reconcile's table calls");
+        assert!(reconcile_table["what"].as_str().expect("what").ends_with("on table"), "{reconcile_table}");
+        assert_eq!(said("API /version").expect("the API")["ok"], true);
+        assert_eq!(said("queue power dead letters").expect("the power queue's dead letters")["ok"], true);
+        let listed: serde_json::Value = serde_json::from_str(apiary_cli::check::CALLS).expect("the list");
+        let asked = findings.iter().filter(|f| f["what"].as_str().is_some_and(|w| w.contains(": "))).count();
+        let entries: usize = ["claim-api", "reconcile", "power", "timeouts"]
+            .iter()
+            .map(|f| listed[f].as_array().map_or(0, Vec::len))
+            .sum();
+        assert_eq!(asked, entries, "one simulation per listed call: {report}");
+
+        // The reconcile's role loses every grant but its table's reads and writes.
+        let sdk = apiary_aws::load_sdk_config().await;
+        let cfn = aws_sdk_cloudformation::Client::new(&sdk);
+        let outputs = cfn.describe_stacks().stack_name(&s.name).send().await.expect("the stack");
+        let role = outputs.stacks()[0]
+            .outputs()
+            .iter()
+            .find(|o| o.output_key() == Some("ReconcileRoleArn"))
+            .and_then(|o| o.output_value())
+            .expect("the reconcile's role")
+            .rsplit('/')
+            .next()
+            .expect("its name")
+            .to_owned();
+        let narrower = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Action": ["dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"], "Resource": "*"}]});
+        let iam = aws_sdk_iam::Client::new(&sdk);
+        let put = iam.put_role_policy().role_name(&role).policy_name("reconcile").policy_document(narrower.to_string());
+        put.send().await.expect("the narrower policy");
+        let run = check().await;
+        assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains("problem(s)"), "{}", run.stderr);
+        let report = run.json();
+        let problems: Vec<&serde_json::Value> =
+            report["findings"].as_array().expect("findings").iter().filter(|f| f["ok"] == false).collect();
+        assert!(problems.iter().all(|f| f["what"].as_str().is_some_and(|w| w.starts_with("reconcile: "))), "{report}");
+        let table = problems.iter().find(|f| f["what"].as_str().is_some_and(|w| w.ends_with("on table")));
+        let table = table.expect("the table's calls refused").to_string();
+        assert!(table.contains("dynamodb:ConditionCheckItem implicitDeny"), "{table}");
+        assert!(!table.contains("dynamodb:PutItem implicitDeny"), "{table}");
+        s.stop().await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_stack_name_finds_the_api_in_the_stacks_outputs_and_says_requests_to_it_are_signed() {
         let s = support::stack().await;
