@@ -112,12 +112,13 @@ conformance: $(CONFORMANCE_VENV)/.installed venv
 # The emulator holds every call a function makes to that function's role (infra/role_enforcement.py) and logs the
 # statements used and the calls refused; after the tests, infra/role_check.py fails on a refused call, on a
 # statement of the templates' roles that no call needed and no `# Unrecorded:` comment explains, and on calls that
-# differ from infra/function-calls.json (the list `apiary stack check` asks IAM about).
+# differ from infra/function-calls.json (the list `apiary stack check` asks IAM about); after failed tests (some not
+# run), on refused calls only.
 ROLE_CALLS = $${TMPDIR:-/tmp}/apiary-role-calls-$$port.jsonl
 ROLE_TEMPLATES = --template=infra/template.yaml --template=infra/member-account.yaml --calls-list=infra/function-calls.json
 tests: venv
 	@$(WITH_EMULATOR) $(CARGO) test --workspace -- --test-threads=$${TEST_THREADS:-3} || failed=$$?; \
-	$(PYTHON) infra/role_check.py $(ROLE_CALLS) $(ROLE_TEMPLATES); exit $${failed:-0}
+	$(PYTHON) infra/role_check.py $(ROLE_CALLS) $${failed:+--refusals-only} $(ROLE_TEMPLATES); exit $${failed:-0}
 
 # While iterating: the tests that need no emulator (the planner, the handlers on in-memory ports, the simulation,
 # the command line's outputs); the command line's tests against the local stack are skipped by name.

@@ -21,7 +21,7 @@ them for the calls Apiary makes, and evaluates each against the policies of the 
   allow it and a refused one says which statement is missing. An explicit Deny wins; no Allow is an implicit deny.
 
 Usage as a check of a call log (`--calls` of the emulator):
-role_check.py LOG [LOG...] [--template=FILE...] [--calls-list=infra/function-calls.json]
+role_check.py LOG [LOG...] [--template=FILE...] [--calls-list=infra/function-calls.json] [--refusals-only]
 """
 import collections
 import collections.abc
@@ -440,6 +440,8 @@ def check(logs, templates, calls_list=None):
             continue
         for line in lines:
             entry = json.loads(line)
+            if entry.get("deleted"):
+                continue  # a session of a role whose stack was deleted under it: no grant is missing
             if entry["allowed"]:
                 used.update(sid.split("/")[-1] for sid in entry["by"])
                 if entry["function"] in FUNCTIONS and "kind" in entry:
@@ -469,9 +471,11 @@ def check(logs, templates, calls_list=None):
 
 
 def main(argv):
-    options = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if a.startswith("--")}
+    options = dict(a.split("=", 1) for a in argv if a.startswith("--") and "=" in a)
     logs = [a for a in argv if not a.startswith("--")]
     templates = [a.split("=", 1)[1] for a in argv if a.startswith("--template=")]
+    if "--refusals-only" in argv:  # the tests failed, some did not run: what was not called proves nothing
+        templates, options = [], {}
     problems = check(logs, templates, options.get("--calls-list"))
     for p in problems:
         print(f"role check: {p}")

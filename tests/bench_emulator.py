@@ -3,6 +3,9 @@
 A partition like a pool's (a pool item, 200 cluster items of about 1.2 KB, 120 of them in the `assign` index),
 then the median over 200 requests of each of a claim's and a reconcile's reads, sent as the SDKs send them
 (one kept-alive connection, no SDK on the client's side). Prints a Markdown table for BENCHMARKS.md.
+
+Then the same reads signed by a session of a role whose policy allows them, as each function's are: what the
+emulator's authorization (infra/role_enforcement.py) adds to a request. Prints a second table.
 """
 import http.client
 import json
@@ -19,12 +22,31 @@ AUTH = ("AWS4-HMAC-SHA256 Credential=test/20261125/us-east-1/dynamodb/aws4_reque
 
 class Emulator:
     def __init__(self, *options):
-        self.process, endpoint, _ = local_emulator.start("bench", *options)
-        self.connection = http.client.HTTPConnection(urllib.parse.urlparse(endpoint).netloc)
+        self.process, self.endpoint, _ = local_emulator.start("bench", *options)
+        self.connection = http.client.HTTPConnection(urllib.parse.urlparse(self.endpoint).netloc)
+        self.auth = AUTH
+
+    def as_role(self):
+        """Signs from now on as a session of a role allowed the table's reads."""
+        import boto3
+
+        keys = {"aws_access_key_id": "test", "aws_secret_access_key": "test", "region_name": "us-east-1"}
+        iam = boto3.client("iam", endpoint_url=self.endpoint, **keys)
+        trust = {"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+        arn = iam.create_role(RoleName="bench", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+        table = "arn:aws:dynamodb:us-east-1:123456789012:table/t"
+        reads = {"Version": "2012-10-17", "Statement": [
+            {"Sid": "Reads", "Effect": "Allow", "Action": ["dynamodb:GetItem", "dynamodb:Query"],
+             "Resource": [table, f"{table}/index/assign"]}]}
+        iam.put_role_policy(RoleName="bench", PolicyName="reads", PolicyDocument=json.dumps(reads))
+        key = boto3.client("sts", endpoint_url=self.endpoint, **keys).assume_role(
+            RoleArn=arn, RoleSessionName="bench")["Credentials"]["AccessKeyId"]
+        self.auth = AUTH.replace("Credential=test/", f"Credential={key}/")
 
     def call(self, action, body):
         self.connection.request("POST", "/", json.dumps(body).encode(), {
-            "X-Amz-Target": TARGET + action, "Content-Type": "application/x-amz-json-1.0", "Authorization": AUTH})
+            "X-Amz-Target": TARGET + action, "Content-Type": "application/x-amz-json-1.0", "Authorization": self.auth})
         answer = self.connection.getresponse()
         text = answer.read()
         assert answer.status == 200, (action, answer.status, text[:300])
@@ -45,7 +67,8 @@ def cluster(i):
     return item
 
 
-def measure(emulator):
+def measure(emulator, then=None):
+    """The reads' medians; with `then`, a second set after `then(emulator)` on the same partition."""
     t = {"TableName": "t"}
     emulator.call("CreateTable", {
         **t, "BillingMode": "PAY_PER_REQUEST",
@@ -69,15 +92,22 @@ def measure(emulator):
             "ExpressionAttributeValues": {":p": {"S": "pool#burst"}, ":a": {"S": "S#80"}, ":b": {"S": "S#~"}}}),
         "Query: the whole partition (a reconcile)": ("Query", partition),
     }
-    figures = {}
-    for what, (action, body) in reads.items():
-        took = []
-        for _ in range(200 if action == "GetItem" else 50):
-            started = time.perf_counter()
-            emulator.call(action, body)
-            took.append(time.perf_counter() - started)
-        figures[what] = statistics.median(took) * 1e3
-    return figures
+    def timed():
+        figures = {}
+        for what, (action, body) in reads.items():
+            took = []
+            for _ in range(200 if action == "GetItem" else 50):
+                started = time.perf_counter()
+                emulator.call(action, body)
+                took.append(time.perf_counter() - started)
+            figures[what] = statistics.median(took) * 1e3
+        return figures
+
+    if then is None:
+        return timed()
+    before = timed()
+    then(emulator)
+    return before, timed()
 
 
 def main():
@@ -93,6 +123,16 @@ def main():
     for what, ours in results[0].items():
         released = results[1][what]
         print(f"| {what} | {ours:.2f} ms | {released:.2f} ms | {released / ours:.1f}× |")
+    emulator = Emulator()
+    try:
+        keys, session = measure(emulator, Emulator.as_role)
+    finally:
+        emulator.stop()
+    print()
+    print("| request (200 clusters in the partition) | operator's keys | a role's session | authorization adds |")
+    print("|---|---:|---:|---:|")
+    for what, plain in keys.items():
+        print(f"| {what} | {plain:.2f} ms | {session[what]:.2f} ms | {session[what] - plain:+.2f} ms |")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 //! What the command line's tests against the local stack share: running the binary, files for it, a pool.
 
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
