@@ -428,14 +428,12 @@ moto_role_update = IamRole.update_from_cloudformation_json.__func__
 
 def update_role(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name):
     """A role updated as CloudFormation updates it: its inline policies too, each replaced by the template's (moto
-    changes only the description and session length, so a stack update would leave the roles' old grants)."""
+    changes only the description and session length, so a stack update would leave the roles' old grants). A policy
+    the template no longer names is left: the role cannot tell it from one an `AWS::IAM::Policy` resource put on it
+    (as `PowerMemberRolesPolicy` does), and Apiary's roles keep their policies' names."""
     role = moto_role_update(cls, original_resource, new_resource_name, cloudformation_json, account_id, region_name)
-    policies = {p["PolicyName"]: p["PolicyDocument"] for p in cloudformation_json["Properties"].get("Policies", [])}
-    for name in list(role.policies):
-        if name not in policies:
-            role.delete_policy(name)
-    for name, document in policies.items():
-        role.put_policy(name, document)
+    for policy in cloudformation_json["Properties"].get("Policies", []):
+        role.put_policy(policy["PolicyName"], policy["PolicyDocument"])
     return role
 
 

@@ -31,7 +31,8 @@ FUNCTIONS = {"claim-api": "ClaimApiFunction", "reconcile": "ReconcileFunction", 
 # Reserved concurrency at the template's defaults: the claim API scales with its callers.
 RESERVED = {"claim-api": None, "reconcile": 10, "power": 10, "timeouts": 1}
 OUTPUTS = {"ApiUrl", "TableName", "ReconcileQueueUrl", "ReconcileQueueArn", "PowerQueueUrl", "SchedulerRoleArn",
-           "SchedulePrefix", "DashboardName", "PowerRoleArn", "StackId"}
+           "SchedulePrefix", "DashboardName", "PowerRoleArn", "StackId", "ClaimApiRoleArn", "ReconcileRoleArn",
+           "TimeoutsRoleArn"}
 # Resource types the emulator's CloudFormation does not implement: it skips them with a warning and lists each as
 # a resource without a name, so they are counted here, not inspected. cfn-lint and checkov check them
 # (`make lint-infra`).
@@ -443,8 +444,8 @@ class DeployTest(unittest.TestCase):
         self.assertEqual((allow["Effect"], allow["Action"]), ("Allow", "sts:AssumeRole"))
         self.assertIn("${MemberRoleNamePattern}", str(allow["Resource"]))
         self.assertEqual(allow["Condition"], {"StringEquals": {"aws:ResourceAccount": {"Ref": "MemberAccountIds"}}})
-        self.assertEqual(otherwise, {"Effect": "Deny", "Action": "sts:AssumeRole", "Resource": "*"},
-                         "no member accounts: no role may be assumed")
+        self.assertEqual(otherwise, {"Sid": "PowerNoMemberRoles", "Effect": "Deny", "Action": "sts:AssumeRole",
+                                     "Resource": "*"}, "no member accounts: no role may be assumed")
 
     def test_a_member_accounts_role_trusts_only_the_power_role_with_its_pools_external_ids(self):
         role = template("member-account.yaml")["Resources"]["MemberRole"]["Properties"]

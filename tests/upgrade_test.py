@@ -306,7 +306,9 @@ def main():
     work = tempfile.mkdtemp(prefix="apiary-upgrade-")
     started = time.time()
     timings = {}
-    emulator, endpoint, emulator_log = local_emulator.start("upgrade")
+    # This build's functions run as their roles, held to them by the emulator: none of their calls may be refused.
+    role_calls = os.path.join(work, "role-calls.jsonl")
+    emulator, endpoint, emulator_log = local_emulator.start("upgrade", "--calls", role_calls)
     env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
            "AWS_REGION": "us-east-1", "RUST_LOG": os.environ.get("RUST_LOG", "info")}
     os.environ.update({k: env[k] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")})
@@ -451,6 +453,9 @@ def main():
             print(f"upgrade: warnings logged (a step retried): {dict(warnings)}", flush=True)
         for what, seconds in timings.items():
             print(f"upgrade: {what}: {seconds:.0f} s", flush=True)
+        sys.path.insert(0, os.path.join(ROOT, "infra"))
+        import role_check
+        problems += role_check.check([role_calls], [])
         if problems:
             raise Failed("\n".join(problems))
         print(f"upgrade: from {version} to this build lost nothing", flush=True)

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::commands::{compatibility, Ctx};
 use crate::error::{Failure, Result};
+use crate::teardown::aws_failure as aws;
 
 /// Every call each function makes, by the kind of resource it is made on.
 pub const CALLS: &str = include_str!("../../infra/function-calls.json");
@@ -196,16 +197,6 @@ async fn describe(cfn: &aws_sdk_cloudformation::Client, name: &str) -> Result<St
             .filter_map(|p| Some((p.parameter_key()?.to_owned(), p.parameter_value().unwrap_or_default().to_owned())))
             .collect(),
     })
-}
-
-fn aws(doing: &str, e: &dyn std::error::Error) -> Failure {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text = format!("{text}: {s}");
-        source = s.source();
-    }
-    Failure::other(format!("{doing}: {text}"))
 }
 
 /// Each function's calls put to IAM's policy simulator.

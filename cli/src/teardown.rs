@@ -138,7 +138,8 @@ async fn stack_status(cfn: &aws_sdk_cloudformation::Client, name: &str) -> Resul
     }
 }
 
-fn aws_failure(doing: &str, e: &dyn std::error::Error) -> Failure {
+/// An AWS SDK error as one line: what was being done, the error and each of its sources.
+pub(crate) fn aws_failure(doing: &str, e: &dyn std::error::Error) -> Failure {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
