@@ -353,18 +353,8 @@ def _matches(statement, effect, ask):
     return policy_has_matching_statement({"Statement": [statement]}, effect, ask.action, ask.resource, context)
 
 
-def decide(policies, ask):
-    """IAM's decision for `ask` (`allowed`, `explicitDeny` or `implicitDeny`) and the statements that made it."""
-    allowed, by, why = evaluate(policies, ask)
-    if allowed:
-        return "allowed", by
-    if why.startswith("an explicit Deny"):
-        return "explicitDeny", [label.strip() for label in why.split("(", 1)[1].rstrip(")").split(",")]
-    return "implicitDeny", []
-
-
-def evaluate(policies, ask):
-    """(allowed, the `policy/Sid`s that allow it, why not) for `ask` under the identity `policies`."""
+def _judge(policies, ask):
+    """The `policy/Sid`s of the statements that allow `ask`, and of those that deny it."""
     allowing, denying = [], []
     for name, s in statements(policies):
         label = f"{name}/{s.get('Sid', '?')}"
@@ -372,6 +362,20 @@ def evaluate(policies, ask):
             denying.append(label)
         elif _matches(s, "Allow", ask):
             allowing.append(label)
+    return allowing, denying
+
+
+def decide(policies, ask):
+    """IAM's decision for `ask` (`allowed`, `explicitDeny` or `implicitDeny`) and the statements that made it."""
+    allowing, denying = _judge(policies, ask)
+    if denying:
+        return "explicitDeny", denying
+    return ("allowed", allowing) if allowing else ("implicitDeny", [])
+
+
+def evaluate(policies, ask):
+    """(allowed, the `policy/Sid`s that allow it, why not) for `ask` under the identity `policies`."""
+    allowing, denying = _judge(policies, ask)
     if denying:
         return False, [], f"an explicit Deny ({', '.join(denying)})"
     if allowing:

@@ -75,6 +75,13 @@ def _function(role_name):
     return f"role {role_name}"
 
 
+def _body(environ):
+    """The request's body, left readable for moto (the emulator has already read it into memory)."""
+    body = environ["wsgi.input"].read() if environ.get("CONTENT_LENGTH") else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    return body
+
+
 def _header(environ, name):
     return environ.get("HTTP_" + name.upper().replace("-", "_"), "")
 
@@ -122,8 +129,7 @@ class Enforcer:
         role_name = role_arn.rsplit("/", 1)[-1]
         if role_name in role_check.ADMINISTRATOR_ROLES:
             return None
-        body = environ["wsgi.input"].read() if environ.get("CONTENT_LENGTH") else b""
-        environ["wsgi.input"] = io.BytesIO(body)
+        body = _body(environ)
         headers = {k[5:].lower().replace("_", "-"): v for k, v in environ.items() if k.startswith("HTTP_")}
         req = role_check.Request(
             service=service,
@@ -169,8 +175,7 @@ class Enforcer:
         auth = _header(environ, "authorization")
         if "/iam/aws4_request" not in auth or environ.get("REQUEST_METHOD") != "POST":
             return None
-        body = environ["wsgi.input"].read() if environ.get("CONTENT_LENGTH") else b""
-        environ["wsgi.input"] = io.BytesIO(body)
+        body = _body(environ)
         form = {k: v[-1] for k, v in urllib.parse.parse_qs(body.decode("utf-8", "replace")).items()}
         if form.get("Action") != "SimulatePrincipalPolicy":
             return None
@@ -219,7 +224,7 @@ class Enforcer:
             return None
         if "rpc-v2-cbor" not in _header(environ, "smithy-protocol"):
             return None
-        body = environ["wsgi.input"].read() if environ.get("CONTENT_LENGTH") else b""
+        body = _body(environ)
         asked = cbor2.loads(body) if body else {}
         scope = _header(environ, "authorization").split("Credential=", 1)[-1].split("/")
         account = DEFAULT_ACCOUNT  # the operator's keys: the emulator's own account

@@ -382,9 +382,12 @@ async fn stack_api_url(config: &aws_config::SdkConfig, stack: &str) -> Result<St
     })
 }
 
-/// Output `key` of CloudFormation stack `stack` (`None` when the stack has no such output); a stack that does not
-/// exist is 404, credentials refused 403.
-pub async fn stack_output(cfn: &aws_sdk_cloudformation::Client, stack: &str, key: &str) -> Result<Option<String>> {
+/// CloudFormation stack `stack` as DescribeStacks gives it; a stack that does not exist is 404, credentials
+/// refused 403.
+pub async fn describe_stack(
+    cfn: &aws_sdk_cloudformation::Client,
+    stack: &str,
+) -> Result<aws_sdk_cloudformation::types::Stack> {
     let answer = cfn.describe_stacks().stack_name(stack).send().await.map_err(|e| {
         let text = aws_sdk_cloudformation::error::DisplayErrorContext(&e).to_string();
         if text.contains("does not exist") {
@@ -395,12 +398,18 @@ pub async fn stack_output(cfn: &aws_sdk_cloudformation::Client, stack: &str, key
             Failure::other(format!("reading stack {stack}: {}", text.lines().next().unwrap_or("")))
         }
     })?;
-    Ok(answer
+    answer
         .stacks()
         .first()
-        .and_then(|s| s.outputs().iter().find(|o| o.output_key() == Some(key)))
-        .and_then(|o| o.output_value())
-        .map(str::to_owned))
+        .cloned()
+        .ok_or_else(|| Failure::new(Exit::NotFound, format!("stack {stack} does not exist in this account and region")))
+}
+
+/// Output `key` of CloudFormation stack `stack` (`None` when the stack has no such output); a stack that does not
+/// exist is 404, credentials refused 403.
+pub async fn stack_output(cfn: &aws_sdk_cloudformation::Client, stack: &str, key: &str) -> Result<Option<String>> {
+    let found = describe_stack(cfn, stack).await?;
+    Ok(found.outputs().iter().find(|o| o.output_key() == Some(key)).and_then(|o| o.output_value()).map(str::to_owned))
 }
 
 fn is_loopback(url: &reqwest::Url) -> bool {

@@ -31,6 +31,9 @@ const ROLES: [(&str, &str); 4] = [
     ("timeouts", "TimeoutsRoleArn"),
 ];
 
+/// The condition keys that hold a list of values (IAM's simulator takes them as `stringList`).
+const MULTIVALUED: [&str; 2] = ["dynamodb:LeadingKeys", "aws:TagKeys"];
+
 /// What a pool's resources carry, as the check names them.
 const POOL: &str = "apiary-check";
 
@@ -172,10 +175,8 @@ fn listed() -> Result<BTreeMap<String, Vec<Listed>>> {
 
 /// Reads stack `name`: outputs, parameters, partition, region and account.
 async fn describe(cfn: &aws_sdk_cloudformation::Client, name: &str) -> Result<Stack> {
-    // Exists, and readable: the same failure as every command that names a stack.
-    crate::api::stack_output(cfn, name, "StackId").await?;
-    let answer = cfn.describe_stacks().stack_name(name).send().await.map_err(|e| aws("reading the stack", &e))?;
-    let found = answer.stacks().first().ok_or_else(|| Failure::other(format!("stack {name}: not described")))?;
+    // A stack that does not exist, or may not be read, fails as for every command that names a stack.
+    let found = crate::api::describe_stack(cfn, name).await?;
     let id = found.stack_id().unwrap_or_default();
     let parts: Vec<&str> = id.splitn(6, ':').collect();
     let [_, partition, _, region, account, _] = parts.as_slice() else {
@@ -216,7 +217,7 @@ async fn roles(iam: &aws_sdk_iam::Client, stack: &Stack) -> Result<Vec<Finding>>
                 ask = ask.action_names(action);
             }
             for (key, values) in &context {
-                let kind = if values.len() > 1 || key == "dynamodb:LeadingKeys" {
+                let kind = if MULTIVALUED.contains(&key.as_str()) {
                     ContextKeyTypeEnum::StringList
                 } else {
                     ContextKeyTypeEnum::String
