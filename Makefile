@@ -49,6 +49,13 @@ $(CONFORMANCE_VENV)/.installed: infra/requirements-conformance.txt
 	$(CONFORMANCE_VENV)/bin/pip install --quiet -r infra/requirements-conformance.txt
 	touch $@
 
+# The AWS CLI the reference installer's buildspec runs (installer/tests/aws.rs runs the buildspec with it).
+AWSCLI_VENV := .venv-awscli
+$(AWSCLI_VENV)/.installed: infra/requirements-awscli.txt
+	python3 -m venv $(AWSCLI_VENV)
+	$(AWSCLI_VENV)/bin/pip install --quiet -r infra/requirements-awscli.txt
+	touch $@
+
 $(LINT_VENV)/.installed: infra/requirements-lint.txt
 	python3 -m venv $(LINT_VENV)
 	$(LINT_VENV)/bin/pip install --quiet -r infra/requirements-lint.txt
@@ -115,8 +122,9 @@ conformance: $(CONFORMANCE_VENV)/.installed venv
 # differ from infra/function-calls.json (the list `apiary stack check` asks IAM about); after failed tests (some not
 # run), on refused calls only.
 ROLE_CALLS = $${TMPDIR:-/tmp}/apiary-role-calls-$$port.jsonl
-ROLE_TEMPLATES = --template=infra/template.yaml --template=infra/member-account.yaml --calls-list=infra/function-calls.json
-tests: venv
+ROLE_TEMPLATES = --template=infra/template.yaml --template=infra/member-account.yaml --template=infra/installer.yaml \
+  --calls-list=infra/function-calls.json
+tests: venv $(AWSCLI_VENV)/.installed
 	@$(WITH_EMULATOR) $(CARGO) test --workspace -- --test-threads=$${TEST_THREADS:-3} || failed=$$?; \
 	$(PYTHON) infra/role_check.py $(ROLE_CALLS) $${failed:+--refusals-only} $(ROLE_TEMPLATES); exit $${failed:-0}
 

@@ -43,7 +43,8 @@ not as the power role).
 moto's CloudFormation does not know `AWS::Lambda::Url` (the claim API's function URL, `ClaimEndpoint=function-url`):
 it would skip the resource and refuse the template's references to it. Here CloudFormation makes it through moto's
 own Lambda (CreateFunctionUrlConfig, DeleteFunctionUrlConfig), and a function URL ends with a slash, as Lambda gives
-it.
+it. Nor does it know `AWS::CodeBuild::Project` (the reference installer's jobs, infra/installer.yaml): here it is made
+through moto's own CodeBuild.
 
 moto's CloudFormation cannot update an `AWS::DynamoDB::Table`: the resource drops out of the stack on any change
 to it, and with it every output and reference naming it (the table itself is left, unchanged). Here a table is
@@ -73,6 +74,7 @@ from collections import defaultdict, deque
 import moto.dynamodb.models as dynamodb_models
 import moto.dynamodb.models.table as table_module
 from moto.awslambda.models import FunctionUrlConfig, lambda_backends
+from moto.codebuild.models import codebuild_backends
 from moto.core.common_models import CloudFormationModel
 from moto.core.responses import ActionResult
 from moto.dynamodb.comparisons import OpDefault
@@ -393,6 +395,66 @@ class FunctionUrl(CloudFormationModel):
     def delete_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name):
         lambda_backends[account_id][region_name].delete_function_url_config(
             cloudformation_json["Properties"]["TargetFunctionArn"])
+
+
+def _camel(value):
+    """CloudFormation's PascalCase properties as the CodeBuild API names them (`ComputeType` -> `computeType`)."""
+    if isinstance(value, dict):
+        return {k[:1].lower() + k[1:]: _camel(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_camel(v) for v in value]
+    return value
+
+
+class CodeBuildProject(CloudFormationModel):
+    """`AWS::CodeBuild::Project` (the reference installer's jobs), made and removed through moto's CodeBuild;
+    `Ref` is its name and `Arn` its ARN, as CloudFormation gives them."""
+
+    __module__ = "moto.codebuild.models"
+
+    def __init__(self, name, arn):
+        self.name, self.arn = name, arn
+
+    @staticmethod
+    def cloudformation_name_type():
+        return "Name"
+
+    @staticmethod
+    def cloudformation_type():
+        return "AWS::CodeBuild::Project"
+
+    @classmethod
+    def has_cfn_attr(cls, attr):
+        return attr == "Arn"
+
+    @property
+    def physical_resource_id(self):
+        return self.name
+
+    def get_cfn_attribute(self, attribute_name):
+        return self.arn
+
+    @classmethod
+    def create_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs):
+        p = cloudformation_json["Properties"]
+        made = codebuild_backends[account_id][region_name].create_project(
+            project_name=resource_name, description=p.get("Description"), project_source=_camel(p["Source"]),
+            artifacts=_camel(p["Artifacts"]), environment=_camel(p["Environment"]), service_role=p["ServiceRole"],
+            tags=_camel(p.get("Tags")), cache=_camel(p.get("Cache")), timeout=p.get("TimeoutInMinutes"),
+            queued_timeout=p.get("QueuedTimeoutInMinutes"), source_version=p.get("SourceVersion"),
+            logs_config=_camel(p.get("LogsConfig")), vpc_config=_camel(p.get("VpcConfig")))
+        return cls(resource_name, made["arn"])
+
+    @classmethod
+    def update_from_cloudformation_json(cls, original_resource, new_resource_name, cloudformation_json, account_id,
+                                        region_name):
+        cls.delete_from_cloudformation_json(original_resource.name, cloudformation_json, account_id, region_name)
+        return cls.create_from_cloudformation_json(original_resource.name, cloudformation_json, account_id,
+                                                   region_name)
+
+    @classmethod
+    def delete_from_cloudformation_json(cls, resource_name, cloudformation_json, account_id, region_name):
+        codebuild_backends[account_id][region_name].delete_project(resource_name)
 
 
 _function_url_config = FunctionUrlConfig.__init__

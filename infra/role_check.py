@@ -25,6 +25,7 @@ role_check.py LOG [LOG...] [--template=FILE...] [--calls-list=infra/function-cal
 """
 import collections
 import collections.abc
+import html
 import json
 import re
 import urllib.parse
@@ -270,13 +271,102 @@ def _ec2(req, lookup):
 
 # --- Secrets Manager, STS -----------------------------------------------------------------------------------------
 
+def _request_tags_json(tags):
+    """`aws:RequestTag/…` and `aws:TagKeys` of a JSON request's `Tags` ([{Key, Value}])."""
+    tags = {t.get("Key", ""): t.get("Value", "") for t in tags or []}
+    context = {f"aws:RequestTag/{k}": v for k, v in tags.items()}
+    if tags:
+        context["aws:TagKeys"] = sorted(tags)
+    return context
+
+
 def _secretsmanager(req, lookup):
     op, body = req.target(), req.json()
-    if op not in ("GetSecretValue", "DescribeSecret"):
+    if op == "CreateSecret":
+        # The new secret's ARN ends in six characters Secrets Manager chooses; policies match it with a wildcard.
+        name = body.get("Name", "")
+        resource = arn("secretsmanager", req.region, req.account, f"secret:{name}-AbCdEf")
+        context = _request_tags_json(body.get("Tags"))
+        asks = [Ask("secretsmanager:CreateSecret", resource, context)]
+        if body.get("Tags"):
+            # Tags given at creation need TagResource too (Secrets Manager's CreateSecret reference).
+            asks.append(Ask("secretsmanager:TagResource", resource, context))
+        return asks
+    if op not in ("GetSecretValue", "DescribeSecret", "PutSecretValue", "TagResource", "DeleteSecret"):
         raise Unknown(f"secretsmanager {op}")
     secret_arn, tags = lookup.secret(req.account, req.region, body.get("SecretId", ""))
     resource = secret_arn or arn("secretsmanager", req.region, req.account, f"secret:{body.get('SecretId', '')}")
-    return [Ask(f"secretsmanager:{op}", resource, _resource_tags(["aws", "secretsmanager"], tags))]
+    context = _resource_tags(["aws", "secretsmanager"], tags)
+    if op == "TagResource":
+        context.update(_request_tags_json(body.get("Tags")))
+    return [Ask(f"secretsmanager:{op}", resource, context)]
+
+
+# --- S3 (REST, path-style) and CodeBuild --------------------------------------------------------------------------
+
+def _s3(req, lookup):
+    """S3 asks for the object or bucket a path-style request names; an object written or read encrypted with a KMS
+    key asks for the key too (kms:GenerateDataKey to write, kms:Decrypt to read), as S3 asks KMS as the caller; and a
+    read of a missing object asks s3:ListBucket, without which S3 answers 403 rather than 404."""
+    bucket, _, key = urllib.parse.unquote(req.path).lstrip("/").partition("/")
+    bucket_arn = f"arn:aws:s3:::{bucket}"
+    # (The AWS SDKs name the operation in an `x-id` parameter S3 ignores.)
+    q, m = {k: v for k, v in req.query.items() if k != "x-id"}, req.method
+    if not bucket:
+        raise Unknown(f"s3 {m} /")
+    if not key:
+        if m == "GET" and not (set(q) - {"list-type", "prefix", "delimiter", "continuation-token", "max-keys",
+                                          "encoding-type", "fetch-owner", "start-after", "marker"}):
+            return [Ask("s3:ListBucket", bucket_arn, {"s3:prefix": (q.get("prefix") or [""])[-1]})]
+        if m == "HEAD" and not q:
+            return [Ask("s3:ListBucket", bucket_arn)]
+        if m == "POST" and "delete" in q:
+            keys = re.findall(r"<Key>(.*?)</Key>", req.body.decode("utf-8", "replace"), re.S)
+            return [Ask("s3:DeleteObject", f"{bucket_arn}/{html.unescape(k)}") for k in keys]
+        raise Unknown(f"s3 {m} bucket ?{'&'.join(sorted(q))}")
+    object_arn = f"{bucket_arn}/{key}"
+    if m in ("GET", "HEAD") and not (set(q) - {"versionId", "partNumber"}):
+        found, kms_key = lookup.s3_object(req.account, bucket, key)
+        asks = [Ask("s3:GetObject", object_arn)]
+        if not found:
+            asks.append(Ask("s3:ListBucket", bucket_arn, {"s3:prefix": key}))
+        elif kms_key and m == "GET":
+            asks.append(Ask("kms:Decrypt", _kms_arn(req, kms_key)))
+        return asks
+    if m == "DELETE" and not (set(q) - {"versionId"}):
+        return [Ask("s3:DeleteObject", object_arn)]
+    if (m == "PUT" and not (set(q) - {"partNumber", "uploadId"}) and "x-amz-copy-source" not in req.headers) or (
+            m == "POST" and ("uploads" in q or "uploadId" in q)):
+        asks = [Ask("s3:PutObject", object_arn)]
+        encryption = req.headers.get("x-amz-server-side-encryption")
+        kms_key = req.headers.get("x-amz-server-side-encryption-aws-kms-key-id")
+        if not encryption:
+            encryption, kms_key = lookup.s3_bucket_encryption(req.account, bucket)
+        if encryption == "aws:kms" and kms_key and ((m == "PUT" and not q) or "uploads" in q):
+            asks.append(Ask("kms:GenerateDataKey", _kms_arn(req, kms_key)))
+        return asks
+    raise Unknown(f"s3 {m} object ?{'&'.join(sorted(q))}")
+
+
+def _kms_arn(req, key):
+    return key if key.startswith("arn:") else arn("kms", req.region, req.account, f"key/{key}")
+
+
+CODEBUILD = {"StartBuild", "BatchGetBuilds", "StopBuild", "RetryBuild", "BatchGetProjects"}
+
+
+def _codebuild(req, _lookup):
+    op, body = req.target(), req.json()
+    if op not in CODEBUILD:
+        raise Unknown(f"codebuild {op}")
+    project = lambda name: arn("codebuild", req.region, req.account, f"project/{name}")  # noqa: E731
+    if op == "StartBuild":
+        names = [body.get("projectName", "")]
+    elif op == "BatchGetProjects":
+        names = body.get("names", [])
+    else:  # a build's id is `project:uuid`; CodeBuild authorizes a build's calls on its project
+        names = [i.split(":", 1)[0] for i in body.get("ids") or [body.get("id", "")]]
+    return [Ask(f"codebuild:{op}", project(n)) for n in dict.fromkeys(names)]
 
 
 def _sts(req, _lookup):
@@ -293,7 +383,7 @@ def _sts(req, _lookup):
 
 SERVICES = {
     "dynamodb": _dynamo, "sqs": _sqs, "scheduler": _scheduler, "ec2": _ec2, "secretsmanager": _secretsmanager,
-    "sts": _sts,
+    "sts": _sts, "s3": _s3, "codebuild": _codebuild,
 }
 
 
@@ -333,6 +423,10 @@ def kind(ask):
         return ("new-instance" if resource == "instance/*" else "instance") if what == "instance" else what
     if service == "secretsmanager":
         return "secret"
+    if service == "s3":
+        return "object " + resource.split("/", 1)[1].split("/", 1)[0] + "/*" if "/" in resource else "bucket"
+    if service in ("kms", "codebuild"):
+        return resource.split("/", 1)[0]
     return r
 
 
@@ -395,7 +489,7 @@ def evaluate(policies, ask):
 # --- The call log's check (after the tests) -----------------------------------------------------------------------
 
 def _load_template(path):
-    """A CloudFormation template's roles: {logical id: [(Sid, the comment lines above the statement)]}."""
+    """A CloudFormation template's roles and policies: {logical id: [(Sid, the comment lines above the statement)]}."""
     with open(path) as f:
         text = f.read()
     roles = {}
@@ -404,7 +498,10 @@ def _load_template(path):
     for i, line in enumerate(lines):
         m = re.match(r"^  (\w+):\s*$", line)
         if m:
-            current = m[1]
+            current = None if m[1] in ("Parameters", "Conditions", "Resources", "Outputs") else m[1]
+            continue
+        if current and re.match(r"^    Type: ", line) and not re.match(r"^    Type: AWS::IAM::(Role|Policy)\s*$", line):
+            current = None  # a resource's policy (a key's, a bucket's) grants no function anything
             continue
         sid = re.search(r"\bSid:\s*(\w+)", line)
         if sid and current:

@@ -12,6 +12,7 @@ the call, the ask and the statement it lacks.
 """
 import io
 import json
+import re
 import threading
 import urllib.parse
 import uuid
@@ -21,6 +22,7 @@ from moto.cloudwatch.models import cloudwatch_backends
 from moto.dynamodb.models import dynamodb_backends
 from moto.ec2.models import ec2_backends
 from moto.iam.models import iam_backends
+from moto.s3.models import s3_backends
 from moto.secretsmanager.models import secretsmanager_backends
 from moto.sts.models import sts_backends
 
@@ -30,7 +32,9 @@ import role_check
 DEFAULT_ACCOUNT = "123456789012"
 
 # Apiary's function roles, by the logical id CloudFormation names them after.
-FUNCTIONS = {"ClaimApiRole": "claim-api", "ReconcileRole": "reconcile", "PowerRole": "power", "TimeoutsRole": "timeouts"}
+FUNCTIONS = {"ClaimApiRole": "claim-api", "ReconcileRole": "reconcile", "PowerRole": "power", "TimeoutsRole": "timeouts",
+             # The reference installer's (infra/installer.yaml): its function, and its jobs' builds.
+             "FunctionRole": "installer", "JobsRole": "installer-jobs"}
 
 
 class Lookup:
@@ -56,6 +60,28 @@ class Lookup:
         except Exception:
             return {}
         return {t["key"]: t["value"] for t in found}
+
+    @staticmethod
+    def s3_object(account, bucket, key):
+        """(whether `key` is in `bucket`, the KMS key it is encrypted with)."""
+        try:
+            found = s3_backends[account]["aws"].buckets[bucket].keys.get(key)
+        except Exception:
+            found = None
+        if found is None:
+            return False, None
+        return True, found.kms_key_id if found.encryption == "aws:kms" else None
+
+    @staticmethod
+    def s3_bucket_encryption(account, bucket):
+        """(the bucket's default encryption, its KMS key)."""
+        try:
+            rule = json.dumps(s3_backends[account]["aws"].buckets[bucket].encryption or {})
+        except Exception:
+            return None, None
+        algorithm = re.search(r'"SSEAlgorithm": "([^"]+)"', rule)
+        key = re.search(r'"KMSMasterKeyID": "([^"]+)"', rule)
+        return (algorithm[1] if algorithm else None), (key[1] if key else None)
 
     @staticmethod
     def secret(account, region, secret_id):
@@ -135,7 +161,7 @@ class Enforcer:
             service=service,
             method=environ.get("REQUEST_METHOD", "GET"),
             path=environ.get("PATH_INFO", "/"),
-            query=urllib.parse.parse_qs(environ.get("QUERY_STRING", "")),
+            query=urllib.parse.parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True),
             headers=headers,
             body=body,
             account=account,

@@ -32,6 +32,14 @@ class Lookup:
     def secret(account, region, secret_id):
         return f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{secret_id}-AbCdEf", {"apiary": "true"}
 
+    @staticmethod
+    def s3_object(account, bucket, key):
+        return {"clusters/a/kept": (True, "k-1"), "clusters/a/plain": (True, None)}.get(key, (False, None))
+
+    @staticmethod
+    def s3_bucket_encryption(account, bucket):
+        return ("aws:kms", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/k-default")
+
 
 def dynamo(op, body):
     return Request("dynamodb", "POST", "/", {}, {"x-amz-target": f"DynamoDB_20120810.{op}"},
@@ -41,6 +49,10 @@ def dynamo(op, body):
 def ec2(params):
     body = "&".join(f"{k}={v}" for k, v in params.items()).encode()
     return Request("ec2", "POST", "/", {}, {}, body, ACCOUNT, REGION)
+
+
+def s3(method, path, query=None, headers=None, body=b""):
+    return Request("s3", method, path, query or {}, headers or {}, body, ACCOUNT, REGION)
 
 
 def policy(*statements):
@@ -81,6 +93,42 @@ class Asks(unittest.TestCase):
             asks(dynamo("Scan2", {"TableName": "t"}), Lookup)
         with self.assertRaises(role_check.Unknown):
             asks(Request("lambda", "POST", "/", {}, {}, b"", ACCOUNT, REGION), Lookup)
+
+
+    def test_s3_asks_for_the_object_and_for_the_key_s3_uses_as_the_caller(self):
+        key = lambda k: f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{k}"  # noqa: E731
+        got = lambda req: [(a.action, a.resource) for a in asks(req, Lookup)]  # noqa: E731
+        self.assertEqual(got(s3("GET", "/b/clusters/a/kept", {"x-id": ["GetObject"]})),
+                         [("s3:GetObject", "arn:aws:s3:::b/clusters/a/kept"), ("kms:Decrypt", key("k-1"))])
+        self.assertEqual(got(s3("GET", "/b/clusters/a/plain")), [("s3:GetObject", "arn:aws:s3:::b/clusters/a/plain")])
+        # A missing object is a 404 only for a caller who may list the bucket.
+        self.assertEqual(got(s3("HEAD", "/b/clusters/a/gone")),
+                         [("s3:GetObject", "arn:aws:s3:::b/clusters/a/gone"), ("s3:ListBucket", "arn:aws:s3:::b")])
+        put = s3("PUT", "/b/clusters/a/new", {}, {"x-amz-server-side-encryption": "aws:kms",
+                                                  "x-amz-server-side-encryption-aws-kms-key-id": key("k-2")})
+        self.assertEqual(got(put), [("s3:PutObject", "arn:aws:s3:::b/clusters/a/new"), ("kms:GenerateDataKey", key("k-2"))])
+        self.assertEqual(got(s3("PUT", "/b/clusters/a/new"))[1], ("kms:GenerateDataKey", key("k-default")),
+                         "the bucket's default key")
+        listing = asks(s3("GET", "/b", {"list-type": ["2"], "prefix": ["clusters/a/"]}), Lookup)
+        self.assertEqual([(a.action, a.context) for a in listing], [("s3:ListBucket", {"s3:prefix": "clusters/a/"})])
+        delete = s3("POST", "/b", {"delete": [""]}, {}, b"<Delete><Object><Key>clusters/a/x</Key></Object>"
+                                                     b"<Object><Key>pools/p.json</Key></Object></Delete>")
+        self.assertEqual(got(delete), [("s3:DeleteObject", "arn:aws:s3:::b/clusters/a/x"),
+                                       ("s3:DeleteObject", "arn:aws:s3:::b/pools/p.json")])
+        with self.assertRaises(role_check.Unknown):
+            asks(s3("PUT", "/b", {"policy": [""]}), Lookup)
+
+    def test_codebuild_asks_for_the_builds_project_and_a_tagged_secret_for_its_tags(self):
+        build = Request("codebuild", "POST", "/", {}, {"x-amz-target": "CodeBuild_20161006.BatchGetBuilds"},
+                        b'{"ids": ["jobs:1", "jobs:2"]}', ACCOUNT, REGION)
+        self.assertEqual([(a.action, a.resource) for a in asks(build, Lookup)],
+                         [("codebuild:BatchGetBuilds", f"arn:aws:codebuild:{REGION}:{ACCOUNT}:project/jobs")])
+        create = Request("secretsmanager", "POST", "/", {}, {"x-amz-target": "secretsmanager.CreateSecret"},
+                         b'{"Name": "apiary-installer/p/c/kubeconfig", "Tags": [{"Key": "apiary", "Value": "true"}]}',
+                         ACCOUNT, REGION)
+        got = asks(create, Lookup)
+        self.assertEqual([a.action for a in got], ["secretsmanager:CreateSecret", "secretsmanager:TagResource"])
+        self.assertEqual(got[0].context, {"aws:RequestTag/apiary": "true", "aws:TagKeys": ["apiary"]})
 
 
 class Evaluate(unittest.TestCase):

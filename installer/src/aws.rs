@@ -22,6 +22,60 @@ use aws_sdk_secretsmanager::Client;
 use crate::model::{PoolSettings, Record};
 use crate::ports::{Dirs, JobSpec, JobState, Jobs, Pools, Records, Vault};
 
+/// The function's settings, from its environment (`infra/installer.yaml` sets them).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `APIARY_INSTALLER_TABLE`: the records' DynamoDB table.
+    pub table: String,
+    /// `APIARY_INSTALLER_BUCKET`: the bucket of install directories and pools' settings.
+    pub bucket: String,
+    /// `APIARY_INSTALLER_KMS_KEY`: the KMS key its objects are encrypted with (else the bucket's default).
+    pub kms_key: Option<String>,
+    /// `APIARY_INSTALLER_PROJECT`: the CodeBuild project the jobs are builds of.
+    pub project: String,
+    /// `APIARY_INSTALLER_KEYS`: the ARNs of the secrets holding the signing keys a request may be signed with.
+    pub key_arns: Vec<String>,
+}
+
+impl Settings {
+    /// The settings from the environment `var` reads; names the first one missing.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        let required = |name: &str| var(name).ok_or_else(|| Error::Config(format!("{name} is not set")));
+        let keys = required("APIARY_INSTALLER_KEYS")?;
+        Ok(Self {
+            table: required("APIARY_INSTALLER_TABLE")?,
+            bucket: required("APIARY_INSTALLER_BUCKET")?,
+            kms_key: var("APIARY_INSTALLER_KMS_KEY"),
+            project: required("APIARY_INSTALLER_PROJECT")?,
+            key_arns: keys.split(',').map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect(),
+        })
+    }
+}
+
+/// The installer on AWS, as its function runs it: every port an adapter of this module, with `sdk`'s credentials
+/// (the function's role). Reads the signing keys once.
+pub async fn installer(sdk: &aws_config::SdkConfig, settings: &Settings) -> Result<crate::service::Installer> {
+    use apiary_ports::secrets::Secrets;
+    let dirs = S3Dirs::new(sdk, &settings.bucket, settings.kms_key.clone());
+    let secrets = apiary_aws::secrets::SecretsManager::new(sdk);
+    let mut keys = Vec::new();
+    for arn in &settings.key_arns {
+        let key = secrets.secret(arn).await.map_err(|e| Error::Config(format!("the signing key {arn}: {e}")))?;
+        keys.push(key.expose().trim().to_owned());
+    }
+    let reader: std::sync::Arc<dyn Secrets> = std::sync::Arc::new(secrets);
+    Ok(crate::service::Installer {
+        pools: std::sync::Arc::new(S3Pools(dirs.clone())),
+        records: std::sync::Arc::new(DynamoRecords::new(sdk, &settings.table)),
+        dirs: std::sync::Arc::new(dirs),
+        jobs: std::sync::Arc::new(CodeBuildJobs::new(sdk, &settings.project, &settings.bucket)),
+        vault: std::sync::Arc::new(SecretsVault::new(sdk)),
+        secrets: std::sync::Arc::new(apiary_clouds::secrets::SecretCache::new(reader)),
+        keys,
+    })
+}
+
 /// Secrets Manager, for the secrets the installer stores.
 #[derive(Clone)]
 pub struct SecretsVault {

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use apiary_installer::aws::{CodeBuildJobs, DynamoRecords, S3Dirs, S3Pools, POOL_INDEX};
+use apiary_installer::aws::{CodeBuildJobs, DynamoRecords, S3Dirs, S3Pools, Settings, POOL_INDEX};
 use apiary_installer::model::{Phase, Record};
 use apiary_installer::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records};
 use aws_sdk_dynamodb::types::{
@@ -19,6 +19,8 @@ use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use serde_json::{json, Value};
+
+mod common;
 
 const NO_EMULATOR: &str = "these tests need the AWS emulator: run them with `make test` or `make system`, or start \
                            `.venv/bin/python infra/emulator.py --port 5077` (make venv installs it) and set \
@@ -254,4 +256,413 @@ async fn codebuild_runs_each_job_as_a_build_told_by_its_environment() {
         let path = std::path::Path::new(&dir).join("codebuild.json");
         std::fs::write(path, serde_json::to_vec_pretty(&sent).expect("json")).expect("written");
     }
+}
+
+/// The installer's stack (`infra/installer.yaml`) deployed into the emulator as a team deploys it: its settings.
+fn deploy_installer_stack() -> std::collections::HashMap<String, String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_owned();
+    let python = std::env::var("APIARY_PYTHON").unwrap_or_else(|_| root.join(".venv/bin/python").display().to_string());
+    let name = unique("stack").replace('_', "-");
+    let env_file = std::env::temp_dir().join(format!("{name}.env"));
+    let out = std::process::Command::new(&python)
+        .arg(root.join("infra/deploy_installer_local.py"))
+        .arg(&name)
+        .arg(&env_file)
+        .output()
+        .unwrap_or_else(|e| panic!("{python}: {e}: {NO_EMULATOR}"));
+    assert!(out.status.success(), "deploying infra/installer.yaml: {}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&env_file).expect("the stack's settings");
+    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+}
+
+const SIGNING_KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+async fn signed(
+    installer: &apiary_installer::service::Installer,
+    method: &str,
+    path: &str,
+    body: Value,
+) -> (u16, Value) {
+    common::answer(installer, common::signed(SIGNING_KEY, method, path, &body)).await
+}
+
+/// The installer's stack deployed, with pool `ocp`'s settings uploaded by the team (with the installer's key, as
+/// docs/clouds.md says): the operator's configuration, the stack's settings and the function's.
+async fn installer_stack() -> (aws_config::SdkConfig, std::collections::HashMap<String, String>, Settings) {
+    let operator = sdk().await;
+    let env = deploy_installer_stack();
+    let settings = Settings::from_env(|name| env.get(name).cloned()).expect("settings");
+    let pool = json!({
+        "releaseImage": "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64",
+        "installConfig": "apiVersion: v1\nmetadata:\n  name: {clusterName}\nbaseDomain: {baseDomain}\nplatform:\n  none: {}\n",
+        "pullSecret": env["APIARY_INSTALLER_PULL_SECRET"],
+    });
+    S3Dirs::new(&operator, &settings.bucket, settings.kms_key.clone())
+        .put("pools/ocp.json", pool.to_string().as_bytes())
+        .await
+        .expect("the pool's settings");
+    (operator, env, settings)
+}
+
+/// Builds of the stack's project (the emulator runs none, and reports one done at the next look) whose work is played
+/// as it starts, with the jobs' role: the directory read, and openshift-install's outputs written back as the
+/// buildspec's sync writes them (a destroy reads `metadata.json` and leaves its log).
+struct PlayedBuilds {
+    builds: CodeBuildJobs,
+    job: S3Dirs,
+}
+
+#[async_trait::async_trait]
+impl Jobs for PlayedBuilds {
+    async fn start(&self, spec: &JobSpec) -> apiary_ports::Result<String> {
+        let build = self.builds.start(spec).await?;
+        let id = spec.cluster.as_str();
+        match spec.kind {
+            JobKind::Install => {
+                let config = self.job.read(id, "install-config.yaml").await?.expect("the job's install-config");
+                assert!(String::from_utf8_lossy(&config).contains(id), "the rendered install-config");
+                let metadata = json!({"clusterName": id, "clusterID": "5a1c9e3f-0000-4000-8000-000000000001",
+                                      "infraID": format!("{id}-x7k2p")});
+                self.job.write(id, "metadata.json", metadata.to_string().as_bytes()).await?;
+                let kubeconfig = format!(
+                    "apiVersion: v1\nclusters:\n- cluster:\n    server: https://api.{id}.ci.example.com:6443\n"
+                );
+                self.job.write(id, "auth/kubeconfig", kubeconfig.as_bytes()).await?;
+                self.job.write(id, "auth/kubeadmin-password", b"aaaaa-bbbbb-ccccc-ddddd").await?;
+            }
+            JobKind::Destroy => {
+                assert!(self.job.read(id, "metadata.json").await?.is_some(), "a destroy needs the metadata");
+                self.job.write(id, ".openshift_install.log", b"level=info msg=Uninstallation complete!\n").await?;
+            }
+        }
+        Ok(build)
+    }
+
+    async fn state(&self, id: &str) -> apiary_ports::Result<JobState> {
+        self.builds.state(id).await
+    }
+
+    async fn stop(&self, id: &str) -> apiary_ports::Result<()> {
+        self.builds.stop(id).await
+    }
+}
+
+/// The function runs as a session of its role, the jobs' part as a session of theirs, and the emulator holds every
+/// call to the role's policies (a refused call fails the look it is made in; `make test` then fails on the call log
+/// naming the statement it lacks, and on any statement of either role no call used).
+#[tokio::test]
+async fn an_install_and_its_removal_need_no_call_the_installers_roles_do_not_allow() {
+    let (operator, env, settings) = installer_stack().await;
+    let bucket = settings.bucket.clone();
+    let function = apiary_aws::assume(&operator, &env["APIARY_INSTALLER_ROLE_ARN"], "installer").await;
+    let job = S3Dirs::new(
+        &apiary_aws::assume(&operator, &env["APIARY_INSTALLER_JOBS_ROLE_ARN"], "job").await,
+        &bucket,
+        settings.kms_key.clone(),
+    );
+    let mut installer = apiary_installer::aws::installer(&function, &settings).await.expect("the signing key, read");
+    let builds = CodeBuildJobs::new(&function, &settings.project, &bucket);
+    installer.jobs = std::sync::Arc::new(PlayedBuilds { builds, job });
+
+    let request = json!({
+        "pool": "ocp", "clusterId": "ci-1", "clusterName": "ci-1", "baseDomain": "ci.example.com",
+        "labels": {}, "parameters": {}, "attempt": 1,
+    });
+    // (The emulator reports a build done at its first look, which the request itself may make.)
+    let (status, body) = signed(&installer, "PUT", "/clusters/ci-1", request).await;
+    assert!(matches!(status, 200 | 202), "{body}");
+    let mut look = (0, Value::Null);
+    for _ in 0..10 {
+        look = signed(&installer, "GET", "/clusters/ci-1", Value::Null).await;
+        if look.1["state"] != "Provisioning" {
+            break;
+        }
+    }
+    let (status, body) = look;
+    assert_eq!((status, body["state"].as_str()), (200, Some("Ready")), "{body}");
+    let kubeconfig_arn = body["outputs"]["kubeconfigSecretArn"].as_str().expect("stored").to_owned();
+    let (status, body) = signed(&installer, "GET", "/clusters?pool=ocp", Value::Null).await;
+    assert_eq!((status, body), (200, json!({"clusters": [{"id": "ci-1", "state": "Ready"}]})));
+
+    let mut removal = (0, Value::Null);
+    for _ in 0..10 {
+        removal = signed(&installer, "DELETE", "/clusters/ci-1", Value::Null).await;
+        if removal.0 != 202 {
+            break;
+        }
+    }
+    assert_eq!(removal.0, 404, "{}", removal.1);
+    let secrets = aws_sdk_secretsmanager::Client::new(&operator);
+    assert!(secrets.describe_secret().secret_id(&kubeconfig_arn).send().await.is_err(), "the credentials are removed");
+    assert_eq!(S3Dirs::new(&operator, &bucket, None).read("ci-1", "metadata.json").await.expect("read"), None);
+}
+
+/// `infra/installer.yaml`'s buildspec: each phase's commands, in the order CodeBuild runs the phases.
+fn buildspec() -> Vec<(String, Vec<String>)> {
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        phases: std::collections::BTreeMap<String, Phase>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Phase {
+        commands: Vec<String>,
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_owned();
+    let template = std::fs::read_to_string(root.join("infra/installer.yaml")).expect("infra/installer.yaml");
+    let lines: Vec<&str> = template.lines().collect();
+    let at = lines.iter().position(|l| l.trim() == "BuildSpec: |").expect("the project's BuildSpec");
+    let indent = lines[at].len() - lines[at].trim_start().len();
+    let block: Vec<&str> = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() > indent)
+        .copied()
+        .collect();
+    let inner =
+        block.iter().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start().len()).min().unwrap_or(0);
+    let text: String = block.iter().map(|l| format!("{}\n", l.get(inner..).unwrap_or(""))).collect();
+    let mut spec: Spec = serde_saphyr::from_str(&text).expect("the buildspec is YAML");
+    ["install", "pre_build", "build", "post_build"]
+        .iter()
+        .filter_map(|phase| spec.phases.remove(*phase).map(|p| (phase.to_string(), p.commands)))
+        .collect()
+}
+
+/// openshift-install's stand-in, which `oc adm release extract` (the next stand-in) writes where it is told: `create
+/// cluster` consumes install-config.yaml and leaves what the installer leaves (metadata.json first, then, past the
+/// bootstrap, the credentials); with the file `$STAND_IN_FAIL` present its bootstrap fails as a real one does.
+/// `destroy cluster` needs metadata.json, and removes it.
+const OPENSHIFT_INSTALL: &str = r#"#!/bin/bash
+action=$1 dir=$4
+log="$dir/.openshift_install.log"
+say() { echo "level=$1 msg=\"$2\"" | tee -a "$log"; }
+case "$action" in
+create)
+  [ -f "$dir/install-config.yaml" ] || { say fatal "failed to fetch Metadata: install-config.yaml is missing"; exit 3; }
+  grep -q "$APIARY_CLUSTER" "$dir/install-config.yaml" || { say fatal "install-config.yaml: another cluster's"; exit 3; }
+  rm "$dir/install-config.yaml"
+  printf '{"clusterName":"%s","clusterID":"5a1c9e3f-0000-4000-8000-000000000001","infraID":"%s-x7k2p"}' \
+    "$APIARY_CLUSTER" "$APIARY_CLUSTER" > "$dir/metadata.json"
+  if [ -e "$STAND_IN_FAIL" ]; then
+    say error "Bootstrap failed to complete: timed out waiting for the condition"
+    exit 5
+  fi
+  mkdir -p "$dir/auth"
+  printf 'apiVersion: v1\nclusters:\n- cluster:\n    server: https://api.%s.ci.example.com:6443\n' "$APIARY_CLUSTER" \
+    > "$dir/auth/kubeconfig"
+  echo "aaaaa-bbbbb-ccccc-ddddd" > "$dir/auth/kubeadmin-password"
+  say info "Install complete!";;
+destroy)
+  [ -f "$dir/metadata.json" ] || { say fatal "open $dir/metadata.json: no such file or directory"; exit 1; }
+  rm -rf "$dir/metadata.json" "$dir/auth"
+  say info "Uninstallation complete!";;
+*) exit 2;;
+esac
+"#;
+
+/// `oc`'s stand-in: `adm release extract --command=openshift-install --to DIR IMAGE` writes the installer's stand-in
+/// (which follows it, as a here-document).
+const OC: &str = r#"#!/bin/bash
+to=""
+while [ $# -gt 0 ]; do
+  case "$1" in --to) to=$2; shift;; --command=*) [ "${1#--command=}" = openshift-install ] || exit 2;; esac
+  shift
+done
+[ -n "$to" ] || exit 2
+cat > "$to/openshift-install" <<'STAND_IN'
+"#;
+
+/// Each job a run of the buildspec's phases with bash, as CodeBuild runs them in a fresh container: a command that
+/// fails ends its phase and the build (an install phase's failure skips the rest; post_build runs after a failed
+/// build phase). The AWS CLI signs as the jobs' role, against the emulator.
+struct BuildspecRuns {
+    phases: Vec<(String, Vec<String>)>,
+    root: std::path::PathBuf,
+    env: Vec<(String, String)>,
+    bucket: String,
+    outcomes: Mutex<std::collections::HashMap<String, JobState>>,
+    ran: Mutex<Vec<String>>,
+}
+
+impl BuildspecRuns {
+    fn run(&self, spec: &JobSpec) -> JobState {
+        // The container's /tmp/apiary, under this test's own directory (a build starts with nothing there).
+        let container = self.root.join("container");
+        let _ = std::fs::remove_dir_all(&container);
+        std::fs::create_dir_all(container.join("home")).expect("the container");
+        let tmp = container.join("tmp-apiary").display().to_string();
+        let mut failed: Option<String> = None;
+        for (phase, commands) in &self.phases {
+            if failed.is_some() && phase != "post_build" {
+                continue;
+            }
+            for command in commands {
+                let out = std::process::Command::new("bash")
+                    .arg("-c")
+                    .arg(command.replace("/tmp/apiary", &tmp))
+                    .env_clear()
+                    .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .envs(apiary_installer::aws::job_environment(spec, &self.bucket))
+                    .env("HOME", container.join("home"))
+                    .output()
+                    .expect("bash");
+                if !out.status.success() {
+                    let why = format!(
+                        "{}: COMMAND_EXECUTION_ERROR: exit status {}: {}",
+                        phase.to_uppercase(),
+                        out.status.code().unwrap_or(-1),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
+                    failed.get_or_insert(why);
+                    break;
+                }
+            }
+            if failed.is_some() && phase == "install" {
+                break;
+            }
+        }
+        failed.map_or(JobState::Succeeded, JobState::Failed)
+    }
+}
+
+#[async_trait::async_trait]
+impl Jobs for BuildspecRuns {
+    async fn start(&self, spec: &JobSpec) -> apiary_ports::Result<String> {
+        let id = format!("{}:{}", spec.cluster, spec.run);
+        let outcome = self.run(spec);
+        self.ran.lock().expect("ran").push(format!("{} {:?}: {outcome:?}", spec.run, spec.kind));
+        self.outcomes.lock().expect("outcomes").insert(id.clone(), outcome);
+        Ok(id)
+    }
+
+    async fn state(&self, id: &str) -> apiary_ports::Result<JobState> {
+        let outcomes = self.outcomes.lock().expect("outcomes");
+        Ok(outcomes.get(id).cloned().unwrap_or_else(|| JobState::Failed(format!("build {id} is not known"))))
+    }
+
+    async fn stop(&self, _: &str) -> apiary_ports::Result<()> {
+        Ok(())
+    }
+}
+
+fn aws_cli() -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository").to_owned();
+    let cli = std::env::var_os("APIARY_AWS_CLI")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join(".venv-awscli/bin/aws"));
+    assert!(
+        cli.exists(),
+        "{} is missing: the buildspec's test runs the AWS CLI it runs in CodeBuild (`make .venv-awscli/.installed` \
+         installs the pinned one, or set APIARY_AWS_CLI)",
+        cli.display()
+    );
+    cli
+}
+
+/// The buildspec as written, run with bash and the real AWS CLI against the emulator's S3 as the jobs' role, with
+/// stand-ins for oc and openshift-install, behind the installer's own service: an install, a failed bootstrap (its
+/// clean-up destroy, and the next attempt), a removal.
+#[tokio::test]
+async fn the_buildspec_installs_fails_and_destroys_as_written_with_the_jobs_role() {
+    let cli = aws_cli();
+    let (operator, env, settings) = installer_stack().await;
+    let bucket = settings.bucket.clone();
+    let root = std::env::temp_dir().join(unique("buildspec"));
+    std::fs::create_dir_all(root.join("oc/bin")).expect("root");
+    let oc = format!("{OC}{OPENSHIFT_INSTALL}STAND_IN\nchmod +x \"$to/openshift-install\"\n");
+    std::fs::write(root.join("oc/bin/oc"), oc).expect("stand-in");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(root.join("oc/bin/oc"), std::fs::Permissions::from_mode(0o755)).expect("mode");
+    }
+    // The client's tarball holds `oc` at its top, as mirror.openshift.com's does.
+    let tarball = root.join("oc/openshift-client-linux.tar.gz");
+    let tar = std::process::Command::new("tar")
+        .args(["-czf", &tarball.display().to_string(), "-C", &root.join("oc/bin").display().to_string(), "oc"])
+        .status()
+        .expect("tar");
+    assert!(tar.success());
+
+    let assumed = aws_sdk_sts::Client::new(&operator)
+        .assume_role()
+        .role_arn(&env["APIARY_INSTALLER_JOBS_ROLE_ARN"])
+        .role_session_name("AWSCodeBuild-job")
+        .send()
+        .await
+        .expect("the jobs' role, as CodeBuild assumes it");
+    let creds = assumed.credentials.expect("credentials");
+    let path = format!("{}:/usr/bin:/bin", cli.parent().expect("bin").display());
+    let build_env: Vec<(String, String)> = [
+        ("PATH", path.as_str()),
+        ("AWS_ACCESS_KEY_ID", creds.access_key_id()),
+        ("AWS_SECRET_ACCESS_KEY", creds.secret_access_key()),
+        ("AWS_SESSION_TOKEN", creds.session_token()),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", &std::env::var("AWS_ENDPOINT_URL").expect("the emulator")),
+        // The project's environment (infra/installer.yaml).
+        ("APIARY_KMS_KEY", settings.kms_key.as_deref().expect("the stack's key")),
+        ("APIARY_OC_URL", &format!("file://{}", tarball.display())),
+        ("STAND_IN_FAIL", &root.join("fail-bootstrap").display().to_string()),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+
+    let function = apiary_aws::assume(&operator, &env["APIARY_INSTALLER_ROLE_ARN"], "installer").await;
+    let mut installer = apiary_installer::aws::installer(&function, &settings).await.expect("the signing key, read");
+    let runs = std::sync::Arc::new(BuildspecRuns {
+        phases: buildspec(),
+        root: root.clone(),
+        env: build_env,
+        bucket: bucket.clone(),
+        outcomes: Mutex::default(),
+        ran: Mutex::default(),
+    });
+    installer.jobs = runs.clone();
+    let put = |attempt: u32| {
+        json!({
+            "pool": "ocp", "clusterId": "ci-7", "clusterName": "ci-7", "baseDomain": "ci.example.com",
+            "labels": {}, "parameters": {}, "attempt": attempt,
+        })
+    };
+
+    // A failed bootstrap: the build fails, its directory still goes back, the clean-up destroy runs from its
+    // metadata.json, and the failure says the log's words.
+    std::fs::write(root.join("fail-bootstrap"), "").expect("fault");
+    signed(&installer, "PUT", "/clusters/ci-7", put(1)).await;
+    let (status, body) = signed(&installer, "GET", "/clusters/ci-7", Value::Null).await;
+    assert_eq!((status, body["state"].as_str()), (409, Some("Failed")), "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("Bootstrap failed to complete")), "{body}");
+
+    // The next attempt installs, and the credentials the stand-in left are stored.
+    std::fs::remove_file(root.join("fail-bootstrap")).expect("fault");
+    signed(&installer, "PUT", "/clusters/ci-7", put(2)).await;
+    let (status, body) = signed(&installer, "GET", "/clusters/ci-7", Value::Null).await;
+    assert_eq!((status, body["state"].as_str()), (200, Some("Ready")), "{body}; ran {:?}", runs.ran.lock());
+    assert_eq!(body["infraId"], "ci-7-x7k2p");
+    let dirs = S3Dirs::new(&operator, &bucket, None);
+    assert_eq!(dirs.read("ci-7", "install-config.yaml").await.expect("read"), None, "consumed, and synced as gone");
+    let head =
+        aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&operator).force_path_style(true).build())
+            .head_object()
+            .bucket(&bucket)
+            .key("clusters/ci-7/auth/kubeconfig")
+            .send()
+            .await
+            .expect("synced back");
+    assert_eq!(head.ssekms_key_id(), settings.kms_key.as_deref(), "written with the installer's key");
+
+    // The removal: a destroy from the metadata, then nothing left.
+    let mut removal = (0, Value::Null);
+    for _ in 0..5 {
+        removal = signed(&installer, "DELETE", "/clusters/ci-7", Value::Null).await;
+        if removal.0 != 202 {
+            break;
+        }
+    }
+    assert_eq!(removal.0, 404, "{}", removal.1);
+    assert_eq!(dirs.read("ci-7", "metadata.json").await.expect("read"), None);
+    let ran = runs.ran.lock().expect("ran").clone();
+    assert_eq!(ran.len(), 4, "an install, its clean-up, an install, a destroy: {ran:?}");
+    assert!(ran[0].contains("Install: Failed") && ran[0].contains("BUILD"), "{ran:?}");
+    assert!(ran[1..].iter().all(|r| r.ends_with("Succeeded")), "{ran:?}");
 }

@@ -23,6 +23,8 @@ use apiary_ports::platform::{ReadinessCheck, Target};
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+mod common;
+
 const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const POOL: &str = "ocp";
 const PULL: &str = r#"{"auths":{"quay.io":{"auth":"c2VjcmV0","email":"ci@example.com"}}}"#;
@@ -101,21 +103,7 @@ async fn world(name: &str, template: &str) -> World {
 
 impl World {
     async fn call(&self, method: &str, path: &str, body: Value) -> (u16, Value) {
-        let body = if body.is_null() { Vec::new() } else { body.to_string().into_bytes() };
-        let now = chrono::Utc::now().timestamp();
-        let id = format!("msg_{now}_{}", path.len());
-        let signature = standardwebhooks::Webhook::new(KEY).expect("key").sign(&id, now, &body).expect("signed");
-        let req = http::Request::builder()
-            .method(method)
-            .uri(format!("https://installer.example.com/apiary{path}"))
-            .header("webhook-id", id)
-            .header("webhook-timestamp", now.to_string())
-            .header("webhook-signature", signature)
-            .body(Bytes::from(body))
-            .expect("request");
-        let res = self.installer.handle(req).await;
-        let status = res.status().as_u16();
-        (status, serde_json::from_slice(res.body()).expect("a JSON answer"))
+        common::answer(&self.installer, common::signed(KEY, method, path, &body)).await
     }
 
     async fn put(&self, id: &str, attempt: u32, parameters: &[(&str, &str)]) -> (u16, Value) {
