@@ -1033,6 +1033,11 @@ async fn a_claims_lifetime_changes_within_the_pools_maximum_and_a_shorter_one_en
         (r#"{}"#, "body"),
         (r#"{"lifetime": "4h", "owner": "me"}"#, "owner"),
         (r#"{"subjects": ["bob"]}"#, "subjects[0]"),
+        // Wider than an account: every caller of the stack, or every account's principals of a name.
+        (r#"{"subjects": ["*"]}"#, "subjects[0]"),
+        (r#"{"subjects": ["arn:aws:iam::123456789012:user/bob", "arn:aws:iam::*:role/ci"]}"#, "subjects[1]"),
+        (r#"{"subjects": ["arn:aws:sts::1234567890??:assumed-role/ci/*"]}"#, "subjects[0]"),
+        (r#"{"subjects": ["arn:*:iam::123456789012:role/ci"]}"#, "subjects[0]"),
     ] {
         let (status, body) = call(&deps, "PATCH", "/pools/ci/claims/job", Some(ALICE), Some(change)).await;
         assert_eq!((status, body["fields"][0]["field"].as_str()), (400, Some(field)), "{change}: {body}");

@@ -167,7 +167,7 @@ impl Config {
 /// IAM's wildcards), checked by the same rule.
 fn admins(text: &str) -> Result<Vec<String>> {
     let admins: Vec<String> = text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
-    apiary_planner::validate::validate_subjects("AdminPrincipals", &admins)
+    apiary_planner::validate::validate_principals("AdminPrincipals", &admins)
         .map_err(|e| Error::Config(format!("APIARY_ADMINS: {}: {}", e.field, e.message)))?;
     Ok(admins)
 }

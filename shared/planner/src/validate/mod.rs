@@ -19,7 +19,7 @@ mod urls;
 
 pub use member_roles::{validate_member_role, MemberRoles};
 pub use platforms::{check_installed, gcp_template_name};
-pub use principals::validate_subjects;
+pub use principals::{validate_principals, validate_subjects};
 pub use strict::strictly;
 pub use urls::{validate_urls, UrlPolicy};
 

@@ -56,14 +56,39 @@ pub(super) fn validate_access(access: &PoolAccess, errors: &mut Vec<FieldError>)
     }
 }
 
-/// Checks a claim's `subjects` (given as `field`): every pattern well formed as in `access`, at most
-/// [`MAX_PRINCIPALS`] of them.
-pub fn validate_subjects(field: &str, subjects: &[String]) -> Result<(), FieldError> {
-    if subjects.len() > MAX_PRINCIPALS {
-        return Err(FieldError::new(field, format!("at most {MAX_PRINCIPALS} principals, got {}", subjects.len())));
+/// Checks a flat list of principal patterns (given as `field`, the stack's `AdminPrincipals`): every pattern as in
+/// `access`, at most [`MAX_PRINCIPALS`] of them.
+pub fn validate_principals(field: &str, patterns: &[String]) -> Result<(), FieldError> {
+    if patterns.len() > MAX_PRINCIPALS {
+        return Err(FieldError::new(field, format!("at most {MAX_PRINCIPALS} principals, got {}", patterns.len())));
     }
-    for (i, pattern) in subjects.iter().enumerate() {
+    for (i, pattern) in patterns.iter().enumerate() {
         check_pattern(pattern).map_err(|why| FieldError::new(format!("{field}[{i}]"), why))?;
+    }
+    Ok(())
+}
+
+/// Checks a claim's `subjects` (given as `field`): every pattern well formed as in `access`, at most
+/// [`MAX_PRINCIPALS`] of them, and none wider than an account. A subject may release, power and extend the claim as
+/// its owner does, so a claim is shared with principals of named accounts, never with every caller of the stack
+/// (`*`) or with a name in every account (a wildcard account or partition); a pool's admins act on any claim
+/// already.
+pub fn validate_subjects(field: &str, subjects: &[String]) -> Result<(), FieldError> {
+    validate_principals(field, subjects)?;
+    for (i, pattern) in subjects.iter().enumerate() {
+        let wide = match Arn::parse(pattern) {
+            Some(arn) => !is_account(arn.account) || arn.partition.contains(['*', '?']),
+            None => !is_account(pattern),
+        };
+        if wide {
+            return Err(FieldError::new(
+                format!("{field}[{i}]"),
+                format!(
+                    "{pattern:?} is wider than an account: a claim's subjects are principals of named accounts (a \
+                     12-digit account id, or an ARN with its account's id), never everyone"
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -107,5 +132,20 @@ mod tests {
         );
         assert!(errors[0].message.contains("12-digit account id"), "{}", errors[0]);
         assert!(errors[2].message.contains("path"), "{}", errors[2]);
+    }
+
+    /// A claim is shared with principals of named accounts, never with everyone: `*` and patterns whose account or
+    /// partition is a wildcard are refused there, and stay allowed in a pool's access lists and the stack's admins.
+    #[test]
+    fn subjects_name_principals_of_named_accounts() {
+        let wide = ["*", "arn:aws:iam::*:role/ci", "arn:aws:sts::1111222233??:assumed-role/ci/x", "arn:*:iam::111122223333:role/ci"];
+        for pattern in wide {
+            let why = validate_subjects("subjects", &[pattern.to_owned()]).expect_err(pattern);
+            assert_eq!(why.field, "subjects[0]");
+            assert!(why.message.contains("wider than an account"), "{why}");
+            assert!(validate_principals("AdminPrincipals", &[pattern.to_owned()]).is_ok(), "{pattern}");
+        }
+        let named = ["111122223333", "arn:aws:iam::111122223333:role/ci-*", "arn:aws:sts::111122223333:assumed-role/ci/*"];
+        assert!(validate_subjects("subjects", &named.map(String::from)).is_ok());
     }
 }
