@@ -350,6 +350,7 @@ pub struct S3Pools(pub S3Dirs);
 #[async_trait]
 impl Pools for S3Pools {
     async fn settings(&self, pool: &str) -> Result<Option<PoolSettings>> {
+        crate::service::pool_name(pool).map_err(Error::Config)?;
         let key = format!("pools/{pool}.json");
         let Some(bytes) = self.0.get(&key).await? else { return Ok(None) };
         let bucket = &self.0.bucket;

@@ -62,6 +62,7 @@ impl LocalPools {
 #[async_trait]
 impl Pools for LocalPools {
     async fn settings(&self, pool: &str) -> Result<Option<PoolSettings>> {
+        crate::service::pool_name(pool).map_err(Error::Config)?;
         let path = self.root.join("pools").join(format!("{pool}.json"));
         let Some(bytes) = read_if_there(&path).await? else { return Ok(None) };
         PoolSettings::parse(&bytes).map(Some).map_err(|why| Error::Config(format!("{}: {why}", path.display())))

@@ -127,6 +127,9 @@ impl Installer {
         if pool.is_empty() {
             return Ok(message(StatusCode::BAD_REQUEST, "pool: the query names no pool (?pool=<name>)"));
         }
+        if let Err(why) = pool_name(pool) {
+            return Ok(message(StatusCode::BAD_REQUEST, why));
+        }
         let clusters: Vec<Value> =
             self.records.list(pool).await?.iter().map(|r| json!({"id": r.id, "state": r.phase.state()})).collect();
         Ok((StatusCode::OK, json!({ "clusters": clusters })))
@@ -139,6 +142,9 @@ impl Installer {
         };
         if req.cluster_id != id {
             return Ok(refused(req.attempt, format!("clusterId: {:?} is not the path's {id:?}", req.cluster_id)));
+        }
+        if let Err(why) = pool_name(&req.pool) {
+            return Ok(refused(req.attempt, why));
         }
         for _ in 0..STEPS {
             let existing = self.records.get(id).await?;
@@ -599,6 +605,12 @@ enum Step {
 }
 
 /// Whether `id` may name a cluster (and its install directory).
+/// `pool` checked by the planner's rule for a pool's name (a DNS label): the name becomes a file's path and an
+/// object's key (`pools/<pool>.json`) and part of the secrets' names, so nothing else may pass.
+pub fn pool_name(pool: &str) -> std::result::Result<(), String> {
+    apiary_planner::validate::validate_name("pool", pool).map_err(|e| format!("{}: {}", e.field, e.message))
+}
+
 fn valid_id(id: &str) -> bool {
     (1..=128).contains(&id.len())
         && !id.starts_with('.')

@@ -395,3 +395,27 @@ async fn make_runs_openshift_pool_installs_every_inventory_entry_with_its_templa
         assert_eq!(doc["metadata"]["name"], name);
     }
 }
+
+/// The pool's name from the signed body becomes a file path and a key (`pools/<pool>.json`, the secrets' names): a
+/// name that is not a pool's, by the planner's own rule, is refused naming the field, and nothing is read or kept.
+#[tokio::test]
+async fn a_pool_name_that_is_not_one_is_refused_before_it_becomes_a_path() {
+    let w = world("names", TEMPLATE).await;
+    std::fs::write(w.root.join("secret.json"), r#"{"releaseImage": "x", "installConfig": "y"}"#).expect("planted");
+    for pool in ["../secret", "ocp/../../secret", "OCP", "", "ocp\n"] {
+        let body = json!({
+            "pool": pool, "clusterId": "ci-9", "clusterName": "ci-9", "baseDomain": "ci.example.com",
+            "parameters": {"workers": "2", "machineCidr": "10.0.0.0/16"}, "attempt": 1,
+        });
+        let (status, body) = w.call("PUT", "/clusters/ci-9", body).await;
+        assert_eq!(status, 400, "{pool:?}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with("pool: "), "{pool:?}: {message}");
+        assert!(!message.contains("secret.json") && !message.contains("releaseImage"), "{message}");
+    }
+    let (status, body) = w.call("GET", "/clusters?pool=../secret", Value::Null).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(w.jobs_run().is_empty());
+    let (status, _) = w.call("GET", "/clusters/ci-9", Value::Null).await;
+    assert_eq!(status, 404, "nothing kept");
+}

@@ -138,14 +138,20 @@ mod tests {
     /// partition is a wildcard are refused there, and stay allowed in a pool's access lists and the stack's admins.
     #[test]
     fn subjects_name_principals_of_named_accounts() {
-        let wide = ["*", "arn:aws:iam::*:role/ci", "arn:aws:sts::1111222233??:assumed-role/ci/x", "arn:*:iam::111122223333:role/ci"];
+        let wide = [
+            "*",
+            "arn:aws:iam::*:role/ci",
+            "arn:aws:sts::1111222233??:assumed-role/ci/x",
+            "arn:*:iam::111122223333:role/ci",
+        ];
         for pattern in wide {
             let why = validate_subjects("subjects", &[pattern.to_owned()]).expect_err(pattern);
             assert_eq!(why.field, "subjects[0]");
             assert!(why.message.contains("wider than an account"), "{why}");
             assert!(validate_principals("AdminPrincipals", &[pattern.to_owned()]).is_ok(), "{pattern}");
         }
-        let named = ["111122223333", "arn:aws:iam::111122223333:role/ci-*", "arn:aws:sts::111122223333:assumed-role/ci/*"];
+        let named =
+            ["111122223333", "arn:aws:iam::111122223333:role/ci-*", "arn:aws:sts::111122223333:assumed-role/ci/*"];
         assert!(validate_subjects("subjects", &named.map(String::from)).is_ok());
     }
 }
