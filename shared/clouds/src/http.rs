@@ -275,6 +275,17 @@ impl Http {
         }
     }
 
+    /// Sends the request `build` makes once, within the budget, and answers whatever the server answered, a 429
+    /// or a 5xx included: for a caller whose every HTTP request is an attempt of its own, told and scheduled by
+    /// the caller (a notification's). No answer (a refused connection, the budget spent) is a retryable error.
+    pub async fn send_once(&self, op: &'static str, build: impl Fn(&Client) -> RequestBuilder) -> Result<Answer> {
+        apiary_ports::calls::count(op);
+        match self.exchange(op, &build, Instant::now() + self.budget).await? {
+            Ok(answer) => Ok(answer),
+            Err(why) => Err(Error::service(op, why, true)),
+        }
+    }
+
     /// One attempt of `build`'s request.
     async fn attempt(
         &self,
@@ -282,12 +293,31 @@ impl Http {
         build: &impl Fn(&Client) -> RequestBuilder,
         deadline: Instant,
     ) -> Result<Attempt> {
+        let answer = match self.exchange(op, build, deadline).await? {
+            Ok(answer) => answer,
+            Err(why) => return Ok(Attempt::Retry(why, None)),
+        };
+        if answer.status == StatusCode::TOO_MANY_REQUESTS || answer.status.is_server_error() {
+            let why = format!("{}: {}", answer.status, answer.text());
+            return Ok(Attempt::Retry(why, retry_after(&answer.headers)));
+        }
+        Ok(Attempt::Done(answer))
+    }
+
+    /// One exchange of `build`'s request: the server's answer, or why there was none (worth trying again); an
+    /// error for what trying again cannot mend.
+    async fn exchange(
+        &self,
+        op: &'static str,
+        build: &impl Fn(&Client) -> RequestBuilder,
+        deadline: Instant,
+    ) -> Result<std::result::Result<Answer, String>> {
         let answer = match &self.transport {
             Transport::InProcess(exchange) => {
                 let request = build(&self.client).build().map_err(|e| Error::service(op, error_chain(&e), false))?;
                 match exchange.exchange(request).await {
                     Ok(answer) => answer,
-                    Err(why) => return Ok(Attempt::Retry(why, None)),
+                    Err(why) => return Ok(Err(why)),
                 }
             }
             Transport::Network => {
@@ -298,14 +328,14 @@ impl Http {
                 }
                 let left = deadline.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(left, self.client.execute(request)).await {
-                    Err(_) => return Ok(Attempt::Retry("no answer within the call's budget".to_owned(), None)),
+                    Err(_) => return Ok(Err("no answer within the call's budget".to_owned())),
                     Ok(Err(e)) if untrusted(&e) => {
                         // Trying again cannot make a certificate trusted.
                         let why = format!("the server's certificate is not trusted ({}); give its CA", error_chain(&e));
                         return Err(Error::service(op, why, false));
                     }
                     Ok(Err(e)) if e.is_timeout() || e.is_connect() || e.is_request() => {
-                        return Ok(Attempt::Retry(error_chain(&e), None))
+                        return Ok(Err(error_chain(&e)))
                     }
                     Ok(Err(e)) => return Err(Error::service(op, error_chain(&e), false)),
                     Ok(Ok(response)) => {
@@ -320,11 +350,7 @@ impl Http {
                 }
             }
         };
-        if answer.status == StatusCode::TOO_MANY_REQUESTS || answer.status.is_server_error() {
-            let why = format!("{}: {}", answer.status, answer.text());
-            return Ok(Attempt::Retry(why, retry_after(&answer.headers)));
-        }
-        Ok(Attempt::Done(answer))
+        Ok(Ok(answer))
     }
 }
 

@@ -2,8 +2,9 @@
 //! Webhooks with the hook's key ([`crate::webhook::sign`]) as the installer webhook's requests are: the
 //! `webhook-id` is the event's key in the trail, so a receiver drops a notification it already has.
 //!
-//! One post has [`POST_BUDGET`] in all (a 429 or 5xx is tried again within it): a receiver slower than that is
-//! one failed attempt, tried again later, and never holds the power function long.
+//! Each post is one HTTP request, one attempt in the trail: a 429 or 5xx is that attempt failed, tried again on the
+//! documented schedule ([`apiary_planner::notify`]), never again at once behind the trail's back. One post has
+//! [`POST_BUDGET`]: a receiver slower than that is one failed attempt, and never holds the power function long.
 
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use crate::http::Http;
 use crate::secrets::SecretCache;
 use crate::webhook::sign;
 
-/// The longest one post of a notification takes, retries of a 429 or 5xx included.
+/// The longest one post of a notification takes.
 pub const POST_BUDGET: Duration = Duration::from_secs(5);
 
 /// Posts notifications through `http` (the URL policy's guarded client), reading signing keys through `secrets`.
@@ -43,7 +44,7 @@ impl Notifier for Notifications {
             .map_err(|why| Error::service(OP, format!("the signing key in {} {why}", hook.secret), false))?;
         let answer = self
             .http
-            .send(OP, |c| {
+            .send_once(OP, |c| {
                 c.post(&hook.url)
                     .header("content-type", "application/json")
                     .header("webhook-id", id)

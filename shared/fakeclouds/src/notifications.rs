@@ -32,12 +32,14 @@ struct State {
     duplicates: u64,
     refused: Vec<String>,
     failing: u32,
+    /// How many posts were answered 503 (down, or failing).
+    failed: u64,
 }
 
 impl State {
     fn new(key: &str, clock: Clock, epoch: u64) -> Self {
         let (received, refused) = (vec![], vec![]);
-        Self { key: key.to_owned(), clock, epoch, down: false, received, duplicates: 0, refused, failing: 0 }
+        Self { key: key.to_owned(), clock, epoch, down: false, received, duplicates: 0, refused, failing: 0, failed: 0 }
     }
 }
 
@@ -100,6 +102,11 @@ impl FakeReceiver {
         self.lock().refused.clone()
     }
 
+    /// How many posts were answered `503`.
+    pub fn failed(&self) -> u64 {
+        self.lock().failed
+    }
+
     /// The next `n` notifications are answered `503`, as a receiver that is down.
     pub fn fail_next(&self, n: u32) {
         self.lock().failing = n;
@@ -122,6 +129,7 @@ fn handle(state: &Mutex<State>, req: &Request) -> Response {
     }
     if s.down || s.failing > 0 {
         s.failing = s.failing.saturating_sub(1);
+        s.failed += 1;
         return Response::json(503, &json!({"message": "the receiver is down"}));
     }
     let id = req.headers.get("webhook-id").cloned().unwrap_or_default();
