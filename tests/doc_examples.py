@@ -208,6 +208,24 @@ def run_python(page, line, text):
         scope["time"] = Clock(now)
         if verify(key, h, b) is not want:
             return f"{page}:{line}: verify() answers {not want} for {what}"
+    names = scope.get("names_request")
+    if names is None:
+        return None
+    # The installer's binding of an id to its request, as Apiary's client writes ids (shared/clouds/src/webhook.rs).
+    put = json.dumps({"pool": "ocp", "clusterId": "ci-1", "attempt": 2}).encode()
+    at = {"webhook-timestamp": "1614265330"}
+    bound = [("PUT", "/apiary/clusters/ci-1", {}, "ci-1.PutCluster.2", put, True, "an install"),
+             ("GET", "/apiary/clusters/ci-1", {}, "ci-1.GetCluster.2", b"", True, "a look"),
+             ("DELETE", "/apiary/clusters/ci-1", {}, "ci-1.DeleteCluster.1", b"", True, "a removal"),
+             ("GET", "/apiary/clusters", {"pool": "ocp"}, "ocp.list.1614265330", b"", True, "a list"),
+             ("DELETE", "/apiary/clusters/ci-1", {}, "ci-1.GetCluster.1", b"", False, "a look's id as a removal"),
+             ("GET", "/apiary/clusters/ci-2", {}, "ci-1.GetCluster.1", b"", False, "a look's id at another cluster"),
+             ("PUT", "/apiary/clusters/ci-1", {}, "ci-1.PutCluster.1", put, False, "another attempt's id"),
+             ("GET", "/apiary/clusters", {"pool": "other"}, "ocp.list.1614265330", b"", False, "another pool's list"),
+             ("POST", "/apiary/clusters/ci-1", {}, "ci-1.PostCluster.1", b"", False, "no operation")]
+    for method, path, query, msg_id, b, want, what in bound:
+        if names(method, path, query, {**at, "webhook-id": msg_id}, b) is not want:
+            return f"{page}:{line}: names_request() answers {not want} for {what}"
     return None
 
 

@@ -68,6 +68,7 @@ pub async fn installer(sdk: &aws_config::SdkConfig, settings: &Settings) -> Resu
     Ok(crate::service::Installer {
         pools: std::sync::Arc::new(S3Pools(dirs.clone())),
         records: std::sync::Arc::new(DynamoRecords::new(sdk, &settings.table)),
+        replays: std::sync::Arc::new(DynamoReplays::new(sdk, &settings.table)),
         dirs: std::sync::Arc::new(dirs),
         jobs: std::sync::Arc::new(CodeBuildJobs::new(sdk, &settings.project, &settings.bucket)),
         vault: std::sync::Arc::new(SecretsVault::new(sdk)),
@@ -139,6 +140,47 @@ impl Vault for SecretsVault {
 pub struct DynamoRecords {
     client: aws_sdk_dynamodb::Client,
     table: String,
+}
+
+/// The accepted requests in the records' table: an item `{id: "replay#<webhook-id>", digest, expires}` (no `pool`,
+/// so never in the pool index), written only if there is none, it is for the same request, or it expired; the
+/// table's time to live (`expires`) removes it later.
+#[derive(Clone)]
+pub struct DynamoReplays {
+    client: aws_sdk_dynamodb::Client,
+    table: String,
+}
+
+impl DynamoReplays {
+    /// The accepted requests in `table`.
+    pub fn new(sdk: &aws_config::SdkConfig, table: impl Into<String>) -> Self {
+        Self { client: aws_sdk_dynamodb::Client::new(sdk), table: table.into() }
+    }
+}
+
+#[async_trait]
+impl crate::ports::Replays for DynamoReplays {
+    async fn accept(&self, id: &str, digest: &str, now: i64, expires: i64) -> Result<bool> {
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("id", AttributeValue::S(format!("replay#{id}")))
+            .item("digest", AttributeValue::S(digest.to_owned()))
+            .item("expires", AttributeValue::N(expires.to_string()))
+            .condition_expression("attribute_not_exists(id) OR #digest = :digest OR #expires < :now")
+            .expression_attribute_names("#digest", "digest")
+            .expression_attribute_names("#expires", "expires")
+            .expression_attribute_values(":digest", AttributeValue::S(digest.to_owned()))
+            .expression_attribute_values(":now", AttributeValue::N(now.to_string()))
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(lost) => Ok(false),
+            Err(e) => Err(apiary_aws::error::aws("dynamodb:PutItem", e)),
+        }
+    }
 }
 
 /// The pool index's name.

@@ -69,6 +69,40 @@ impl Pools for LocalPools {
     }
 }
 
+/// The accepted requests as files, `<root>/replays/<sha-256 of the id>.json` (`{digest, expires}`), each write
+/// conditional under one lock (one process).
+pub struct LocalReplays {
+    root: PathBuf,
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl LocalReplays {
+    /// The accepted requests under `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into().join("replays"), lock: tokio::sync::Mutex::new(()) }
+    }
+}
+
+#[async_trait]
+impl crate::ports::Replays for LocalReplays {
+    async fn accept(&self, id: &str, digest: &str, now: i64, expires: i64) -> Result<bool> {
+        use sha2::Digest;
+        let _held = self.lock.lock().await;
+        let name: String = sha2::Sha256::digest(id.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        let path = self.root.join(format!("{name}.json"));
+        if let Some(bytes) = read_if_there(&path).await? {
+            let seen: serde_json::Value = serde_json::from_slice(&bytes)?;
+            let live = seen["expires"].as_i64().is_some_and(|at| at >= now);
+            if live && seen["digest"].as_str() != Some(digest) {
+                return Ok(false);
+            }
+        }
+        let entry = serde_json::json!({"id": id, "digest": digest, "expires": expires});
+        write_whole(&path, &serde_json::to_vec(&entry)?).await?;
+        Ok(true)
+    }
+}
+
 /// Records as files, `<root>/records/<id>.json`, each write conditional under one lock (one process).
 pub struct LocalRecords {
     root: PathBuf,

@@ -30,6 +30,15 @@ pub trait Records: Send + Sync {
     async fn list(&self, pool: &str) -> Result<Vec<Record>>;
 }
 
+/// The signed requests the installer accepted, by `webhook-id`, for as long as their signature may be replayed.
+#[async_trait]
+pub trait Replays: Send + Sync {
+    /// Remembers that request `id` (its `digest`: method, path and body) was accepted, until `expires` (Unix
+    /// seconds). `false` when `id` was accepted before, unexpired, for another request: a replay to refuse. The same
+    /// request again (Apiary's retries, its looks every minute) is `true`.
+    async fn accept(&self, id: &str, digest: &str, now: i64, expires: i64) -> Result<bool>;
+}
+
 /// Install directories, one per cluster: install-config.yaml in, metadata.json, auth/ and the log out.
 #[async_trait]
 pub trait Dirs: Send + Sync {

@@ -12,7 +12,12 @@
 //!   it succeeds), then removes the secrets, the directory and the record: `404` from then on.
 //! - `GET …/clusters?pool=`: every cluster the installer holds for the pool.
 //!
-//! Every request must carry a valid Standard Webhooks signature. Every record write is conditional on the revision
+//! Every request must carry a valid Standard Webhooks signature, and its `webhook-id` must name what the request
+//! does as Apiary's client writes it (`<cluster>.PutCluster.<attempt>` for a `PUT` of that cluster and attempt,
+//! `<cluster>.GetCluster.<n>`, `<cluster>.DeleteCluster.<n>`, `<pool>.list.<timestamp>`): the signature covers the id
+//! and the body, so a look's signature (an empty body) cannot be replayed as another cluster's removal. An id
+//! accepted once is remembered while its signature may be replayed ([`Replays`]); the same id for another
+//! request is refused. Both refusals are `401`, with nothing done. Every record write is conditional on the revision
 //! read; a lost condition re-reads and answers from what the other writer left. A failure of the installer's own
 //! stores or runner is a `503`, which Apiary retries.
 
@@ -28,10 +33,12 @@ use serde_json::{json, Value};
 
 use crate::model::{Phase, PoolSettings, Record, DESTROY_TIMEOUT};
 use crate::outputs::{excerpt, files, kubeconfig_server, Metadata};
-use crate::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records, Vault};
+use crate::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records, Replays, Vault};
 use crate::schema::{Problem, Schema};
 use crate::template::{render, Values};
 
+/// How long an accepted request's id is remembered: the signature's tolerance (five minutes) and a minute more.
+const REPLAY_SECONDS: i64 = 6 * 60;
 /// How many problems a refused install-config's answer names.
 const PROBLEMS: usize = 8;
 /// How many transitions one request takes a cluster through at most (a finished job, its outputs, the answer).
@@ -48,6 +55,8 @@ pub struct Installer {
     pub pools: Arc<dyn Pools>,
     /// The records.
     pub records: Arc<dyn Records>,
+    /// The signed requests accepted, while their signatures may be replayed.
+    pub replays: Arc<dyn Replays>,
     /// The install directories.
     pub dirs: Arc<dyn Dirs>,
     /// Where jobs run.
@@ -70,17 +79,49 @@ fn message(status: StatusCode, text: impl Into<String>) -> Answer {
 impl Installer {
     /// Answers one request of the contract.
     pub async fn handle(&self, req: Request<Bytes>) -> Response<Bytes> {
-        let (status, body) = match self.verified(&req) {
-            Err(why) => message(StatusCode::UNAUTHORIZED, why),
-            Ok(()) => self.route(&req).await.unwrap_or_else(|e| {
+        let (status, body) = match self.admitted(&req).await {
+            Ok(Err(why)) => message(StatusCode::UNAUTHORIZED, why),
+            Ok(Ok(())) => self.route(&req).await.unwrap_or_else(|e| {
                 tracing::warn!(error = %e, path = req.uri().path(), "the installer could not answer");
                 message(StatusCode::SERVICE_UNAVAILABLE, format!("the installer could not answer: {e}"))
             }),
+            Err(e) => {
+                tracing::warn!(error = %e, "the installer could not remember a request");
+                message(StatusCode::SERVICE_UNAVAILABLE, format!("the installer could not answer: {e}"))
+            }
         };
         let mut response = Response::new(Bytes::from(body.to_string()));
         *response.status_mut() = status;
         response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
         response
+    }
+
+    /// Whether `req` may be answered: signed with a key of the installer's, its id naming what it does, and not a
+    /// replay of an id accepted for another request. `Err` when the replays cannot be read (a `503`).
+    async fn admitted(&self, req: &Request<Bytes>) -> Result<std::result::Result<(), String>> {
+        if let Err(why) = self.verified(req).and_then(|()| bound(req)) {
+            return Ok(Err(why));
+        }
+        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let id = header("webhook-id");
+        let timestamp: i64 = header("webhook-timestamp").parse().unwrap_or_default();
+        let digest = {
+            use sha2::Digest;
+            let mut hash = sha2::Sha256::new();
+            hash.update(req.method().as_str());
+            hash.update(b" ");
+            hash.update(req.uri().path_and_query().map_or("", |p| p.as_str()));
+            hash.update(b"\n");
+            hash.update(req.body());
+            hash.finalize().iter().map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        // The signature is good five minutes either side of its timestamp: remembered past that, and a minute more.
+        let now = chrono::Utc::now().timestamp();
+        let expires = timestamp.max(now) + REPLAY_SECONDS;
+        Ok(match self.replays.accept(id, &digest, now, expires).await? {
+            true => Ok(()),
+            false => Err(format!("webhook-id {id:?} was accepted before for another request: a replay")),
+        })
     }
 
     fn verified(&self, req: &Request<Bytes>) -> std::result::Result<(), String> {
@@ -605,6 +646,51 @@ enum Step {
 }
 
 /// Whether `id` may name a cluster (and its install directory).
+/// Whether `req`'s `webhook-id` names what it does, as Apiary's client writes it (`shared/clouds/src/webhook.rs`):
+/// the cluster of its path and the operation of its method with the attempt (for a `PUT`, the body's), or the pool
+/// of a list with the request's timestamp. A signature covers the id and the body but not the method or the path.
+fn bound(req: &Request<Bytes>) -> std::result::Result<(), String> {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let id = header("webhook-id");
+    let segments: Vec<&str> = req.uri().path().split('/').filter(|s| !s.is_empty()).collect();
+    let refused = |what: String| Err(format!("webhook-id {id:?} does not name this request ({what})"));
+    match (req.method(), segments.as_slice()) {
+        (&Method::GET, [.., "clusters"]) => {
+            let pool = req
+                .uri()
+                .query()
+                .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("pool=")))
+                .unwrap_or_default();
+            let want = format!("{pool}.list.{}", header("webhook-timestamp"));
+            if id == want {
+                Ok(())
+            } else {
+                refused(format!("want {want:?}"))
+            }
+        }
+        (method, [.., "clusters", cluster]) => {
+            let op = match *method {
+                Method::PUT => "PutCluster",
+                Method::GET => "GetCluster",
+                Method::DELETE => "DeleteCluster",
+                _ => return refused(format!("{method} is no operation of the contract")),
+            };
+            let attempt = id.strip_prefix(&format!("{cluster}.{op}.")).and_then(|n| n.parse::<u32>().ok());
+            match attempt {
+                Some(n) if n >= 1 && *method != Method::PUT => Ok(()),
+                Some(n) if n >= 1 => {
+                    match serde_json::from_slice::<Value>(req.body()).ok().and_then(|b| b["attempt"].as_u64()) {
+                        Some(a) if a == u64::from(n) => Ok(()),
+                        _ => refused(format!("the body's attempt is not {n}")),
+                    }
+                }
+                _ => refused(format!("want {cluster}.{op}.<attempt>")),
+            }
+        }
+        _ => refused("no request of the contract".to_owned()),
+    }
+}
+
 /// `pool` checked by the planner's rule for a pool's name (a DNS label): the name becomes a file's path and an
 /// object's key (`pools/<pool>.json`) and part of the secrets' names, so nothing else may pass.
 pub fn pool_name(pool: &str) -> std::result::Result<(), String> {

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use apiary_installer::aws::{CodeBuildJobs, DynamoRecords, S3Dirs, S3Pools, Settings, POOL_INDEX};
+use apiary_installer::aws::{CodeBuildJobs, DynamoRecords, DynamoReplays, S3Dirs, S3Pools, Settings, POOL_INDEX};
 use apiary_installer::model::{Phase, Record};
 use apiary_installer::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records};
 use aws_sdk_dynamodb::types::{
@@ -107,6 +107,17 @@ async fn records_are_written_only_over_the_revision_read_and_listed_by_pool() {
     assert!(!records.delete("ci-1", 1).await.expect("delete"), "a stale removal loses");
     assert!(records.delete("ci-1", 2).await.expect("delete"));
     assert_eq!(records.get("ci-1").await.expect("get"), None);
+
+    // The accepted requests, in the same table: an id is taken again for the same request only, until it expires;
+    // never in the pool index.
+    use apiary_installer::ports::Replays;
+    let replays = DynamoReplays::new(&sdk, &table);
+    assert!(replays.accept("ci-2.GetCluster.1", "d1", 1000, 1360).await.expect("accept"));
+    assert!(replays.accept("ci-2.GetCluster.1", "d1", 1060, 1420).await.expect("accept"), "Apiary's next look");
+    assert!(!replays.accept("ci-2.GetCluster.1", "d2", 1100, 1460).await.expect("accept"), "another request");
+    assert!(replays.accept("ci-2.GetCluster.1", "d2", 1500, 1860).await.expect("accept"), "after it expired");
+    let listed: Vec<String> = records.list("ocp").await.expect("list").into_iter().map(|r| r.id).collect();
+    assert_eq!(listed, ["ci-2"]);
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use apiary_clouds::http::Http;
 use apiary_clouds::kubernetes::KubernetesReadiness;
 use apiary_clouds::secrets::SecretCache;
 use apiary_fakeclouds::cluster_api::FakeClusterApi;
-use apiary_installer::local::{LocalDirs, LocalJobs, LocalPools, LocalRecords};
+use apiary_installer::local::{LocalDirs, LocalJobs, LocalPools, LocalRecords, LocalReplays};
 use apiary_installer::memory::MemorySecrets;
 use apiary_installer::model::PoolSettings;
 use apiary_installer::ports::{JobKind, JobSpec, JobState, Jobs};
@@ -92,6 +92,7 @@ async fn world(name: &str, template: &str) -> World {
     let installer = Installer {
         pools: Arc::new(pools),
         records: Arc::new(LocalRecords::new(&root)),
+        replays: Arc::new(LocalReplays::new(&root)),
         dirs: Arc::new(LocalDirs::new(&root)),
         jobs: Arc::new(jobs),
         vault: secrets.clone(),
@@ -235,11 +236,12 @@ async fn a_template_that_does_not_fit_the_installers_schema_is_refused_naming_th
     let (status, _) = w.call("GET", "/clusters/ci-2", Value::Null).await;
     assert_eq!(status, 404);
 
-    // A parameter the entry lacks, and one YAML would read as structure, are named too.
-    let (status, body) = w.put("ci-2", 1, &[("workers", "2")]).await;
+    // A parameter the entry lacks, and one YAML would read as structure, are named too (each a later attempt: a
+    // request id is taken for one request only).
+    let (status, body) = w.put("ci-2", 2, &[("workers", "2")]).await;
     assert_eq!(status, 400);
     assert!(body["message"].as_str().is_some_and(|m| m.contains("parameters.machineCidr")), "{body}");
-    let (_, body) = w.put("ci-2", 1, &[("workers", "2\nsshKey: mine"), ("machineCidr", "10.0.0.0/16")]).await;
+    let (_, body) = w.put("ci-2", 3, &[("workers", "2\nsshKey: mine"), ("machineCidr", "10.0.0.0/16")]).await;
     assert!(body["message"].as_str().is_some_and(|m| m.contains("parameters.workers")), "{body}");
 }
 
@@ -402,10 +404,10 @@ async fn make_runs_openshift_pool_installs_every_inventory_entry_with_its_templa
 async fn a_pool_name_that_is_not_one_is_refused_before_it_becomes_a_path() {
     let w = world("names", TEMPLATE).await;
     std::fs::write(w.root.join("secret.json"), r#"{"releaseImage": "x", "installConfig": "y"}"#).expect("planted");
-    for pool in ["../secret", "ocp/../../secret", "OCP", "", "ocp\n"] {
+    for (attempt, pool) in (1..).zip(["../secret", "ocp/../../secret", "OCP", "", "ocp\n"]) {
         let body = json!({
             "pool": pool, "clusterId": "ci-9", "clusterName": "ci-9", "baseDomain": "ci.example.com",
-            "parameters": {"workers": "2", "machineCidr": "10.0.0.0/16"}, "attempt": 1,
+            "parameters": {"workers": "2", "machineCidr": "10.0.0.0/16"}, "attempt": attempt,
         });
         let (status, body) = w.call("PUT", "/clusters/ci-9", body).await;
         assert_eq!(status, 400, "{pool:?}: {body}");
@@ -418,4 +420,72 @@ async fn a_pool_name_that_is_not_one_is_refused_before_it_becomes_a_path() {
     assert!(w.jobs_run().is_empty());
     let (status, _) = w.call("GET", "/clusters/ci-9", Value::Null).await;
     assert_eq!(status, 404, "nothing kept");
+}
+
+/// The request `req` would be with another method and path, its headers (and so its signature) kept: what a replay
+/// of a seen request as another one is.
+fn resent(req: http::Request<bytes::Bytes>, method: &str, path: &str) -> http::Request<bytes::Bytes> {
+    let (mut parts, body) = req.into_parts();
+    parts.method = method.parse().expect("method");
+    parts.uri = format!("https://installer.example.com/apiary{path}").parse().expect("uri");
+    http::Request::from_parts(parts, body)
+}
+
+/// A signature covers the `webhook-id`, the timestamp and the body, not the method or the path: the id must name
+/// them, and an id is not taken twice for two requests. Each hostile request is refused `401` with nothing done.
+#[tokio::test]
+async fn a_signed_request_is_taken_only_for_what_its_id_names_and_only_once() {
+    let w = world("bound", TEMPLATE).await;
+    let put = |id: &str, attempt: u32, team: &str| {
+        json!({"pool": POOL, "clusterId": id, "clusterName": id, "baseDomain": "ci.example.com",
+               "labels": {"team": team}, "parameters": {"workers": "2", "machineCidr": "10.0.0.0/16"},
+               "attempt": attempt})
+    };
+    for id in ["ci-1", "ci-2"] {
+        assert_eq!(w.put(id, 1, &PARAMETERS).await.0, 202);
+        assert_eq!(w.until_not("GET", id, "Provisioning").await.0, 200);
+    }
+    let answer = |req| common::answer(&w.installer, req);
+    let look = || common::signed(KEY, "GET", "/clusters/ci-1", &Value::Null);
+
+    // A look, seen once, sent as the removal of the same cluster or another, or as a look at another.
+    for (method, path) in [("DELETE", "/clusters/ci-1"), ("DELETE", "/clusters/ci-2"), ("GET", "/clusters/ci-2")] {
+        let (status, body) = answer(resent(look(), method, path)).await;
+        assert_eq!(status, 401, "{method} {path}: {body}");
+        assert!(body["message"].as_str().is_some_and(|m| m.contains("does not name this request")), "{body}");
+    }
+    // An install's id with another attempt in its body, or made for another cluster.
+    let now = chrono::Utc::now().timestamp();
+    let (status, _) =
+        answer(common::signed_as(KEY, "PUT", "/clusters/ci-3", &put("ci-3", 2, "ci"), "ci-3.PutCluster.1", now)).await;
+    assert_eq!(status, 401, "another attempt");
+    let (status, _) =
+        answer(common::signed_as(KEY, "PUT", "/clusters/ci-3", &put("ci-3", 1, "ci"), "ci-1.PutCluster.1", now)).await;
+    assert_eq!(status, 401, "another cluster's id");
+    // The same id twice for two requests: the second is a replay.
+    let first = common::signed_as(KEY, "PUT", "/clusters/ci-3", &put("ci-3", 1, "ci"), "ci-3.PutCluster.1", now);
+    assert_eq!(answer(first).await.0, 202);
+    let again = common::signed_as(KEY, "PUT", "/clusters/ci-3", &put("ci-3", 1, "ci"), "ci-3.PutCluster.1", now + 1);
+    assert_ne!(answer(again).await.0, 401, "the same request again is Apiary's retry");
+    let other = common::signed_as(KEY, "PUT", "/clusters/ci-3", &put("ci-3", 1, "intruder"), "ci-3.PutCluster.1", now);
+    let (status, body) = answer(other).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("a replay")), "{body}");
+    // Stale and future timestamps, another key, a list's id for another pool.
+    for at in [now - 301, now + 301] {
+        let (status, _) =
+            answer(common::signed_as(KEY, "GET", "/clusters/ci-1", &Value::Null, "ci-1.GetCluster.1", at)).await;
+        assert_eq!(status, 401, "signed at {at}, now {now}");
+    }
+    let other_key = "whsec_b3RoZXIta2V5LW90aGVyLWtleS1vdGhlcg==";
+    assert_eq!(answer(common::signed(other_key, "DELETE", "/clusters/ci-1", &Value::Null)).await.0, 401);
+    let list = common::signed_as(KEY, "GET", "/clusters?pool=ocp", &Value::Null, &format!("ocp.list.{now}"), now);
+    assert_eq!(answer(resent(list, "GET", "/clusters?pool=other")).await.0, 401);
+
+    // Nothing was done: both clusters stand, with the jobs they had.
+    for id in ["ci-1", "ci-2"] {
+        let (status, body) = w.call("GET", &format!("/clusters/{id}"), Value::Null).await;
+        assert_eq!((status, body["state"].as_str()), (200, Some("Ready")), "{id}: {body}");
+    }
+    assert!(w.jobs_run().iter().all(|j| j.contains(".install.")), "{:?}", w.jobs_run());
 }

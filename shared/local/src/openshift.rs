@@ -91,6 +91,7 @@ impl DemoOpenShift {
         let installer = Installer {
             pools: Arc::new(local_pools),
             records: Arc::new(LocalRecords::new(&root)),
+            replays: Arc::new(apiary_installer::local::LocalReplays::new(&root)),
             dirs: Arc::new(LocalDirs::new(&root)),
             jobs: Arc::new(jobs),
             vault: Arc::new(SecretsVault::new(sdk)),
