@@ -980,9 +980,15 @@ async fn an_openshift_pool_installs_through_the_reference_installer_and_a_releas
     assert_eq!(status, 202, "{body}");
     let id = running["id"].as_str().expect("id").to_owned();
     let record = clouds.openshift.root.join("records").join(format!("{id}.json"));
+    // The installer keeps the record as the removal's tombstone, so that a late install request cannot bring the
+    // cluster back.
+    let removed = || {
+        let read = std::fs::read(&record).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+        read.is_some_and(|r| r["phase"] == "Removed")
+    };
     s.until("the released cluster is destroyed by the installer", MINUTE * 2, || async {
         let listed = s.clusters("w").await.iter().any(|c| c["id"] == running["id"]);
-        (!listed && !record.exists() && instances(infra(&running)).await.is_empty()).then_some(())
+        (!listed && removed() && instances(infra(&running)).await.is_empty()).then_some(())
     })
     .await;
     assert!(secrets.secret(&kubeconfig).await.is_err(), "the kubeconfig's secret is removed");

@@ -183,6 +183,9 @@ impl crate::ports::Replays for DynamoReplays {
     }
 }
 
+/// How long a removed cluster's tombstone is kept: the longest an SQS queue keeps a message, and a day.
+pub const TOMBSTONE_SECONDS: i64 = 15 * 24 * 3600;
+
 /// The pool index's name.
 pub const POOL_INDEX: &str = "pool";
 
@@ -231,6 +234,12 @@ impl Records for DynamoRecords {
             .item("pool", AttributeValue::S(record.pool.clone()))
             .item("revision", AttributeValue::N(record.revision.to_string()))
             .item("record", AttributeValue::S(serde_json::to_string(record)?));
+        if record.phase == crate::model::Phase::Removed {
+            // A removal's tombstone outlives every delayed request Apiary could still send (a queue keeps a
+            // message 14 days at most); the table's time to live removes it then.
+            let expires = chrono::Utc::now().timestamp() + TOMBSTONE_SECONDS;
+            put = put.item("expires", AttributeValue::N(expires.to_string()));
+        }
         put = match expected {
             None => put.condition_expression("attribute_not_exists(id)"),
             Some(revision) => put
@@ -486,7 +495,7 @@ impl Jobs for CodeBuildJobs {
             .set_environment_variables_override(Some(env))
             .timeout_in_minutes_override(minutes)
             // The same job asked for twice (a retry after a lost answer) is one build.
-            .idempotency_token(format!("{}-{}", spec.cluster, spec.run))
+            .idempotency_token(format!("{}-{}-{}", spec.cluster, spec.kind.name(), spec.run))
             .send()
             .await
             .map_err(|e| apiary_aws::error::aws(OP, e))?;

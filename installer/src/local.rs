@@ -239,6 +239,43 @@ impl LocalJobs {
 impl Jobs for LocalJobs {
     async fn start(&self, spec: &JobSpec) -> Result<String> {
         let id = format!("{}.{}.{}", spec.cluster, spec.kind.name(), spec.run);
+        // One process a job: a second start of the same job (two looks that both found it to start, before either
+        // wrote) is the first. The job is held before its process starts, so the two cannot both start one.
+        let stop = Arc::new(Notify::new());
+        {
+            let mut jobs = self.lock();
+            if jobs.contains_key(&id) {
+                return Ok(id);
+            }
+            jobs.insert(id.clone(), Held { state: JobState::Running, stop: stop.clone() });
+        }
+        match self.spawn(spec, &id, stop).await {
+            Ok(()) => Ok(id),
+            Err(e) => {
+                self.lock().remove(&id);
+                Err(e)
+            }
+        }
+    }
+
+    async fn state(&self, id: &str) -> Result<JobState> {
+        Ok(match self.lock().get(id) {
+            Some(held) => held.state.clone(),
+            None => JobState::Failed(format!("job {id} is not known to this runner (it was restarted)")),
+        })
+    }
+
+    async fn stop(&self, id: &str) -> Result<()> {
+        if let Some(held) = self.lock().get(id) {
+            held.stop.notify_one();
+        }
+        Ok(())
+    }
+}
+
+impl LocalJobs {
+    /// Starts job `id`'s process, held already, and watches it to its end.
+    async fn spawn(&self, spec: &JobSpec, id: &str, stop: Arc<Notify>) -> Result<()> {
         let dir = LocalDirs::new(&self.root).dir(&spec.cluster);
         tokio::fs::create_dir_all(&dir).await.map_err(|e| io("the install directory", e))?;
         let logs = self.root.join("jobs");
@@ -260,10 +297,8 @@ impl Jobs for LocalJobs {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| Error::Config(format!("the local runner's program {program}: {e}")))?;
-        let stop = Arc::new(Notify::new());
-        self.lock().insert(id.clone(), Held { state: JobState::Running, stop: stop.clone() });
         let (jobs, job, timeout, verb) =
-            (self.jobs.clone(), id.clone(), spec.timeout, format!("{} cluster", spec.kind.args("")[0]));
+            (self.jobs.clone(), id.to_owned(), spec.timeout, format!("{} cluster", spec.kind.args("")[0]));
         tokio::spawn(async move {
             let state = tokio::select! {
                 status = child.wait() => match status {
@@ -288,20 +323,6 @@ impl Jobs for LocalJobs {
                 held.state = state;
             }
         });
-        Ok(id)
-    }
-
-    async fn state(&self, id: &str) -> Result<JobState> {
-        Ok(match self.lock().get(id) {
-            Some(held) => held.state.clone(),
-            None => JobState::Failed(format!("job {id} is not known to this runner (it was restarted)")),
-        })
-    }
-
-    async fn stop(&self, id: &str) -> Result<()> {
-        if let Some(held) = self.lock().get(id) {
-            held.stop.notify_one();
-        }
         Ok(())
     }
 }

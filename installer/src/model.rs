@@ -107,6 +107,10 @@ pub enum Phase {
     Failed,
     /// `openshift-install destroy cluster` is running: Apiary asked for the cluster's removal.
     Destroying,
+    /// Removed: nothing of the cluster is left. The record stays as a tombstone, so that a delayed install request
+    /// for the id (an attempt at or below this one) is refused rather than installing a cluster Apiary deleted;
+    /// answered as no cluster (`404`).
+    Removed,
 }
 
 impl Phase {
@@ -117,6 +121,7 @@ impl Phase {
             Phase::Ready => "Ready",
             Phase::Failed => "Failed",
             Phase::Destroying => "Deprovisioning",
+            Phase::Removed => "Removed",
         }
     }
 }

@@ -171,8 +171,14 @@ impl Installer {
         if let Err(why) = pool_name(pool) {
             return Ok(message(StatusCode::BAD_REQUEST, why));
         }
-        let clusters: Vec<Value> =
-            self.records.list(pool).await?.iter().map(|r| json!({"id": r.id, "state": r.phase.state()})).collect();
+        let clusters: Vec<Value> = self
+            .records
+            .list(pool)
+            .await?
+            .iter()
+            .filter(|r| r.phase != Phase::Removed)
+            .map(|r| json!({"id": r.id, "state": r.phase.state()}))
+            .collect();
         Ok((StatusCode::OK, json!({ "clusters": clusters })))
     }
 
@@ -190,12 +196,18 @@ impl Installer {
         for _ in 0..STEPS {
             let existing = self.records.get(id).await?;
             match existing {
-                Some(r) if r.attempt >= req.attempt => {
-                    if r.phase == Phase::Destroying {
-                        return Ok(refused(r.attempt, "the cluster is being removed"));
-                    }
-                    return self.look(r).await;
+                // A removal is final: no attempt installs while it runs, and none it covered installs after.
+                Some(r) if r.phase == Phase::Destroying => {
+                    return Ok(refused(req.attempt, format!("cluster {id} is being removed (attempt {})", r.attempt)));
                 }
+                Some(r) if r.phase == Phase::Removed && req.attempt <= r.attempt => {
+                    let why = format!(
+                        "cluster {id} was removed at attempt {}: attempt {} cannot install",
+                        r.attempt, req.attempt
+                    );
+                    return Ok(refused(req.attempt, why));
+                }
+                Some(r) if r.phase != Phase::Removed && r.attempt >= req.attempt => return self.look(r).await,
                 existing => match self.begin(&req, existing).await? {
                     Begun::Answer(answer) => return Ok(answer),
                     Begun::Lost => continue,
@@ -208,6 +220,7 @@ impl Installer {
     async fn get(&self, id: &str) -> Result<Answer> {
         match self.records.get(id).await? {
             None => Ok(message(StatusCode::NOT_FOUND, format!("no cluster {id}"))),
+            Some(r) if r.phase == Phase::Removed => Ok(gone(id)),
             Some(r) => self.look(r).await,
         }
     }
@@ -217,6 +230,9 @@ impl Installer {
             let Some(mut r) = self.records.get(id).await? else {
                 return Ok(message(StatusCode::NOT_FOUND, format!("no cluster {id}")));
             };
+            if r.phase == Phase::Removed {
+                return Ok(gone(id));
+            }
             if r.phase != Phase::Destroying {
                 let expected = r.revision;
                 match r.phase {
@@ -228,7 +244,7 @@ impl Installer {
                     }
                     // Its destroy (or the stop before it) serves the removal.
                     Phase::CleaningUp => {}
-                    Phase::Ready | Phase::Failed | Phase::Destroying => r.job = None,
+                    Phase::Ready | Phase::Failed | Phase::Destroying | Phase::Removed => r.job = None,
                 }
                 r.phase = Phase::Destroying;
                 r.reinstall = false;
@@ -375,8 +391,15 @@ impl Installer {
             let moved = match self.step(&mut r).await? {
                 Step::Stay => return Ok(answer(&r)),
                 Step::Gone => {
-                    return Ok(if self.records.delete(&r.id, expected).await? {
-                        message(StatusCode::NOT_FOUND, format!("cluster {} is gone", r.id))
+                    // The record stays as the removal's tombstone.
+                    r.phase = Phase::Removed;
+                    r.job = None;
+                    r.stopping = None;
+                    r.outputs.clear();
+                    r.infra_id = None;
+                    r.message = None;
+                    return Ok(if self.write(&mut r, Some(expected)).await? {
+                        gone(&r.id)
                     } else {
                         self.reread(&r.id).await?
                     });
@@ -407,7 +430,7 @@ impl Installer {
             return Ok(Step::Moved);
         }
         match r.phase {
-            Phase::Ready | Phase::Failed => Ok(Step::Stay),
+            Phase::Ready | Phase::Failed | Phase::Removed => Ok(Step::Stay),
             Phase::Installing => self.installing(r).await,
             Phase::CleaningUp => self.cleaning_up(r).await,
             Phase::Destroying => self.destroying(r).await,
@@ -760,7 +783,15 @@ fn refused(attempt: u32, why: impl Into<String>) -> Answer {
 }
 
 /// The contract's answer for `r`.
+/// The answer about a removed cluster: none.
+fn gone(id: &str) -> Answer {
+    message(StatusCode::NOT_FOUND, format!("cluster {id} is gone"))
+}
+
 fn answer(r: &Record) -> Answer {
+    if r.phase == Phase::Removed {
+        return gone(&r.id);
+    }
     let mut out = ClusterAnswer { state: r.phase.state().to_owned(), attempt: Some(r.attempt), ..Default::default() };
     let status = match r.phase {
         Phase::Ready => {
@@ -780,6 +811,7 @@ fn answer(r: &Record) -> Answer {
             out.message = r.message.clone();
             StatusCode::ACCEPTED
         }
+        Phase::Removed => StatusCode::NOT_FOUND,
     };
     (status, serde_json::to_value(out).unwrap_or_default())
 }

@@ -261,7 +261,7 @@ async fn codebuild_runs_each_job_as_a_build_told_by_its_environment() {
     assert!(env.contains(&("APIARY_INSTALL_ROLE_ARN".into(), "arn:aws:iam::210987654321:role/ocp-installer".into())));
     assert_eq!(
         (start["body"]["timeoutInMinutesOverride"].as_i64(), start["body"]["idempotencyToken"].as_str()),
-        (Some(150), Some("ci-1-1"))
+        (Some(150), Some("ci-1-install-1"))
     );
     if let Some(dir) = std::env::var_os("APIARY_WIRE_OUT") {
         let path = std::path::Path::new(&dir).join("codebuild.json");

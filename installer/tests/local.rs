@@ -489,3 +489,63 @@ async fn a_signed_request_is_taken_only_for_what_its_id_names_and_only_once() {
     }
     assert!(w.jobs_run().iter().all(|j| j.contains(".install.")), "{:?}", w.jobs_run());
 }
+
+/// A removal is final: while the destroy runs no attempt installs (a delayed retry of a higher attempt used to
+/// clear the install directory, the destroy's metadata.json with it, and install again), and once the cluster is
+/// gone a delayed install request for an attempt the removal covered is refused; the id stays gone.
+#[tokio::test]
+async fn a_removal_is_final_whatever_install_request_comes_late() {
+    let w = world("final", TEMPLATE).await;
+    assert_eq!(w.put("ci-5", 1, &PARAMETERS).await.0, 202);
+    assert_eq!(w.until_not("GET", "ci-5", "Provisioning").await.0, 200);
+    let (status, body) = w.call("DELETE", "/clusters/ci-5", Value::Null).await;
+    assert_eq!((status, body["state"].as_str()), (202, Some("Deprovisioning")), "{body}");
+    let (status, body) = w.put("ci-5", 2, &PARAMETERS).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("being removed")), "{body}");
+    assert_eq!(w.until_not("DELETE", "ci-5", "Deprovisioning").await.0, 404);
+
+    let (status, body) = w.put("ci-5", 1, &PARAMETERS).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("was removed at attempt 1")), "{body}");
+    assert_eq!(w.call("GET", "/clusters/ci-5", Value::Null).await.0, 404);
+    assert_eq!(w.call("DELETE", "/clusters/ci-5", Value::Null).await.0, 404);
+    assert_eq!(w.call("GET", "/clusters?pool=ocp", Value::Null).await.1, json!({"clusters": []}));
+    assert_eq!(w.jobs_run(), ["ci-5.destroy.2.out", "ci-5.install.1.out"], "no install after the removal");
+    assert!(!w.root.join("clusters/ci-5").exists());
+}
+
+/// The local runner starts one process a job, however many looks ask for it at once.
+#[tokio::test]
+async fn a_job_asked_for_twice_at_once_runs_once() {
+    let root = std::env::temp_dir().join(format!("apiary-installer-once-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("root");
+    let counter = root.join("started");
+    let script = "echo started >> \"$COUNTER\"; sleep 0.3";
+    let jobs = LocalJobs::new(
+        vec!["sh".into(), "-c".into(), script.into(), "sh".into()],
+        &root,
+        vec![("COUNTER".into(), counter.display().to_string())],
+    );
+    let spec = JobSpec {
+        kind: JobKind::Install,
+        cluster: "ci-8".into(),
+        pool: POOL.into(),
+        run: 1,
+        release_image: "quay.io/x/y:1".into(),
+        timeout: Duration::from_secs(5),
+        role_arn: None,
+    };
+    let (a, b) = tokio::join!(jobs.start(&spec), jobs.start(&spec));
+    assert_eq!(a.expect("started"), b.expect("started"));
+    let again = jobs.start(&spec).await.expect("started");
+    for _ in 0..100 {
+        if jobs.state(&again).await.expect("state") != JobState::Running {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(jobs.state(&again).await.expect("state"), JobState::Succeeded);
+    assert_eq!(std::fs::read_to_string(&counter).expect("counter").lines().count(), 1, "one process");
+}
