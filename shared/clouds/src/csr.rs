@@ -11,11 +11,18 @@
 //!   including `system:nodes`; exactly the server usages; a Machine whose `nodeRef` is `<name>`, and every DNS name
 //!   and IP address of the request among that Machine's addresses; no email or URI names.
 //!
+//! And what a resume needs, no more: a request made before the current resume began (a minute allowed for the
+//! cluster's clock) is refused, as is a client request for a node that is Ready (its kubelet renews through its
+//! own identity; the machine approver's recovery approver acts only for a node whose heartbeat went stale), and a
+//! client request whose Machine (the one whose `InternalDNS` is the node's name) is another node's.
+//!
 //! The request itself (PEM, PKCS#10) is read by `x509-parser` and its signature checked; one that does not parse,
 //! is larger than [`MAX_REQUEST`] or is not signed by its own key is refused.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+
+use chrono::{DateTime, TimeDelta, Utc};
 
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::prelude::{FromDer, X509CertificationRequest};
@@ -26,6 +33,8 @@ pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 pub const SERVING_SIGNER: &str = "kubernetes.io/kubelet-serving";
 /// Who asks for a new node's (or a node with expired certificates') client certificate.
 pub const BOOTSTRAPPER: &str = "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper";
+/// How far the cluster's clock may be behind Apiary's when a request made for this resume is judged.
+pub const CLOCK_SKEW: TimeDelta = TimeDelta::minutes(1);
 /// The node bootstrapper's groups on a worker, and on a control-plane machine.
 const BOOTSTRAPPER_GROUPS: [&[&str]; 2] = [
     &["system:authenticated", "system:serviceaccounts", "system:serviceaccounts:openshift-machine-config-operator"],
@@ -57,6 +66,19 @@ pub struct Request {
     pub usages: Vec<String>,
     /// `spec.request`, decoded from base64: the PEM of a PKCS#10 request.
     pub pem: Vec<u8>,
+    /// `metadata.creationTimestamp`: when the cluster took the request.
+    pub created: Option<DateTime<Utc>>,
+}
+
+/// What the rules know of the resuming cluster.
+#[derive(Debug, Clone, Copy)]
+pub struct Resuming<'a> {
+    /// Its nodes, each with whether it is Ready.
+    pub nodes: &'a BTreeMap<String, bool>,
+    /// Its Machines.
+    pub machines: &'a [Machine],
+    /// When the current resume began (Apiary's clock).
+    pub began: Option<DateTime<Utc>>,
 }
 
 /// A Machine of the cluster's Machine API (only what the rules read).
@@ -85,9 +107,9 @@ pub enum Verdict {
     Refuse(String),
 }
 
-/// What the rules say of `request`, on a cluster whose nodes are `nodes` and Machines `machines`.
-pub fn judge(request: &Request, nodes: &BTreeSet<String>, machines: &[Machine]) -> Verdict {
-    match judged(request, nodes, machines) {
+/// What the rules say of `request`, on the resuming cluster `cluster`.
+pub fn judge(request: &Request, cluster: Resuming<'_>) -> Verdict {
+    match judged(request, cluster) {
         Ok(what) => Verdict::Approve(what),
         Err(why) => Verdict::Refuse(why),
     }
@@ -103,15 +125,34 @@ struct Asked {
     others: usize,
 }
 
-fn judged(request: &Request, nodes: &BTreeSet<String>, machines: &[Machine]) -> Result<String, String> {
+fn judged(request: &Request, cluster: Resuming<'_>) -> Result<String, String> {
+    let Some(began) = cluster.began else {
+        return Err("the cluster's resume has no start time: nothing is approved outside a resume".to_owned());
+    };
+    match request.created {
+        Some(at) if at >= began - CLOCK_SKEW => {}
+        Some(at) => {
+            return Err(format!(
+                "made at {}, before this resume began at {} (a minute allowed for the cluster's clock)",
+                at.format("%Y-%m-%dT%H:%M:%SZ"),
+                began.format("%Y-%m-%dT%H:%M:%SZ")
+            ))
+        }
+        None => return Err("the request has no creation time".to_owned()),
+    }
     match request.signer.as_str() {
-        CLIENT_SIGNER => client(request, &parse(&request.pem)?, nodes, machines),
-        SERVING_SIGNER => serving(request, &parse(&request.pem)?, machines),
+        CLIENT_SIGNER => client(request, &parse(&request.pem)?, cluster.nodes, cluster.machines),
+        SERVING_SIGNER => serving(request, &parse(&request.pem)?, cluster.machines),
         other => Err(format!("signer {other:?} is not a kubelet's")),
     }
 }
 
-fn client(request: &Request, asked: &Asked, nodes: &BTreeSet<String>, machines: &[Machine]) -> Result<String, String> {
+fn client(
+    request: &Request,
+    asked: &Asked,
+    nodes: &BTreeMap<String, bool>,
+    machines: &[Machine],
+) -> Result<String, String> {
     if request.username != BOOTSTRAPPER {
         return Err(format!("a client certificate asked for by {:?}, not the node bootstrapper", request.username));
     }
@@ -128,11 +169,22 @@ fn client(request: &Request, asked: &Asked, nodes: &BTreeSet<String>, machines: 
     if !CLIENT_USAGES.iter().any(|u| same_set(&request.usages, u)) {
         return Err(format!("usages {:?} are not a kubelet client's", sorted(&request.usages)));
     }
-    if !nodes.contains(name) {
-        return Err(format!("no node {name} in the cluster"));
+    match nodes.get(name) {
+        None => return Err(format!("no node {name} in the cluster")),
+        Some(true) => {
+            return Err(format!(
+                "node {name} is Ready: its kubelet renews its client certificate through its own identity"
+            ))
+        }
+        Some(false) => {}
     }
-    if !machines.iter().any(|m| m.has(&["InternalDNS"], name)) {
+    let mut found = machines.iter().filter(|m| m.has(&["InternalDNS"], name)).peekable();
+    let Some(first) = found.peek().copied() else {
         return Err(format!("no Machine whose InternalDNS address is {name}"));
+    };
+    if !found.any(|m| m.node.as_deref().is_none_or(|n| n == name)) {
+        let other = first.node.as_deref().unwrap_or_default();
+        return Err(format!("Machine {} (InternalDNS {name}) is node {other}'s", first.name));
     }
     Ok(format!("node {name}'s client certificate"))
 }
@@ -257,6 +309,7 @@ mod tests {
             groups: BOOTSTRAPPER_GROUPS[0].iter().map(|g| (*g).to_owned()).collect(),
             usages: vec!["digital signature".into(), "client auth".into()],
             pem: pem(&format!("system:node:{NODE}"), &[NODES], &[], &[]),
+            created: Some(began() + TimeDelta::seconds(40)),
         }
     }
 
@@ -268,6 +321,7 @@ mod tests {
             groups: vec![NODES.into(), "system:authenticated".into()],
             usages: vec!["digital signature".into(), "key encipherment".into(), "server auth".into()],
             pem: pem(&format!("system:node:{NODE}"), &[NODES], &[NODE], &["10.0.1.2"]),
+            created: Some(began() + TimeDelta::seconds(90)),
         }
     }
 
@@ -285,12 +339,22 @@ mod tests {
         ]
     }
 
-    fn nodes() -> BTreeSet<String> {
-        [NODE.to_owned(), "ip-10-0-1-3.ec2.internal".to_owned()].into_iter().collect()
+    /// The resuming node is NotReady; the other, whose certificates outlived the hibernation, Ready.
+    fn nodes() -> BTreeMap<String, bool> {
+        [(NODE.to_owned(), false), ("ip-10-0-1-3.ec2.internal".to_owned(), true)].into_iter().collect()
+    }
+
+    fn began() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-11-29T09:00:00Z").expect("time").to_utc()
+    }
+
+    /// `r` judged on a cluster of `nodes` and `machines` whose resume began at [`began`].
+    fn judge_on(r: &Request, nodes: &BTreeMap<String, bool>, machines: &[Machine]) -> Verdict {
+        judge(r, Resuming { nodes, machines, began: Some(began()) })
     }
 
     fn verdict(r: &Request) -> Verdict {
-        judge(r, &nodes(), &machines())
+        judge_on(r, &nodes(), &machines())
     }
 
     #[test]
@@ -352,8 +416,59 @@ mod tests {
         }
         let mut orphan = machines();
         orphan[0].addresses.retain(|(kind, _)| kind != "InternalDNS");
-        let Verdict::Refuse(why) = judge(&client(), &nodes(), &orphan) else { panic!("approved") };
+        let Verdict::Refuse(why) = judge_on(&client(), &nodes(), &orphan) else { panic!("approved") };
         assert_eq!(why, format!("no Machine whose InternalDNS address is {NODE}"));
+    }
+
+    /// What a resume needs and no more. The bootstrapper's two group sets: a worker's is the cluster machine
+    /// approver's `nodeBootstrapperGroups` (openshift/cluster-machine-approver, pkg/controller/csr_check.go), a
+    /// control-plane machine's Hive's `masterNodeBootstrapperGroups` (openshift/hive, pkg/controller/hibernation,
+    /// its CSR helper "copied from cluster-machine-approver with modifications for the hibernation resume case"),
+    /// without `system:serviceaccounts`. The machine approver leaves a client request pending past an hour
+    /// (`maxPendingDelta`), and its recovery approver acts only for a node whose heartbeat went stale
+    /// (`heartbeatStaleAfter`, five minutes): a Ready node's kubelet renews through its own identity.
+    #[test]
+    fn only_what_this_resume_needs_is_approved() {
+        let at = |seconds: i64| Some(began() + TimeDelta::seconds(seconds));
+        // Made two hours before the resume began: refused; a minute's clock skew is allowed, not more.
+        for (created, approved) in [(at(-7200), false), (at(-61), false), (at(-59), true), (at(3600), true)] {
+            let approved_now = matches!(verdict(&Request { created, ..client() }), Verdict::Approve(_));
+            assert_eq!(approved_now, approved, "{created:?}");
+        }
+        let Verdict::Refuse(why) = verdict(&Request { created: at(-7200), ..serving() }) else { panic!("approved") };
+        assert!(why.contains("before this resume began at 2026-11-29T09:00:00Z"), "{why}");
+        assert!(matches!(verdict(&Request { created: None, ..client() }), Verdict::Refuse(_)));
+        let outside = Resuming { nodes: &nodes(), machines: &machines(), began: None };
+        assert!(matches!(judge(&client(), outside), Verdict::Refuse(why) if why.contains("outside a resume")));
+
+        // A client request for the node that stayed Ready.
+        let ready = "system:node:ip-10-0-1-3.ec2.internal";
+        let Verdict::Refuse(why) = verdict(&Request { pem: pem(ready, &[NODES], &[], &[]), ..client() }) else {
+            panic!("approved for a Ready node")
+        };
+        assert!(why.contains("is Ready"), "{why}");
+
+        // The Machine whose InternalDNS is the node's name is another node's.
+        let mut taken = machines();
+        taken[0].node = Some("ip-10-0-7-7.ec2.internal".into());
+        let Verdict::Refuse(why) = judge_on(&client(), &nodes(), &taken) else { panic!("approved") };
+        assert_eq!(why, format!("Machine m-0 (InternalDNS {NODE}) is node ip-10-0-7-7.ec2.internal's"));
+        taken[0].node = None;
+        assert!(matches!(judge_on(&client(), &nodes(), &taken), Verdict::Approve(_)), "a Machine with no node yet");
+
+        // Exactly the two group sets: the worker's, and the control plane's without system:serviceaccounts.
+        assert_eq!(
+            BOOTSTRAPPER_GROUPS[0],
+            [
+                "system:authenticated",
+                "system:serviceaccounts",
+                "system:serviceaccounts:openshift-machine-config-operator"
+            ]
+        );
+        assert_eq!(
+            BOOTSTRAPPER_GROUPS[1],
+            ["system:authenticated", "system:serviceaccounts:openshift-machine-config-operator"]
+        );
     }
 
     #[test]

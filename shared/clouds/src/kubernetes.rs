@@ -23,7 +23,7 @@
 //! (credentials expired or revoked, seed 002's failed resume) and any other answer are not ready, with what the
 //! cluster said. A refused credential is read again at the next look, in case it was rotated.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use apiary_planner::power::certificates::{CertificateLook, Refusal};
 use apiary_planner::power::Readiness;
@@ -217,8 +217,11 @@ impl ReadinessCheck for KubernetesReadiness {
         if waiting.is_empty() || !check(&t)?.approves_node_certificates() {
             return Ok(Some(NodesFound::only(readiness)));
         }
-        let names = nodes.iter().map(|n| n.metadata.name.clone()).collect();
-        let (certificates, note) = self.approve(&access, &names).await?;
+        let names: BTreeMap<String, bool> = nodes
+            .iter()
+            .map(|n| (n.metadata.name.clone(), n.condition("Ready").is_some_and(|c| c.status == "True")))
+            .collect();
+        let (certificates, note) = self.approve(&access, &names, t.cluster.transition_started_at).await?;
         let readiness = match (readiness, note) {
             (Readiness::NotReady { message }, Some(note)) => {
                 Readiness::NotReady { message: format!("{message}; {note}") }
@@ -261,7 +264,12 @@ impl ReadinessCheck for KubernetesReadiness {
 impl KubernetesReadiness {
     /// Approves the pending certificate requests of the cluster at `access` that pass the rules, on a cluster
     /// whose nodes are `nodes`: what it approved and left pending, and why it could not look, if it could not.
-    async fn approve(&self, access: &Access, nodes: &BTreeSet<String>) -> Result<(CertificateLook, Option<String>)> {
+    async fn approve(
+        &self,
+        access: &Access,
+        nodes: &BTreeMap<String, bool>,
+        began: Option<apiary_planner::Timestamp>,
+    ) -> Result<(CertificateLook, Option<String>)> {
         let mut look = CertificateLook::default();
         let mut machines: Option<Vec<csr::Machine>> = None;
         let mut judged = BTreeSet::new();
@@ -293,7 +301,8 @@ impl KubernetesReadiness {
                 }
                 judged.insert(c.request.name.clone());
                 let name = c.request.name.clone();
-                match c.problem.clone().map_or_else(|| csr::judge(&c.request, nodes, machines), Verdict::Refuse) {
+                let resuming = csr::Resuming { nodes, machines, began };
+                match c.problem.clone().map_or_else(|| csr::judge(&c.request, resuming), Verdict::Refuse) {
                     Verdict::Refuse(why) => look.refused.push(Refusal { name, why }),
                     Verdict::Approve(what) => match self.put_approval(access, c).await? {
                         Ok(()) => {
@@ -386,6 +395,9 @@ impl From<serde_json::Value> for Csr {
             groups: list("/spec/groups"),
             usages: list("/spec/usages"),
             pem,
+            created: chrono::DateTime::parse_from_rfc3339(&text("/metadata/creationTimestamp"))
+                .ok()
+                .map(|t| t.to_utc()),
         };
         Self { request, decided, problem, object }
     }

@@ -198,6 +198,7 @@ async fn the_kubernetes_readiness_checks_requests_are_recorded_on_the_wire() {
     assert_eq!(check.check(aim.target()).await.expect("operators"), Readiness::Ready);
     // Then a resume past the kubelets' certificates: the requests, the Machines and the approvals.
     api.advance(Duration::from_secs(3600));
+    aim.cluster.transition_started_at = Some(api.now());
     let found = check.nodes(aim.target()).await.expect("nodes").expect("the check reads nodes");
     assert_eq!(found.certificates.approved.len(), 6, "{found:?}");
     let wire = api.take_wire();

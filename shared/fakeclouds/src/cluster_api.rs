@@ -256,6 +256,11 @@ impl FakeClusterApi {
         self.lock().clock.advance(by);
     }
 
+    /// The time the cluster's objects carry now (a certificate request's `creationTimestamp`).
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        kubelets::instant(self.lock().clock.now())
+    }
+
     /// Requests so far, as `METHOD path`, and clears the log.
     pub fn take_log(&self) -> Vec<String> {
         self.lock().log.take()

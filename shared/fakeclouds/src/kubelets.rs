@@ -381,7 +381,11 @@ impl Spec {
 }
 
 /// `now` (time since the fake started) as a Kubernetes timestamp, from a fixed epoch.
+/// The time the fake's objects carry at its clock's `now`: its clock reads zero at 2027-01-15T08:00:00Z.
+pub fn instant(now: Duration) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp(1_800_000_000 + now.as_secs() as i64, 0).unwrap_or_default()
+}
+
 fn timestamp(now: Duration) -> String {
-    let at = chrono::DateTime::from_timestamp(1_800_000_000 + now.as_secs() as i64, 0).unwrap_or_default();
-    at.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+    instant(now).format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }

@@ -867,6 +867,33 @@ fn a_paced_resume_is_looked_at_every_minute_until_the_pools_quick_time_then_ever
     assert_eq!((done.power_state, done.last_stop_seconds), (Some(PowerState::Hibernating), Some(125)));
 }
 
+/// However many hostile requests a cluster holds, each is said once in a resume: the first 16 by name (in its
+/// condition and the trail), the next 240 remembered by their names' hashes, and the rest in one line, once.
+#[test]
+fn refusals_past_sixteen_are_said_once_however_many_there_are() {
+    use apiary_planner::power::certificates::{
+        new_refusals, note, CertificateLook, Refusal, MAX_NAMED, MAX_TOLD, MORE,
+    };
+    let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
+    let look = |range: std::ops::Range<usize>| CertificateLook {
+        approved: vec![],
+        refused: range.map(|i| Refusal { name: format!("csr-{i}"), why: "no node x in the cluster".into() }).collect(),
+    };
+    let first = look(0..300);
+    let told = new_refusals(&c, &first);
+    assert_eq!(told.len(), MAX_NAMED + MAX_TOLD + 1, "each remembered one, and the rest once");
+    assert_eq!(told.last().map(|r| r.name.as_str()), Some(MORE));
+    let mut after = c.clone();
+    note(&mut after, &first);
+    let kept = after.node_certificates.clone().expect("kept");
+    assert_eq!((kept.refused.len(), kept.told.len(), kept.more), (MAX_NAMED, MAX_TOLD, true));
+    assert!(new_refusals(&after, &first).is_empty(), "the same 300 again: nothing new");
+    assert!(new_refusals(&after, &look(0..400)).is_empty(), "a hundred more past the remembered: said already");
+    let mut later = after.clone();
+    note(&mut later, &look(0..400));
+    assert_eq!(later.node_certificates, after.node_certificates, "nothing grows");
+}
+
 /// Seed 004's CSRs: what the readiness check approved and left pending at each look of a resume is kept on the
 /// cluster, counted in its Ready condition, told to the trail once, and summed up when it is Running.
 #[test]

@@ -191,20 +191,21 @@ async fn a_kubeconfig_is_not_read_for_a_pool_its_secret_is_not_tagged_for() {
 }
 
 /// A cluster installed and up (its nodes and operators looked at), then hibernated until its kubelets'
-/// certificates expired: the first look of its resume at `w`'s clock.
-async fn installed_then_asleep_past_its_certificates(w: &World) {
+/// certificates expired: the first look of its resume, which began at `w`'s clock.
+async fn installed_then_asleep_past_its_certificates(w: &mut World) {
     w.api.certificates_valid(Duration::from_secs(3600), Duration::from_secs(30 * 24 * 3600));
     assert_eq!(nodes_of(&w.check, w.aim.target()).await, Some(Readiness::Ready), "installed");
     w.api.advance(LATE);
     assert_eq!(w.check.check(w.aim.target()).await.expect("operators"), Readiness::Ready, "up");
     w.api.advance(Duration::from_secs(2 * 3600));
+    w.aim.cluster.transition_started_at = Some(w.api.now());
     w.api.take_log();
 }
 
 #[tokio::test]
 async fn a_resume_past_its_certificates_approves_the_kubelets_client_then_serving_requests_in_one_look() {
-    let w = world(kubeconfig(Auth::ClientCertificate), false).await;
-    installed_then_asleep_past_its_certificates(&w).await;
+    let mut w = world(kubeconfig(Auth::ClientCertificate), false).await;
+    installed_then_asleep_past_its_certificates(&mut w).await;
     let found = w.check.nodes(w.aim.target()).await.expect("look").expect("nodes");
     let message = not_ready(found.readiness);
     assert!(message.starts_with("3 of 3 nodes are not Ready: ci-x7k2p-master-0 (Ready=Unknown"), "{message}");
@@ -231,9 +232,9 @@ async fn a_resume_past_its_certificates_approves_the_kubelets_client_then_servin
 #[tokio::test]
 async fn hostile_requests_stay_pending_each_named_with_the_rule_it_failed() {
     use apiary_fakeclouds::kubelets::Hostile;
-    let w = world(kubeconfig(Auth::Token), false).await;
+    let mut w = world(kubeconfig(Auth::Token), false).await;
     w.api.hostile(&Hostile::ALL);
-    installed_then_asleep_past_its_certificates(&w).await;
+    installed_then_asleep_past_its_certificates(&mut w).await;
     let found = w.check.nodes(w.aim.target()).await.expect("look").expect("nodes");
     assert_eq!(found.certificates.approved.len(), 6, "the kubelets' own");
     let refused: Vec<&str> = found.certificates.refused.iter().map(|r| r.why.as_str()).collect();
@@ -256,8 +257,8 @@ async fn hostile_requests_stay_pending_each_named_with_the_rule_it_failed() {
 
 #[tokio::test]
 async fn without_the_machine_api_or_with_approval_off_nothing_is_approved_and_the_message_says_why() {
-    let w = world(kubeconfig(Auth::Token), false).await;
-    installed_then_asleep_past_its_certificates(&w).await;
+    let mut w = world(kubeconfig(Auth::Token), false).await;
+    installed_then_asleep_past_its_certificates(&mut w).await;
     let mut aim = Aim::new(Platform::Fake(FakePlatform::default()));
     aim.cluster.outputs = w.aim.cluster.outputs.clone();
     aim.spec.readiness = w.aim.spec.readiness.clone();
