@@ -461,7 +461,9 @@ create)
   printf 'apiVersion: v1\nclusters:\n- cluster:\n    server: https://api.%s.ci.example.com:6443\n' "$APIARY_CLUSTER" \
     > "$dir/auth/kubeconfig"
   echo "aaaaa-bbbbb-ccccc-ddddd" > "$dir/auth/kubeadmin-password"
-  say info "Install complete!";;
+  say info "Install complete!"
+  # As openshift-install tells it, at info level.
+  say info "Login to the console with user: \\\"kubeadmin\\\", and password: \\\"$(cat "$dir/auth/kubeadmin-password")\\\"";;
 destroy)
   [ -f "$dir/metadata.json" ] || { say fatal "open $dir/metadata.json: no such file or directory"; exit 1; }
   rm -rf "$dir/metadata.json" "$dir/auth"
@@ -488,10 +490,12 @@ cat > "$to/openshift-install" <<'STAND_IN'
 struct BuildspecRuns {
     phases: Vec<(String, Vec<String>)>,
     root: std::path::PathBuf,
-    env: Vec<(String, String)>,
+    env: Mutex<Vec<(String, String)>>,
     bucket: String,
     outcomes: Mutex<std::collections::HashMap<String, JobState>>,
     ran: Mutex<Vec<String>>,
+    /// Every command's output, as CodeBuild sends it to the jobs' log group.
+    log: Mutex<String>,
 }
 
 impl BuildspecRuns {
@@ -511,11 +515,15 @@ impl BuildspecRuns {
                     .arg("-c")
                     .arg(command.replace("/tmp/apiary", &tmp))
                     .env_clear()
-                    .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .envs(self.env.lock().expect("env").clone())
                     .envs(apiary_installer::aws::job_environment(spec, &self.bucket))
                     .env("HOME", container.join("home"))
                     .output()
                     .expect("bash");
+                let mut log = self.log.lock().expect("log");
+                log.push_str(&String::from_utf8_lossy(&out.stdout));
+                log.push_str(&String::from_utf8_lossy(&out.stderr));
+                drop(log);
                 if !out.status.success() {
                     let why = format!(
                         "{}: COMMAND_EXECUTION_ERROR: exit status {}: {}",
@@ -612,6 +620,7 @@ async fn the_buildspec_installs_fails_and_destroys_as_written_with_the_jobs_role
         // The project's environment (infra/installer.yaml).
         ("APIARY_KMS_KEY", settings.kms_key.as_deref().expect("the stack's key")),
         ("APIARY_OC_URL", &format!("file://{}", tarball.display())),
+        ("APIARY_OC_SHA256", &sha256(&tarball)),
         ("STAND_IN_FAIL", &root.join("fail-bootstrap").display().to_string()),
     ]
     .iter()
@@ -623,10 +632,11 @@ async fn the_buildspec_installs_fails_and_destroys_as_written_with_the_jobs_role
     let runs = std::sync::Arc::new(BuildspecRuns {
         phases: buildspec(),
         root: root.clone(),
-        env: build_env,
+        env: Mutex::new(build_env),
         bucket: bucket.clone(),
         outcomes: Mutex::default(),
         ran: Mutex::default(),
+        log: Mutex::default(),
     });
     installer.jobs = runs.clone();
     let put = |attempt: u32| {
@@ -676,4 +686,38 @@ async fn the_buildspec_installs_fails_and_destroys_as_written_with_the_jobs_role
     assert_eq!(ran.len(), 4, "an install, its clean-up, an install, a destroy: {ran:?}");
     assert!(ran[0].contains("Install: Failed") && ran[0].contains("BUILD"), "{ran:?}");
     assert!(ran[1..].iter().all(|r| r.ends_with("Succeeded")), "{ran:?}");
+
+    // The kubeadmin password openshift-install told reached the job's log only redacted.
+    let log = runs.log.lock().expect("log").clone();
+    assert!(log.contains("Install complete!") && log.contains("password: \\\"(redacted)"), "{log}");
+    assert!(!log.contains("aaaaa-bbbbb-ccccc-ddddd"), "the password is in the job's log: {log}");
+
+    // An oc that is not the file pinned: the job fails before anything runs, saying so.
+    runs.env
+        .lock()
+        .expect("env")
+        .iter_mut()
+        .filter(|(k, _)| k == "APIARY_OC_SHA256")
+        .for_each(|(_, v)| *v = "0".repeat(64));
+    signed(
+        &installer,
+        "PUT",
+        "/clusters/ci-8",
+        json!({"pool": "ocp", "clusterId": "ci-8", "clusterName": "ci-8",
+        "baseDomain": "ci.example.com", "attempt": 1}),
+    )
+    .await;
+    let (status, body) = signed(&installer, "GET", "/clusters/ci-8", Value::Null).await;
+    assert_eq!((status, body["state"].as_str()), (409, Some("Failed")), "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("INSTALL") && message.contains("checksum did NOT match"), "{message}");
+    let last = runs.ran.lock().expect("ran").last().cloned().unwrap_or_default();
+    assert!(last.contains("Install: Failed") && last.contains("INSTALL"), "{last}");
+    assert_eq!(dirs.read("ci-8", "metadata.json").await.expect("read"), None, "openshift-install never ran");
+}
+
+/// The SHA-256 of the file at `path`, as sha256sum prints it.
+fn sha256(path: &std::path::Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).expect("file")).iter().map(|b| format!("{b:02x}")).collect()
 }
