@@ -40,7 +40,7 @@ fn lease(name: &str, holder: &str) -> Item {
 
 fn claim_name(name: &str, holder: &str) -> Item {
     let owner = "arn:aws:iam::123456789012:user/alice".into();
-    Item::ClaimName(ClaimName { name: name.into(), holder: holder.into(), owner })
+    Item::ClaimName(ClaimName { name: name.into(), holder: holder.into(), owner, created_at: Some(t0()) })
 }
 
 fn label(pool: &str, key: &str, value: &str) -> Item {

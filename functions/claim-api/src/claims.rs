@@ -185,7 +185,12 @@ pub(crate) async fn make_claim(
             }
         };
         if let Some(n) = &named {
-            let entry = ClaimName { name: claim.to_owned(), holder: pool.to_owned(), owner: caller.arn.clone() };
+            let entry = ClaimName {
+                name: claim.to_owned(),
+                holder: pool.to_owned(),
+                owner: caller.arn.clone(),
+                created_at: Some(new.created_at),
+            };
             writes.push(Write::Put(Item::ClaimName(entry), n.cond.clone()));
         }
         let told = apiary_ports::notify::told(&writes);

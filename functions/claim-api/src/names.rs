@@ -17,11 +17,18 @@ pub(crate) enum Held {
     Free(Cond),
 }
 
-/// Who holds claim name `claim` now, read strongly.
+/// Who holds claim name `claim` now, read strongly. The entry is the authority: the claim of that name in the pool
+/// it names is the name's if it is the claim made with the entry (the same owner, made at the time the entry
+/// keeps), even when a reconcile of a release that does not know `selector` rewrote it without one; an entry from
+/// before the time was kept goes by the claim's `selector`.
 pub(crate) async fn held(deps: &Deps, claim: &str) -> Result<Held, ApiError> {
     let Some(entry) = deps.store.claim_name(claim).await? else { return Ok(Held::Free(Cond::Absent)) };
+    let same = |c: &Claim| match entry.created_at {
+        Some(at) => c.created_at == at && c.owner == entry.owner,
+        None => c.selector.is_some(),
+    };
     match deps.store.get_claim(&entry.holder, claim).await? {
-        Some(existing) if existing.selector.is_some() => {
+        Some(existing) if same(&existing) => {
             let pool = get_pool_item(deps, &entry.holder).await?;
             Ok(Held::By(Box::new(pool), Box::new(existing)))
         }

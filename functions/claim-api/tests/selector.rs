@@ -220,3 +220,51 @@ async fn a_claim_by_labels_costs_the_same_among_three_pools_and_among_three_hund
     assert_eq!((few.write_attempts, few.conflicts), (1, 0), "{few:?}");
     assert_eq!(costs[0].1, costs[1].1, "a read by name costs the same");
 }
+
+/// During an update, a reconcile of the release before (which keeps only the fields it knows) rewrites a claim by
+/// labels without its `selector`. The name's entry is the authority: the claim keeps its name, a retried PUT is the
+/// same claim, and no second claim of that name is made in another pool.
+#[tokio::test]
+async fn a_claim_by_labels_keeps_its_name_however_an_older_reconcile_rewrote_it() {
+    let w = World::new(t0());
+    labelled(&w, "west", &[("cloud", "aws")], 1, 0).await;
+    labelled(&w, "east", &[("cloud", "aws")], 1, 0).await;
+    let deps = w.default_deps(900);
+    let body = selector(json!({"cloud": "aws"}));
+    let (status, made) = call(&deps, "PUT", "/claims/job1", Some(ALICE), Some(&body)).await;
+    assert_eq!(status, 201, "{made}");
+    let pool = made["pool"].as_str().expect("pool").to_owned();
+
+    // The older reconcile's rewrite: the claim as it was, less what that release did not know.
+    let mut rewritten = deps.store.get_claim(&pool, "job1").await.expect("read").expect("the claim");
+    rewritten.selector = None;
+    w.store.put(&pool, apiary_ports::store::Item::Claim(Box::new(rewritten)));
+
+    for _ in 0..2 {
+        let (status, again) = call(&deps, "PUT", "/claims/job1", Some(ALICE), Some(&body)).await;
+        assert_eq!((status, again["pool"].as_str()), (201, Some(pool.as_str())), "{again}");
+        assert_eq!(again["cluster"]["id"], made["cluster"]["id"]);
+    }
+    let (status, read) = call(&deps, "GET", "/claims/job1", Some(ALICE), None).await;
+    assert_eq!((status, read["pool"].as_str()), (200, Some(pool.as_str())));
+    let other = if pool == "west" { "east" } else { "west" };
+    assert!(deps.store.get_claim(other, "job1").await.expect("read").is_none(), "no second claim of the name");
+    assert_eq!(deps.store.claim_name("job1").await.expect("read").map(|e| e.holder), Some(pool.clone()));
+
+    // A claim made at the pool's path after a stale entry (an older release released the claim by labels and left
+    // its entry) is not the name's: the name is free for a claim by labels, as before.
+    let (status, _) = call(&deps, "DELETE", &format!("/pools/{pool}/claims/job1"), Some(ALICE), None).await;
+    assert_eq!(status, 202);
+    w.planned(&pool).await;
+    let entry = apiary_ports::store::ClaimName {
+        name: "job1".into(),
+        holder: pool.clone(),
+        owner: ALICE.into(),
+        created_at: None,
+    };
+    w.store.put("", apiary_ports::store::Item::ClaimName(entry));
+    let (status, _) = call(&deps, "PUT", &format!("/pools/{pool}/claims/job1"), Some(BOB), None).await;
+    assert!(matches!(status, 201 | 202), "{status}");
+    let (status, mine) = call(&deps, "PUT", "/claims/job1", Some(ALICE), Some(&body)).await;
+    assert!(matches!(status, 201 | 202) && mine["owner"] == ALICE, "{status}: {mine}");
+}

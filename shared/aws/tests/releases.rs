@@ -332,7 +332,8 @@ fn catalog() -> Catalog {
     // The name of the claim made by selector (every pool's assigned claim is one in the catalog; the aws pool's
     // holds the name).
     let owner = "arn:aws:iam::123456789012:role/ci".to_owned();
-    let entry = ClaimName { name: "job-1".into(), holder: "aws".into(), owner };
+    let entry =
+        ClaimName { name: "job-1".into(), holder: "aws".into(), owner, created_at: Some(t("2026-11-28T11:40:00Z")) };
     c.items.push(("claim name".into(), "aws".into(), Item::ClaimName(entry)));
     let through =
         (0..apiary_ports::store::EVENT_SHARDS).map(|i| format!("2026-11-28T11:5{i}:00.000000Z#-/-#1#X")).collect();

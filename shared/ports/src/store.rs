@@ -100,6 +100,10 @@ pub struct ClaimName {
     pub holder: String,
     /// Who made it.
     pub owner: String,
+    /// When the claim was made (its `createdAt`): the entry's claim is the one made then, whatever a release that
+    /// does not know `selector` left of it when it rewrote the claim. Absent on entries made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<apiary_planner::Timestamp>,
 }
 
 /// The buckets of a pool's forecast profile, in an item of their own
