@@ -417,19 +417,20 @@ class DeployTest(unittest.TestCase):
         vpc = self.template["Resources"]["PowerFunction"]["Properties"]["VpcConfig"]
         self.assertEqual(vpc["Fn::If"][0], "PowerInVpc")
 
-    def test_only_the_power_role_reads_secrets_and_only_those_tagged_for_apiarys_pools(self):
+    def test_only_the_power_role_and_the_claim_api_read_secrets_and_only_those_tagged_for_apiarys_pools(self):
         roles = ["ClaimApiRole", "ReconcileRole", "PowerRole", "TimeoutsRole"]
         reading = [
             (role, st) for role in roles for st in self.statements(role)
             if any(a.startswith("secretsmanager:") for a in ([st["Action"]] if isinstance(st["Action"], str)
                                                              else st["Action"]))
         ]
-        self.assertEqual([role for role, _ in reading], ["PowerRole"], "only the power function reads secrets")
-        [(_, st)] = reading
-        self.assertEqual(sorted(st["Action"]), ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"])
-        self.assertEqual(st["Condition"]["StringEquals"], {"secretsmanager:ResourceTag/apiary": "true"})
-        # The tag naming the pools that may use a secret must be there; the function checks it names the pool.
-        self.assertEqual(st["Condition"]["Null"], {"secretsmanager:ResourceTag/apiary:pools": "false"})
+        # The power function reads the clouds' credentials; the claim API a claimed cluster's, for its claimants.
+        self.assertEqual([role for role, _ in reading], ["ClaimApiRole", "PowerRole"])
+        for _, st in reading:
+            self.assertEqual(sorted(st["Action"]), ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"])
+            self.assertEqual(st["Condition"]["StringEquals"], {"secretsmanager:ResourceTag/apiary": "true"})
+            # The tag naming the pools that may use a secret must be there; the function checks it names the pool.
+            self.assertEqual(st["Condition"]["Null"], {"secretsmanager:ResourceTag/apiary:pools": "false"})
 
     def test_only_the_power_role_assumes_roles_and_only_the_stacks_member_roles(self):
         for role in ["ClaimApiRole", "ReconcileRole", "PowerRole", "TimeoutsRole"]:

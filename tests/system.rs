@@ -975,6 +975,12 @@ async fn an_openshift_pool_installs_through_the_reference_installer_and_a_releas
     let secrets = apiary_aws::secrets::SecretsManager::new(&apiary_aws::config::load_sdk_config().await);
     let tags = secrets.tags(&kubeconfig).await.expect("the kubeconfig's tags");
     assert_eq!(tags.get("apiary:pools").map(String::as_str), Some("w"), "tagged for the pool: {tags:?}");
+    // The claimant reads its cluster's credentials through the claim API (its role reads them), not Secrets Manager.
+    let (status, body) = s.call("GET", "/pools/w/claims/job/credentials", ALICE, None).await;
+    assert_eq!(status, 200, "{body}");
+    let given = body["credentials"]["kubeconfig"].as_str().expect("the kubeconfig");
+    assert_eq!(given, secrets.secret(&kubeconfig).await.expect("the kubeconfig").expose());
+    assert_eq!(body["credentials"]["kubeadminPassword"].as_str().map(str::len), Some(23), "{body}");
 
     let (status, body) = s.call("DELETE", "/pools/w/claims/job", ALICE, None).await;
     assert_eq!(status, 202, "{body}");

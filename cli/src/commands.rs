@@ -47,6 +47,7 @@ fn show_as(format: Format, value: &Value, table: impl FnOnce() -> Result<String>
     let text = match format {
         Format::Table => table()?,
         Format::Env => return Err(Failure::usage("--output env is for claims (claim, claim get)")),
+        Format::Kubeconfig => return Err(Failure::usage("--output kubeconfig is for a claim (claim, claim get)")),
         format => render::document(format, value)?,
     };
     out(&text);
@@ -137,14 +138,40 @@ impl Ctx {
         show_as(self.format, value, table)
     }
 
-    fn show_claim(&self, value: &Value) -> Result<()> {
+    async fn show_claim(&self, value: &Value) -> Result<()> {
         let view = claim_view(value)?;
         match self.format {
+            // The credentials stay out of `export` lines, which a job's shell traces may print.
             Format::Env => {
                 out(&render::claim_env(&view));
                 Ok(())
             }
+            Format::Kubeconfig => {
+                let credentials = self.credentials(&view).await?;
+                let Some(kubeconfig) = credentials.get("kubeconfig").and_then(Value::as_str) else {
+                    let why = format!("claim {}/{}: its cluster names no kubeconfig", view.pool, view.name);
+                    return Err(Failure::new(Exit::NotFound, why));
+                };
+                out(kubeconfig);
+                Ok(())
+            }
             _ => self.show(value, || Ok(render::claim_table(&view, now()))),
+        }
+    }
+
+    /// A Ready claim's credentials (`GET …/credentials`, read by the claim API for the claim's owner, subjects and
+    /// admins).
+    async fn credentials(&self, view: &ClaimView) -> Result<serde_json::Map<String, Value>> {
+        if view.shown_phase() != "Ready" {
+            let (pool, name, phase) = (&view.pool, &view.name, view.shown_phase());
+            let why = format!("claim {pool}/{name} is {phase}: its credentials come once it is Ready");
+            return Err(Failure::new(Exit::Conflict, why));
+        }
+        let path = format!("/pools/{}/claims/{}/credentials", seg(&view.pool)?, seg(&view.name)?);
+        let (status, body) = self.api.send("GET", &path, None).await?;
+        match status {
+            200 => Ok(body["credentials"].as_object().cloned().unwrap_or_default()),
+            _ => Err(ApiError::from_answer(status, &body).into()),
         }
     }
 
@@ -380,7 +407,7 @@ impl Ctx {
             ClaimAction::Create(create) => self.create_claim(create).await,
             ClaimAction::Get(r) => {
                 let (_, claim) = self.api.call("GET", &claim_path(&r)?, None).await?;
-                self.show_claim(&claim)
+                self.show_claim(&claim).await
             }
             ClaimAction::List { pool } => {
                 let (_, answer) = self.api.call("GET", &format!("/pools/{}/claims", seg(&pool)?), None).await?;
@@ -389,22 +416,23 @@ impl Ctx {
                     .map(|a| a.iter().map(claim_view).collect::<Result<_>>())
                     .transpose()?
                     .unwrap_or_default();
-                if self.format == Format::Env {
-                    return Err(Failure::usage("--output env is for one claim (claim, claim get)"));
+                if matches!(self.format, Format::Env | Format::Kubeconfig) {
+                    return Err(Failure::usage("--output env and kubeconfig are for one claim (claim, claim get)"));
                 }
                 self.show(&answer, || Ok(render::claims_table(&claims, now())))
             }
             ClaimAction::Release(r) => {
                 let (_, claim) = self.api.call("DELETE", &claim_path(&r)?, None).await?;
                 self.said(&claim, &format!("claim {}/{} released: its cluster is being removed\n", r.pool, r.name))
+                    .await
             }
             ClaimAction::Hibernate(r) => {
                 let (_, claim) = self.api.call("POST", &format!("{}/hibernate", claim_path(&r)?), None).await?;
-                self.said(&claim, &format!("claim {}/{}: its cluster is hibernating\n", r.pool, r.name))
+                self.said(&claim, &format!("claim {}/{}: its cluster is hibernating\n", r.pool, r.name)).await
             }
             ClaimAction::Resume(r) => {
                 let (_, claim) = self.api.call("POST", &format!("{}/resume", claim_path(&r)?), None).await?;
-                self.said(&claim, &format!("claim {}/{}: its cluster is resuming\n", r.pool, r.name))
+                self.said(&claim, &format!("claim {}/{}: its cluster is resuming\n", r.pool, r.name)).await
             }
             ClaimAction::Extend { claim: r, lifetime } => {
                 let body = json!({ "lifetime": lifetime });
@@ -413,25 +441,25 @@ impl Ctx {
                     Some(at) => format!("it ends at {at}"),
                     None => "it ends a lifetime after it gets its cluster".into(),
                 };
-                self.said(&claim, &format!("claim {}/{}: lifetime {lifetime}; {ends}\n", r.pool, r.name))
+                self.said(&claim, &format!("claim {}/{}: lifetime {lifetime}; {ends}\n", r.pool, r.name)).await
             }
             ClaimAction::Share { claim: r, subjects } => {
                 let body = json!({ "subjects": subjects });
                 let (_, claim) = self.api.call("PATCH", &claim_path(&r)?, Some(&body)).await?;
                 let with = if subjects.is_empty() { "nobody".into() } else { subjects.join(", ") };
-                self.said(&claim, &format!("claim {}/{}: shared with {with}\n", r.pool, r.name))
+                self.said(&claim, &format!("claim {}/{}: shared with {with}\n", r.pool, r.name)).await
             }
         }
     }
 
     /// Prints `line` for a table, the claim for the other formats.
-    fn said(&self, claim: &Value, line: &str) -> Result<()> {
+    async fn said(&self, claim: &Value, line: &str) -> Result<()> {
         match self.format {
             Format::Table => {
                 out(line);
                 Ok(())
             }
-            _ => self.show_claim(claim),
+            _ => self.show_claim(claim).await,
         }
     }
 
@@ -467,7 +495,7 @@ impl Ctx {
         if let Some(pool) = claim["pool"].as_str() {
             r.pool = pool.to_owned();
         }
-        let Some(limit) = limit else { return self.show_claim(&claim) };
+        let Some(limit) = limit else { return self.show_claim(&claim).await };
         let started = Instant::now();
         let deadline = started + limit;
         let progress = Progress::new(&format!("claim {}/{}", r.pool, r.name));
@@ -484,7 +512,7 @@ impl Ctx {
                         r.name,
                         show_duration(started.elapsed())
                     ));
-                    return self.show_claim(&claim);
+                    return self.show_claim(&claim).await;
                 }
                 "Releasing" => {
                     progress.clear();

@@ -21,8 +21,10 @@ pub enum Format {
     Json,
     /// The API's document as YAML.
     Yaml,
-    /// Shell `export` lines (claims only).
+    /// Shell `export` lines (claims only): never a credential.
     Env,
+    /// A Ready claim's cluster's kubeconfig, as the claim API hands it to the claim's owner, subjects and admins.
+    Kubeconfig,
 }
 
 /// A claim as the API shows it.

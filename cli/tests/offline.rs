@@ -473,3 +473,37 @@ fn bare_apiary() -> std::process::Command {
         .env("AWS_EC2_METADATA_DISABLED", "true");
     command
 }
+
+/// `-o kubeconfig` prints a Ready claim's kubeconfig as the claim API hands it out (`GET …/credentials`); `-o env`
+/// never holds a credential. A claim not Ready has none to print.
+#[test]
+fn a_ready_claims_kubeconfig_and_credentials_come_from_the_claim_api() {
+    let ready = r#"{"pool":"ocp","name":"job","owner":"arn:aws:iam::123456789012:user/alice","phase":"Ready",
+        "cluster":{"id":"ocp-1","clusterName":"ocp-1","infraId":"ocp-1-x","outputs":{"kubeconfigSecretArn":"arn:x"}}}"#;
+    let credentials = r#"{"pool":"ocp","claim":"job","cluster":"ocp-1",
+        "credentials":{"kubeconfig":"apiVersion: v1\nkind: Config\n","kubeadminPassword":"aaaaa-bbbbb"}}"#;
+    let (port, server) = serve(vec![(200, ready), (200, credentials)]);
+    let api = format!("http://127.0.0.1:{port}");
+    let who = "arn:aws:iam::123456789012:user/alice";
+    let out = run_signed(&["--api", &api, "--as", who, "-o", "kubeconfig", "claim", "get", "ocp", "job"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "apiVersion: v1\nkind: Config\n");
+    let asked: Vec<String> = server.join().expect("served").into_iter().map(|(r, _)| r.line).collect();
+    assert_eq!(asked, ["GET /pools/ocp/claims/job HTTP/1.1", "GET /pools/ocp/claims/job/credentials HTTP/1.1"]);
+
+    // `-o env` keeps credentials out of the `export` lines a job's shell traces may print: one request only.
+    let (port, server) = serve_one(200, ready);
+    let api = format!("http://127.0.0.1:{port}");
+    let out = run_signed(&["--api", &api, "--as", who, "-o", "env", "claim", "get", "ocp", "job"]);
+    let env = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(env.contains("export APIARY_OUTPUT_KUBECONFIG_SECRET_ARN='arn:x'") && !env.contains("aaaaa"), "{env}");
+    server.join().expect("served");
+
+    let pending = r#"{"pool":"ocp","name":"job","owner":"arn:aws:iam::123456789012:user/alice","phase":"Pending"}"#;
+    let (port, server) = serve_one(200, pending);
+    let api = format!("http://127.0.0.1:{port}");
+    let out = run_signed(&["--api", &api, "--as", who, "-o", "kubeconfig", "claim", "get", "ocp", "job"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("come once it is Ready"), "{out:?}");
+    server.join().expect("served");
+}

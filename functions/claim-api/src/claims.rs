@@ -68,7 +68,7 @@ struct ClaimChange {
 
 /// A claim is its owner's and its subjects', and its pool's admins': the owner keeps it even after leaving the
 /// pool's claimants, and so does a subject who is none.
-fn authorize(caller: &Caller, pool: &Pool, claim: &Claim) -> Result<(), ApiError> {
+pub(crate) fn authorize(caller: &Caller, pool: &Pool, claim: &Claim) -> Result<(), ApiError> {
     if claim.shared_with(&caller.arn) || caller.rights(pool).administer {
         Ok(())
     } else {
@@ -416,7 +416,7 @@ pub(crate) async fn existing_claim(deps: &Deps, caller: &Caller, pool: &Pool, ex
     Ok((202, with_hint(view, hint(deps, pool, &existing).await)))
 }
 
-async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, ApiError> {
+pub(crate) async fn get_claim_item(deps: &Deps, pool: &str, claim: &str) -> Result<Claim, ApiError> {
     name("claim", claim)?;
     let found = deps.store.get_claim(pool, claim).await?;
     found.ok_or_else(|| ApiError::not_found(format!("claim {claim} does not exist in pool {pool}")))

@@ -27,6 +27,7 @@ use selected::Call;
 use tracing::Instrument;
 
 mod claims;
+mod credentials;
 mod error;
 mod events;
 mod input;
@@ -125,6 +126,12 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
             claims::get_claim(deps, &caller, pool, claim, wait.as_deref()).await
         }
         ("DELETE", ["pools", pool, "claims", claim]) => claims::release_claim(deps, &caller, pool, claim).await,
+        ("GET", ["pools", pool, "claims", claim, "credentials"]) => {
+            credentials::claim_credentials(deps, &caller, pool, claim).await
+        }
+        ("GET", ["claims", claim, "credentials"]) => {
+            selected::on_selected(deps, &caller, claim, Call::Credentials).await
+        }
         ("PUT", ["claims", claim]) => selected::put_selected(deps, &caller, claim, req.body()).await,
         ("GET", ["claims", claim]) => {
             let wait = req.query_string_parameters_ref().and_then(|q| q.first("wait").map(String::from));
@@ -154,7 +161,11 @@ async fn route(deps: &Deps, req: &Request, segments: &[&str]) -> ApiResult {
             | ["pools", _, "claims", _]
             | ["claims", _],
         )
-        | (_, ["pools", _, "claims", _, "hibernate" | "resume"] | ["claims", _, "hibernate" | "resume"])
+        | (
+            _,
+            ["pools", _, "claims", _, "hibernate" | "resume" | "credentials"]
+            | ["claims", _, "hibernate" | "resume" | "credentials"],
+        )
         | (_, ["pools", _, "clusters", _, "pause" | "unpause"]) => {
             Err(ApiError::new(405, "MethodNotAllowed", format!("{method} is not allowed on {}", req.uri().path())))
         }

@@ -133,6 +133,7 @@ pub(crate) enum Call<'a> {
     Change(&'a Body),
     Release,
     Power(DesiredPower),
+    Credentials,
 }
 
 /// A call on claim `claim` made by selector, as the same call on its pool's claim.
@@ -143,5 +144,6 @@ pub(crate) async fn on_selected(deps: &Deps, caller: &Caller, claim: &str, call:
         Call::Change(body) => claims::change_claim(deps, caller, &pool, claim, body).await,
         Call::Release => claims::release_claim(deps, caller, &pool, claim).await,
         Call::Power(to) => claims::power_claim(deps, caller, &pool, claim, to).await,
+        Call::Credentials => crate::credentials::claim_credentials(deps, caller, &pool, claim).await,
     }
 }

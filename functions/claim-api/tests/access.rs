@@ -240,3 +240,57 @@ async fn admin_principals_take_the_access_lists_patterns() {
         assert_eq!(body["stackAdmin"], json!(admin), "{pattern} for {caller}: {body}");
     }
 }
+
+/// A claim's credentials reach its owner, its subjects and its pool's admins, read by the claim API from the
+/// secrets its cluster's outputs name (tagged for the pool); another claimant of the same pool is refused them.
+#[tokio::test]
+async fn a_claims_credentials_reach_its_owner_subjects_and_admins_and_no_other_claimant() {
+    let (w, deps) = two_teams(DefaultAccess::Open);
+    // Team B's account: its CI claims; a colleague of the same account may claim too, but not read this claim.
+    let other = "arn:aws:iam::222222222222:user/bea";
+    let kubeconfig = "arn:aws:secretsmanager:us-east-1:123456789012:secret:apiary-installer/b/b-1/kubeconfig-AbCdEf";
+    let password = "arn:aws:secretsmanager:us-east-1:123456789012:secret:apiary-installer/b/b-1/password-AbCdEf";
+    w.secrets.put(kubeconfig, "apiVersion: v1\nkind: Config\n", &["b"]);
+    w.secrets.put(password, "aaaaa-bbbbb-ccccc-ddddd", &["b"]);
+    let mut cluster = installed("b-1", DesiredPower::Running, t0());
+    cluster.outputs.insert("kubeconfigSecretArn".into(), kubeconfig.into());
+    cluster.outputs.insert("kubeadminPasswordSecretArn".into(), password.into());
+    cluster.outputs.insert("apiUrl".into(), "https://api.b-1.example.com:6443".into());
+    w.put_cluster("b", cluster);
+    let (status, body) = call(&deps, "PUT", "/pools/b/claims/job", B_CI, None).await;
+    assert_eq!((status, body["cluster"]["id"].as_str()), (201, Some("b-1")), "{body}");
+    let (status, _) = call(
+        &deps,
+        "PATCH",
+        "/pools/b/claims/job",
+        B_CI,
+        Some(r#"{"subjects": ["arn:aws:iam::333333333333:user/dev"]}"#),
+    )
+    .await;
+    assert_eq!(status, 200);
+
+    for who in [B_CI, "arn:aws:iam::333333333333:user/dev", B_LEAD, ADMIN] {
+        let (status, body) = call(&deps, "GET", "/pools/b/claims/job/credentials", who, None).await;
+        assert_eq!(status, 200, "{who}: {body}");
+        assert_eq!(body["credentials"]["kubeconfig"], "apiVersion: v1\nkind: Config\n", "{who}");
+        assert_eq!(body["credentials"]["kubeadminPassword"], "aaaaa-bbbbb-ccccc-ddddd", "{who}");
+        assert_eq!(body["credentials"].as_object().map(|o| o.len()), Some(2), "only the secrets: {body}");
+    }
+    for who in [other, A_CI, A_LEAD] {
+        let (status, body) = call(&deps, "GET", "/pools/b/claims/job/credentials", who, None).await;
+        assert_eq!(status, 403, "{who}: {body}");
+        assert!(!body.to_string().contains("aaaaa-bbbbb"), "{body}");
+    }
+
+    // A secret not tagged for the claim's pool is not read for it; a claim not Ready has none yet.
+    w.secrets.put(password, "aaaaa-bbbbb-ccccc-ddddd", &["a"]);
+    let (status, body) = call(&deps, "GET", "/pools/b/claims/job/credentials", B_CI, None).await;
+    assert_eq!((status, body["error"].as_str()), (502, Some("CredentialsRefused")), "{body}");
+    assert!(!body.to_string().contains("aaaaa-bbbbb"), "{body}");
+    let (status, _) = call(&deps, "PUT", "/pools/b/claims/later", B_CI, None).await;
+    assert_eq!(status, 202, "waits for the hibernated one");
+    let (status, body) = call(&deps, "GET", "/pools/b/claims/later/credentials", B_CI, None).await;
+    assert_eq!(status, 409, "{body}");
+    let (status, _) = call(&deps, "POST", "/pools/b/claims/job/credentials", B_CI, None).await;
+    assert_eq!(status, 405);
+}

@@ -74,6 +74,7 @@ pub fn deps(config: Config, sdk: &aws_config::SdkConfig) -> Deps {
         }),
         clock: Arc::new(SystemClock),
         config: Arc::new(config),
+        secrets: Arc::new(crate::secrets::SecretsManager::new(sdk)),
     }
 }
 

@@ -27,4 +27,7 @@ pub struct Deps {
     pub metrics: Arc<Metrics>,
     /// Time and seeds.
     pub clock: Arc<dyn Clock>,
+    /// Secrets Manager, for the claim API's reads of a claimed cluster's credentials (for its owner, its subjects
+    /// and its pool's admins), each only if tagged for the claim's pool.
+    pub secrets: Arc<dyn crate::secrets::Secrets>,
 }

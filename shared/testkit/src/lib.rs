@@ -68,6 +68,8 @@ pub struct World {
     pub clock: Arc<VirtualClock>,
     /// The metrics handlers wrote.
     pub metrics: Memory,
+    /// Secrets Manager (the claim API reads claimed clusters' credentials from it).
+    pub secrets: Arc<secrets::MemSecrets>,
 }
 
 impl World {
@@ -87,6 +89,7 @@ impl World {
             schedules: Arc::new(MemSchedules::new(hook)),
             clock: Arc::new(VirtualClock::new(time.clone(), seed)),
             metrics: Memory::default(),
+            secrets: Arc::default(),
             time,
         }
     }
@@ -106,6 +109,7 @@ impl World {
                 monitoring: config.monitoring,
             }),
             clock: self.clock.clone(),
+            secrets: self.secrets.clone(),
             config: Arc::new(config),
         }
     }
