@@ -16,7 +16,9 @@ On one emulator, with the fake clouds in a process of their own (they outlive bo
 3. While a load of claims, reads and releases keeps coming through both releases' APIs, this build's
    `deploy_local.py` updates the stack in place (its change set shown, nothing stateful replaced); this build's
    `apiary-local` starts beside the previous one (the window in which CloudFormation has updated some functions
-   and not others: both read the same queues, schedules and items); then the previous one stops.
+   and not others: both read the same queues, schedules and items); then the previous one stops. In that window
+   a pool is labelled and claims by labels are made through this build's API; after it, each asked for again must
+   be the same claim, held in one pool only, however a reconcile of the previous release rewrote it.
 4. Capacity is given back (a held claim released, the hibernated one resumed) and the stack settles.
 
 It then holds: every claim it made and did not release is readable, with the cluster it had before the update;
@@ -56,6 +58,9 @@ POOLS = {
 }
 CAPPED = "up-gcp"
 WINDOW_SECONDS = 20
+# Claims by labels made in the window, and what they ask.
+LABELLED = 3
+LABELS_CLAIM = {"selector": {"matchLabels": {"upgrade": "window"}}, "lifetime": "4h"}
 AFTER_SECONDS = 10
 SETTLE_SECONDS = 240
 
@@ -374,13 +379,46 @@ def main():
         current = Local("current", args.current_bin, {**local_env, **read_env(env_file)}, work)
         running.append(current)
         load.use([previous.base, current.base])
-        time.sleep(WINDOW_SECONDS)
+        # Claims by labels made in the window, where a reconcile of the previous release may rewrite one without
+        # its selector (CHANGELOG.md): each must keep its name.
+        t = time.time()
+        aws_spec = ok(current.base, "GET", "/pools/up-aws")["spec"]
+        ok(current.base, "PUT", "/pools/up-aws", {**aws_spec, "labels": {"upgrade": "window"}})
+        by_labels = {}
+        for i in range(LABELLED):
+            name = f"by-labels-{i}"
+
+            def made(name=name):
+                status, answer = api(current.base, "PUT", f"/claims/{name}", LABELS_CLAIM)
+                if status in (201, 202):
+                    by_labels[name] = answer
+                    return True
+                return f"{status} {answer}"
+
+            wait_for(f"claim {name} by labels", made, WINDOW_SECONDS)
+        time.sleep(max(0.0, WINDOW_SECONDS - (time.time() - t)))
         load.use([current.base])
         previous.stop()
         running.remove(previous)
         time.sleep(AFTER_SECONDS)
         load.stopping.set()
         load.join()
+
+        # Each claim by labels kept its name across the window: asked for again (a retry), it is the same claim, in
+        # the same pool, and no other pool holds one of its name. Then it is released.
+        label_problems, rewritten = [], 0
+        for name, first in sorted(by_labels.items()):
+            status, again = api(current.base, "PUT", f"/claims/{name}", LABELS_CLAIM)
+            rewritten += isinstance(again, dict) and not again.get("selector")
+            if status not in (201, 202) or (again.get("pool"), again.get("createdAt")) != (first["pool"], first["createdAt"]):
+                label_problems.append(f"claim {name} by labels was {first['pool']} {first['createdAt']}, asked again: "
+                                      f"{status} {again}")
+            holders = [p for p in POOLS if api(current.base, "GET", f"/pools/{p}/claims/{name}")[0] == 200]
+            if holders != [first["pool"]]:
+                label_problems.append(f"claim {name} by labels is held in {holders}, not only {first['pool']}")
+            ok(current.base, "DELETE", f"/claims/{name}")
+        print(f"upgrade: {len(by_labels)} claims by labels made in the window, {rewritten} of them rewritten without "
+              f"their selector by the previous release; {len(label_problems)} problem(s)", flush=True)
 
         # Capacity given back: the capped pool's waiting claim is served once a held one goes.
         t = time.time()
@@ -400,7 +438,7 @@ def main():
         wait_for("every pool settled", lambda: pools_settled(current.base), SETTLE_SECONDS)
         timings["settled after the update"] = time.time() - t
 
-        problems = list(load.errors)
+        problems = list(load.errors) + label_problems
         after_clusters = clusters(current.base)
         after_claims = claims(current.base)
         for key in sorted(kept):
