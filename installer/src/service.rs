@@ -139,14 +139,7 @@ impl Installer {
     async fn route(&self, req: &Request<Bytes>) -> Result<Answer> {
         let segments: Vec<&str> = req.uri().path().split('/').filter(|s| !s.is_empty()).collect();
         match (req.method(), segments.as_slice()) {
-            (&Method::GET, [.., "clusters"]) => {
-                let pool = req
-                    .uri()
-                    .query()
-                    .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("pool=")))
-                    .unwrap_or_default();
-                self.list(pool).await
-            }
+            (&Method::GET, [.., "clusters"]) => self.list(listed_pool(req)).await,
             (_, [.., "clusters", id]) if !valid_id(id) => Ok(message(
                 StatusCode::BAD_REQUEST,
                 "id: a cluster's id is 1 to 128 letters, digits, '.', '_' and '-', not starting with '.'",
@@ -669,6 +662,11 @@ enum Step {
 }
 
 /// Whether `id` may name a cluster (and its install directory).
+/// The pool a list (`GET …/clusters?pool=`) names; empty when none.
+fn listed_pool(req: &Request<Bytes>) -> &str {
+    req.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("pool="))).unwrap_or_default()
+}
+
 /// Whether `req`'s `webhook-id` names what it does, as Apiary's client writes it (`shared/clouds/src/webhook.rs`):
 /// the cluster of its path and the operation of its method with the attempt (for a `PUT`, the body's), or the pool
 /// of a list with the request's timestamp. A signature covers the id and the body but not the method or the path.
@@ -679,12 +677,7 @@ fn bound(req: &Request<Bytes>) -> std::result::Result<(), String> {
     let refused = |what: String| Err(format!("webhook-id {id:?} does not name this request ({what})"));
     match (req.method(), segments.as_slice()) {
         (&Method::GET, [.., "clusters"]) => {
-            let pool = req
-                .uri()
-                .query()
-                .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("pool=")))
-                .unwrap_or_default();
-            let want = format!("{pool}.list.{}", header("webhook-timestamp"));
+            let want = format!("{}.list.{}", listed_pool(req), header("webhook-timestamp"));
             if id == want {
                 Ok(())
             } else {
