@@ -7,8 +7,10 @@
 //! `openshift-install create cluster` as a job where long jobs run ([`ports::Jobs`]); the install directory is kept
 //! apart from its records. Once the job is done it answers with the cluster's infraId and outputs, its kubeconfig
 //! and kubeadmin password stored as secrets tagged for the pool; a removal runs `openshift-install destroy
-//! cluster` from the kept metadata ([`service`]).
+//! cluster` from the kept metadata ([`service`]). A request is answered only if signed, its id naming what it
+//! asks, and not a replay ([`admission`]).
 
+pub mod admission;
 pub mod aws;
 pub mod local;
 pub mod memory;

@@ -31,14 +31,13 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
+use crate::admission::{bound, digest, listed_pool, REPLAY_SECONDS};
 use crate::model::{Phase, PoolSettings, Record, DESTROY_TIMEOUT};
 use crate::outputs::{excerpt, files, kubeconfig_server, Metadata};
 use crate::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records, Replays, Vault};
 use crate::schema::{Problem, Schema};
 use crate::template::{render, Values};
 
-/// How long an accepted request's id is remembered: the signature's tolerance (five minutes) and a minute more.
-const REPLAY_SECONDS: i64 = 6 * 60;
 /// How many problems a refused install-config's answer names.
 const PROBLEMS: usize = 8;
 /// How many transitions one request takes a cluster through at most (a finished job, its outputs, the answer).
@@ -105,20 +104,10 @@ impl Installer {
         let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
         let id = header("webhook-id");
         let timestamp: i64 = header("webhook-timestamp").parse().unwrap_or_default();
-        let digest = {
-            use sha2::Digest;
-            let mut hash = sha2::Sha256::new();
-            hash.update(req.method().as_str());
-            hash.update(b" ");
-            hash.update(req.uri().path_and_query().map_or("", |p| p.as_str()));
-            hash.update(b"\n");
-            hash.update(req.body());
-            hash.finalize().iter().map(|b| format!("{b:02x}")).collect::<String>()
-        };
         // The signature is good five minutes either side of its timestamp: remembered past that, and a minute more.
         let now = chrono::Utc::now().timestamp();
         let expires = timestamp.max(now) + REPLAY_SECONDS;
-        Ok(match self.replays.accept(id, &digest, now, expires).await? {
+        Ok(match self.replays.accept(id, &digest(req), now, expires).await? {
             true => Ok(()),
             false => Err(format!("webhook-id {id:?} was accepted before for another request: a replay")),
         })
@@ -662,51 +651,6 @@ enum Step {
 }
 
 /// Whether `id` may name a cluster (and its install directory).
-/// The pool a list (`GET …/clusters?pool=`) names; empty when none.
-fn listed_pool(req: &Request<Bytes>) -> &str {
-    req.uri().query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("pool="))).unwrap_or_default()
-}
-
-/// Whether `req`'s `webhook-id` names what it does, as Apiary's client writes it (`shared/clouds/src/webhook.rs`):
-/// the cluster of its path and the operation of its method with the attempt (for a `PUT`, the body's), or the pool
-/// of a list with the request's timestamp. A signature covers the id and the body but not the method or the path.
-fn bound(req: &Request<Bytes>) -> std::result::Result<(), String> {
-    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let id = header("webhook-id");
-    let segments: Vec<&str> = req.uri().path().split('/').filter(|s| !s.is_empty()).collect();
-    let refused = |what: String| Err(format!("webhook-id {id:?} does not name this request ({what})"));
-    match (req.method(), segments.as_slice()) {
-        (&Method::GET, [.., "clusters"]) => {
-            let want = format!("{}.list.{}", listed_pool(req), header("webhook-timestamp"));
-            if id == want {
-                Ok(())
-            } else {
-                refused(format!("want {want:?}"))
-            }
-        }
-        (method, [.., "clusters", cluster]) => {
-            let op = match *method {
-                Method::PUT => "PutCluster",
-                Method::GET => "GetCluster",
-                Method::DELETE => "DeleteCluster",
-                _ => return refused(format!("{method} is no operation of the contract")),
-            };
-            let attempt = id.strip_prefix(&format!("{cluster}.{op}.")).and_then(|n| n.parse::<u32>().ok());
-            match attempt {
-                Some(n) if n >= 1 && *method != Method::PUT => Ok(()),
-                Some(n) if n >= 1 => {
-                    match serde_json::from_slice::<Value>(req.body()).ok().and_then(|b| b["attempt"].as_u64()) {
-                        Some(a) if a == u64::from(n) => Ok(()),
-                        _ => refused(format!("the body's attempt is not {n}")),
-                    }
-                }
-                _ => refused(format!("want {cluster}.{op}.<attempt>")),
-            }
-        }
-        _ => refused("no request of the contract".to_owned()),
-    }
-}
-
 /// `pool` checked by the planner's rule for a pool's name (a DNS label): the name becomes a file's path and an
 /// object's key (`pools/<pool>.json`) and part of the secrets' names, so nothing else may pass.
 pub fn pool_name(pool: &str) -> std::result::Result<(), String> {
