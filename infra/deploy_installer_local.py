@@ -11,10 +11,8 @@ install policy for the jobs, and pool `ocp`'s pull secret, tagged as docs/clouds
 import argparse
 import io
 import os
-import sys
 import zipfile
 
-import boto3
 
 import stack as stacks
 
@@ -25,11 +23,7 @@ p.add_argument("stack")
 p.add_argument("env_file")
 args = p.parse_args()
 
-endpoint = os.environ.get("AWS_ENDPOINT_URL")
-if not endpoint:
-    sys.exit("deploy_installer_local.py: AWS_ENDPOINT_URL is not set (the emulator's address)")
-region = os.environ.get("AWS_REGION", "us-east-1")
-session = boto3.session.Session(region_name=region)
+session, endpoint, _ = stacks.emulator("deploy_installer_local.py")
 client = lambda service: session.client(service, endpoint_url=endpoint)  # noqa: E731
 s3, iam, secrets = client("s3"), client("iam"), client("secretsmanager")
 

@@ -14,7 +14,6 @@ written as APIARY_MEMBER_ROLE_ARN (for the demo pool and the system tests; the f
 import argparse
 import io
 import os
-import sys
 import zipfile
 
 import boto3
@@ -34,11 +33,7 @@ p.add_argument("--member-account", default="", help="a second account whose role
 p.add_argument("--member-pools", default="", help="the pools (comma-separated) the member account's role serves")
 args = p.parse_args()
 
-endpoint = os.environ.get("AWS_ENDPOINT_URL")
-if not endpoint:
-    sys.exit("deploy_local.py: AWS_ENDPOINT_URL is not set (the emulator's address, e.g. http://127.0.0.1:5000)")
-region = os.environ.get("AWS_REGION", "us-east-1")
-session = boto3.session.Session(region_name=region)
+session, endpoint, region = stacks.emulator("deploy_local.py")
 s3 = session.client("s3", endpoint_url=endpoint)
 cfn = session.client("cloudformation", endpoint_url=endpoint)
 

@@ -13,6 +13,19 @@ MEMBER_TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "memb
 FUNCTIONS = ["claim-api", "reconcile", "power", "timeouts"]
 
 
+def emulator(script):
+    """The local emulator the environment names, for the deploy scripts of `make run` and the tests: a boto3 session
+    in `AWS_REGION` (us-east-1 by default), the endpoint (`AWS_ENDPOINT_URL`) and the region. Exits naming `script`
+    when no emulator is named."""
+    import boto3
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if not endpoint:
+        sys.exit(f"{script}: AWS_ENDPOINT_URL is not set (the emulator's address, e.g. http://127.0.0.1:5000)")
+    region = os.environ.get("AWS_REGION", "us-east-1")
+    return boto3.session.Session(region_name=region), endpoint, region
+
+
 def template_body(path=TEMPLATE):
     with open(path) as f:
         return f.read()
