@@ -124,9 +124,19 @@ conformance: $(CONFORMANCE_VENV)/.installed venv
 ROLE_CALLS = $${TMPDIR:-/tmp}/apiary-role-calls-$$port.jsonl
 ROLE_TEMPLATES = --template=infra/template.yaml --template=infra/member-account.yaml --template=infra/installer.yaml \
   --calls-list=infra/function-calls.json
+#
+# Every secret the tests make is a canary (shared/fakeclouds/src/canary.rs); the system and installer tests keep
+# what they captured (log lines at debug, error bodies, notifications, trails, job output) in CANARY_DIR, and
+# tests/canary_scan.py fails on any secret found there, naming where; after failed tests, on a secret found only.
+CANARY_DIR = $${TMPDIR:-/tmp}/apiary-canaries-$$port
+CANARY_SCAN = --require logs,errors,notifications,trail,jobs \
+  --minted signing-key,gcp-key-id,azure-client-secret,vsphere-password,cluster-api-token,pull-secret,kubeadmin-password
 tests: venv $(AWSCLI_VENV)/.installed
-	@$(WITH_EMULATOR) $(CARGO) test --workspace -- --test-threads=$${TEST_THREADS:-3} || failed=$$?; \
-	$(PYTHON) infra/role_check.py $(ROLE_CALLS) $${failed:+--refusals-only} $(ROLE_TEMPLATES); exit $${failed:-0}
+	@$(WITH_EMULATOR) APIARY_CANARY_DIR=$(CANARY_DIR) $(CARGO) test --workspace -- --test-threads=$${TEST_THREADS:-3} \
+	  || failed=$$?; \
+	$(PYTHON) infra/role_check.py $(ROLE_CALLS) $${failed:+--refusals-only} $(ROLE_TEMPLATES); \
+	if [ -n "$${failed:-}" ]; then $(PYTHON) tests/canary_scan.py $(CANARY_DIR); exit $$failed; fi; \
+	$(PYTHON) tests/canary_scan.py $(CANARY_DIR) $(CANARY_SCAN) && rm -rf $(CANARY_DIR)
 
 # While iterating: the tests that need no emulator (the planner, the handlers on in-memory ports, the simulation,
 # the command line's outputs); the command line's tests against the local stack are skipped by name.
@@ -157,7 +167,7 @@ bench-emulator: venv
 	@cd tests && ../$(PYTHON) bench_emulator.py
 
 WITH_EMULATOR = port=$$($(PYTHON) -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'); \
-	rm -f $(ROLE_CALLS); \
+	rm -f $(ROLE_CALLS); rm -rf $(CANARY_DIR); \
 	$(PYTHON) infra/emulator.py --port $$port --calls $(ROLE_CALLS) > $${TMPDIR:-/tmp}/apiary-emulator-$$port.log 2>&1 & emu=$$!; \
 	trap "kill $$emu 2>/dev/null" EXIT; \
 	for i in $$(seq 50); do (echo > /dev/tcp/127.0.0.1/$$port) 2>/dev/null && break; sleep 0.2; done; \
@@ -209,6 +219,7 @@ deploy: venv
 emulator-test: venv
 	$(PYTHON) tests/emulator_test.py
 	$(PYTHON) tests/role_check_test.py
+	$(PYTHON) tests/canary_scan_test.py
 
 # make package + make deploy against the emulator's S3, CloudFormation and Lambda: create, then update in place.
 deploy-test: venv

@@ -40,10 +40,10 @@ install_policy = iam.create_policy(
                    '"Resource": "*"}]}',
 )["Policy"]["Arn"]
 tags = lambda pools: [{"Key": "apiary", "Value": "true"}, {"Key": "apiary:pools", "Value": pools}]  # noqa: E731
-key = secrets.create_secret(Name=f"{args.stack}/signing-key", SecretString="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+key = secrets.create_secret(Name=f"{args.stack}/signing-key", SecretString="whsec_YXBpYXJ5LWNhbmFyeS1zaWduaW5nLWtleS01ZjFkMGMzYTllN2IyNDY4",
                             Tags=tags("ocp"))["ARN"]
 pull = secrets.create_secret(Name=f"{args.stack}/ocp/pull-secret",
-                             SecretString='{"auths":{"quay.io":{"auth":"c2VjcmV0"}}}', Tags=tags("ocp"))["ARN"]
+                             SecretString='{"auths":{"quay.io":{"auth":"Y2k6YXBpYXJ5LWNhbmFyeS1wdWxsLXNlY3JldC1jNGU5YTdkMmIxZjA4MzU2"}}}', Tags=tags("ocp"))["ARN"]
 
 # The jobs' oc is pinned by its SHA-256 (the emulator runs no build: any well-formed one deploys).
 params = {"CodeBucket": code, "SigningKeySecretArns": key, "InstallPolicyArn": install_policy,

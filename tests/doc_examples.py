@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -275,11 +276,18 @@ class Stack:
         self.base = None
         # The API's port is the system's pick (port 0), read back from the file apiary-local writes: a port found
         # free here and bound later could be taken in between (once by one of the fake clouds' own listeners).
+        # The scan for leaked secrets (tests/canary_scan.py) reads what the stack captured: its log at debug, the
+        # most a stack's LogLevel allows, the notifications its receiver was posted (kept in `canaries`), and, kept
+        # at stop, every pool's trail and the reference installer's job output (its directory under `tmp`).
+        self.canaries, tmp = os.path.join(run_dir, "canaries"), os.path.join(run_dir, "tmp")
+        os.makedirs(tmp, exist_ok=True)
         env = {**os.environ, "APIARY_EMULATOR_PORT": str(free_port()), "APIARY_LISTEN": "127.0.0.1:0",
                "APIARY_RUN_DIR": run_dir, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-               "AWS_REGION": "us-east-1",
+               "AWS_REGION": "us-east-1", "APIARY_CANARY_DIR": self.canaries, "APIARY_LOG_LEVEL": "debug",
+               "TMPDIR": tmp,
                # The debug build `make test` made (`make run` itself builds and runs the optimized one).
                "APIARY_LOCAL_BIN": os.path.join(TARGET, "debug", "apiary-local")}
+        env.pop("RUST_LOG", None)
         address = os.path.join(run_dir, "api.address")
         self.out = open(os.path.join(run_dir, "status.log"), "w")
         self.proc = subprocess.Popen(["bash", "infra/run-local.sh"], cwd=ROOT, env=env, stdout=self.out,
@@ -303,7 +311,39 @@ class Stack:
                 raise SystemExit(f"make run's stack did not serve its five pools in 180 s; see {run_dir}")
             time.sleep(1)
 
+    def keep_trails(self):
+        """Every event of every pool's trail, kept for the scan for leaked secrets."""
+        os.makedirs(os.path.join(self.canaries, "trail"), exist_ok=True)
+        with open(os.path.join(self.canaries, "trail", "make-run"), "a") as out:
+            for pool in [p["name"] for p in get(self.base, "/pools")["pools"]]:
+                page = ""
+                for _ in range(50):
+                    events = get(self.base, f"/pools/{pool}/events?limit=200{page}")
+                    out.write(json.dumps(events["events"]) + "\n")
+                    if not events.get("nextPage"):
+                        break
+                    page = f"&page={urllib.parse.quote(events['nextPage'])}"
+
+    def scan(self):
+        """The scan for leaked secrets over what the stack captured: its log, trails, notifications, job output."""
+        import canary_scan
+        for name, folder in [("apiary.log", "logs"), ("status.log", "logs")]:
+            os.makedirs(os.path.join(self.canaries, folder), exist_ok=True)
+            shutil.copy(os.path.join(self.run_dir, name), os.path.join(self.canaries, folder, "make-run-" + name))
+        jobs = os.path.join(self.canaries, "jobs")
+        os.makedirs(jobs, exist_ok=True)
+        for out in glob.glob(os.path.join(self.run_dir, "tmp", "*-openshift-*", "jobs", "*")):
+            shutil.copy(out, jobs)
+        lines, ok = canary_scan.scan(self.canaries, ["logs", "trail", "notifications", "jobs"],
+                                     ["signing-key", "gcp-key-id", "azure-client-secret", "vsphere-password",
+                                      "cluster-api-token", "pull-secret", "kubeadmin-password"])
+        if not ok:
+            raise SystemExit("make run's stack leaked secrets:\n" + "\n".join(lines))
+        print(lines[0].replace("canary scan:", "canary scan of make run:"))
+
     def stop(self):
+        if self.base:
+            self.keep_trails()
         os.killpg(self.proc.pid, signal.SIGINT)
         try:
             self.proc.wait(timeout=30)
@@ -316,6 +356,7 @@ class Stack:
         refused = role_check.check([os.path.join(self.run_dir, "role-calls.jsonl")], [])
         if refused:
             raise SystemExit("make run's functions made calls their roles do not allow:\n" + "\n".join(refused))
+        self.scan()
 
 
 PRELUDE = r"""

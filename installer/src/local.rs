@@ -6,7 +6,8 @@
 //! <root>/pools/<pool>.json        a pool's settings
 //! <root>/records/<id>.json        a cluster's record
 //! <root>/clusters/<id>/…          its install directory
-//! <root>/jobs/<job>.out           a job's output
+//! <root>/jobs/<job>.out           a job's output, each line redacted (`outputs::redact`): openshift-install
+//!                                  prints the kubeadmin password, which only the install directory's log keeps
 //! ```
 
 use std::collections::HashMap;
@@ -281,7 +282,6 @@ impl LocalJobs {
         let logs = self.root.join("jobs");
         tokio::fs::create_dir_all(&logs).await.map_err(|e| io("the jobs' logs", e))?;
         let out = std::fs::File::create(logs.join(format!("{id}.out"))).map_err(|e| io("a job's log", e))?;
-        let err = out.try_clone().map_err(|e| io("a job's log", e))?;
         let Some((program, leading)) = self.program.split_first() else {
             return Err(Error::Config("the local runner names no program".into()));
         };
@@ -292,11 +292,14 @@ impl LocalJobs {
             .env("OPENSHIFT_INSTALL_RELEASE_IMAGE_OVERRIDE", &spec.release_image)
             .envs(spec.role_arn.iter().map(|role| ("APIARY_INSTALL_ROLE_ARN", role)))
             .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| Error::Config(format!("the local runner's program {program}: {e}")))?;
+        let out = Arc::new(Mutex::new(out));
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let copying = tokio::spawn(async move { tokio::join!(redacted(stdout, out.clone()), redacted(stderr, out)) });
         let (jobs, job, timeout, verb) =
             (self.jobs.clone(), id.to_owned(), spec.timeout, format!("{} cluster", spec.kind.args("")[0]));
         tokio::spawn(async move {
@@ -319,10 +322,25 @@ impl LocalJobs {
                     JobState::Failed(format!("{verb} was stopped"))
                 }
             };
+            // The output's last lines are written before the job is seen to end (the pipes close with the process;
+            // the bound is for a child of it that kept them open).
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), copying).await;
             if let Some(held) = jobs.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&job) {
                 held.state = state;
             }
         });
         Ok(())
+    }
+}
+
+/// Copies `from`, a job's stdout or stderr, to its output line by line, each line redacted.
+async fn redacted(from: Option<impl tokio::io::AsyncRead + Unpin>, out: Arc<Mutex<std::fs::File>>) {
+    use std::io::Write;
+    use tokio::io::AsyncBufReadExt;
+    let Some(from) = from else { return };
+    let mut lines = tokio::io::BufReader::new(from).split(b'\n');
+    while let Ok(Some(line)) = lines.next_segment().await {
+        let line = crate::outputs::redact(String::from_utf8_lossy(&line).into_owned());
+        let _ = writeln!(out.lock().unwrap_or_else(|e| e.into_inner()), "{line}");
     }
 }

@@ -107,7 +107,8 @@ fn message(line: &str) -> String {
 }
 
 /// A line with what follows `password` cut off: openshift-install logs the kubeadmin password when it is done.
-fn redact(line: String) -> String {
+/// Every line of a job's output passes through it (the local runner's here, the buildspec's `sed` on CodeBuild).
+pub fn redact(line: String) -> String {
     match line.to_ascii_lowercase().find("password") {
         Some(at) => format!("{}password: (redacted)", &line[..at]),
         None => line,

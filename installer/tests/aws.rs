@@ -286,7 +286,7 @@ fn deploy_installer_stack() -> std::collections::HashMap<String, String> {
     text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
 }
 
-const SIGNING_KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const SIGNING_KEY: &str = "whsec_YXBpYXJ5LWNhbmFyeS1zaWduaW5nLWtleS01ZjFkMGMzYTllN2IyNDY4";
 
 async fn signed(
     installer: &apiary_installer::service::Installer,

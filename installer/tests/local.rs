@@ -25,9 +25,12 @@ use serde_json::{json, Value};
 
 mod common;
 
-const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/// The installer's signing key: a canary (`apiary_fakeclouds::canary`), as every secret of the tests is.
+const KEY: &str = "whsec_YXBpYXJ5LWNhbmFyeS1zaWduaW5nLWtleS01ZjFkMGMzYTllN2IyNDY4";
+/// A key that is not the installer's.
+const OTHER_KEY: &str = "whsec_YXBpYXJ5LWNhbmFyeS1zaWduaW5nLWtleS0wYjdlNDFjOWQyYTZmMzg1";
 const POOL: &str = "ocp";
-const PULL: &str = r#"{"auths":{"quay.io":{"auth":"c2VjcmV0","email":"ci@example.com"}}}"#;
+const PULL: &str = r#"{"auths":{"quay.io":{"auth":"Y2k6YXBpYXJ5LWNhbmFyeS1wdWxsLXNlY3JldC1jNGU5YTdkMmIxZjA4MzU2","email":"ci@example.com"}}}"#;
 
 const TEMPLATE: &str = "\
 apiVersion: v1
@@ -100,6 +103,14 @@ async fn world(name: &str, template: &str) -> World {
         keys: vec![KEY.to_owned()],
     };
     World { installer, secrets, root, api, faults }
+}
+
+/// A world's job output is kept for the scan for leaked secrets however its test ended.
+impl Drop for World {
+    fn drop(&mut self) {
+        let name = self.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        apiary_fakeclouds::canary::keep_files("jobs", &name, &self.root.join("jobs"));
+    }
 }
 
 impl World {
@@ -183,7 +194,14 @@ async fn a_cluster_installs_passes_the_readiness_check_through_its_kubeconfig_an
     // Its credentials are secrets tagged for the pool, and the kubeconfig reaches the cluster.
     let kubeconfig_arn = outputs["kubeconfigSecretArn"].as_str().expect("kubeconfig ARN").to_owned();
     let password_arn = outputs["kubeadminPasswordSecretArn"].as_str().expect("password ARN").to_owned();
-    assert!(w.secrets.value(&password_arn).is_some_and(|p| p.len() == 23));
+    let password = w.secrets.value(&password_arn).unwrap_or_default();
+    assert!(password.starts_with("apiary-canary-kubeadmin-password-"), "{password}");
+    // openshift-install prints the password; the job's output has it redacted, the install directory's log keeps it.
+    let output = std::fs::read_to_string(w.root.join("jobs/ci-1.install.1.out")).expect("the job's output");
+    assert!(output.contains("Install complete!") && output.contains("password: (redacted)"), "{output}");
+    assert!(!output.contains(&password), "{output}");
+    let log = std::fs::read_to_string(w.root.join("clusters/ci-1/.openshift_install.log")).expect("the full log");
+    assert!(log.contains(&password), "{log}");
     let now = chrono::Utc::now();
     let mut cluster = Cluster::new("ci-1", POOL, &infra_id, now);
     cluster.outputs = outputs
@@ -323,11 +341,9 @@ async fn requests_not_signed_with_the_installers_key_are_refused() {
     // A signed request naming no cluster a directory may be made for.
     let (status, body) = w.call("GET", "/clusters/..", Value::Null).await;
     assert_eq!(status, 400, "{body}");
-    let other = World {
-        installer: Installer { keys: vec!["whsec_b3RoZXIta2V5LW90aGVyLWtleS1vdGhlcg==".into()], ..w.installer.clone() },
-        ..w
-    };
-    let (status, body) = other.call("GET", "/clusters/ci-1", Value::Null).await;
+    // An installer that holds another key refuses what this one signs.
+    let other = Installer { keys: vec![OTHER_KEY.into()], ..w.installer.clone() };
+    let (status, body) = common::answer(&other, common::signed(KEY, "GET", "/clusters/ci-1", &Value::Null)).await;
     assert_eq!(status, 401, "{body}");
 }
 
@@ -478,8 +494,7 @@ async fn a_signed_request_is_taken_only_for_what_its_id_names_and_only_once() {
             answer(common::signed_as(KEY, "GET", "/clusters/ci-1", &Value::Null, "ci-1.GetCluster.1", at)).await;
         assert_eq!(status, 401, "signed at {at}, now {now}");
     }
-    let other_key = "whsec_b3RoZXIta2V5LW90aGVyLWtleS1vdGhlcg==";
-    assert_eq!(answer(common::signed(other_key, "DELETE", "/clusters/ci-1", &Value::Null)).await.0, 401);
+    assert_eq!(answer(common::signed(OTHER_KEY, "DELETE", "/clusters/ci-1", &Value::Null)).await.0, 401);
     let list = common::signed_as(KEY, "GET", "/clusters?pool=ocp", &Value::Null, &format!("ocp.list.{now}"), now);
     assert_eq!(answer(resent(list, "GET", "/clusters?pool=other")).await.0, 401);
 

@@ -109,7 +109,10 @@ async fn stack_deployed(options: Options, with_clouds: bool, deploy_args: &[&str
     if std::net::TcpStream::connect(&hostport).is_err() {
         panic!("nothing listens at {endpoint}: {NO_EMULATOR}");
     }
-    apiary_aws::logging::init("tests");
+    // Every line the functions log, at the most the stack's LogLevel allows, kept for the scan for leaked secrets.
+    let copy = apiary_fakeclouds::canary::log_file("system-tests")
+        .and_then(|path| std::fs::OpenOptions::new().create(true).append(true).open(path).ok());
+    apiary_aws::logging::init_with_copy("tests", copy);
     // Where cargo runs the test from, not where it was built: a shared build cache may hold another checkout's path.
     let dir = std::env::var_os("CARGO_MANIFEST_DIR")
         .map_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")), std::path::PathBuf::from);
@@ -332,9 +335,39 @@ impl Stack {
     }
 
     /// Stops the functions.
+    /// Keeps what the stack told for the scan for leaked secrets (every pool's trail, the reference OpenShift
+    /// installer's job output), then stops the functions.
     pub async fn stop(mut self) {
+        if apiary_fakeclouds::canary::dir().is_some() && self.running.is_some() {
+            self.keep_trails().await;
+        }
+        if let Some(openshift) = self.clouds.as_ref().map(|c| c.openshift.root.join("jobs")) {
+            apiary_fakeclouds::canary::keep_files("jobs", &self.name, &openshift);
+        }
         if let Some(r) = self.running.take() {
             r.stop().await;
+        }
+    }
+
+    /// Every event of every pool's trail, kept as the scan's `trail`.
+    async fn keep_trails(&self) {
+        let (_, pools) = self.call("GET", "/pools", ADMIN, None).await;
+        let names = pools["pools"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str());
+        for pool in names.map(str::to_owned).collect::<Vec<_>>() {
+            let mut page = String::new();
+            // A test's trail is a few hundred events at most; the bound only stops a page that never ends.
+            for _ in 0..50 {
+                let path = format!("/pools/{pool}/events?limit=200{page}");
+                let (status, events) = self.call("GET", &path, ADMIN, None).await;
+                if status != 200 {
+                    break;
+                }
+                apiary_fakeclouds::canary::keep("trail", &self.name, &events["events"].to_string());
+                match events["nextPage"].as_str() {
+                    Some(next) => page = format!("&page={next}"),
+                    None => break,
+                }
+            }
         }
     }
 
@@ -381,7 +414,7 @@ impl Stack {
         // emulator, which serializes its requests, can take longer than that on a loaded machine.
         let mut req = self
             .http
-            .request(method, format!("{}{path}", self.base))
+            .request(method.clone(), format!("{}{path}", self.base))
             .header(PRINCIPAL_HEADER, who)
             .timeout(Duration::from_secs(29));
         if let Some(b) = body {
@@ -390,6 +423,9 @@ impl Stack {
         let res = req.send().await?;
         let status = res.status().as_u16();
         let text = res.text().await?;
+        if status >= 400 {
+            apiary_fakeclouds::canary::keep("errors", &self.name, &format!("{method} {path} {status} {text}"));
+        }
         Ok((status, serde_json::from_str(&text).unwrap_or(Value::String(text))))
     }
 

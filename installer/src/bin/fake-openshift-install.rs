@@ -103,6 +103,15 @@ fn faults() -> Vec<String> {
     list.split(',').map(|f| f.trim().to_owned()).filter(|f| !f.is_empty()).collect()
 }
 
+/// Notes a canary of `kind` made, where the tests' scan keeps them (`APIARY_CANARY_DIR`'s `minted`).
+fn minted(kind: &str) {
+    let Some(dir) = std::env::var_os("APIARY_CANARY_DIR").filter(|d| !d.is_empty()) else { return };
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(Path::new(&dir).join("minted"));
+    if let Ok(mut f) = file {
+        let _ = writeln!(f, "{kind}");
+    }
+}
+
 fn install_time() -> Duration {
     let seconds: f64 =
         std::env::var("FAKE_OPENSHIFT_INSTALL_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(10.0);
@@ -183,7 +192,10 @@ async fn create(dir: &Path) -> ExitCode {
         metadata["aws"] = json!({"region": aws.get("region"), "identifier": identifier, "clusterDomain": domain});
     }
     let _ = std::fs::write(dir.join("metadata.json"), metadata.to_string());
-    let password = format!("{}-{}-{}-{}", random(5), random(5), random(5), random(5));
+    // Unique and recognisable, as the fakes' secrets are (`apiary_fakeclouds::canary`): the tests' scan finds it
+    // wherever it leaked.
+    let password = format!("apiary-canary-kubeadmin-password-{}", random(16));
+    minted("kubeadmin-password");
     let _ = std::fs::create_dir_all(dir.join("auth"));
     let _ = std::fs::write(dir.join("auth/kubeconfig"), kubeconfig(&infra_id, &domain));
     let _ = std::fs::write(dir.join("auth/kubeadmin-password"), &password);

@@ -40,8 +40,18 @@ pub fn signed(key: &str, method: &str, path: &str, body: &Value) -> http::Reques
     signed_as(key, method, path, body, &id_of(method, path, body, now), now)
 }
 
-/// The installer's answer to `req`: its status and JSON body.
+/// The installer's answer to `req`: its status and JSON body. What it logged and each error it answered are kept
+/// for the scan for leaked secrets (`apiary_fakeclouds::canary`).
 pub async fn answer(installer: &Installer, req: http::Request<Bytes>) -> (u16, Value) {
+    let copy = apiary_fakeclouds::canary::log_file("installer-tests")
+        .and_then(|path| std::fs::OpenOptions::new().create(true).append(true).open(path).ok());
+    apiary_aws::logging::init_with_copy("installer-tests", copy);
+    let what = format!("{} {}", req.method(), req.uri().path());
     let res = installer.handle(req).await;
-    (res.status().as_u16(), serde_json::from_slice(res.body()).expect("a JSON answer"))
+    let status = res.status().as_u16();
+    if status >= 400 {
+        let body = String::from_utf8_lossy(res.body());
+        apiary_fakeclouds::canary::keep("errors", "installer-tests", &format!("{what} {status} {body}"));
+    }
+    (status, serde_json::from_slice(res.body()).expect("a JSON answer"))
 }

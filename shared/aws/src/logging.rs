@@ -23,6 +23,16 @@ use tracing_subscriber::registry::LookupSpan;
 /// Installs the subscriber once (later calls do nothing) and writes the process's first line for `function`
 /// ([`started`]).
 pub fn init(function: &str) {
+    init_with_copy(function, None);
+}
+
+/// As [`init`], and where `copy` is given, every line at `debug` (the most the stack's `LogLevel` allows, whatever
+/// `RUST_LOG` says) also written there as a JSON line: the tests keep what their functions logged so, for their
+/// scan for leaked secrets (`tests/canary_scan.py`).
+pub fn init_with_copy(function: &str, copy: Option<std::fs::File>) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     static FIRST: std::sync::Once = std::sync::Once::new();
     let text = std::env::var("APIARY_LOG_FORMAT").as_deref() == Ok("text");
     FIRST.call_once(|| match text {
@@ -32,12 +42,19 @@ pub fn init(function: &str) {
     let level = std::env::var("APIARY_LOG_LEVEL").ok();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level_filter(level.as_deref())));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if text {
-        builder.with_target(false).try_init()
-    } else {
-        builder.fmt_fields(JsonFields::new()).event_format(FlatJson).try_init()
+    let stderr = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let stderr = match text {
+        true => stderr.with_target(false).with_filter(filter).boxed(),
+        false => stderr.fmt_fields(JsonFields::new()).event_format(FlatJson).with_filter(filter).boxed(),
     };
+    let copy = copy.map(|file| {
+        tracing_subscriber::fmt::layer()
+            .fmt_fields(JsonFields::new())
+            .event_format(FlatJson)
+            .with_writer(std::sync::Mutex::new(file))
+            .with_filter(tracing_subscriber::filter::LevelFilter::DEBUG)
+    });
+    let _ = tracing_subscriber::registry().with(stderr).with(copy).try_init();
 }
 
 /// The first line of `function`'s process, started at `now`: a JSON line (`level` `INFO`, whatever the filter)

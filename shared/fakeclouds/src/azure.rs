@@ -231,7 +231,7 @@ impl FakeAzure {
 
     /// Registers an app (service principal) in `tenant`: the secret's JSON, as Apiary reads it.
     pub fn app(&self, tenant: &str, client_id: &str) -> String {
-        let secret = format!("fake~{}~{}", client_id.len(), self.lock().apps.len());
+        let secret = crate::canary::secret("azure-client-secret");
         self.lock().apps.insert((tenant.to_owned(), client_id.to_owned()), secret.clone());
         json!({"clientId": client_id, "clientSecret": secret}).to_string()
     }

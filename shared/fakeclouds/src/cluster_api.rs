@@ -29,12 +29,12 @@ use crate::kubelets::{self, Hostile, Kubelets, Validity};
 use crate::server::{serve_tls_on, Request, Response, CLIENT_CERTIFICATE};
 use crate::tls::Authority;
 
-/// The bearer token the fake accepts.
-const TOKEN: &str = "sha256~fake-cluster-api-token";
 /// The ClusterOperators each OpenShift cluster has.
 const OPERATORS: [&str; 4] = ["authentication", "etcd", "kube-apiserver", "ingress"];
 
 struct State {
+    /// The bearer token the fake accepts: a canary, as OpenShift's are `sha256~<random>`.
+    token: String,
     clock: Clock,
     ready_after: Duration,
     nodes_after: Duration,
@@ -70,6 +70,7 @@ pub struct FakeClusterApi {
     state: Arc<Mutex<State>>,
     addr: SocketAddr,
     authority: Arc<Authority>,
+    token: String,
 }
 
 impl FakeClusterApi {
@@ -88,6 +89,7 @@ impl FakeClusterApi {
     pub fn new(ready_after: Duration, clock: Clock, addr: SocketAddr) -> Result<Self, String> {
         let authority = Arc::new(crate::tls::authority("Fake cluster CA", &["127.0.0.1", "localhost"])?);
         let state = State {
+            token: format!("sha256~{}", crate::canary::secret("cluster-api-token")),
             clock,
             ready_after,
             nodes_after: Duration::ZERO,
@@ -107,7 +109,8 @@ impl FakeClusterApi {
             log: Log::default(),
             wire: Wire::default(),
         };
-        Ok(Self { state: Arc::new(Mutex::new(state)), addr, authority })
+        let token = state.token.clone();
+        Ok(Self { state: Arc::new(Mutex::new(state)), addr, authority, token })
     }
 
     /// Answers one request, as the server does.
@@ -121,8 +124,8 @@ impl FakeClusterApi {
     }
 
     /// The bearer token the fake accepts.
-    pub fn token(&self) -> &'static str {
-        TOKEN
+    pub fn token(&self) -> &str {
+        &self.token
     }
 
     /// A kubeconfig for cluster `infra_id`, as an installer writes one: the server, the CA, and the token or a
@@ -131,7 +134,7 @@ impl FakeClusterApi {
         use base64::Engine;
         let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
         let user = match auth {
-            Auth::Token => format!("    token: {TOKEN}\n"),
+            Auth::Token => format!("    token: {}\n", self.token),
             Auth::ClientCertificate => {
                 let (cert, key) = self.authority.client_certificate("system:admin").map_err(std::io::Error::other)?;
                 format!("    client-certificate-data: {}\n    client-key-data: {}\n", b64(&cert), b64(&key))
@@ -314,7 +317,7 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
     if what != What::Readyz {
         let token = req.headers.get("authorization").and_then(|a| a.strip_prefix("Bearer "));
         let certificate = req.headers.contains_key(CLIENT_CERTIFICATE);
-        if s.revoked.contains(&infra) || !(token == Some(TOKEN) || certificate) {
+        if s.revoked.contains(&infra) || !(token == Some(s.token.as_str()) || certificate) {
             return Response::json(401, &status(401, "Unauthorized", "Unauthorized"));
         }
     }

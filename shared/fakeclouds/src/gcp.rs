@@ -160,7 +160,7 @@ impl FakeGcp {
         json!({
             "type": "service_account",
             "project_id": project,
-            "private_key_id": format!("{:040x}", email.len()),
+            "private_key_id": crate::canary::secret("gcp-key-id"),
             "private_key": pem,
             "client_email": email,
             "client_id": "100000000000000000001",

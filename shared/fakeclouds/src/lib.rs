@@ -9,8 +9,10 @@
 //!   checks, with [`kubelets`] whose certificates expire while their cluster is hibernated.
 //! - [`webhook`]: a reference receiver of Apiary's webhook provisioner, installing on the fake Compute Engine.
 //! - [`notifications`]: a reference receiver of a pool's claim notifications, verifying each signature.
+//! - [`canary`]: the secrets they make, each unique and recognisable, for the tests' scan for leaked secrets.
 
 pub mod azure;
+pub mod canary;
 pub mod cluster_api;
 pub mod common;
 pub mod gcp;

@@ -187,7 +187,7 @@ impl FakeVsphere {
 
     /// A vCenter user: the secret's JSON, as Apiary reads it.
     pub fn user(&self, username: &str) -> String {
-        let password = format!("fake-{}-{}", username.len(), self.lock().users.len());
+        let password = crate::canary::secret("vsphere-password");
         self.lock().users.insert(username.to_owned(), password.clone());
         json!({"username": username, "password": password}).to_string()
     }

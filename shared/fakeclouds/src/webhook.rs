@@ -15,15 +15,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine;
 use serde_json::{json, Value};
 
+use crate::canary;
 use crate::common::{Clock, Faults, Log};
 use crate::gcp::FakeGcp;
 use crate::server::{serve_on, Request, Response};
 
-/// A new random signing key, `whsec_<base64>` of 32 bytes, as a pool's secret holds it.
+/// A new random signing key, `whsec_<base64>`, as a pool's secret holds it: a [`canary::signing_key`].
 pub fn new_key() -> String {
-    let mut raw = [0u8; 32];
-    aws_lc_rs::rand::fill(&mut raw).unwrap_or_default();
-    format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(raw))
+    canary::signing_key("signing-key")
 }
 
 /// How far a request's `webhook-timestamp` may be from the receiver's time (the spec's tolerance).

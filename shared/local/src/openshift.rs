@@ -25,8 +25,15 @@ use apiary_installer::service::Installer;
 pub const TEMPLATE: &str = include_str!("../../../infra/demo-openshift-install-config.yaml");
 /// The release the demo pools name (the stand-in installs no release; a real openshift-install would).
 pub const RELEASE: &str = "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64";
-/// A pull secret in the registry's format (it reaches no registry).
-const PULL_SECRET: &str = r#"{"auths":{"quay.io":{"auth":"ZGVtbzpkZW1v","email":"demo@example.com"}}}"#;
+/// A pull secret in the registry's format (it reaches no registry), its password a canary
+/// ([`apiary_fakeclouds::canary`]).
+fn pull_secret() -> String {
+    use base64::Engine;
+    let auth = format!("demo:{}", apiary_fakeclouds::canary::secret("pull-secret"));
+    let auth = base64::engine::general_purpose::STANDARD.encode(auth);
+    serde_json::json!({"auths": {"quay.io": {"auth": auth, "email": "demo@example.com"}}}).to_string()
+}
+
 /// The SSH key the demo clusters' machines would accept.
 const SSH_KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDemoKeyForApiaryMakeRunOnly demo@example.com";
 
@@ -59,7 +66,7 @@ impl DemoOpenShift {
         let secrets = SecretsManager::new(sdk);
         let key = apiary_fakeclouds::webhook::new_key();
         let secret = secrets.create(&format!("{prefix}-openshift-installer"), &key, pools).await?;
-        let pull_secret = secrets.create(&format!("{prefix}-openshift-pull-secret"), PULL_SECRET, pools).await?;
+        let pull_secret = secrets.create(&format!("{prefix}-openshift-pull-secret"), &pull_secret(), pools).await?;
         let ssh_key = secrets.create(&format!("{prefix}-openshift-ssh-key"), SSH_KEY, pools).await?;
         let settings = PoolSettings {
             release_image: RELEASE.into(),
