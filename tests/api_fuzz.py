@@ -30,7 +30,8 @@ def main():
     if not os.path.exists(st):
         raise SystemExit(f"no {st}: install infra/requirements.txt into this virtualenv (make venv does)")
     run_dir = tempfile.mkdtemp(prefix="apiary-fuzz-stack-")
-    stack = Stack(run_dir)
+    # The fuzzer's claims go to pools that notify no one: its run is scanned without notifications.
+    stack = Stack(run_dir, captures=("logs", "trail", "jobs"))
     report = os.path.join(run_dir, "fuzz-report")
     try:
         env = {**os.environ, "SCHEMATHESIS_HOOKS": "api_fuzz_hooks",
