@@ -868,6 +868,9 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
     assert_eq!(approved.matches("certificate)").count(), 6, "{trail}");
     let pending = told("NodeCertificatesLeftPending").join(" ");
     assert!(pending.contains("not the node bootstrapper") && pending.contains("is not the requester"), "{trail}");
+    // Two hours older than the resume on the cluster's clock, which runs on Apiary's: left pending for that alone
+    // ("made at …, before this resume began at …", cut short in the trail's message).
+    assert!(pending.contains(": made at 20"), "{trail}");
     let running_told = told("ClusterRunning");
     assert!(running_told[0].ends_with("6 node certificate requests approved"), "{running_told:?}");
     let (_, resumed) = s.call("GET", "/pools/w/claims/job", ALICE, None).await;

@@ -129,7 +129,7 @@ impl SimClouds {
         vsphere.add_template("rhcos");
         vsphere.add_folder("apiary");
         // Nothing here can fail but issuing the fake's own certificates, which a broken build would.
-        let cluster_api = cluster_api::FakeClusterApi::new(Duration::ZERO, clock, addr(5))
+        let cluster_api = cluster_api::FakeClusterApi::new(Duration::ZERO, clock, epoch, addr(5))
             .unwrap_or_else(|e| panic!("the fake cluster API: {e}"));
         cluster_api.certificates_valid(FIRST_CERTIFICATES, Duration::from_secs(30 * 24 * 3600));
         cluster_api.hostile(&Hostile::ALL);

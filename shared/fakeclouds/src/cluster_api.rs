@@ -36,6 +36,8 @@ struct State {
     /// The bearer token the fake accepts: a canary, as OpenShift's are `sha256~<random>`.
     token: String,
     clock: Clock,
+    /// The Unix time the clock's zero is: the cluster's objects carry times as Apiary's clock reads them.
+    epoch: Duration,
     ready_after: Duration,
     nodes_after: Duration,
     nodes: usize,
@@ -78,19 +80,22 @@ impl FakeClusterApi {
     /// look.
     pub async fn start(ready_after: Duration) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let fake = Self::new(ready_after, Clock::wall(), listener.local_addr()?).map_err(std::io::Error::other)?;
+        let epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let fake =
+            Self::new(ready_after, Clock::wall(), epoch, listener.local_addr()?).map_err(std::io::Error::other)?;
         let state = fake.state.clone();
         serve_tls_on(listener, fake.authority.server.clone(), Arc::new(move |req: Request| handle(&state, req)))?;
         Ok(fake)
     }
 
-    /// The fake answering as at `addr`, on `clock`, without a server: [`FakeClusterApi::handle`] answers each
-    /// request (the whole-system simulation serves it in process so).
-    pub fn new(ready_after: Duration, clock: Clock, addr: SocketAddr) -> Result<Self, String> {
+    /// The fake answering as at `addr`, on `clock`, which read zero at Unix time `epoch` (seconds), without a
+    /// server: [`FakeClusterApi::handle`] answers each request (the whole-system simulation serves it in process so).
+    pub fn new(ready_after: Duration, clock: Clock, epoch: u64, addr: SocketAddr) -> Result<Self, String> {
         let authority = Arc::new(crate::tls::authority("Fake cluster CA", &["127.0.0.1", "localhost"])?);
         let state = State {
             token: format!("sha256~{}", crate::canary::secret("cluster-api-token")),
             clock,
+            epoch: Duration::from_secs(epoch),
             ready_after,
             nodes_after: Duration::ZERO,
             nodes: 3,
@@ -195,7 +200,7 @@ impl FakeClusterApi {
     /// and first looked at on a resume would seem freshly installed.
     pub fn installed(&self, infra_id: &str, ago: Duration) {
         let mut s = self.lock();
-        let (at, validity) = (s.clock.now().saturating_sub(ago), s.validity);
+        let (at, validity) = (s.now().saturating_sub(ago), s.validity);
         s.kubelets.entry(infra_id.to_owned()).or_insert_with(|| Kubelets::installed(at, validity));
     }
 
@@ -203,7 +208,7 @@ impl FakeClusterApi {
     /// renews them through certificate requests.
     pub fn expire(&self, infra_id: &str) {
         let mut s = self.lock();
-        let now = s.clock.now();
+        let now = s.now();
         if let Some(k) = s.kubelets.get_mut(infra_id) {
             k.expire(now);
         }
@@ -261,7 +266,7 @@ impl FakeClusterApi {
 
     /// The time the cluster's objects carry now (a certificate request's `creationTimestamp`).
     pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
-        kubelets::instant(self.lock().clock.now())
+        kubelets::instant(self.lock().now())
     }
 
     /// Requests so far, as `METHOD path`, and clears the log.
@@ -281,6 +286,13 @@ impl FakeClusterApi {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl State {
+    /// The time since the Unix epoch as the cluster reads it.
+    fn now(&self) -> Duration {
+        self.epoch + self.clock.now()
     }
 }
 
@@ -310,7 +322,7 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
         ) => ((*infra).to_owned(), What::Machines),
         _ => return Response::json(404, &status(404, "NotFound", &format!("no route {}", req.path))),
     };
-    let now = s.clock.now();
+    let now = s.now();
     let first = *s.first_look.entry(infra.clone()).or_insert(now);
     let validity = s.validity;
     s.kubelets.entry(infra.clone()).or_insert_with(|| Kubelets::new(now, validity)).looked(now, validity);

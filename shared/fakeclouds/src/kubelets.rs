@@ -49,20 +49,24 @@ pub enum Hostile {
     WrongUsages,
     /// A serving request whose common name is another node's.
     NotTheRequester,
+    /// Node 0's client request, as its kubelet would make it, but made two hours before now: one the
+    /// cluster-machine-approver leaves pending past an hour, and no resume under way asked for.
+    BeforeTheResume,
 }
 
 impl Hostile {
     /// Every kind.
-    pub const ALL: [Hostile; 5] = [
+    pub const ALL: [Hostile; 6] = [
         Hostile::OtherMachinesAddress,
         Hostile::NotTheBootstrapper,
         Hostile::NoSuchNode,
         Hostile::WrongUsages,
         Hostile::NotTheRequester,
+        Hostile::BeforeTheResume,
     ];
 
     /// The kind a command names (`other-address`, `not-bootstrapper`, `no-such-node`, `wrong-usages`,
-    /// `not-requester`).
+    /// `not-requester`, `before-resume`).
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
             "other-address" => Hostile::OtherMachinesAddress,
@@ -70,6 +74,7 @@ impl Hostile {
             "no-such-node" => Hostile::NoSuchNode,
             "wrong-usages" => Hostile::WrongUsages,
             "not-requester" => Hostile::NotTheRequester,
+            "before-resume" => Hostile::BeforeTheResume,
             _ => return None,
         })
     }
@@ -260,6 +265,9 @@ impl Kubelets {
             Hostile::NoSuchNode => client(format!("{infra}-intruder")),
             Hostile::WrongUsages => Spec { usages: &["digital signature", "client auth"], ..serving(0) },
             Hostile::NotTheRequester => Spec { common_name: format!("system:node:{}", node(1)), ..serving(0) },
+            Hostile::BeforeTheResume => {
+                return self.push(client(node(0)), None, now.saturating_sub(Duration::from_secs(2 * 3600)));
+            }
         };
         self.push(spec, None, now);
     }
@@ -380,10 +388,10 @@ impl Spec {
     }
 }
 
-/// `now` (time since the fake started) as a Kubernetes timestamp, from a fixed epoch.
-/// The time the fake's objects carry at its clock's `now`: its clock reads zero at 2027-01-15T08:00:00Z.
+/// The time the fake's objects carry at `now`, the time since the Unix epoch as the cluster reads it (the fake
+/// cluster API's clock from the epoch it was given: the wall clock's, or the simulation's start).
 pub fn instant(now: Duration) -> chrono::DateTime<chrono::Utc> {
-    chrono::DateTime::from_timestamp(1_800_000_000 + now.as_secs() as i64, 0).unwrap_or_default()
+    chrono::DateTime::from_timestamp(i64::try_from(now.as_secs()).unwrap_or(i64::MAX), 0).unwrap_or_default()
 }
 
 fn timestamp(now: Duration) -> String {
