@@ -57,7 +57,11 @@ pub async fn deliver(deps: &Deps, pool: &str, notice: &NoticeMessage) -> Result<
                 let next = NoticeMessage { attempt: notice.attempt + 1, due: Some(now + wait), ..notice.clone() };
                 let delay = wait.to_std().unwrap_or_default().min(MAX_DELAY);
                 deps.queue.power(&PowerMessage::deliver(pool, next), delay).await?;
-                let said = format!("{to}: attempt {} failed ({why}); tried again in {}", notice.attempt, short(wait));
+                let said = format!(
+                    "{to}: attempt {} failed ({why}); tried again in {}",
+                    notice.attempt,
+                    apiary_planner::duration::format(wait)
+                );
                 (Attempted::Failed, attempt_entry(notice, EventType::NotificationFailed, now).saying(said))
             }
             None => {
@@ -105,15 +109,6 @@ pub async fn broken(deps: &Deps, pool: &Pool, cluster: &Cluster, writes: &mut [W
 fn host(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     rest.split(['/', '?', '#']).next().unwrap_or_default()
-}
-
-/// A wait as the trail says it: `10s`, `5m`, `1h`.
-fn short(wait: chrono::TimeDelta) -> String {
-    match wait.num_seconds() {
-        s if s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
 }
 
 /// The notifications' pass over `pool`'s trail: reads each shard on from the cursor, sends the first attempt of

@@ -522,6 +522,17 @@ fn claim_lifetime_is_min_of_maximum_and_own_or_default() {
     }
 }
 
+/// docs/api.md and docs/clouds.md: with no lifetime of its own on a pool without `claimLifetime`, a claim lives until
+/// it is released.
+#[test]
+fn a_claim_without_a_lifetime_on_a_pool_without_claim_lifetime_never_expires() {
+    let scenario =
+        given(pool().size(0)).with(cluster("c").running().claimed("k", at(0))).with(claim("k").assigned("c", at(0)));
+    assert_eq!(claim("k").assigned("c", at(0)).c.expires_at(None), None);
+    let years_later = scenario.plan_at(at(60 * 24 * 365 * 3));
+    assert!(years_later.released().is_empty(), "{:?}", years_later.released());
+}
+
 #[test]
 fn an_expired_claim_is_released() {
     let scenario = given(pool().size(0).claim_lifetime(Some("1h"), None))
