@@ -6,8 +6,41 @@ use bytes::Bytes;
 use http::{Method, Request};
 use serde_json::Value;
 
-/// How long an accepted request's id is remembered: the signature's tolerance (five minutes) and a minute more.
-pub(crate) const REPLAY_SECONDS: i64 = 6 * 60;
+/// How far a request's `webhook-timestamp` may be from the installer's time, either way (Standard Webhooks').
+pub(crate) const TOLERANCE_SECONDS: i64 = 5 * 60;
+/// How long an accepted request's id is remembered: the signature's tolerance and a minute more.
+pub(crate) const REPLAY_SECONDS: i64 = TOLERANCE_SECONDS + 60;
+
+/// Whether `req` carries a Standard Webhooks signature by one of `keys` over its id, timestamp and body, with a
+/// timestamp within [`TOLERANCE_SECONDS`] of `now` (Unix seconds, the installer's clock). The specification's crate
+/// computes the signature; the time is the installer's own, not the system's, so a simulation can run it.
+pub(crate) fn verified(keys: &[String], req: &Request<Bytes>, now: i64) -> std::result::Result<(), String> {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let (Some(id), Some(timestamp), Some(signatures)) =
+        (header("webhook-id"), header("webhook-timestamp"), header("webhook-signature"))
+    else {
+        return Err("the request's signature: webhook-id, webhook-timestamp and webhook-signature are required".into());
+    };
+    let at: i64 = timestamp
+        .parse()
+        .map_err(|_| format!("the request's signature: webhook-timestamp {timestamp:?} is not a number"))?;
+    if (now - at).abs() > TOLERANCE_SECONDS {
+        return Err(format!("the request's signature: webhook-timestamp {at} is more than five minutes from {now}"));
+    }
+    let mut why = "the installer has no signing key".to_owned();
+    for key in keys {
+        let hook = standardwebhooks::Webhook::new(key).map_err(|e| format!("the installer's key: {e}"))?;
+        let expected = hook.sign(id, at, req.body()).map_err(|e| format!("the installer's key: {e}"))?;
+        let matches = |given: &str| {
+            aws_lc_rs::constant_time::verify_slices_are_equal(given.as_bytes(), expected.as_bytes()).is_ok()
+        };
+        if signatures.split(' ').any(matches) {
+            return Ok(());
+        }
+        why = "the request's signature: none of its signatures is by the installer's key".to_owned();
+    }
+    Err(why)
+}
 
 /// What one request is, for the replays: its method, its path and query, and its body, hashed.
 pub(crate) fn digest(req: &Request<Bytes>) -> String {
@@ -63,5 +96,43 @@ pub(crate) fn bound(req: &Request<Bytes>) -> std::result::Result<(), String> {
             }
         }
         _ => refused("no request of the contract".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "whsec_YXBpYXJ5LWNhbmFyeS1zaWduaW5nLWtleS01ZjFkMGMzYTllN2IyNDY4";
+
+    fn signed(key: &str, at: i64, signatures: impl Fn(String) -> String) -> Request<Bytes> {
+        let body = Bytes::from_static(b"{\"attempt\":1}");
+        let signature = standardwebhooks::Webhook::new(key).expect("key").sign("ci-1.PutCluster.1", at, &body);
+        Request::builder()
+            .method("PUT")
+            .uri("/apiary/clusters/ci-1")
+            .header("webhook-id", "ci-1.PutCluster.1")
+            .header("webhook-timestamp", at.to_string())
+            .header("webhook-signature", signatures(signature.expect("signed")))
+            .body(body)
+            .expect("request")
+    }
+
+    #[test]
+    fn a_signature_holds_five_minutes_either_side_of_the_installers_own_time() {
+        let keys = [KEY.to_owned()];
+        let at = 1_795_000_000;
+        for (now, ok) in [(at, true), (at + 300, true), (at - 300, true), (at + 301, false), (at - 301, false)] {
+            let verdict = verified(&keys, &signed(KEY, at, |s| s), now);
+            assert_eq!(verdict.is_ok(), ok, "signed at {at}, now {now}: {verdict:?}");
+        }
+        // One good signature among others (a key being rotated) is enough; another key's alone is not.
+        assert!(verified(&keys, &signed(KEY, at, |s| format!("v1,bm90LXRoaXM= {s}")), at).is_ok());
+        let other = "whsec_YXBpYXJ5LWNhbmFyeS1zaWduaW5nLWtleS0wYjdlNDFjOWQyYTZmMzg1";
+        let why = verified(&keys, &signed(other, at, |s| s), at).expect_err("another key's");
+        assert!(why.contains("none of its signatures"), "{why}");
+        let mut unsigned = signed(KEY, at, |s| s);
+        unsigned.headers_mut().remove("webhook-signature");
+        assert!(verified(&keys, &unsigned, at).is_err_and(|why| why.contains("required")));
     }
 }

@@ -74,6 +74,7 @@ pub async fn installer(sdk: &aws_config::SdkConfig, settings: &Settings) -> Resu
         vault: std::sync::Arc::new(SecretsVault::new(sdk)),
         secrets: std::sync::Arc::new(apiary_clouds::secrets::SecretCache::new(reader)),
         keys,
+        clock: std::sync::Arc::new(apiary_ports::clock::SystemClock),
     })
 }
 

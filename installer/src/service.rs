@@ -31,7 +31,7 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::admission::{bound, digest, listed_pool, REPLAY_SECONDS};
+use crate::admission::{bound, digest, listed_pool, verified, REPLAY_SECONDS};
 use crate::model::{Phase, PoolSettings, Record, DESTROY_TIMEOUT};
 use crate::outputs::{excerpt, files, kubeconfig_server, Metadata};
 use crate::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records, Replays, Vault};
@@ -66,6 +66,8 @@ pub struct Installer {
     pub secrets: Arc<SecretCache>,
     /// The signing keys (`whsec_…`) a request may be signed with (more than one during a rotation).
     pub keys: Vec<String>,
+    /// The time, for a signature's tolerance and the replays' expiry (the system's; the simulation's in it).
+    pub clock: Arc<dyn apiary_ports::clock::Clock>,
 }
 
 /// An answer: status and JSON body.
@@ -98,31 +100,19 @@ impl Installer {
     /// Whether `req` may be answered: signed with a key of the installer's, its id naming what it does, and not a
     /// replay of an id accepted for another request. `Err` when the replays cannot be read (a `503`).
     async fn admitted(&self, req: &Request<Bytes>) -> Result<std::result::Result<(), String>> {
-        if let Err(why) = self.verified(req).and_then(|()| bound(req)) {
+        let now = self.clock.now().timestamp();
+        if let Err(why) = verified(&self.keys, req, now).and_then(|()| bound(req)) {
             return Ok(Err(why));
         }
         let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or_default();
         let id = header("webhook-id");
         let timestamp: i64 = header("webhook-timestamp").parse().unwrap_or_default();
         // The signature is good five minutes either side of its timestamp: remembered past that, and a minute more.
-        let now = chrono::Utc::now().timestamp();
         let expires = timestamp.max(now) + REPLAY_SECONDS;
         Ok(match self.replays.accept(id, &digest(req), now, expires).await? {
             true => Ok(()),
             false => Err(format!("webhook-id {id:?} was accepted before for another request: a replay")),
         })
-    }
-
-    fn verified(&self, req: &Request<Bytes>) -> std::result::Result<(), String> {
-        let mut why = "the installer has no signing key".to_owned();
-        for key in &self.keys {
-            let hook = standardwebhooks::Webhook::new(key).map_err(|e| format!("the installer's key: {e}"))?;
-            match hook.verify(req.body(), req.headers()) {
-                Ok(()) => return Ok(()),
-                Err(e) => why = format!("the request's signature: {e}"),
-            }
-        }
-        Err(why)
     }
 
     async fn route(&self, req: &Request<Bytes>) -> Result<Answer> {

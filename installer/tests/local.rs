@@ -101,6 +101,7 @@ async fn world(name: &str, template: &str) -> World {
         vault: secrets.clone(),
         secrets: Arc::new(SecretCache::new(secrets.clone())),
         keys: vec![KEY.to_owned()],
+        clock: Arc::new(apiary_ports::clock::SystemClock),
     };
     World { installer, secrets, root, api, faults }
 }

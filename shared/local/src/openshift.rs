@@ -104,6 +104,7 @@ impl DemoOpenShift {
             vault: Arc::new(SecretsVault::new(sdk)),
             secrets: Arc::new(SecretCache::new(reader)),
             keys: vec![key],
+            clock: Arc::new(apiary_ports::clock::SystemClock),
         };
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let url = format!("http://{}/apiary", listener.local_addr()?);
