@@ -89,6 +89,8 @@ pub struct SimClouds {
     pub cluster_api: cluster_api::FakeClusterApi,
     /// The receiver of the pools' claim notifications, down now and then while the faults last.
     pub receiver: notifications::FakeReceiver,
+    /// The reference OpenShift installer, installing on the fake Compute Engine.
+    pub installer: crate::installer::SimInstaller,
     clock: Clock,
     secrets: Arc<MemSecrets>,
     hook: Arc<dyn Hook>,
@@ -144,8 +146,22 @@ impl SimClouds {
         secrets.put(VSPHERE_ARN, &vsphere.user("apiary@vsphere.local"), &POOLS);
         secrets.put(CLUSTER_API_ARN, cluster_api.token(), &POOLS);
         secrets.put(NOTIFY_ARN, NOTIFY_KEY, &POOLS);
+        secrets.put(crate::installer::KEY_ARN, crate::installer::KEY, &POOLS);
+        let installer = crate::installer::SimInstaller::new(receiver_clock.clone(), start, gcp.clone());
         let harmed = Mutex::new(vec![]);
-        Self { gcp, azure, vsphere, cluster_api, receiver, clock: receiver_clock, secrets, hook, harmed, installed }
+        Self {
+            gcp,
+            azure,
+            vsphere,
+            cluster_api,
+            receiver,
+            installer,
+            clock: receiver_clock,
+            secrets,
+            hook,
+            harmed,
+            installed,
+        }
     }
 
     /// `base` with the GCP, Azure and vSphere platforms, their requests answered by the fakes.
@@ -245,6 +261,7 @@ impl SimClouds {
     pub fn harm(&self, rng: &mut SplitMix, stuck: f64, refuse: f64) {
         // While the faults last, the notification receiver is down one ten-minute window in three (by the clock,
         // not `rng`, whose draws every seed's workload follows).
+        self.installer.jobs.faults(stuck > 0.0);
         if stuck > 0.0 {
             match (self.clock.now().as_secs() / 600) % 3 {
                 1 => self.receiver.down(),
@@ -275,6 +292,7 @@ impl SimClouds {
     /// Every harmed machine behaves again, and the receiver is up.
     pub fn heal(&self) {
         self.receiver.up();
+        self.installer.jobs.faults(false);
         for (cloud, name) in self.harmed.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
             match cloud {
                 "gcp" => self.gcp.comply(&name),
@@ -343,13 +361,33 @@ impl Exchange for Router {
                 headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
                 body,
             );
-            let response = clouds.answer(fake_request, &host);
+            let response = match host == addr(7).to_string() {
+                true => installer_answer(&clouds.installer, &url, &fake_request).await,
+                false => clouds.answer(fake_request, &host),
+            };
             if let Some(lost) = op.changes_state().then(|| hook.after(op)).flatten() {
                 return Err(format!("the answer was lost after the request landed: {lost}"));
             }
             Ok(answer_of(response))
         })
     }
+}
+
+/// The installer's answer to `request`, as its function URL gives it.
+async fn installer_answer(
+    installer: &crate::installer::SimInstaller,
+    url: &reqwest::Url,
+    request: &Request,
+) -> Response {
+    let mut builder = http::Request::builder().method(request.method.as_str()).uri(url.as_str());
+    for (k, v) in &request.headers {
+        builder = builder.header(k.as_str(), v.as_str());
+    }
+    let Ok(request) = builder.body(request.body.clone()) else {
+        return Response::json(400, &json!({"message": "not a request"}));
+    };
+    let answer = installer.handle(request).await;
+    Response { status: answer.status().as_u16(), headers: vec![], body: answer.body().to_vec() }
 }
 
 fn answer_of(r: Response) -> Answer {

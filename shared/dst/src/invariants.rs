@@ -14,6 +14,8 @@
 //!   entry (which makes the name the stack's) come and go together;
 //! - **no hostile certificate request approved** (seed 004): of the requests the clusters' kubelets and the hostile
 //!   requesters beside them made, none of the hostile ones is ever approved;
+//! - **the reference installer's jobs** (issue 72): never two jobs at once for one cluster, nor one started twice,
+//!   and no install started for a cluster after the installer accepted its removal;
 //! - **every end told**: a cluster whose item is gone has, in its pool's trail, a `ClusterDeleting` event saying
 //!   why and a `ClusterRemoved` event (written in the same transactions as the changes they tell of), unless the
 //!   simulation removed it behind Apiary's back.
@@ -24,7 +26,8 @@
 //! [`POOL_BOUND`], and no machine is left without its cluster. At the end, **notifications delivered**: each
 //! notification a pool's receiver was to hear more than [`NOTICE_BOUND`] before is received (verified, once) or
 //! dead-lettered in the trail, whatever the receiver's outages and the faults did (issue 59); and the claims were
-//! served within their bounds all the same.
+//! served within their bounds all the same; and **every removal ends with nothing left**: each cluster whose removal
+//! the reference installer accepted has no machine, stored credential or running job left, its record a tombstone.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -165,6 +168,8 @@ pub struct Checker {
     /// Each pool's labels, each time they changed (as seen at a look), with when: a claim by labels may have read
     /// a pool's spec just before an admin relabeled it.
     labels_seen: BTreeMap<String, Vec<(Timestamp, apiary_planner::select::Labels)>>,
+    /// The reference installer's jobs started, and its removals accepted, as of the last look.
+    installer: (usize, usize),
 }
 
 /// Resumes (and installs) on pools with the Kubernetes readiness check, from the look that found their machines
@@ -219,6 +224,14 @@ impl Checker {
             if let Some((infra, csr)) = sim.clouds.csrs().into_iter().find(|(_, c)| c.hostile() && c.approved()) {
                 let detail = format!("{} of the cluster {infra} was approved: {}", csr.name(), csr.object);
                 return violation(now, "no hostile certificate request approved", detail);
+            }
+        }
+        let installer = &sim.clouds.installer;
+        let seen = (installer.jobs.started(), installer.removals());
+        if seen != self.installer {
+            self.installer = seen;
+            if let Err((invariant, detail)) = installer.jobs_kept() {
+                return violation(now, invariant, detail);
             }
         }
         let writes = sim.world.store.writes();

@@ -5,12 +5,14 @@
 //! exactly (`make dst SEED=…`).
 //!
 //! - [`sim`]: the driver, with Lambda's queue consumption and concurrency.
+//! - [`installer`]: the reference OpenShift installer, its jobs on the virtual clock.
 //! - [`workload`]: a seeded mix of pool edits, claims, releases, lifetimes, schedules and power requests.
 //! - [`invariants`]: what must hold after every step, and once quiet.
 //! - [`run()`]: one seed end to end: chaos with faults, then quiet until everything converges.
 
 pub mod clouds;
 pub mod faults;
+pub mod installer;
 pub mod invariants;
 mod run;
 pub mod sim;

@@ -98,12 +98,18 @@ pub const ORPHAN_BOUND: TimeDelta = TimeDelta::minutes(
     apiary_planner::reaper::REAP_GRACE.num_minutes() + apiary_planner::reaper::REAP_EVERY.num_minutes() + 30,
 );
 
+/// The longest a cluster whose removal the reference installer accepted may keep anything once the faults have
+/// stopped (or from when it is first seen so, if later): a destroy of six minutes at most, and Apiary's looks at a
+/// deleting cluster, which grow sparser as it ages.
+pub const REMOVAL_BOUND: TimeDelta = TimeDelta::minutes(60);
+
 /// The quiet phase, from `quiet_at`: no faults and no new requests. Each claim with room is served within
 /// [`CLAIM_BOUND`]; each pool converges within [`POOL_BOUND`] of the faults stopping or, while it works through a
 /// queue of claims, of the last of them getting its cluster (a claim holds its cluster for its lifetime, so a
 /// queue at maxSize drains no faster than the lifetimes before it run out: that is the pool working, not stuck),
 /// within [`BACKLOG_LIMIT`]; and no machine stays without its cluster for longer than [`ORPHAN_BOUND`] (the
-/// reaper's to find: a cluster item removed behind Apiary's back leaves its machines so), none is left at the end.
+/// reaper's to find: a cluster item removed behind Apiary's back leaves its machines so), none is left at the end;
+/// nor does a cluster whose removal the reference installer accepted keep anything past [`REMOVAL_BOUND`].
 /// Returns the longest any pool took to converge.
 pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Result<TimeDelta, Violation> {
     sim.quiet();
@@ -112,8 +118,15 @@ pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Resu
     let pools = sim.world.store.tables().snapshots();
     let settled: BTreeMap<String, Option<TimeDelta>> = pools.into_iter().map(|s| (s.pool.name, None)).collect();
     let due = settled.keys().map(|p| (p.clone(), quiet_at + POOL_BOUND)).collect();
-    let mut q =
-        Quiet { quiet_at, settled, due, waiting: BTreeMap::new(), orphans: BTreeMap::new(), last_look: quiet_at };
+    let mut q = Quiet {
+        quiet_at,
+        settled,
+        due,
+        waiting: BTreeMap::new(),
+        orphans: BTreeMap::new(),
+        removing: BTreeMap::new(),
+        last_look: quiet_at,
+    };
     // Until every pool that has not converged is past its bound, or the backlog limit.
     let limit = quiet_at + BACKLOG_LIMIT;
     let mut horizon = quiet_at + POOL_BOUND;
@@ -122,7 +135,14 @@ pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Resu
         let open = q.due.iter().filter(|(p, _)| q.settled.get(*p).is_some_and(Option::is_none));
         // Machines without their cluster keep the quiet phase going until the reaper's bound for each.
         let orphaned = q.orphans.values().map(|first| (*first).max(quiet_at) + ORPHAN_BOUND);
-        match open.map(|(_, t)| *t).chain(orphaned).max() {
+        // A removal accepted since the last look keeps it going too.
+        let now = sim.now();
+        let installer = &sim.clouds.installer;
+        for id in installer.removed().into_iter().filter(|id| !installer.left_of(id, &sim.clouds.gcp).is_empty()) {
+            q.removing.entry(id).or_insert(now);
+        }
+        let removing = q.removing.values().map(|first| (*first).max(quiet_at) + REMOVAL_BOUND);
+        match open.map(|(_, t)| *t).chain(orphaned).chain(removing).max() {
             Some(t) if t > horizon && horizon < limit => horizon = t.min(limit),
             _ => break,
         }
@@ -145,6 +165,15 @@ pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Resu
     if let Some((m, _)) = orphans(sim).into_iter().next() {
         return Err(Violation { at: now, invariant: "no leaked machines", detail: m });
     }
+    // Every removal the reference installer accepted ended with nothing of the cluster left.
+    let installer = &sim.clouds.installer;
+    for id in installer.removed() {
+        let left = installer.left_of(&id, &sim.clouds.gcp);
+        if !left.is_empty() {
+            let detail = format!("{id}'s removal was accepted, yet {}", left.join(", "));
+            return Err(Violation { at: now, invariant: "every removal ends with nothing left", detail });
+        }
+    }
     Ok(settled.values().map(|w| w.unwrap_or(POOL_BOUND)).max().unwrap_or_default())
 }
 
@@ -159,14 +188,21 @@ struct Quiet {
     waiting: BTreeMap<(String, String), Timestamp>,
     /// Each machine up that no cluster has (by infraId): since when it has been so.
     orphans: BTreeMap<String, Timestamp>,
+    /// Each cluster whose removal the reference installer accepted and that still has something left: since when.
+    removing: BTreeMap<String, Timestamp>,
     last_look: Timestamp,
 }
 
 /// Every machine up whose infraId no cluster has (what the reaper is for), described, with its infraId.
 fn orphans(sim: &Sim) -> Vec<(String, String)> {
     let tables = sim.world.store.tables();
-    let known: std::collections::BTreeSet<String> =
-        tables.snapshots().into_iter().flat_map(|s| s.clusters.into_iter().map(|c| c.infra_id)).collect();
+    // A cluster the reference installer is installing has machines before Apiary hears their infraId.
+    let installer = &sim.clouds.installer.jobs;
+    let known: std::collections::BTreeSet<String> = tables
+        .snapshots()
+        .into_iter()
+        .flat_map(|s| s.clusters.into_iter().flat_map(|c| installer.infra_ids(&c.id).into_iter().chain([c.infra_id])))
+        .collect();
     let ec2 =
         sim.world.cloud.machines().into_iter().filter(|m| !m.state.is_gone() && !known.contains(&m.infra_id)).map(
             |m| {
@@ -237,6 +273,21 @@ impl Quiet {
             orphaned.insert(infra_id, first);
         }
         self.orphans = orphaned;
+        let installer = &s.clouds.installer;
+        let mut removing = BTreeMap::new();
+        for id in installer.removed() {
+            let left = installer.left_of(&id, &s.clouds.gcp);
+            if left.is_empty() {
+                continue;
+            }
+            let first = self.removing.get(&id).copied().unwrap_or(now);
+            if now - first.max(self.quiet_at) > REMOVAL_BOUND {
+                let detail = format!("{id}'s removal was accepted, yet {} since {first}", left.join(", "));
+                return Err(Violation { at: now, invariant: "every removal ends with nothing left", detail });
+            }
+            removing.insert(id, first);
+        }
+        self.removing = removing;
         Ok(())
     }
 }

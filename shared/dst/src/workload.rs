@@ -5,7 +5,8 @@
 //! maxConcurrent, inventory, platform, schedules) spread over the chaos phase, now and then a pool deleted, and
 //! now and then a burst of claims on one pool at once (a CI fan-out, racing for the spares). Some claims name
 //! labels instead of a pool (each pool carries its cloud and a tier), and are found by name afterwards. Two pools'
-//! claims are told to a notification receiver that is down now and then. Every pool bounds its
+//! claims are told to a notification receiver that is down now and then. Two pools, when on GCP, install through
+//! the reference OpenShift installer ([`INSTALLED`]). Every pool bounds its
 //! power transitions and installs, so a stuck machine is caught and replaced (with no timeout set it would
 //! rightly wait forever).
 
@@ -92,6 +93,21 @@ fn spec(rng: &mut SplitMix, version: u64, cloud: &str) -> Value {
     spec
 }
 
+/// The pools whose clusters, when on GCP, the reference OpenShift installer installs: `p1` and `p3`, for all their
+/// life (a pool keeps its cloud as it keeps its installer: a cluster is removed the way its pool's spec says now).
+pub const INSTALLED: [&str; 2] = ["p1", "p3"];
+
+/// `spec` (on `cloud`) with the reference installer as its provisioner, for a pool of [`INSTALLED`] on GCP; its
+/// installs launch as many machines as the pool names.
+fn installed(pool: &str, cloud: &str, mut spec: Value) -> Value {
+    if cloud == "gcp" && INSTALLED.contains(&pool) {
+        spec["provisioner"] = crate::installer::provisioner();
+        spec["platform"]["gcp"]["machineCount"] = json!(crate::installer::MACHINES);
+        spec["baseDomain"] = json!("sim.example.com");
+    }
+    spec
+}
+
 /// The pools whose claims the simulation's notification receiver hears (issue 59): `p0` and `p2`, whatever their
 /// spec, so that a notification's pool still has its hook when it is delivered.
 pub const NOTIFIED: [&str; 2] = ["p0", "p2"];
@@ -138,7 +154,7 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
     let mut versions = vec![0u64; pools.len()];
     let mut sizes = vec![0u64; pools.len()];
     for ((p, cloud), size) in pools.iter().zip(&clouds).zip(&mut sizes) {
-        let spec = notified(p, spec(&mut rng, 0, cloud));
+        let spec = installed(p, cloud, notified(p, spec(&mut rng, 0, cloud)));
         *size = spec["size"].as_u64().unwrap_or_default();
         out.push((start, Request::PutPool { pool: p.clone(), spec }));
     }
@@ -211,7 +227,7 @@ pub fn generate(seed: u64, start: Timestamp, chaos: TimeDelta) -> Vec<(Timestamp
         } else if r < 0.985 {
             let i = pools.iter().position(|x| *x == p).unwrap_or_default();
             versions[i] += u64::from(rng.chance(0.3));
-            let spec = notified(&p, spec(&mut rng, versions[i], clouds[i]));
+            let spec = installed(&p, clouds[i], notified(&p, spec(&mut rng, versions[i], clouds[i])));
             sizes[i] = spec["size"].as_u64().unwrap_or_default();
             Request::PutPool { pool: p, spec }
         } else {
