@@ -147,7 +147,8 @@ impl SimClouds {
         secrets.put(CLUSTER_API_ARN, cluster_api.token(), &POOLS);
         secrets.put(NOTIFY_ARN, NOTIFY_KEY, &POOLS);
         secrets.put(crate::installer::KEY_ARN, crate::installer::KEY, &POOLS);
-        let installer = crate::installer::SimInstaller::new(receiver_clock.clone(), start, gcp.clone());
+        let installer =
+            crate::installer::SimInstaller::new(receiver_clock.clone(), start, gcp.clone(), PROJECT, &POOLS);
         let harmed = Mutex::new(vec![]);
         Self {
             gcp,

@@ -25,8 +25,6 @@ use apiary_installer::service::Installer;
 use apiary_ports::Result;
 use serde_json::{json, Value};
 
-use crate::clouds::{POOLS, PROJECT};
-
 /// Where Apiary reaches the installer.
 pub const URL: &str = "https://127.0.0.7/apiary";
 /// The installer's signing key, as the pools' `provisioner.webhook.secret` holds it.
@@ -114,13 +112,20 @@ impl Copy {
 }
 
 impl SimInstaller {
-    /// The installer on `clock`, which read zero at `epoch`, its jobs launching machines in `gcp`.
-    pub fn new(clock: Clock, epoch: chrono::DateTime<chrono::Utc>, gcp: FakeGcp) -> Self {
+    /// The installer of `pools` on `clock`, which read zero at `epoch`, its jobs launching machines in `gcp`'s
+    /// `project`.
+    pub fn new(
+        clock: Clock,
+        epoch: chrono::DateTime<chrono::Utc>,
+        gcp: FakeGcp,
+        project: &'static str,
+        pools: &[&str],
+    ) -> Self {
         let vault = Arc::new(MemorySecrets::default());
-        let pull = vault.add("sim/pull-secret", r#"{"auths":{"quay.io":{"auth":"c2ltOnB1bGw="}}}"#, &POOLS);
-        let pools = Arc::new(MemoryPools::default());
-        for pool in POOLS {
-            pools.put(
+        let pull = vault.add("sim/pull-secret", r#"{"auths":{"quay.io":{"auth":"c2ltOnB1bGw="}}}"#, pools);
+        let settings = Arc::new(MemoryPools::default());
+        for pool in pools {
+            settings.put(
                 pool,
                 PoolSettings {
                     release_image: "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64".into(),
@@ -133,9 +138,9 @@ impl SimInstaller {
             );
         }
         let (records, dirs) = (Arc::new(MemoryRecords::default()), Arc::new(MemoryDirs::default()));
-        let jobs = Arc::new(SimJobs::new(clock.clone(), gcp, dirs.clone()));
+        let jobs = Arc::new(SimJobs::new(clock.clone(), gcp, project, dirs.clone()));
         let service = Installer {
-            pools,
+            pools: settings,
             records: records.clone(),
             replays: Arc::new(MemoryReplays::default()),
             dirs,
@@ -216,13 +221,13 @@ impl SimInstaller {
     }
 
     /// What is left of cluster `id`, whose removal was accepted: nothing, or what remains, said.
-    pub fn left_of(&self, id: &str, gcp: &FakeGcp) -> Vec<String> {
+    pub fn left_of(&self, id: &str) -> Vec<String> {
         let mut left = Vec::new();
         if let Some(r) = self.records.all().get(id).filter(|r| r.phase != Phase::Removed) {
             left.push(format!("its record is {:?}", r.phase));
         }
         for infra in self.jobs.infra_ids(id) {
-            let machines = gcp.labelled(PROJECT, &label(&infra), "owned");
+            let machines = self.jobs.gcp.labelled(self.jobs.project, &label(&infra), "owned");
             if !machines.is_empty() {
                 left.push(format!("{} machines of {infra}", machines.len()));
             }
@@ -290,6 +295,7 @@ struct Job {
 pub struct SimJobs {
     clock: Clock,
     gcp: FakeGcp,
+    project: &'static str,
     dirs: Arc<MemoryDirs>,
     /// While the faults last, jobs may fail or hang.
     faulty: std::sync::atomic::AtomicBool,
@@ -301,10 +307,11 @@ pub struct SimJobs {
 }
 
 impl SimJobs {
-    fn new(clock: Clock, gcp: FakeGcp, dirs: Arc<MemoryDirs>) -> Self {
+    fn new(clock: Clock, gcp: FakeGcp, project: &'static str, dirs: Arc<MemoryDirs>) -> Self {
         Self {
             clock,
             gcp,
+            project,
             dirs,
             faulty: Default::default(),
             jobs: Mutex::default(),
@@ -363,7 +370,7 @@ impl SimJobs {
                 if job.spec.kind == JobKind::Install && job.launched.is_none() && at >= job.takes.mul_f64(0.4) {
                     let infra = format!("{}-{}", job.spec.cluster, &hash(id)[..5]);
                     let names: Vec<String> = (0..MACHINES).map(|i| format!("{infra}-{i}")).collect();
-                    self.gcp.launch(PROJECT, ZONE, &names, &BTreeMap::from([(label(&infra), "owned".into())]));
+                    self.gcp.launch(self.project, ZONE, &names, &BTreeMap::from([(label(&infra), "owned".into())]));
                     let mut all = self.infra.lock().unwrap_or_else(|e| e.into_inner());
                     all.entry(job.spec.cluster.clone()).or_default().insert(infra.clone());
                     launched.push((job.spec.cluster.clone(), infra.clone()));
@@ -398,7 +405,7 @@ impl SimJobs {
                 }
                 (JobKind::Destroy, _) => {
                     for infra in self.infra_ids(cluster) {
-                        self.gcp.remove_labelled(PROJECT, &label(&infra), "owned");
+                        self.gcp.remove_labelled(self.project, &label(&infra), "owned");
                     }
                 }
                 _ => {}

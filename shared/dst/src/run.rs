@@ -138,7 +138,7 @@ pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Resu
         // A removal accepted since the last look keeps it going too.
         let now = sim.now();
         let installer = &sim.clouds.installer;
-        for id in installer.removed().into_iter().filter(|id| !installer.left_of(id, &sim.clouds.gcp).is_empty()) {
+        for id in installer.removed().into_iter().filter(|id| !installer.left_of(id).is_empty()) {
             q.removing.entry(id).or_insert(now);
         }
         let removing = q.removing.values().map(|first| (*first).max(quiet_at) + REMOVAL_BOUND);
@@ -168,7 +168,7 @@ pub fn settle(sim: &mut Sim, checker: &mut Checker, quiet_at: Timestamp) -> Resu
     // Every removal the reference installer accepted ended with nothing of the cluster left.
     let installer = &sim.clouds.installer;
     for id in installer.removed() {
-        let left = installer.left_of(&id, &sim.clouds.gcp);
+        let left = installer.left_of(&id);
         if !left.is_empty() {
             let detail = format!("{id}'s removal was accepted, yet {}", left.join(", "));
             return Err(Violation { at: now, invariant: "every removal ends with nothing left", detail });
@@ -276,7 +276,7 @@ impl Quiet {
         let installer = &s.clouds.installer;
         let mut removing = BTreeMap::new();
         for id in installer.removed() {
-            let left = installer.left_of(&id, &s.clouds.gcp);
+            let left = installer.left_of(&id);
             if left.is_empty() {
                 continue;
             }

@@ -365,7 +365,8 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
 }
 
 /// Checks that `new` may replace `old`, the spec of an existing pool: beside [`validate_spec`], the fields that
-/// say where its machines live do not change (its clusters are found there).
+/// say where its machines live do not change (its clusters are found there), nor whether an installer makes them
+/// (they are removed the way they were made).
 pub fn validate_update(old: &PoolSpec, new: &PoolSpec) -> Result<(), Vec<FieldError>> {
     let mut errors = Vec::new();
     platforms::unmoved(
@@ -373,6 +374,22 @@ pub fn validate_update(old: &PoolSpec, new: &PoolSpec) -> Result<(), Vec<FieldEr
         &old.platform,
         &new.platform,
     );
+    // A cluster is removed the way its pool's spec says now: by the pool's installer, or by its platform. A pool
+    // that gained or lost an installer would ask the wrong one, which knows nothing of the cluster and answers it
+    // gone while its machines run on.
+    let installer = |spec: &PoolSpec| spec.provisioner.as_ref().and_then(|p| p.webhook.as_ref()).is_some();
+    if installer(old) != installer(new) {
+        let (was, is) = match installer(old) {
+            true => ("installed by its webhook installer", "Apiary"),
+            false => ("made by Apiary on its platform", "an installer"),
+        };
+        errors.push(FieldError::new(
+            "provisioner",
+            format!(
+                "a pool's clusters were {was} and are removed the same way: make a new pool for clusters made by {is}"
+            ),
+        ));
+    }
     if errors.is_empty() {
         Ok(())
     } else {
@@ -1043,6 +1060,29 @@ mod tests {
         let errors = validate_update(&v, &PoolSpec::new(1, Platform::Vsphere(elsewhere))).expect_err("moved");
         assert_eq!(errors[0].field, "platform.vsphere.server");
         assert!(errors[0].message.contains("vcenter.example.com"), "{}", errors[0].message);
+    }
+
+    /// Found by the whole-system simulation: a pool given an installer after Apiary had made its clusters asked the
+    /// installer to remove them, which knew none and answered them gone; their machines ran on, unowned. A pool is
+    /// installed the way it was made, as it stays on its platform.
+    #[test]
+    fn a_pool_keeps_the_installer_it_was_made_with_or_its_lack_of_one() {
+        use crate::model::{ProvisionerSpec, WebhookProvisioner};
+        let hook = |url: &str| ProvisionerSpec {
+            webhook: Some(WebhookProvisioner {
+                url: url.into(),
+                secret: "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook".into(),
+            }),
+        };
+        let plain = PoolSpec::new(1, Platform::Azure(azure()));
+        let installed = PoolSpec { provisioner: Some(hook("https://installer.example.com")), ..plain.clone() };
+        for (old, new) in [(&plain, &installed), (&installed, &plain)] {
+            let errors = validate_update(old, new).expect_err("the installer changed");
+            assert_eq!(errors[0].field, "provisioner", "{errors:?}");
+            assert!(errors[0].message.contains("make a new pool"), "{}", errors[0].message);
+        }
+        let resized = PoolSpec { size: 3, ..installed.clone() };
+        assert_eq!(validate_update(&installed, &resized), Ok(()));
     }
 
     #[test]
