@@ -613,3 +613,6 @@ fn server_ok(server: &str) -> bool {
         });
     port_ok && host_ok
 }
+
+#[cfg(test)]
+mod tests;
