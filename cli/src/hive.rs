@@ -107,24 +107,7 @@ pub fn translate_for(
     name: Option<&str>,
     installer: Option<&Installer>,
 ) -> Result<Import> {
-    let (manifest, related) = match manifest["kind"].as_str() {
-        Some("List") => {
-            let items = manifest["items"].as_array().cloned().unwrap_or_default();
-            let (pools, related): (Vec<Value>, Vec<Value>) =
-                items.into_iter().partition(|i| i["kind"] == "ClusterPool");
-            match pools.as_slice() {
-                [pool] => (pool.clone(), related),
-                [] => return Err(Failure::usage("the List holds no ClusterPool")),
-                many => {
-                    return Err(Failure::usage(format!(
-                        "the List holds {} ClusterPools: import one at a time",
-                        many.len()
-                    )))
-                }
-            }
-        }
-        _ => (manifest.clone(), Vec::new()),
-    };
+    let (manifest, related) = the_pool(manifest)?;
     let manifest = &manifest;
     let kind = manifest["kind"].as_str().unwrap_or_default();
     if kind != "ClusterPool" {
@@ -164,32 +147,8 @@ pub fn translate_for(
             f if SAME.contains(&f) => {
                 spec.insert(f.to_owned(), value.clone());
             }
-            "claimLifetime" => {
-                let mut lifetime = Map::new();
-                for (k, v) in value.as_object().unwrap_or(&empty) {
-                    match k.as_str() {
-                        "default" | "maximum" => {
-                            lifetime.insert(k.clone(), v.clone());
-                        }
-                        _ => leave(format!("spec.claimLifetime.{k}"), why_not(k)),
-                    }
-                }
-                spec.insert("claimLifetime".into(), Value::Object(lifetime));
-            }
-            "hibernationConfig" => {
-                for (k, v) in value.as_object().unwrap_or(&empty) {
-                    match (k.as_str(), hive.get("powerstateTransitionToRunningTimeout")) {
-                        ("resumeTimeout", None) => {
-                            spec.insert("powerstateTransitionToRunningTimeout".into(), v.clone());
-                        }
-                        ("resumeTimeout", Some(_)) => leave(
-                            "spec.hibernationConfig.resumeTimeout".into(),
-                            "spec.powerstateTransitionToRunningTimeout is set too, and is the one carried over",
-                        ),
-                        _ => leave(format!("spec.hibernationConfig.{k}"), why_not(k)),
-                    }
-                }
-            }
+            "claimLifetime" => claim_lifetime(value, &mut spec, &mut leave),
+            "hibernationConfig" => hibernation_config(value, hive, &mut spec, &mut leave),
             "inventory" => inventory(value, &mut spec, &mut leave),
             "labels" => {
                 for (k, v) in value.as_object().unwrap_or(&empty) {
@@ -235,6 +194,64 @@ pub fn translate_for(
         .map(|(field, what)| ((*field).to_owned(), (*what).to_owned()))
         .collect();
     Ok(Import { name, spec: merged, dropped, needed, notes, installer_settings, settings_needed })
+}
+
+/// The ClusterPool, and the resources beside it when `manifest` is a `List` (one ClusterPool in it, at most).
+fn the_pool(manifest: &Value) -> Result<(Value, Vec<Value>)> {
+    Ok(match manifest["kind"].as_str() {
+        Some("List") => {
+            let items = manifest["items"].as_array().cloned().unwrap_or_default();
+            let (pools, related): (Vec<Value>, Vec<Value>) =
+                items.into_iter().partition(|i| i["kind"] == "ClusterPool");
+            match pools.as_slice() {
+                [pool] => (pool.clone(), related),
+                [] => return Err(Failure::usage("the List holds no ClusterPool")),
+                many => {
+                    return Err(Failure::usage(format!(
+                        "the List holds {} ClusterPools: import one at a time",
+                        many.len()
+                    )))
+                }
+            }
+        }
+        _ => (manifest.clone(), Vec::new()),
+    })
+}
+
+/// `spec.claimLifetime`: its default and maximum carried over, anything else left.
+fn claim_lifetime(value: &Value, spec: &mut Map<String, Value>, leave: &mut impl FnMut(String, &str)) {
+    let mut lifetime = Map::new();
+    for (k, v) in value.as_object().into_iter().flatten() {
+        match k.as_str() {
+            "default" | "maximum" => {
+                lifetime.insert(k.clone(), v.clone());
+            }
+            _ => leave(format!("spec.claimLifetime.{k}"), why_not(k)),
+        }
+    }
+    spec.insert("claimLifetime".into(), Value::Object(lifetime));
+}
+
+/// `spec.hibernationConfig`: its resume timeout carried over as `powerstateTransitionToRunningTimeout` unless the
+/// pool sets that itself.
+fn hibernation_config(
+    value: &Value,
+    hive: &Map<String, Value>,
+    spec: &mut Map<String, Value>,
+    leave: &mut impl FnMut(String, &str),
+) {
+    for (k, v) in value.as_object().into_iter().flatten() {
+        match (k.as_str(), hive.get("powerstateTransitionToRunningTimeout")) {
+            ("resumeTimeout", None) => {
+                spec.insert("powerstateTransitionToRunningTimeout".into(), v.clone());
+            }
+            ("resumeTimeout", Some(_)) => leave(
+                "spec.hibernationConfig.resumeTimeout".into(),
+                "spec.powerstateTransitionToRunningTimeout is set too, and is the one carried over",
+            ),
+            _ => leave(format!("spec.hibernationConfig.{k}"), why_not(k)),
+        }
+    }
 }
 
 /// The resource of `kind` named `name` among `related`.

@@ -181,8 +181,8 @@ impl Installer {
                 }
                 Some(r) if r.phase != Phase::Removed && r.attempt >= req.attempt => return self.look(r).await,
                 existing => match self.begin(&req, existing).await? {
-                    Begun::Answer(answer) => return Ok(answer),
-                    Begun::Lost => continue,
+                    Begun::Answered(answer) => return Ok(answer),
+                    Begun::Reread => continue,
                 },
             }
         }
@@ -234,18 +234,18 @@ impl Installer {
     async fn begin(&self, req: &InstallRequest, existing: Option<Record>) -> Result<Begun> {
         let expected = existing.as_ref().map(|r| r.revision);
         let Some(settings) = self.pools.settings(&req.pool).await? else {
-            return Ok(Begun::Answer(refused(
+            return Ok(Begun::Answered(refused(
                 req.attempt,
                 format!("pool {:?} has no settings at the installer (pools/{}.json)", req.pool, req.pool),
             )));
         };
         let timeout = match settings.timeout() {
             Ok(timeout) => timeout,
-            Err(why) => return Ok(Begun::Answer(refused(req.attempt, format!("pools/{}.json: {why}", req.pool)))),
+            Err(why) => return Ok(Begun::Answered(refused(req.attempt, format!("pools/{}.json: {why}", req.pool)))),
         };
         let config = match self.install_config(req, &settings).await? {
             Ok(config) => config,
-            Err(why) => return Ok(Begun::Answer(refused(req.attempt, why))),
+            Err(why) => return Ok(Begun::Answered(refused(req.attempt, why))),
         };
         let mut record = Record {
             id: req.cluster_id.clone(),
@@ -288,17 +288,17 @@ impl Installer {
             self.dirs.write(&record.id, NEXT_INSTALL_CONFIG, config.text.as_bytes()).await?;
             self.dirs.write(&record.id, NEXT_PULL_SECRET, config.pull.as_bytes()).await?;
             if !self.write(&mut record, expected).await? {
-                return Ok(Begun::Lost);
+                return Ok(Begun::Reread);
             }
-            return Ok(Begun::Answer(self.look(record).await?));
+            return Ok(Begun::Answered(self.look(record).await?));
         }
         self.dirs.clear(&record.id).await?;
         self.dirs.write(&record.id, files::INSTALL_CONFIG, config.text.as_bytes()).await?;
         self.dirs.write(&record.id, files::PULL_SECRET, config.pull.as_bytes()).await?;
         if !self.write(&mut record, expected).await? {
-            return Ok(Begun::Lost);
+            return Ok(Begun::Reread);
         }
-        Ok(Begun::Answer(self.look(record).await?))
+        Ok(Begun::Answered(self.look(record).await?))
     }
 
     /// The install-config of cluster `req` from `settings`: `Ok(Err(why))` when the template does not render or
@@ -629,9 +629,11 @@ struct Rendered {
     pull: String,
 }
 
+/// How beginning an install attempt went: answered, or another request wrote the record first and it must be read
+/// again.
 enum Begun {
-    Answer(Answer),
-    Lost,
+    Answered(Answer),
+    Reread,
 }
 
 enum Step {

@@ -134,15 +134,15 @@ impl Terms {
 /// How a claim made by selector holds its name, which is the stack's: its labels, the condition its name's entry
 /// is written on (absent, or still naming the pool of a claim no longer there), and whether it may wait in the
 /// pool it tries (else a pool with no spare to give at once answers `None`, and the selector tries the next).
-pub(crate) struct Named<'a> {
+pub(crate) struct ByLabels<'a> {
     pub(crate) selector: &'a apiary_planner::select::Labels,
-    pub(crate) cond: Cond,
-    pub(crate) wait: bool,
+    pub(crate) write_entry_if: Cond,
+    pub(crate) may_wait: bool,
 }
 
 /// Makes claim `claim` of `caller` in pool `p` (which the caller may claim from): assigned a Running spare at
 /// once when one is free and no older claim waits, else stored Pending for the reconcile to serve in order. A
-/// claim made by selector also writes its name's entry ([`Named`]), and answers `None` instead of waiting where it
+/// claim made by selector also writes its name's entry ([`ByLabels`]), and answers `None` instead of waiting where it
 /// may not. A claim that exists already is answered as it was made.
 pub(crate) async fn make_claim(
     deps: &Deps,
@@ -150,7 +150,7 @@ pub(crate) async fn make_claim(
     p: &Pool,
     claim: &str,
     terms: &Terms,
-    mut named: Option<Named<'_>>,
+    mut by_labels: Option<ByLabels<'_>>,
 ) -> Result<Option<(u16, Value)>, ApiError> {
     let pool = p.name.as_str();
     let started = deps.clock.now();
@@ -161,13 +161,14 @@ pub(crate) async fn make_claim(
         let mut new = Claim::new(claim, caller.arn.clone(), started);
         new.lifetime = terms.lifetime.clone();
         new.subjects = terms.subjects.clone();
-        new.selector = named.as_ref().map(|n| n.selector.clone());
-        // Past its budget a claim stops racing and waits in line: the reconcile serves it in order.
+        new.selector = by_labels.as_ref().map(|n| n.selector.clone());
+        // 1. Pick: past its budget a claim stops racing and waits in line: the reconcile serves it in order.
         let racing = tries < CLAIM_TRIES && lost_pages < LOST_PAGES && now - started < CLAIM_BUDGET;
         let spare = if racing { pick_spare(deps, p, &new, tries).await? } else { Pick::Wait };
+        // 2. The writes: the claim with its spare, or the claim waiting.
         let (mut writes, assigned) = match spare {
             // Every spare of its page went to other claims: a lost try, like a lost transaction.
-            Pick::Lost => {
+            Pick::AllTaken => {
                 tries += 1;
                 lost_pages += 1;
                 backoff(deps, tries).await;
@@ -178,48 +179,23 @@ pub(crate) async fn make_claim(
                 (writes, Some(assigned))
             }
             // A claim by selector that may not wait here tries the next pool.
-            Pick::Wait if named.as_ref().is_some_and(|n| !n.wait) => return Ok(None),
+            Pick::Wait if by_labels.as_ref().is_some_and(|n| !n.may_wait) => return Ok(None),
             Pick::Wait => {
                 let created = Write::Append(events::claim_created(&new));
                 (vec![Write::Put(Item::Claim(Box::new(new.clone())), Cond::Absent), created], None)
             }
         };
-        if let Some(n) = &named {
-            let entry = ClaimName {
-                name: claim.to_owned(),
-                holder: pool.to_owned(),
-                owner: caller.arn.clone(),
-                created_at: Some(new.created_at),
-            };
-            writes.push(Write::Put(Item::ClaimName(entry), n.cond.clone()));
+        if let Some(n) = &by_labels {
+            writes.push(name_entry(claim, pool, caller, &new, n));
         }
-        let told = apiary_ports::notify::told(&writes);
+        // 3. Write, all or nothing.
+        let notices = apiary_ports::notify::to_notify(&writes);
         match deps.store.write(pool, writes).await {
-            Ok(()) => apiary_ports::notify::after_write(deps, pool, &p.spec, &told).await,
+            Ok(()) => apiary_ports::notify::after_write(deps, pool, &p.spec, &notices).await,
             Err(StoreError::Conflict(_)) => {
                 // The claim exists already (a PUT again), or another claim took the spare first: try the next.
-                match &mut named {
-                    None => {
-                        if let Some(existing) = deps.store.get_claim(pool, claim).await? {
-                            return existing_claim(deps, caller, p, existing).await.map(Some);
-                        }
-                    }
-                    // Its name may have been taken meanwhile, by this claim sent again or by another.
-                    Some(n) => {
-                        match crate::names::held(deps, claim).await? {
-                            crate::names::Held::By(holder, existing) => {
-                                return existing_claim(deps, caller, &holder, *existing).await.map(Some);
-                            }
-                            crate::names::Held::Free(cond) => n.cond = cond,
-                        }
-                        // A claim made at this pool's own path under that name: this pool cannot hold this one.
-                        if deps.store.get_claim(pool, claim).await?.is_some() {
-                            return Err(ApiError::conflict(format!(
-                                "pool {pool} holds a claim {claim} made at its own path: a claim by labels needs a \
-                                 name no claim of the pool it goes to has"
-                            )));
-                        }
-                    }
+                if let Some(existing) = made_before(deps, caller, p, claim, &mut by_labels).await? {
+                    return Ok(Some(existing));
                 }
                 if tries >= MAX_WRITES {
                     return Err(ApiError::busy(format!("claim {claim} kept losing its writes; try again")));
@@ -242,31 +218,92 @@ pub(crate) async fn make_claim(
             }
             Err(e) => return Err(e.into()),
         }
-        let (stored, cluster) = match assigned {
-            Some((claim, cluster)) => {
-                deps.metrics.emit(apiary_ports::metrics::claim_assigned(&deps.config.stack, pool, &claim, now));
-                (claim, Some(cluster))
-            }
-            None => (new, None),
-        };
-        // Either way the pool has work (resume the next spare, or find this claim a cluster): once per window.
-        reconcile_coalesced(deps, pool, "claim").await?;
-        tracing::info!(
-            pool,
-            claim,
-            owner = %caller.arn,
-            cluster = cluster.as_ref().map(|c| c.id.as_str()),
-            selector = named.is_some(),
-            tries,
-            "claim stored"
-        );
-        let view = claim_view(p, &stored, cluster.as_ref());
-        return Ok(Some(match cluster {
-            Some(_) => (201, view),
-            // Made while older claims wait for the pool's tick: the first look can wait for it too.
-            None => (202, with_hint(view, hint(deps, p, &stored).await)),
-        }));
+        // 4. Answer: 201 with its cluster, or 202 to wait.
+        let made = Made { claim: new, assigned, by_labels: by_labels.is_some(), tries, now };
+        return stored(deps, caller, p, made).await.map(Some);
     }
+}
+
+/// The entry that holds a claim by labels' name for pool `pool`, written with the claim on its condition.
+fn name_entry(claim: &str, pool: &str, caller: &Caller, new: &Claim, n: &ByLabels<'_>) -> Write {
+    let entry = ClaimName {
+        name: claim.to_owned(),
+        holder: pool.to_owned(),
+        owner: caller.arn.clone(),
+        created_at: Some(new.created_at),
+    };
+    Write::Put(Item::ClaimName(entry), n.write_entry_if.clone())
+}
+
+/// After a lost write: the claim's answer when it was made already (by this request sent before, or under its
+/// name by labels), else `None` to try again. A claim by labels learns its name's entry's new condition.
+async fn made_before(
+    deps: &Deps,
+    caller: &Caller,
+    p: &Pool,
+    claim: &str,
+    by_labels: &mut Option<ByLabels<'_>>,
+) -> Result<Option<(u16, Value)>, ApiError> {
+    let pool = p.name.as_str();
+    let Some(n) = by_labels else {
+        return match deps.store.get_claim(pool, claim).await? {
+            Some(existing) => existing_claim(deps, caller, p, existing).await.map(Some),
+            None => Ok(None),
+        };
+    };
+    // Its name may have been taken meanwhile, by this claim sent again or by another.
+    match crate::names::name_holder(deps, claim).await? {
+        crate::names::NameHolder::Claim(holder, existing) => {
+            return existing_claim(deps, caller, &holder, *existing).await.map(Some);
+        }
+        crate::names::NameHolder::Nobody { write_entry_if } => n.write_entry_if = write_entry_if,
+    }
+    // A claim made at this pool's own path under that name: this pool cannot hold this one.
+    if deps.store.get_claim(pool, claim).await?.is_some() {
+        return Err(ApiError::conflict(format!(
+            "pool {pool} holds a claim {claim} made at its own path: a claim by labels needs a name no claim of the \
+             pool it goes to has"
+        )));
+    }
+    Ok(None)
+}
+
+/// A claim as its write landed: with its spare's cluster when it took one.
+struct Made {
+    claim: Claim,
+    assigned: Option<(Claim, Cluster)>,
+    by_labels: bool,
+    tries: u32,
+    now: apiary_planner::Timestamp,
+}
+
+/// The answer to a claim just stored: 201 with its cluster, or 202 with when to look again. Either way the pool has
+/// work (resume the next spare, or find this claim a cluster): a reconcile, once per window.
+async fn stored(deps: &Deps, caller: &Caller, p: &Pool, made: Made) -> Result<(u16, Value), ApiError> {
+    let pool = p.name.as_str();
+    let (stored, cluster) = match made.assigned {
+        Some((claim, cluster)) => {
+            deps.metrics.emit(apiary_ports::metrics::claim_assigned(&deps.config.stack, pool, &claim, made.now));
+            (claim, Some(cluster))
+        }
+        None => (made.claim, None),
+    };
+    reconcile_coalesced(deps, pool, "claim").await?;
+    tracing::info!(
+        pool,
+        claim = stored.name,
+        owner = %caller.arn,
+        cluster = cluster.as_ref().map(|c| c.id.as_str()),
+        selector = made.by_labels,
+        tries = made.tries,
+        "claim stored"
+    );
+    let view = claim_view(p, &stored, cluster.as_ref());
+    Ok(match cluster {
+        Some(_) => (201, view),
+        // Made while older claims wait for the pool's tick: the first look can wait for it too.
+        None => (202, with_hint(view, hint(deps, p, &stored).await)),
+    })
 }
 
 /// A jittered pause after a claim's `tries`-th lost try: up to [`JITTER_MS`] per loss, at most four.
@@ -282,7 +319,7 @@ enum Pick {
     /// No spare, or older claims waiting (they come first, FIFO, and the reconcile serves them in order).
     Wait,
     /// Spares, but every one of its page refused (taken by another claim since the index was read): try again.
-    Lost,
+    AllTaken,
 }
 
 /// A spare for `claim` on its `tries`-th try, or why there is none.
@@ -320,7 +357,7 @@ async fn pick_spare(deps: &Deps, pool: &Pool, claim: &Claim, tries: u32) -> Resu
     let theirs = &pool.status.next_spares[..ahead.min(pool.status.next_spares.len())];
     let free: Vec<&String> = ids.iter().filter(|id| !theirs.contains(id)).collect();
     if free.is_empty() {
-        return Ok(Pick::Lost);
+        return Ok(Pick::AllTaken);
     }
     let first = ((drawn >> 16) % free.len() as u64) as usize;
     for k in 0..free.len() {
@@ -332,7 +369,7 @@ async fn pick_spare(deps: &Deps, pool: &Pool, claim: &Claim, tries: u32) -> Resu
             }
         }
     }
-    Ok(Pick::Lost)
+    Ok(Pick::AllTaken)
 }
 
 /// The first of `pool`'s `nextSpares` still a spare, read strongly: the oldest alone (a lone claim finds it free,

@@ -9,20 +9,22 @@ use crate::error::ApiError;
 use crate::pools::get_pool_item;
 
 /// Who holds a claim's name.
-pub(crate) enum Held {
+pub(crate) enum NameHolder {
     /// The claim exists, in this pool.
-    By(Box<Pool>, Box<Claim>),
+    Claim(Box<Pool>, Box<Claim>),
     /// Nobody: a new claim writes the name's entry on this condition (absent, or naming the pool of a claim by
     /// that name no longer there, or one made there by its pool's name).
-    Free(Cond),
+    Nobody { write_entry_if: Cond },
 }
 
 /// Who holds claim name `claim` now, read strongly. The entry is the authority: the claim of that name in the pool
 /// it names is the name's if it is the claim made with the entry (the same owner, made at the time the entry
 /// keeps), even when a reconcile of a release that does not know `selector` rewrote it without one; an entry from
 /// before the time was kept goes by the claim's `selector`.
-pub(crate) async fn held(deps: &Deps, claim: &str) -> Result<Held, ApiError> {
-    let Some(entry) = deps.store.claim_name(claim).await? else { return Ok(Held::Free(Cond::Absent)) };
+pub(crate) async fn name_holder(deps: &Deps, claim: &str) -> Result<NameHolder, ApiError> {
+    let Some(entry) = deps.store.claim_name(claim).await? else {
+        return Ok(NameHolder::Nobody { write_entry_if: Cond::Absent });
+    };
     let same = |c: &Claim| match entry.created_at {
         Some(at) => c.created_at == at && c.owner == entry.owner,
         None => c.selector.is_some(),
@@ -30,8 +32,8 @@ pub(crate) async fn held(deps: &Deps, claim: &str) -> Result<Held, ApiError> {
     match deps.store.get_claim(&entry.holder, claim).await? {
         Some(existing) if same(&existing) => {
             let pool = get_pool_item(deps, &entry.holder).await?;
-            Ok(Held::By(Box::new(pool), Box::new(existing)))
+            Ok(NameHolder::Claim(Box::new(pool), Box::new(existing)))
         }
-        _ => Ok(Held::Free(Cond::Holder(entry.holder))),
+        _ => Ok(NameHolder::Nobody { write_entry_if: Cond::Holder(entry.holder) }),
     }
 }

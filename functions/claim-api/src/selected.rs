@@ -2,7 +2,7 @@
 //! matching pool that serves it first ([`apiary_planner::select`]).
 //!
 //! A claim by selector reads the label index's entries under each of the selector's labels (one Query each, their
-//! entries only), the pool items of the pools named under all of them (one batch read across their partitions), and
+//! entries only), the pool items of the pools by_labels under all of them (one batch read across their partitions), and
 //! then what a claim in that pool reads:
 //! its cost follows the pools that match, never the stack's pools. Its name is the stack's: an entry outside every
 //! pool's partition names the pool holding it, written with the claim on condition that the name is free, so the
@@ -19,10 +19,10 @@ use apiary_ports::Deps;
 use lambda_http::Body;
 use serde::Deserialize;
 
-use crate::claims::{self, existing_claim, make_claim, Named, Terms};
+use crate::claims::{self, existing_claim, make_claim, ByLabels, Terms};
 use crate::error::{ApiError, ApiResult};
 use crate::input::{name, parse_body};
-use crate::names::{held, Held};
+use crate::names::{name_holder, NameHolder};
 use crate::Caller;
 
 /// Pools with a Running spare (as their status says) a claim tries before it waits in the one that serves it
@@ -49,30 +49,30 @@ pub(crate) async fn put_selected(deps: &Deps, caller: &Caller, claim: &str, body
     let request: SelectorRequest = parse_body(body, None)?;
     validate_selector("selector", &request.selector)?;
     let terms = Terms::checked(request.lifetime, request.subjects)?;
-    let cond = match held(deps, claim).await? {
-        Held::By(pool, existing) => return existing_claim(deps, caller, &pool, *existing).await,
-        Held::Free(cond) => cond,
+    let cond = match name_holder(deps, claim).await? {
+        NameHolder::Claim(pool, existing) => return existing_claim(deps, caller, &pool, *existing).await,
+        NameHolder::Nobody { write_entry_if: cond } => cond,
     };
     let pools = matching(deps, caller, &request.selector).await?;
     let ranked = rank(&pools);
     let labels = &request.selector.match_labels;
-    let mut named = Named { selector: labels, cond, wait: false };
+    let mut by_labels = ByLabels { selector: labels, write_entry_if: cond, may_wait: false };
     // Pools whose status named a spare that their index no longer has (taken since their last plan).
     let mut taken = Vec::new();
     for p in spread(&ranked, draw(claim)).into_iter().take(SPARE_TRIES) {
-        let cond = named.cond.clone();
-        if let Some(made) = make_claim(deps, caller, p, claim, &terms, Some(named)).await? {
+        let cond = by_labels.write_entry_if.clone();
+        if let Some(made) = make_claim(deps, caller, p, claim, &terms, Some(by_labels)).await? {
             return Ok(made);
         }
         taken.push(p.name.as_str());
-        named = Named { selector: labels, cond, wait: false };
+        by_labels = ByLabels { selector: labels, write_entry_if: cond, may_wait: false };
     }
     // No spare to take at once: the claim waits where it is served soonest.
     let Some(first) = where_to_wait(&ranked, &taken) else {
         return Err(ApiError::field("selector", "no pool matches"));
     };
-    named.wait = true;
-    let made = make_claim(deps, caller, first, claim, &terms, Some(named)).await?;
+    by_labels.may_wait = true;
+    let made = make_claim(deps, caller, first, claim, &terms, Some(by_labels)).await?;
     made.ok_or_else(|| ApiError::conflict(format!("claim {claim} was neither assigned nor stored")))
 }
 
@@ -94,7 +94,7 @@ async fn matching(deps: &Deps, caller: &Caller, selector: &Selector) -> Result<V
         }
     }
     let names: Vec<String> = names.unwrap_or_default().into_iter().collect();
-    // One batch read of the pools named under every label; their items decide.
+    // One batch read of the pools by_labels under every label; their items decide.
     let mut found = deps.store.get_pools(&names).await?;
     found.retain(|p| selector.matches(&p.spec.labels) && p.deletion_requested_at.is_none());
     let labels: Vec<String> = selector.match_labels.iter().map(|(k, v)| format!("{k}={v}")).collect();

@@ -2,10 +2,10 @@
 //! pass over the pool's trail that sends what no writer did.
 
 use apiary_planner::events::EventType;
-use apiary_planner::notify::{body, hearers, kind_of, noticed, retry_after, NoticeKind};
+use apiary_planner::notify::{body, hearers, kind_of, retry_after, with_notice, NoticeKind};
 use apiary_planner::{Cluster, Pool};
 use apiary_ports::messages::{NoticeMessage, PowerMessage};
-use apiary_ports::notify::{attempt_entry, first_cursor, missed, PASS_LAG, PASS_PAGE, PASS_PAGES};
+use apiary_ports::notify::{attempt_entry, first_cursor, undelivered, PASS_LAG, PASS_PAGE, PASS_PAGES};
 use apiary_ports::queue::MAX_DELAY;
 use apiary_ports::store::{event_sort_key, time_key, Cond, Item, Key, Notified, Write, EVENT_SHARDS};
 use apiary_ports::{Deps, Error, Result};
@@ -98,7 +98,7 @@ pub async fn broken(deps: &Deps, pool: &Pool, cluster: &Cluster, writes: &mut [W
     for w in writes.iter_mut() {
         if let Write::Append(e) = w {
             if e.kind == EventType::ClusterBroken {
-                *e = noticed(&pool.spec, e.clone(), kind, claim.as_ref(), Some(cluster));
+                *e = with_notice(&pool.spec, e.clone(), kind, claim.as_ref(), Some(cluster));
             }
         }
     }
@@ -144,7 +144,7 @@ pub async fn pass(deps: &Deps, pool: &Pool) -> Result<usize> {
                 break;
             }
         }
-        let messages = missed(&pool.name, &pool.spec, &read, &settled);
+        let messages = undelivered(&pool.name, &pool.spec, &read, &settled);
         if !messages.is_empty() {
             deps.queue.power_now(&messages).await?;
             sent += messages.len();

@@ -64,10 +64,10 @@ impl<'a> Run<'a> {
         let now = self.deps.clock.now();
         let (mut writes, progress) = cluster_change(stored, &written, now);
         crate::notice::broken(self.deps, self.pool, &written, &mut writes).await?;
-        let told = apiary_ports::notify::told(&writes);
+        let notices = apiary_ports::notify::to_notify(&writes);
         self.deps.store.write(&self.pool.name, writes).await?;
         self.outcome.written = true;
-        apiary_ports::notify::after_write(self.deps, &self.pool.name, &self.pool.spec, &told).await;
+        apiary_ports::notify::after_write(self.deps, &self.pool.name, &self.pool.spec, &notices).await;
         for event in progress {
             // Told after the change, alone: the change stands whatever becomes of its event, and a second delivery
             // of the message would find nothing more to tell. One the trail refuses is logged instead.

@@ -1179,7 +1179,7 @@ mod notifications {
     use apiary_planner::notify::{NoticeKind, NotifyHook, ATTEMPTS};
     use apiary_planner::plan::Action;
     use apiary_planner::{Claim, Snapshot};
-    use apiary_ports::notify::{after_write, told};
+    use apiary_ports::notify::{after_write, to_notify};
     use apiary_ports::queue::Queue;
     use apiary_ports::store::{event_sort_key, writes_with_events, Item};
 
@@ -1239,7 +1239,7 @@ mod notifications {
         let w = World::new(t0());
         let deps = w.default_deps(900);
         let writes = assignment(&w, hooked(vec![])).await;
-        let events = told(&writes);
+        let events = to_notify(&writes);
         assert_eq!(events.len(), 1, "the assignment, with its notice");
         deps.store.write("ci", writes).await.expect("assigned");
         after_write(&deps, "ci", &hooked(vec![]), &events).await;
@@ -1275,7 +1275,7 @@ mod notifications {
         let w = World::new(t0());
         let deps = w.default_deps(900);
         let writes = assignment(&w, hooked(vec![NoticeKind::ClaimAssigned])).await;
-        let events = told(&writes);
+        let events = to_notify(&writes);
         deps.store.write("ci", writes).await.expect("assigned");
         w.receiver.down(503);
         after_write(&deps, "ci", &hooked(vec![NoticeKind::ClaimAssigned]), &events).await;
@@ -1337,7 +1337,7 @@ mod notifications {
         let w = World::new(t0());
         let deps = w.default_deps(900);
         let writes = assignment(&w, hooked(vec![])).await;
-        let events = told(&writes);
+        let events = to_notify(&writes);
         deps.store.write("ci", writes).await.expect("assigned");
         after_write(&deps, "ci", &hooked(vec![]), &events).await;
         // The pool's item goes (its deletion ended) before the message is handled: nothing reads it.

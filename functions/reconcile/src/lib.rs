@@ -75,7 +75,7 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
         }
         let mut lost = None;
         // The events of the writes that landed that the pool's hooks hear, sent together once the plan is written.
-        let mut told = Vec::new();
+        let mut to_send = Vec::new();
         'actions: for group in transactions(&plan.actions) {
             let mut writes = Vec::new();
             for a in group {
@@ -88,11 +88,11 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
                 }
             }
             if !writes.is_empty() {
-                let noticed = notify::told(&writes);
+                let notices = notify::to_notify(&writes);
                 match deps.store.write(pool, writes).await {
                     Ok(()) => {
                         outcome.writes += 1;
-                        told.extend(noticed);
+                        to_send.extend(notices);
                     }
                     Err(e) if matches!(e, Error::Conflict(_)) || momentary(&e) => {
                         lost = Some(e);
@@ -101,23 +101,7 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
                     Err(e) => return Err(e),
                 }
             }
-            for action in group {
-                log_action(pool, action);
-                if let Action::AssignClaim { claim, at, .. } = action {
-                    if let Some(c) = snapshot.claims.iter().find(|c| &c.name == claim) {
-                        deps.metrics.emit(metrics::claim_assigned(&deps.config.stack, pool, c, *at));
-                    }
-                }
-                match action {
-                    Action::CreateCluster { cluster } => power.insert(cluster.id.clone()),
-                    Action::SetPowerState { cluster, .. }
-                    | Action::AssignClaim { cluster, .. }
-                    | Action::DeleteCluster { cluster, .. }
-                    | Action::Deprovision { cluster }
-                    | Action::CheckPower { cluster } => power.insert(cluster.clone()),
-                    _ => false,
-                };
-            }
+            written(deps, pool, &snapshot, group, &mut power);
         }
         // What was written stands even if a later write lost: its machines must be driven either way.
         // In as few requests as SQS allows: a release's three nudges (its cluster deleted and deprovisioned, its
@@ -125,7 +109,7 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
         let nudges: Vec<PowerMessage> = power.into_iter().map(|cluster| PowerMessage::nudge(pool, cluster)).collect();
         deps.queue.power_now(&nudges).await?;
         // Their notifications, ten to a request, however many claims the plan assigned or ended.
-        notify::after_write(deps, pool, &snapshot.pool.spec, &told).await;
+        notify::after_write(deps, pool, &snapshot.pool.spec, &to_send).await;
         outcome.power_messages += nudges.len();
         match lost {
             None => {
@@ -147,6 +131,34 @@ pub async fn reconcile(deps: &Deps, pool: &str) -> Result<Outcome> {
             Some(e) if momentary(&e) => back_off(deps, pool, outcome.attempts, &e).await,
             Some(e) => tracing::info!(pool, attempt = outcome.attempts, error = %e, "lost a condition; re-planning"),
         }
+    }
+}
+
+/// What follows a group of actions written: each logged, an assignment's delay measured, and each cluster the
+/// group touched put among those the power function is nudged for.
+fn written(
+    deps: &Deps,
+    pool: &str,
+    snapshot: &apiary_planner::Snapshot,
+    group: &[Action],
+    power: &mut BTreeSet<String>,
+) {
+    for action in group {
+        log_action(pool, action);
+        if let Action::AssignClaim { claim, at, .. } = action {
+            if let Some(c) = snapshot.claims.iter().find(|c| &c.name == claim) {
+                deps.metrics.emit(metrics::claim_assigned(&deps.config.stack, pool, c, *at));
+            }
+        }
+        match action {
+            Action::CreateCluster { cluster } => power.insert(cluster.id.clone()),
+            Action::SetPowerState { cluster, .. }
+            | Action::AssignClaim { cluster, .. }
+            | Action::DeleteCluster { cluster, .. }
+            | Action::Deprovision { cluster }
+            | Action::CheckPower { cluster } => power.insert(cluster.clone()),
+            _ => false,
+        };
     }
 }
 

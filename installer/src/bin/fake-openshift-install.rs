@@ -136,39 +136,10 @@ fn random(n: usize) -> String {
 async fn create(dir: &Path) -> ExitCode {
     let _ = std::fs::create_dir_all(dir);
     let mut log = Log::open(dir);
-    log.line("info", "Consuming Install Config from target directory");
-    let text = match std::fs::read_to_string(dir.join("install-config.yaml")) {
-        Ok(text) => text,
-        Err(e) => {
-            log.line("fatal", &format!("failed to fetch Metadata: failed to load asset \"Install Config\": {e}"));
-            return ExitCode::from(EXIT_INSTALL_CONFIG);
-        }
-    };
-    let config: Value = match serde_saphyr::from_str(&text) {
+    let config = match consume_config(dir, &mut log) {
         Ok(config) => config,
-        Err(e) => {
-            log.line("fatal", &format!("failed to fetch Metadata: failed to load asset \"Install Config\": failed to unmarshal install-config.yaml: {e}"));
-            return ExitCode::from(EXIT_INSTALL_CONFIG);
-        }
+        Err(code) => return code,
     };
-    let invalid = validate(&config);
-    if !invalid.is_empty() {
-        log.line(
-            "error",
-            &format!(
-                "failed to fetch Metadata: failed to load asset \"Install Config\": failed to create install config: \
-                 invalid \"install-config.yaml\" file: [{}]",
-                invalid.join(", ")
-            ),
-        );
-        return ExitCode::from(EXIT_INSTALL_CONFIG);
-    }
-    // The installer consumes its input: the config lives on in its state file.
-    let _ = std::fs::write(
-        dir.join(".openshift_install_state.json"),
-        json!({"*installconfig.InstallConfig": config}).to_string(),
-    );
-    let _ = std::fs::remove_file(dir.join("install-config.yaml"));
 
     let name = config["metadata"]["name"].as_str().unwrap_or_default().to_owned();
     let base_domain = config["baseDomain"].as_str().unwrap_or_default().to_owned();
@@ -237,6 +208,45 @@ async fn create(dir: &Path) -> ExitCode {
     );
     log.line("info", &format!("Login to the console with user: \"kubeadmin\", and password: \"{password}\""));
     ExitCode::SUCCESS
+}
+
+/// install-config.yaml read, parsed and checked as openshift-install checks it, then consumed (its content kept in
+/// the state file, the file itself removed); or the exit code of a config refused, with its log lines.
+fn consume_config(dir: &Path, log: &mut Log) -> Result<Value, ExitCode> {
+    log.line("info", "Consuming Install Config from target directory");
+    let text = match std::fs::read_to_string(dir.join("install-config.yaml")) {
+        Ok(text) => text,
+        Err(e) => {
+            log.line("fatal", &format!("failed to fetch Metadata: failed to load asset \"Install Config\": {e}"));
+            return Err(ExitCode::from(EXIT_INSTALL_CONFIG));
+        }
+    };
+    let config: Value = match serde_saphyr::from_str(&text) {
+        Ok(config) => config,
+        Err(e) => {
+            log.line("fatal", &format!("failed to fetch Metadata: failed to load asset \"Install Config\": failed to unmarshal install-config.yaml: {e}"));
+            return Err(ExitCode::from(EXIT_INSTALL_CONFIG));
+        }
+    };
+    let invalid = validate(&config);
+    if !invalid.is_empty() {
+        log.line(
+            "error",
+            &format!(
+                "failed to fetch Metadata: failed to load asset \"Install Config\": failed to create install config: \
+                 invalid \"install-config.yaml\" file: [{}]",
+                invalid.join(", ")
+            ),
+        );
+        return Err(ExitCode::from(EXIT_INSTALL_CONFIG));
+    }
+    // The installer consumes its input: the config lives on in its state file.
+    let _ = std::fs::write(
+        dir.join(".openshift_install_state.json"),
+        json!({"*installconfig.InstallConfig": config}).to_string(),
+    );
+    let _ = std::fs::remove_file(dir.join("install-config.yaml"));
+    Ok(config)
 }
 
 /// What openshift-install refuses beyond the schema, in its words.

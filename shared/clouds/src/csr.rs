@@ -108,8 +108,8 @@ pub enum Verdict {
 }
 
 /// What the rules say of `request`, on the resuming cluster `cluster`.
-pub fn judge(request: &Request, cluster: Resuming<'_>) -> Verdict {
-    match judged(request, cluster) {
+pub fn verdict(request: &Request, cluster: Resuming<'_>) -> Verdict {
+    match check_request(request, cluster) {
         Ok(what) => Verdict::Approve(what),
         Err(why) => Verdict::Refuse(why),
     }
@@ -125,7 +125,7 @@ struct Asked {
     others: usize,
 }
 
-fn judged(request: &Request, cluster: Resuming<'_>) -> Result<String, String> {
+fn check_request(request: &Request, cluster: Resuming<'_>) -> Result<String, String> {
     let Some(began) = cluster.began else {
         return Err("the cluster's resume has no start time: nothing is approved outside a resume".to_owned());
     };
@@ -349,12 +349,12 @@ mod tests {
     }
 
     /// `r` judged on a cluster of `nodes` and `machines` whose resume began at [`began`].
-    fn judge_on(r: &Request, nodes: &BTreeMap<String, bool>, machines: &[Machine]) -> Verdict {
-        judge(r, Resuming { nodes, machines, began: Some(began()) })
+    fn verdict_on(r: &Request, nodes: &BTreeMap<String, bool>, machines: &[Machine]) -> Verdict {
+        super::verdict(r, Resuming { nodes, machines, began: Some(began()) })
     }
 
     fn verdict(r: &Request) -> Verdict {
-        judge_on(r, &nodes(), &machines())
+        verdict_on(r, &nodes(), &machines())
     }
 
     #[test]
@@ -416,7 +416,7 @@ mod tests {
         }
         let mut orphan = machines();
         orphan[0].addresses.retain(|(kind, _)| kind != "InternalDNS");
-        let Verdict::Refuse(why) = judge_on(&client(), &nodes(), &orphan) else { panic!("approved") };
+        let Verdict::Refuse(why) = verdict_on(&client(), &nodes(), &orphan) else { panic!("approved") };
         assert_eq!(why, format!("no Machine whose InternalDNS address is {NODE}"));
     }
 
@@ -439,7 +439,7 @@ mod tests {
         assert!(why.contains("before this resume began at 2026-11-29T09:00:00Z"), "{why}");
         assert!(matches!(verdict(&Request { created: None, ..client() }), Verdict::Refuse(_)));
         let outside = Resuming { nodes: &nodes(), machines: &machines(), began: None };
-        assert!(matches!(judge(&client(), outside), Verdict::Refuse(why) if why.contains("outside a resume")));
+        assert!(matches!(super::verdict(&client(), outside), Verdict::Refuse(why) if why.contains("outside a resume")));
 
         // A client request for the node that stayed Ready.
         let ready = "system:node:ip-10-0-1-3.ec2.internal";
@@ -451,10 +451,10 @@ mod tests {
         // The Machine whose InternalDNS is the node's name is another node's.
         let mut taken = machines();
         taken[0].node = Some("ip-10-0-7-7.ec2.internal".into());
-        let Verdict::Refuse(why) = judge_on(&client(), &nodes(), &taken) else { panic!("approved") };
+        let Verdict::Refuse(why) = verdict_on(&client(), &nodes(), &taken) else { panic!("approved") };
         assert_eq!(why, format!("Machine m-0 (InternalDNS {NODE}) is node ip-10-0-7-7.ec2.internal's"));
         taken[0].node = None;
-        assert!(matches!(judge_on(&client(), &nodes(), &taken), Verdict::Approve(_)), "a Machine with no node yet");
+        assert!(matches!(verdict_on(&client(), &nodes(), &taken), Verdict::Approve(_)), "a Machine with no node yet");
 
         // Exactly the two group sets: the worker's, and the control plane's without system:serviceaccounts.
         assert_eq!(

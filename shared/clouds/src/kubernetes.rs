@@ -47,7 +47,7 @@ const MAX_PAGES: usize = 20;
 /// Names listed at most in a message.
 const NAMED: usize = 5;
 /// Certificate requests approved or refused at most per look.
-const MAX_JUDGED: usize = 200;
+const MAX_DECIDED: usize = 200;
 /// Rounds of listing certificate requests per look: the requests found, then those the kubelets post once the
 /// first are approved.
 const CSR_ROUNDS: usize = 2;
@@ -272,14 +272,14 @@ impl KubernetesReadiness {
     ) -> Result<(CertificateLook, Option<String>)> {
         let mut look = CertificateLook::default();
         let mut machines: Option<Vec<csr::Machine>> = None;
-        let mut judged = BTreeSet::new();
+        let mut decided = BTreeSet::new();
         for _ in 0..CSR_ROUNDS {
             let pending: Vec<Csr> = match self.list::<serde_json::Value>(access, CSRS).await? {
                 Look::Items(items) => items.into_iter().map(Csr::from).filter(|c| !c.decided).collect(),
                 Look::Absent => return Ok((look, Some("the cluster has no certificates API".into()))),
                 Look::Said(said) => return Ok((look, Some(format!("its certificate requests: {}", message(&said))))),
             };
-            let fresh: Vec<Csr> = pending.into_iter().filter(|c| !judged.contains(&c.request.name)).collect();
+            let fresh: Vec<Csr> = pending.into_iter().filter(|c| !decided.contains(&c.request.name)).collect();
             if fresh.is_empty() {
                 break;
             }
@@ -296,13 +296,13 @@ impl KubernetesReadiness {
             };
             let mut approved = false;
             for c in fresh {
-                if judged.len() >= MAX_JUDGED {
+                if decided.len() >= MAX_DECIDED {
                     break;
                 }
-                judged.insert(c.request.name.clone());
+                decided.insert(c.request.name.clone());
                 let name = c.request.name.clone();
                 let resuming = csr::Resuming { nodes, machines, began };
-                match c.problem.clone().map_or_else(|| csr::judge(&c.request, resuming), Verdict::Refuse) {
+                match c.problem.clone().map_or_else(|| csr::verdict(&c.request, resuming), Verdict::Refuse) {
                     Verdict::Refuse(why) => look.refused.push(Refusal { name, why }),
                     Verdict::Approve(what) => match self.put_approval(access, c).await? {
                         Ok(()) => {

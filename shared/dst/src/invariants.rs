@@ -361,7 +361,7 @@ impl Checker {
             self.clusters.difference(&clusters).filter(|k| !sim.forgotten.contains(*k)).collect();
         for (pool, id) in gone {
             for kind in [EventType::ClusterDeleting, EventType::ClusterRemoved] {
-                if !sim.world.store.told(pool, |e| e.kind == kind && e.cluster.as_deref() == Some(id)) {
+                if !sim.world.store.trail_has(pool, |e| e.kind == kind && e.cluster.as_deref() == Some(id)) {
                     return violation(now, "every end told", format!("{pool}/{id} is gone with no {kind:?} event"));
                 }
             }

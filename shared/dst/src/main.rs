@@ -24,33 +24,7 @@ use chrono::TimeDelta;
 type Outcome = (Result<apiary_dst::Report, Box<apiary_dst::Failure>>, f64);
 
 fn main() -> anyhow::Result<()> {
-    let (mut from, mut count, mut hours, mut trace, mut deny, mut calm) = (1u64, 20u64, 2i64, false, false, false);
-    let mut jobs = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| -> anyhow::Result<u64> {
-            let v = args.next().with_context(|| format!("{name} needs a value"))?;
-            v.parse().with_context(|| format!("{name} {v:?}: want a number"))
-        };
-        match arg.as_str() {
-            "--seeds" => count = value("--seeds")?,
-            "--from" => from = value("--from")?,
-            "--seed" => (from, count) = (value("--seed")?, 1),
-            "--hours" => hours = i64::try_from(value("--hours")?)?,
-            "--jobs" => jobs = value("--jobs")?.max(1),
-            "--trace" => trace = true,
-            "--deny-roles" => deny = true,
-            "--no-faults" => calm = true,
-            "-h" | "--help" => {
-                println!(
-                    "usage: apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--jobs J] [--trace] [--deny-roles] \
-                     [--no-faults]"
-                );
-                return Ok(());
-            }
-            other => bail!("unknown argument {other:?} (try --help)"),
-        }
-    }
+    let Some(Args { from, count, hours, trace, deny, calm, jobs }) = args()? else { return Ok(()) };
     let started = Instant::now();
     let (mut simulated, mut failed) = (TimeDelta::zero(), 0);
     let mut resumes = apiary_dst::invariants::ResumeTimes::default();
@@ -141,4 +115,47 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// What the command line asks for.
+struct Args {
+    from: u64,
+    count: u64,
+    hours: i64,
+    trace: bool,
+    deny: bool,
+    calm: bool,
+    jobs: u64,
+}
+
+/// The command line's arguments; `None` when it asked for the usage, which is printed.
+fn args() -> anyhow::Result<Option<Args>> {
+    let (mut from, mut count, mut hours, mut trace, mut deny, mut calm) = (1u64, 20u64, 2i64, false, false, false);
+    let mut jobs = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| -> anyhow::Result<u64> {
+            let v = args.next().with_context(|| format!("{name} needs a value"))?;
+            v.parse().with_context(|| format!("{name} {v:?}: want a number"))
+        };
+        match arg.as_str() {
+            "--seeds" => count = value("--seeds")?,
+            "--from" => from = value("--from")?,
+            "--seed" => (from, count) = (value("--seed")?, 1),
+            "--hours" => hours = i64::try_from(value("--hours")?)?,
+            "--jobs" => jobs = value("--jobs")?.max(1),
+            "--trace" => trace = true,
+            "--deny-roles" => deny = true,
+            "--no-faults" => calm = true,
+            "-h" | "--help" => {
+                println!(
+                    "usage: apiary-dst [--seeds N] [--from S] [--seed S] [--hours H] [--jobs J] [--trace] [--deny-roles] \
+                     [--no-faults]"
+                );
+                return Ok(None);
+            }
+            other => bail!("unknown argument {other:?} (try --help)"),
+        }
+    }
+    Ok(Some(Args { from, count, hours, trace, deny, calm, jobs }))
 }

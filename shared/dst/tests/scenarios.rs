@@ -283,7 +283,7 @@ fn a_resume_whose_node_certificates_expired_ends_running_with_only_the_kubelets_
     assert!(hostile.iter().all(|(_, csr)| !csr.approved()), "{hostile:?}");
     assert_eq!(c.node_certificates.as_ref().map(|n| (n.approved, n.refused.len())), Some((6, 6)), "{c:?}");
     let told = |kind, says: &str| {
-        sim.world.store.told("p0", |e| {
+        sim.world.store.trail_has("p0", |e| {
             e.kind == kind && e.cluster.as_deref() == Some(&c.id) && e.message.as_deref().unwrap_or("").contains(says)
         })
     };

@@ -338,29 +338,7 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
             Response { status: 200, headers: vec![], body: b"ok".to_vec() }
         }
         What::Readyz => Response { status: 503, headers: vec![], body: b"[-]etcd failed: reason withheld".to_vec() },
-        What::Nodes => {
-            let up = now >= first + s.nodes_after;
-            let stuck = s.nodes_never.contains(&infra);
-            let (n, hostile) = (s.nodes, s.hostile.clone());
-            let kubelets = s.kubelets.get_mut(&infra).expect("looked");
-            let certified = kubelets.nodes(&infra, n, &hostile, now);
-            let nodes: Vec<serde_json::Value> = (0..n)
-                .map(|i| {
-                    let ready = up && !(stuck && i == 1);
-                    let condition = if !certified[i] {
-                        json!({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
-                               "message": "Kubelet stopped posting node status."})
-                    } else if ready {
-                        json!({"type": "Ready", "status": "True", "reason": "KubeletReady"})
-                    } else {
-                        json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady",
-                               "message": "container runtime network not ready"})
-                    };
-                    json!({"metadata": {"name": kubelets::node_name(&infra, i)}, "status": {"conditions": [condition]}})
-                })
-                .collect();
-            page(&s, &req, "v1", "NodeList", nodes)
-        }
+        What::Nodes => nodes(&mut s, &req, &infra, first, now),
         What::Csrs => {
             let csrs = s.kubelets.get(&infra).map(|k| k.csrs.iter().map(|c| c.object.clone()).collect());
             page(&s, &req, "certificates.k8s.io/v1", "CertificateSigningRequestList", csrs.unwrap_or_default())
@@ -394,32 +372,60 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
             s.kubelets.get_mut(&infra).expect("looked").settled();
             Response::json(404, &status(404, "NotFound", "the server could not find the requested resource"))
         }
-        What::Operators => {
-            let settled = ready(&mut s, &infra, first, now);
-            if settled {
-                s.kubelets.get_mut(&infra).expect("looked").settled();
-            }
-            let operators: Vec<serde_json::Value> = OPERATORS
-                .iter()
-                .map(|name| {
-                    let degraded = !settled && *name == "authentication";
-                    let progressing = !settled && *name == "etcd";
-                    let mut conditions = vec![
-                        json!({"type": "Available", "status": if degraded { "False" } else { "True" }}),
-                        json!({"type": "Progressing", "status": if progressing { "True" } else { "False" },
-                               "reason": if progressing { "NodeInstaller" } else { "AsExpected" }}),
-                        json!({"type": "Degraded", "status": if degraded { "True" } else { "False" }}),
-                    ];
-                    if degraded {
-                        conditions[2]["reason"] = json!("OAuthServerDeployment_UnavailablePod");
-                    }
-                    json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
-                           "metadata": {"name": name}, "status": {"conditions": conditions}})
-                })
-                .collect();
-            page(&s, &req, "config.openshift.io/v1", "ClusterOperatorList", operators)
-        }
+        What::Operators => operators(&mut s, &req, &infra, first, now),
     }
+}
+
+/// The cluster's nodes: Ready once its nodes are up, Unknown while a kubelet's certificate is not valid.
+fn nodes(s: &mut State, req: &Request, infra: &str, first: Duration, now: Duration) -> Response {
+    let up = now >= first + s.nodes_after;
+    let stuck = s.nodes_never.contains(infra);
+    let (n, hostile) = (s.nodes, s.hostile.clone());
+    let kubelets = s.kubelets.get_mut(infra).expect("looked");
+    let certified = kubelets.nodes(infra, n, &hostile, now);
+    let nodes: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            let ready = up && !(stuck && i == 1);
+            let condition = if !certified[i] {
+                json!({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                       "message": "Kubelet stopped posting node status."})
+            } else if ready {
+                json!({"type": "Ready", "status": "True", "reason": "KubeletReady"})
+            } else {
+                json!({"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                       "message": "container runtime network not ready"})
+            };
+            json!({"metadata": {"name": kubelets::node_name(infra, i)}, "status": {"conditions": [condition]}})
+        })
+        .collect();
+    page(s, req, "v1", "NodeList", nodes)
+}
+
+/// The cluster's operators: `authentication` degraded and `etcd` progressing until the cluster has settled.
+fn operators(s: &mut State, req: &Request, infra: &str, first: Duration, now: Duration) -> Response {
+    let settled = ready(s, infra, first, now);
+    if settled {
+        s.kubelets.get_mut(infra).expect("looked").settled();
+    }
+    let operators: Vec<serde_json::Value> = OPERATORS
+        .iter()
+        .map(|name| {
+            let degraded = !settled && *name == "authentication";
+            let progressing = !settled && *name == "etcd";
+            let mut conditions = vec![
+                json!({"type": "Available", "status": if degraded { "False" } else { "True" }}),
+                json!({"type": "Progressing", "status": if progressing { "True" } else { "False" },
+                       "reason": if progressing { "NodeInstaller" } else { "AsExpected" }}),
+                json!({"type": "Degraded", "status": if degraded { "True" } else { "False" }}),
+            ];
+            if degraded {
+                conditions[2]["reason"] = json!("OAuthServerDeployment_UnavailablePod");
+            }
+            json!({"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
+                   "metadata": {"name": name}, "status": {"conditions": conditions}})
+        })
+        .collect();
+    page(s, req, "config.openshift.io/v1", "ClusterOperatorList", operators)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

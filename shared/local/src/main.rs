@@ -30,36 +30,7 @@ fn usage() -> ! {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let mut options = Options::default();
-    let mut pools = vec![];
-    let mut show_status = false;
-    let mut fake_clouds = false;
-    let mut address_file = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--listen" => options.listen = args.next().unwrap_or_else(|| usage()).parse().context("--listen")?,
-            "--address-file" => address_file = Some(args.next().unwrap_or_else(|| usage())),
-            "--sweep-every" => {
-                let text = args.next().unwrap_or_else(|| usage());
-                options.sweep_every = apiary_planner::duration::parse(&text)
-                    .ok()
-                    .and_then(|d| d.to_std().ok())
-                    .filter(|d| !d.is_zero())
-                    .with_context(|| format!("--sweep-every {text:?}: want a duration like 10s"))?;
-            }
-            "--pool" => {
-                let spec = args.next().unwrap_or_else(|| usage());
-                let Some((name, file)) = spec.split_once('=') else { usage() };
-                pools
-                    .push((name.to_owned(), std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?));
-            }
-            "--status" => show_status = true,
-            "--fake-clouds" => fake_clouds = true,
-            "-h" | "--help" => usage(),
-            other => bail!("unknown argument {other:?}"),
-        }
-    }
+    let Args { options, pools, show_status, fake_clouds, address_file } = args()?;
     if show_status {
         std::env::set_var("APIARY_LOG_FORMAT", "text");
         if std::env::var_os("RUST_LOG").is_none() {
@@ -141,6 +112,50 @@ async fn main() -> anyhow::Result<()> {
     }
     running.stop().await;
     Ok(())
+}
+
+/// What the command line asks for.
+struct Args {
+    options: Options,
+    pools: Vec<(String, String)>,
+    show_status: bool,
+    fake_clouds: bool,
+    address_file: Option<String>,
+}
+
+/// The command line's arguments (the usage, and exit, when they do not parse).
+fn args() -> anyhow::Result<Args> {
+    let mut options = Options::default();
+    let mut pools = vec![];
+    let mut show_status = false;
+    let mut fake_clouds = false;
+    let mut address_file = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--listen" => options.listen = args.next().unwrap_or_else(|| usage()).parse().context("--listen")?,
+            "--address-file" => address_file = Some(args.next().unwrap_or_else(|| usage())),
+            "--sweep-every" => {
+                let text = args.next().unwrap_or_else(|| usage());
+                options.sweep_every = apiary_planner::duration::parse(&text)
+                    .ok()
+                    .and_then(|d| d.to_std().ok())
+                    .filter(|d| !d.is_zero())
+                    .with_context(|| format!("--sweep-every {text:?}: want a duration like 10s"))?;
+            }
+            "--pool" => {
+                let spec = args.next().unwrap_or_else(|| usage());
+                let Some((name, file)) = spec.split_once('=') else { usage() };
+                pools
+                    .push((name.to_owned(), std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?));
+            }
+            "--status" => show_status = true,
+            "--fake-clouds" => fake_clouds = true,
+            "-h" | "--help" => usage(),
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    Ok(Args { options, pools, show_status, fake_clouds, address_file })
 }
 
 /// A minimal HTTP/1.1 PUT to the local API, as the admin.

@@ -38,50 +38,10 @@ pub fn apply_mut(s: &mut Snapshot, plan: &Plan) -> Result<bool, Conflict> {
         let conflict = |what: String| Conflict { action: i, what };
         match action {
             Action::ReleaseClaim { claim, expected_rev, cluster, .. } => {
-                let pos = s
-                    .claims
-                    .iter()
-                    .position(|c| &c.name == claim && c.rev == *expected_rev)
-                    .ok_or_else(|| conflict(format!("claim {claim} not at rev {expected_rev}")))?;
-                if let Some((id, rev)) = cluster {
-                    let c = s
-                        .clusters
-                        .iter_mut()
-                        .find(|c| &c.id == id && c.rev == *rev)
-                        .ok_or_else(|| conflict(format!("cluster {id} not at rev {rev}")))?;
-                    c.marked_for_deletion = true;
-                    c.rev += 1;
-                }
-                s.claims.remove(pos);
+                release_claim(s, claim, *expected_rev, cluster.as_ref()).map_err(conflict)?
             }
             Action::AssignClaim { claim, claim_rev, cluster, cluster_rev, at } => {
-                let c = s
-                    .clusters
-                    .iter_mut()
-                    .find(|c| &c.id == cluster && c.rev == *cluster_rev && c.claim.is_none() && c.is_running())
-                    .ok_or_else(|| {
-                        conflict(format!("cluster {cluster} not unclaimed and Running at rev {cluster_rev}"))
-                    })?;
-                c.claim = Some(claim.clone());
-                c.claimed_at = Some(*at);
-                c.spec_power_state = Some(crate::model::DesiredPower::Running);
-                c.rev += 1;
-                let k = s
-                    .claims
-                    .iter_mut()
-                    .find(|k| &k.name == claim && k.rev == *claim_rev && k.cluster.is_none())
-                    .ok_or_else(|| conflict(format!("claim {claim} not pending at rev {claim_rev}")))?;
-                k.cluster = Some(cluster.clone());
-                k.assigned_at = Some(*at);
-                set_condition(
-                    &mut k.conditions,
-                    condition::PENDING,
-                    ConditionStatus::False,
-                    reason::CLUSTER_ASSIGNED,
-                    &format!("assigned cluster {cluster}"),
-                    *at,
-                );
-                k.rev += 1;
+                assign_claim(s, claim, *claim_rev, cluster, *cluster_rev, *at).map_err(conflict)?
             }
             Action::ReserveName { name, holder, at, replacing: None } => {
                 if s.leases.iter().any(|l| &l.name == name) {
@@ -113,31 +73,7 @@ pub fn apply_mut(s: &mut Snapshot, plan: &Plan) -> Result<bool, Conflict> {
                 s.clusters.push((**cluster).clone());
             }
             Action::DeleteCluster { cluster, expected_rev, at, .. } => {
-                let c = s
-                    .clusters
-                    .iter_mut()
-                    .find(|c| &c.id == cluster && c.rev == *expected_rev)
-                    .ok_or_else(|| conflict(format!("cluster {cluster} not at rev {expected_rev}")))?;
-                c.deleting = true;
-                c.deleting_since = Some(*at);
-                // Seed 004: a deleting cluster's power conditions say so, instead of the last state they saw; what
-                // they said of a failure (why it broke) is kept in the message.
-                for kind in [condition::HIBERNATING, condition::READY] {
-                    let was = find_condition(&c.conditions, kind)
-                        .filter(|k| !k.message.is_empty() && k.reason != reason::CLUSTER_DEPLOYMENT_DELETED)
-                        .map(|k| format!(" (was {}: {})", k.reason, k.message))
-                        .unwrap_or_default();
-                    let message = format!("the cluster is being deprovisioned{was}");
-                    set_condition(
-                        &mut c.conditions,
-                        kind,
-                        ConditionStatus::False,
-                        reason::CLUSTER_DEPLOYMENT_DELETED,
-                        &message,
-                        *at,
-                    );
-                }
-                c.rev += 1;
+                delete_cluster(s, cluster, *expected_rev, *at).map_err(conflict)?
             }
             Action::SetPowerState { cluster, expected_rev, power_state } => {
                 let c = s
@@ -166,4 +102,96 @@ pub fn apply_mut(s: &mut Snapshot, plan: &Plan) -> Result<bool, Conflict> {
         }
     }
     Ok(true)
+}
+
+/// A claim's release: the claim goes, and its cluster (if it had one) is marked for deletion.
+fn release_claim(
+    s: &mut Snapshot,
+    claim: &str,
+    expected_rev: u64,
+    cluster: Option<&(String, u64)>,
+) -> Result<(), String> {
+    let pos = s
+        .claims
+        .iter()
+        .position(|c| c.name == claim && c.rev == expected_rev)
+        .ok_or_else(|| format!("claim {claim} not at rev {expected_rev}"))?;
+    if let Some((id, rev)) = cluster {
+        let c = s
+            .clusters
+            .iter_mut()
+            .find(|c| &c.id == id && c.rev == *rev)
+            .ok_or_else(|| format!("cluster {id} not at rev {rev}"))?;
+        c.marked_for_deletion = true;
+        c.rev += 1;
+    }
+    s.claims.remove(pos);
+    Ok(())
+}
+
+/// A claim's assignment: the cluster, unclaimed and Running, takes the claim, and the claim the cluster.
+fn assign_claim(
+    s: &mut Snapshot,
+    claim: &str,
+    claim_rev: u64,
+    cluster: &str,
+    cluster_rev: u64,
+    at: crate::Timestamp,
+) -> Result<(), String> {
+    let c = s
+        .clusters
+        .iter_mut()
+        .find(|c| c.id == cluster && c.rev == cluster_rev && c.claim.is_none() && c.is_running())
+        .ok_or_else(|| format!("cluster {cluster} not unclaimed and Running at rev {cluster_rev}"))?;
+    c.claim = Some(claim.to_owned());
+    c.claimed_at = Some(at);
+    c.spec_power_state = Some(crate::model::DesiredPower::Running);
+    c.rev += 1;
+    let k = s
+        .claims
+        .iter_mut()
+        .find(|k| k.name == claim && k.rev == claim_rev && k.cluster.is_none())
+        .ok_or_else(|| format!("claim {claim} not pending at rev {claim_rev}"))?;
+    k.cluster = Some(cluster.to_owned());
+    k.assigned_at = Some(at);
+    set_condition(
+        &mut k.conditions,
+        condition::PENDING,
+        ConditionStatus::False,
+        reason::CLUSTER_ASSIGNED,
+        &format!("assigned cluster {cluster}"),
+        at,
+    );
+    k.rev += 1;
+    Ok(())
+}
+
+/// A cluster's deletion begins: it is deleting, and its power conditions say so.
+fn delete_cluster(s: &mut Snapshot, cluster: &str, expected_rev: u64, at: crate::Timestamp) -> Result<(), String> {
+    let c = s
+        .clusters
+        .iter_mut()
+        .find(|c| c.id == cluster && c.rev == expected_rev)
+        .ok_or_else(|| format!("cluster {cluster} not at rev {expected_rev}"))?;
+    c.deleting = true;
+    c.deleting_since = Some(at);
+    // Seed 004: a deleting cluster's power conditions say so, instead of the last state they saw; what
+    // they said of a failure (why it broke) is kept in the message.
+    for kind in [condition::HIBERNATING, condition::READY] {
+        let was = find_condition(&c.conditions, kind)
+            .filter(|k| !k.message.is_empty() && k.reason != reason::CLUSTER_DEPLOYMENT_DELETED)
+            .map(|k| format!(" (was {}: {})", k.reason, k.message))
+            .unwrap_or_default();
+        let message = format!("the cluster is being deprovisioned{was}");
+        set_condition(
+            &mut c.conditions,
+            kind,
+            ConditionStatus::False,
+            reason::CLUSTER_DEPLOYMENT_DELETED,
+            &message,
+            at,
+        );
+    }
+    c.rev += 1;
+    Ok(())
 }

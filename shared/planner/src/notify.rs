@@ -42,7 +42,7 @@ pub fn hearers(spec: &PoolSpec, kind: NoticeKind) -> Vec<u8> {
 
 /// `event` with the notice of `kind`, when a hook of `spec` hears it: what `claim` and `cluster` (as the pool knew
 /// them before the change) say, and when the claim ends.
-pub fn noticed(
+pub fn with_notice(
     spec: &PoolSpec,
     event: Event,
     kind: NoticeKind,
@@ -82,8 +82,11 @@ pub fn of_action(before: &Snapshot, action: &Action, events: Vec<Event>) -> Vec<
     };
     let claim = before.claims.iter().find(|c| &c.name == claim);
     let cluster = cluster.and_then(|id| before.clusters.iter().find(|c| &c.id == id));
-    let told = |e: &Event| matches!(e.kind, EventType::ClaimAssigned | EventType::ClaimReleased);
-    events.into_iter().map(|e| if told(&e) { noticed(&before.pool.spec, e, kind, claim, cluster) } else { e }).collect()
+    let notifies = |e: &Event| matches!(e.kind, EventType::ClaimAssigned | EventType::ClaimReleased);
+    events
+        .into_iter()
+        .map(|e| if notifies(&e) { with_notice(&before.pool.spec, e, kind, claim, cluster) } else { e })
+        .collect()
 }
 
 /// The notification's body, as Standard Webhooks shapes it: its `type`, its `timestamp` (the event's time) and
@@ -150,9 +153,9 @@ mod tests {
         let e = Event::new(EventType::ClaimAssigned, at(5), 2).claim("job-1").cluster("ci-abcde");
         let kind = NoticeKind::ClaimAssigned;
         let quiet =
-            noticed(&spec(vec![hook(&[NoticeKind::ClusterBroken])]), e.clone(), kind, Some(&claim), Some(&cluster));
+            with_notice(&spec(vec![hook(&[NoticeKind::ClusterBroken])]), e.clone(), kind, Some(&claim), Some(&cluster));
         assert_eq!(quiet.notice, None);
-        let told = noticed(&spec(vec![hook(&[])]), e, kind, Some(&claim), Some(&cluster));
+        let told = with_notice(&spec(vec![hook(&[])]), e, kind, Some(&claim), Some(&cluster));
         let b = body("ci", &told).expect("a body");
         assert_eq!(b["type"], "claim.assigned");
         assert_eq!(b["data"]["owner"], "arn:aws:iam::1:role/ci");
@@ -166,7 +169,7 @@ mod tests {
     fn an_ending_says_why() {
         let s = spec(vec![hook(&[])]);
         let e = Event::new(EventType::ClaimReleased, at(9), 3).claim("c").saying("its lifetime of 1h ran out");
-        let told = noticed(&s, e, NoticeKind::ClaimExpired, None, None);
+        let told = with_notice(&s, e, NoticeKind::ClaimExpired, None, None);
         assert_eq!(kind_of(&told), Some(NoticeKind::ClaimExpired));
         let b = body("ci", &told).expect("a body");
         assert_eq!(

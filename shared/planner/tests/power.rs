@@ -872,7 +872,7 @@ fn a_paced_resume_is_looked_at_every_minute_until_the_pools_quick_time_then_ever
 #[test]
 fn refusals_past_sixteen_are_said_once_however_many_there_are() {
     use apiary_planner::power::certificates::{
-        new_refusals, note, CertificateLook, Refusal, MAX_NAMED, MAX_TOLD, MORE,
+        new_refusals, note, CertificateLook, Refusal, MAX_HASHED, MAX_NAMED, MORE,
     };
     let c = cluster("c").hibernating().spec(DesiredPower::Running).c;
     let look = |range: std::ops::Range<usize>| CertificateLook {
@@ -881,12 +881,12 @@ fn refusals_past_sixteen_are_said_once_however_many_there_are() {
     };
     let first = look(0..300);
     let told = new_refusals(&c, &first);
-    assert_eq!(told.len(), MAX_NAMED + MAX_TOLD + 1, "each remembered one, and the rest once");
+    assert_eq!(told.len(), MAX_NAMED + MAX_HASHED + 1, "each remembered one, and the rest once");
     assert_eq!(told.last().map(|r| r.name.as_str()), Some(MORE));
     let mut after = c.clone();
     note(&mut after, &first);
     let kept = after.node_certificates.clone().expect("kept");
-    assert_eq!((kept.refused.len(), kept.told.len(), kept.more), (MAX_NAMED, MAX_TOLD, true));
+    assert_eq!((kept.refused.len(), kept.refused_hashes.len(), kept.more), (MAX_NAMED, MAX_HASHED, true));
     assert!(new_refusals(&after, &first).is_empty(), "the same 300 again: nothing new");
     assert!(new_refusals(&after, &look(0..400)).is_empty(), "a hundred more past the remembered: said already");
     let mut later = after.clone();

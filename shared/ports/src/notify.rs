@@ -52,7 +52,7 @@ pub fn deliveries<'a>(pool: &str, spec: &PoolSpec, events: impl IntoIterator<Ite
 }
 
 /// The events `writes` append that a hook may hear (those with a notice), to send once the writes landed.
-pub fn told(writes: &[Write]) -> Vec<Event> {
+pub fn to_notify(writes: &[Write]) -> Vec<Event> {
     writes
         .iter()
         .filter_map(|w| match w {
@@ -62,7 +62,7 @@ pub fn told(writes: &[Write]) -> Vec<Event> {
         .collect()
 }
 
-/// Sends, once the writes that appended `events` ([`told`]) landed in `pool`'s partition, the first attempts to
+/// Sends, once the writes that appended `events` ([`to_notify`]) landed in `pool`'s partition, the first attempts to
 /// deliver them to the hooks of `spec` that hear them. Best effort: a send that fails is logged, and the pass
 /// sends it within two minutes.
 pub async fn after_write(deps: &Deps, pool: &str, spec: &PoolSpec, events: &[Event]) {
@@ -78,7 +78,7 @@ pub async fn after_write(deps: &Deps, pool: &str, spec: &PoolSpec, events: &[Eve
 /// Of `read`, one shard's trail entries after the pass's cursor, oldest first with their sort keys, the first
 /// attempts the pass must send: each event up to `settled` (a sort key) of a kind a hook of `spec` hears whose
 /// delivery to that hook has no attempt among them.
-pub fn missed(pool: &str, spec: &PoolSpec, read: &[(String, Event)], settled: &str) -> Vec<PowerMessage> {
+pub fn undelivered(pool: &str, spec: &PoolSpec, read: &[(String, Event)], settled: &str) -> Vec<PowerMessage> {
     let tried: std::collections::BTreeSet<(&str, u8)> =
         read.iter().filter_map(|(_, e)| e.delivery.as_ref()).map(|d: &Delivery| (d.of.as_str(), d.hook)).collect();
     let mut out = vec![];
@@ -123,7 +123,7 @@ pub fn attempt_entry(notice: &NoticeMessage, kind: apiary_planner::events::Event
 mod tests {
     use super::*;
     use apiary_planner::events::EventType;
-    use apiary_planner::notify::{noticed, NoticeKind, NotifyHook};
+    use apiary_planner::notify::{with_notice, NoticeKind, NotifyHook};
     use apiary_planner::{FakePlatform, Platform};
 
     fn at(s: i64) -> Timestamp {
@@ -151,7 +151,7 @@ mod tests {
         let s = spec();
         let assigned = |claim: &str, t: i64| {
             let e = Event::new(EventType::ClaimAssigned, at(t), 2).claim(claim).cluster("c-1");
-            noticed(&s, e, NoticeKind::ClaimAssigned, None, None)
+            with_notice(&s, e, NoticeKind::ClaimAssigned, None, None)
         };
         let (sent, unsent, late) = (assigned("a", 1), assigned("b", 2), assigned("c", 90));
         let tried = NoticeMessage { event: sent.clone(), hook: 0, to: s.notify[0].clone(), attempt: 1, due: None };
@@ -163,7 +163,7 @@ mod tests {
             keyed(late),
         ];
         let settled = crate::store::time_key(at(30));
-        let out = missed("ci", &s, &read, &settled);
+        let out = undelivered("ci", &s, &read, &settled);
         assert_eq!(out.len(), 1, "{out:?}");
         let notice = out[0].notice.as_ref().expect("a notice");
         assert_eq!((notice.event.claim.as_deref(), notice.hook, notice.attempt), (unsent.claim.as_deref(), 0, 1));
@@ -172,7 +172,7 @@ mod tests {
     #[test]
     fn a_writer_sends_one_message_an_event_and_hook_that_hears_it() {
         let s = spec();
-        let broken = noticed(
+        let broken = with_notice(
             &s,
             Event::new(EventType::ClusterBroken, at(1), 3).cluster("c-1"),
             NoticeKind::ClusterBroken,

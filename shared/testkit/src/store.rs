@@ -131,7 +131,7 @@ impl MemStore {
     }
 
     /// Whether an event of `pool`'s trail is one `wanted` looks for (no hook: for invariant checks).
-    pub fn told(&self, pool: &str, wanted: impl Fn(&Event) -> bool) -> bool {
+    pub fn trail_has(&self, pool: &str, wanted: impl Fn(&Event) -> bool) -> bool {
         self.trails().get(pool).is_some_and(|trail| trail.values().any(wanted))
     }
 

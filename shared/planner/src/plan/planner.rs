@@ -89,6 +89,8 @@ impl<'a> Planner<'a> {
         slots::stored_index(&self.slots)
     }
 
+    /// The planner of `snap` at `now`: its targets, its clusters as slots oldest first, its names, its claims in
+    /// line, and what the spec's schedule, the demand and the last failures say.
     pub(super) fn new(snap: &'a Snapshot, now: Timestamp, seed: u64) -> Self {
         let spec = &snap.pool.spec;
         let eff = schedule::effective(spec, now, snap.pool.status.schedule.as_ref());
@@ -102,106 +104,21 @@ impl<'a> Planner<'a> {
         };
 
         let version = version::pool_version(spec);
-        let inventory_set: Option<FastSet<&str>> = inventory.as_ref().map(|n| n.iter().copied().collect());
-        let held_by: FastMap<&str, &str> = match inventory {
-            Some(_) => snap.leases.iter().map(|l| (l.holder.as_str(), l.name.as_str())).collect(),
-            None => FastMap::default(),
-        };
         let mut samples = crate::pace::Samples::default();
-        // An unclaimed holder of an inventory name goes when the name is removed, or its entry's parameters are not
-        // the ones it was made with (seed 003's rules for an entry).
-        let entry = |c: &Cluster| match (&inventory_set, held_by.get(c.id.as_str())) {
-            (Some(names), Some(name)) if c.claim.is_none() => match names.contains(name) {
-                false => (true, false),
-                true => {
-                    let changed = spec.inventory_parameters(name).is_some_and(|p| *p != c.parameters);
-                    (changed, changed)
-                }
-            },
-            _ => (false, false),
-        };
-        let mut slots: Vec<Slot<'a>> = snap
-            .clusters
-            .iter()
-            .inspect(|c| samples.add(c))
-            .map(|c| (c, entry(c)))
-            .map(|(c, (name_removed, entry_changed))| Slot {
-                rev: c.rev,
-                claimed: c.claim.is_some() && !c.marked_for_deletion,
-                marked: c.marked_for_deletion,
-                deleting: c.deleting,
-                power: c.spec_power_state,
-                name_removed,
-                entry_changed,
-                version: match c.pool_version.as_deref() {
-                    None | Some("") => Version::Unknown,
-                    Some(v) if v == version => Version::Current,
-                    Some(_) => Version::Mismatched,
-                },
-                c: Item::Stored(c),
-            })
-            .collect();
-        slots.sort_by(by_age);
-
-        let existing: FastSet<&str> = if snap.leases.is_empty() {
-            FastSet::default()
-        } else {
-            snap.clusters.iter().map(|c| c.id.as_str()).collect()
-        };
-        let mut taken: FastSet<Cow<'a, str>> =
-            FastSet::with_capacity_and_hasher(snap.clusters.len() + snap.leases.len(), Default::default());
-        taken.extend(snap.clusters.iter().map(|c| Cow::Borrowed(c.cluster_name.as_str())));
-        let mut orphans = Vec::new();
-        let mut wake = eff.next_change.filter(|t| *t > now);
-        for lease in &snap.leases {
-            // Every leased name is taken: an orphaned lease's name is reusable only through the lease itself.
-            taken.insert(Cow::Borrowed(lease.name.as_str()));
-            if existing.contains(lease.holder.as_str()) {
-                continue;
-            }
-            if lease.reserved_at + LEASE_GRACE > now {
-                wake = earliest(wake, Some(lease.reserved_at + LEASE_GRACE));
-            } else {
-                orphans.push((lease.name.as_str(), lease.holder.as_str()));
-            }
-        }
-        orphans.sort();
+        let slots = slots_of(snap, inventory.as_deref(), &version, &mut samples);
+        let (taken, orphans, lease_wake) = leased_names(snap, now);
 
         let mut pending: Vec<(&Claim, u64)> =
             snap.claims.iter().filter(|c| c.cluster.is_none()).map(|c| (c, c.rev)).collect();
         pending.sort_by(|a, b| fifo(a.0, b.0));
 
-        // Adaptive running count: demand sets the spares, runningCount (or the open schedule's) is the floor.
         // Running spares never outnumber the pool: at most size, and at most maxSize.
         let running_cap = max_size.map_or(size, |m| m.min(size));
-        let mut running = to_count(eff.running_count).min(running_cap);
-        let mut held = running;
-        let mut demand = None;
-        let mut keep_fresh = None;
-        if let Some(adaptive) = &spec.adaptive_running_count {
-            let status = snap.pool.status.demand.as_ref();
-            let decision = adaptive.decide(status, &snap.claims, &snap.clusters, now, running_cap);
-            running = running.max(decision.running);
-            held = running.max(decision.held.min(running_cap));
-            wake = earliest(wake, decision.next_drop);
-            demand = Some(decision.demand);
-            keep_fresh = decision.keep_fresh;
-        }
-
-        // Provisioning failures in a row end with the first cluster installed after the last of them.
-        let status = &snap.pool.status;
-        let recovered = status
-            .last_provision_failure
-            .as_ref()
-            .is_none_or(|last| snap.clusters.iter().any(|c| c.installed_at.is_some_and(|t| t > last.at)));
-        let failures = if recovered {
-            Failures { count: 0, last: None }
-        } else {
-            Failures { count: status.provision_failures, last: status.last_provision_failure.clone() }
-        };
+        let spares = spares(snap, now, to_count(eff.running_count).min(running_cap), running_cap);
+        let wake = earliest(earliest(eff.next_change.filter(|t| *t > now), lease_wake), spares.next_drop);
 
         let busy = slots.iter().filter(|s| s.deleting || s.installing()).count();
-        let pace = samples.pace(status.pace);
+        let pace = samples.pace(snap.pool.status.pace);
         Self {
             snap,
             now,
@@ -209,20 +126,20 @@ impl<'a> Planner<'a> {
             version,
             targets: Targets {
                 size,
-                running,
-                held,
+                running: spares.running,
+                held: spares.held,
                 max_size,
                 max_concurrent: spec.max_concurrent.map(to_count),
                 active_schedule: eff.active,
                 schedule_state: eff.state,
-                demand,
-                keep_fresh,
+                demand: spares.demand,
+                keep_fresh: spares.keep_fresh,
             },
             slots,
             busy,
             pending,
             names: Names { inventory, taken, orphans, reserved: Vec::new() },
-            failures,
+            failures: failures(snap),
             pace,
             out: Decisions { wake, ..Decisions::default() },
         }
@@ -318,5 +235,127 @@ impl<'a> Planner<'a> {
             });
         }
         Plan { actions, status, wake_at }
+    }
+}
+
+/// The pool's clusters as slots, oldest first, each with what its version and its inventory entry say; every
+/// cluster's durations go to `samples` for the pool's pace.
+fn slots_of<'a>(
+    snap: &'a Snapshot,
+    inventory: Option<&[&str]>,
+    version: &str,
+    samples: &mut crate::pace::Samples,
+) -> Vec<Slot<'a>> {
+    let spec = &snap.pool.spec;
+    let inventory_set: Option<FastSet<&str>> = inventory.map(|n| n.iter().copied().collect());
+    let held_by: FastMap<&str, &str> = match inventory {
+        Some(_) => snap.leases.iter().map(|l| (l.holder.as_str(), l.name.as_str())).collect(),
+        None => FastMap::default(),
+    };
+    // An unclaimed holder of an inventory name goes when the name is removed, or its entry's parameters are not
+    // the ones it was made with (seed 003's rules for an entry).
+    let entry = |c: &Cluster| match (&inventory_set, held_by.get(c.id.as_str())) {
+        (Some(names), Some(name)) if c.claim.is_none() => match names.contains(name) {
+            false => (true, false),
+            true => {
+                let changed = spec.inventory_parameters(name).is_some_and(|p| *p != c.parameters);
+                (changed, changed)
+            }
+        },
+        _ => (false, false),
+    };
+    let mut slots: Vec<Slot<'a>> = snap
+        .clusters
+        .iter()
+        .inspect(|c| samples.add(c))
+        .map(|c| (c, entry(c)))
+        .map(|(c, (name_removed, entry_changed))| Slot {
+            rev: c.rev,
+            claimed: c.claim.is_some() && !c.marked_for_deletion,
+            marked: c.marked_for_deletion,
+            deleting: c.deleting,
+            power: c.spec_power_state,
+            name_removed,
+            entry_changed,
+            version: match c.pool_version.as_deref() {
+                None | Some("") => Version::Unknown,
+                Some(v) if v == version => Version::Current,
+                Some(_) => Version::Mismatched,
+            },
+            c: Item::Stored(c),
+        })
+        .collect();
+    slots.sort_by(by_age);
+    slots
+}
+
+/// Every name taken (by a cluster or a lease), the orphaned leases (name, holder), and when the first lease still
+/// in its grace ends.
+type Leased<'a> = (FastSet<Cow<'a, str>>, Vec<(&'a str, &'a str)>, Option<Timestamp>);
+
+/// The names leases hold: every name taken (by a cluster or a lease), the orphaned leases (their holder gone past
+/// the grace), and when the first lease still in its grace ends.
+fn leased_names(snap: &Snapshot, now: Timestamp) -> Leased<'_> {
+    let existing: FastSet<&str> =
+        if snap.leases.is_empty() { FastSet::default() } else { snap.clusters.iter().map(|c| c.id.as_str()).collect() };
+    let mut taken: FastSet<Cow<'_, str>> =
+        FastSet::with_capacity_and_hasher(snap.clusters.len() + snap.leases.len(), Default::default());
+    taken.extend(snap.clusters.iter().map(|c| Cow::Borrowed(c.cluster_name.as_str())));
+    let mut orphans = Vec::new();
+    let mut wake = None;
+    for lease in &snap.leases {
+        // Every leased name is taken: an orphaned lease's name is reusable only through the lease itself.
+        taken.insert(Cow::Borrowed(lease.name.as_str()));
+        if existing.contains(lease.holder.as_str()) {
+            continue;
+        }
+        if lease.reserved_at + LEASE_GRACE > now {
+            wake = earliest(wake, Some(lease.reserved_at + LEASE_GRACE));
+        } else {
+            orphans.push((lease.name.as_str(), lease.holder.as_str()));
+        }
+    }
+    orphans.sort();
+    (taken, orphans, wake)
+}
+
+/// How many spares to keep Running and how many to keep at all, with what the demand said.
+struct Spares {
+    running: usize,
+    held: usize,
+    next_drop: Option<Timestamp>,
+    demand: Option<crate::adaptive::Demand>,
+    keep_fresh: Option<crate::adaptive::KeepFresh>,
+}
+
+/// The spares the spec's running count asks for (`running`, already capped at `running_cap`), raised by the
+/// adaptive running count: demand sets the spares, the running count is the floor.
+fn spares(snap: &Snapshot, now: Timestamp, mut running: usize, running_cap: usize) -> Spares {
+    let spec = &snap.pool.spec;
+    let mut held = running;
+    let (mut next_drop, mut demand, mut keep_fresh) = (None, None, None);
+    if let Some(adaptive) = &spec.adaptive_running_count {
+        let status = snap.pool.status.demand.as_ref();
+        let decision = adaptive.decide(status, &snap.claims, &snap.clusters, now, running_cap);
+        running = running.max(decision.running);
+        held = running.max(decision.held.min(running_cap));
+        next_drop = decision.next_drop;
+        demand = Some(decision.demand);
+        keep_fresh = decision.keep_fresh;
+    }
+    Spares { running, held, next_drop, demand, keep_fresh }
+}
+
+/// The pool's provisioning failures in a row, which end with the first cluster installed after the last of them.
+fn failures(snap: &Snapshot) -> Failures {
+    let status = &snap.pool.status;
+    let recovered = status
+        .last_provision_failure
+        .as_ref()
+        .is_none_or(|last| snap.clusters.iter().any(|c| c.installed_at.is_some_and(|t| t > last.at)));
+    if recovered {
+        Failures { count: 0, last: None }
+    } else {
+        Failures { count: status.provision_failures, last: status.last_provision_failure.clone() }
     }
 }

@@ -10,7 +10,57 @@ impl Planner<'_> {
     pub(super) fn status(&self) -> PoolStatus {
         let b = self.classify();
         let old = &self.snap.pool.status;
-        let mut conditions = old.conditions.clone();
+        let conditions = self.conditions(&b);
+        let refusing = |c: &crate::model::Cluster| {
+            crate::model::find_condition(&c.conditions, condition::DEPROVISION_FAILED)
+                .is_some_and(|k| k.status == ConditionStatus::True)
+        };
+        let deprovision_failing =
+            self.slots.iter().filter(|s| s.deleting && matches!(s.c, Item::Stored(_)) && refusing(&s.c)).count();
+        PoolStatus {
+            pool_version: self.version.clone(),
+            size: count(self.targets.size),
+            running_count: count(self.targets.running),
+            ready: count(b.assignable.len()),
+            standby: count(b.standby.len()),
+            installing: count(b.installing.len()),
+            broken: count(b.broken.len()),
+            stale: count(b.stale.len()),
+            claimed: count(b.claimed),
+            deleting: count(b.deleting + b.marked.len()),
+            pending_claims: count(self.pending.len()),
+            // Seed 000: the oldest Running spares, in the order this plan assigns them, and none this plan sets in
+            // motion (a spare asked to hibernate waits for a reconcile to ask it to run again).
+            next_spares: b
+                .assignable
+                .iter()
+                .map(|&i| &self.slots[i])
+                .filter(|s| s.power == Some(crate::model::DesiredPower::Running))
+                .take(crate::model::NEXT_SPARES)
+                .map(|s| s.c.id.clone())
+                .collect(),
+            deprovision_failing: count(deprovision_failing),
+            provision_failures: self.failures.count,
+            last_provision_failure: self.failures.last.clone().filter(|_| self.failures.count > 0),
+            active_schedule: self.targets.active_schedule.clone(),
+            schedule: self.targets.schedule_state.clone(),
+            demand: self.targets.demand.clone(),
+            pace: self.pace,
+            orphans: self.snap.pool.status.orphans.clone(),
+            // The plan's own time, set by the plan when it writes a status that changed.
+            planned_at: self.snap.pool.status.planned_at,
+            conditions,
+            // The label index, a step closer to the spec's labels: the store writes the entries with the status.
+            labels_indexed: Some(crate::select::index_step(old.labels_indexed.as_ref(), &self.snap.pool.spec.labels)),
+            // What a later release keeps in the status is its own to change: written back as it was.
+            later: old.later.clone(),
+        }
+    }
+
+    /// The pool's conditions: AllClustersCurrent, CapacityAvailable and ProvisioningBackoff, each as this plan
+    /// leaves the pool.
+    fn conditions(&self, b: &super::slots::Buckets) -> Vec<crate::model::Condition> {
+        let mut conditions = self.snap.pool.status.conditions.clone();
         // Hive's AllClustersCurrent: False when some unclaimed cluster has another version, Unknown when the only
         // stale ones have none recorded (they may match), True otherwise.
         let (status, why, message) = if b.stale.is_empty() {
@@ -73,49 +123,6 @@ impl Planner<'_> {
                 }
             }
         }
-        let refusing = |c: &crate::model::Cluster| {
-            crate::model::find_condition(&c.conditions, condition::DEPROVISION_FAILED)
-                .is_some_and(|k| k.status == ConditionStatus::True)
-        };
-        let deprovision_failing =
-            self.slots.iter().filter(|s| s.deleting && matches!(s.c, Item::Stored(_)) && refusing(&s.c)).count();
-        PoolStatus {
-            pool_version: self.version.clone(),
-            size: count(self.targets.size),
-            running_count: count(self.targets.running),
-            ready: count(b.assignable.len()),
-            standby: count(b.standby.len()),
-            installing: count(b.installing.len()),
-            broken: count(b.broken.len()),
-            stale: count(b.stale.len()),
-            claimed: count(b.claimed),
-            deleting: count(b.deleting + b.marked.len()),
-            pending_claims: count(self.pending.len()),
-            // Seed 000: the oldest Running spares, in the order this plan assigns them, and none this plan sets in
-            // motion (a spare asked to hibernate waits for a reconcile to ask it to run again).
-            next_spares: b
-                .assignable
-                .iter()
-                .map(|&i| &self.slots[i])
-                .filter(|s| s.power == Some(crate::model::DesiredPower::Running))
-                .take(crate::model::NEXT_SPARES)
-                .map(|s| s.c.id.clone())
-                .collect(),
-            deprovision_failing: count(deprovision_failing),
-            provision_failures: self.failures.count,
-            last_provision_failure: self.failures.last.clone().filter(|_| self.failures.count > 0),
-            active_schedule: self.targets.active_schedule.clone(),
-            schedule: self.targets.schedule_state.clone(),
-            demand: self.targets.demand.clone(),
-            pace: self.pace,
-            orphans: self.snap.pool.status.orphans.clone(),
-            // The plan's own time, set by the plan when it writes a status that changed.
-            planned_at: self.snap.pool.status.planned_at,
-            conditions,
-            // The label index, a step closer to the spec's labels: the store writes the entries with the status.
-            labels_indexed: Some(crate::select::index_step(old.labels_indexed.as_ref(), &self.snap.pool.spec.labels)),
-            // What a later release keeps in the status is its own to change: written back as it was.
-            later: old.later.clone(),
-        }
+        conditions
     }
 }

@@ -11,7 +11,7 @@ use crate::model::{condition, Cluster, ConditionStatus, PowerState};
 /// Requests named at most on a cluster (approved at its last look, or left pending): its item stays small.
 pub const MAX_NAMED: usize = 16;
 /// Requests left pending remembered past the named ones, by a 32-bit hash of their names: each told once.
-pub const MAX_TOLD: usize = 240;
+pub const MAX_HASHED: usize = 240;
 
 /// What one look at a resuming cluster's pending certificate requests did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,9 +51,10 @@ pub struct NodeCertificates {
     /// Requests left pending, each `name: why`, in the order found (at most [`MAX_NAMED`]): each is told once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
-    /// Requests left pending past the named ones, told once each: their names' hashes (at most [`MAX_TOLD`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub told: Vec<u32>,
+    /// Requests left pending past the named ones, said once each: their names' hashes (at most
+    /// [`MAX_HASHED`]). Stored as `told`, the name the releases before this one read.
+    #[serde(default, rename = "told", skip_serializing_if = "Vec::is_empty")]
+    pub refused_hashes: Vec<u32>,
     /// More requests were left pending than are named and remembered: said once, then no longer told.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub more: bool,
@@ -63,14 +64,14 @@ impl NodeCertificates {
     /// Whether request `name` was left pending already (and told).
     pub fn refused_already(&self, name: &str) -> bool {
         self.refused.iter().any(|r| r.split_once(": ").is_some_and(|(n, _)| n == name))
-            || self.told.contains(&hash(name))
+            || self.refused_hashes.contains(&hash(name))
     }
 }
 
 /// The name of the one refusal that tells of the requests left pending past those remembered.
 pub const MORE: &str = "more";
 
-/// A request's name as [`NodeCertificates::told`] keeps it: 32-bit FNV-1a (a collision only leaves one untold).
+/// A request's name as [`NodeCertificates::refused_hashes`] keeps it: 32-bit FNV-1a (a collision only leaves one untold).
 fn hash(name: &str) -> u32 {
     name.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
@@ -82,7 +83,7 @@ fn triage<'a>(
     look: &'a CertificateLook,
 ) -> (Vec<&'a Refusal>, Vec<&'a Refusal>, bool) {
     let (mut named, mut hashed, mut more) = (vec![], vec![], false);
-    let (mut names, mut hashes) = kept.map_or((0, 0), |k| (k.refused.len(), k.told.len()));
+    let (mut names, mut hashes) = kept.map_or((0, 0), |k| (k.refused.len(), k.refused_hashes.len()));
     let mut seen = std::collections::BTreeSet::new();
     for r in &look.refused {
         if kept.is_some_and(|k| k.refused_already(&r.name)) || !seen.insert(r.name.as_str()) {
@@ -91,7 +92,7 @@ fn triage<'a>(
         if names < MAX_NAMED {
             named.push(r);
             names += 1;
-        } else if hashes < MAX_TOLD {
+        } else if hashes < MAX_HASHED {
             hashed.push(r);
             hashes += 1;
         } else {
@@ -103,13 +104,13 @@ fn triage<'a>(
 
 /// The requests `look` left pending that `c`'s resume had not told of before: what is told, counted and logged of
 /// a look (a hostile request is found again at every look of the resume). Past the [`MAX_NAMED`] named and
-/// [`MAX_TOLD`] remembered, the rest is one refusal named [`MORE`], once.
+/// [`MAX_HASHED`] remembered, the rest is one refusal named [`MORE`], once.
 pub fn new_refusals(c: &Cluster, look: &CertificateLook) -> Vec<Refusal> {
     let (named, hashed, more) = triage(c.node_certificates.as_ref(), look);
     let mut out: Vec<Refusal> = named.into_iter().chain(hashed).cloned().collect();
     if more {
         let why =
-            format!("more than {} requests left pending in this resume: the rest are not told", MAX_NAMED + MAX_TOLD);
+            format!("more than {} requests left pending in this resume: the rest are not told", MAX_NAMED + MAX_HASHED);
         out.push(Refusal { name: MORE.to_owned(), why });
     }
     out
@@ -129,7 +130,7 @@ pub fn note(c: &mut Cluster, look: &CertificateLook) -> bool {
     }
     let (named, hashed, more) = triage(c.node_certificates.as_ref(), look);
     kept.refused.extend(named.iter().map(|r| format!("{}: {}", r.name, r.why)));
-    kept.told.extend(hashed.iter().map(|r| hash(&r.name)));
+    kept.refused_hashes.extend(hashed.iter().map(|r| hash(&r.name)));
     kept.more |= more;
     let before = c.clone();
     if c.power_state == Some(PowerState::WaitingForNodes) && (kept.approved > 0 || !kept.refused.is_empty()) {
@@ -152,7 +153,7 @@ fn summary(kept: &NodeCertificates) -> String {
         if kept.approved == 1 { "" } else { "s" }
     );
     if !kept.refused.is_empty() {
-        let pending = kept.refused.len() + kept.told.len();
+        let pending = kept.refused.len() + kept.refused_hashes.len();
         out.push_str(&format!(", {pending}{} left pending", if kept.more { "+" } else { "" }));
     }
     out

@@ -2,7 +2,6 @@
 //!
 //! The claim API answers 400 with this list; a stored spec has passed it, so the planner can rely on it.
 
-use std::collections::BTreeSet;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -14,8 +13,11 @@ use limits::*;
 mod member_roles;
 mod platforms;
 mod principals;
+mod spec;
 mod strict;
 mod urls;
+
+pub use spec::validate_spec;
 
 pub use member_roles::{validate_member_role, MemberRoles};
 pub use platforms::{check_installed, gcp_template_name};
@@ -52,230 +54,6 @@ pub const MAX_CLUSTER_NAME_LEN: usize = 57;
 /// DynamoDB's 400 KB (a test builds the largest spec they allow and measures it), keep every plan's work bounded,
 /// and are declared in the OpenAPI document (a test checks each is there and enforced).
 pub mod limits;
-
-/// Checks a pool spec. `Ok` when it can be stored; otherwise every problem found, in field order.
-pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
-    let mut errors = Vec::new();
-    let mut e = |field: &str, message: String| errors.push(FieldError::new(field, message));
-
-    // A stored spec keeps a later release's options (`later`); a caller's may not name any this release lacks.
-    for field in spec.later.keys() {
-        e(field, "unknown field".into());
-    }
-    count(&mut e, "size", spec.size);
-    count(&mut e, "runningCount", spec.running_count);
-    if let Some(n) = spec.max_size {
-        count(&mut e, "maxSize", n);
-    }
-    if let Some(n) = spec.max_concurrent {
-        if n < 1 {
-            e("maxConcurrent", format!("must be at least 1 (omit it for no limit), got {n}"));
-        } else {
-            count(&mut e, "maxConcurrent", n);
-        }
-    }
-    if let Some(n) = spec.install_attempts_limit {
-        if !(1..=MAX_INSTALL_ATTEMPTS).contains(&n) {
-            e("installAttemptsLimit", format!("must be between 1 and {MAX_INSTALL_ATTEMPTS}, got {n}"));
-        }
-    }
-    positive_duration(&mut e, "installTimeout", spec.install_timeout.as_ref());
-    positive_duration(&mut e, "hibernateAfter", spec.hibernate_after.as_ref());
-    if let Some(lifetime) = &spec.claim_lifetime {
-        positive_duration(&mut e, "claimLifetime.default", lifetime.default.as_ref());
-        positive_duration(&mut e, "claimLifetime.maximum", lifetime.maximum.as_ref());
-    }
-    positive_duration(
-        &mut e,
-        "powerstateTransitionToRunningTimeout",
-        spec.powerstate_transition_to_running_timeout.as_ref(),
-    );
-    positive_duration(
-        &mut e,
-        "powerstateTransitionToHibernatingTimeout",
-        spec.powerstate_transition_to_hibernating_timeout.as_ref(),
-    );
-
-    if let Some(inventory) = &spec.inventory {
-        let n = inventory.cluster_deployments.len();
-        if n == 0 {
-            e("inventory.clusterDeployments", "must list at least one entry (omit inventory to generate names)".into());
-        } else if n > MAX_INVENTORY {
-            e("inventory.clusterDeployments", format!("at most {MAX_INVENTORY} entries, got {n}"));
-            // Every name would be checked too: one error says it.
-            return Err(errors);
-        }
-        let bytes: usize = inventory
-            .cluster_deployments
-            .iter()
-            .flat_map(|entry| &entry.parameters)
-            .map(|(k, v)| k.len() + v.len())
-            .sum();
-        if bytes > MAX_INVENTORY_PARAMETER_BYTES {
-            e(
-                "inventory.clusterDeployments",
-                format!(
-                    "parameters of every entry together at most {MAX_INVENTORY_PARAMETER_BYTES} bytes, got {bytes}"
-                ),
-            );
-        }
-        let mut seen = BTreeSet::new();
-        for (i, entry) in inventory.cluster_deployments.iter().enumerate() {
-            let field = format!("inventory.clusterDeployments[{i}].name");
-            match entry.name.as_deref() {
-                None => e(&field, "every inventory entry needs a name".into()),
-                Some("") => e(&field, "must not be empty".into()),
-                Some(name) => {
-                    if let Err(why) = check_dns_label(name, MAX_CLUSTER_NAME_LEN) {
-                        e(&field, why);
-                    }
-                    if !seen.insert(name) {
-                        e(&field, format!("duplicate name {name:?}"));
-                    }
-                }
-            }
-            let params = &entry.parameters;
-            let field = format!("inventory.clusterDeployments[{i}].parameters");
-            if params.len() > MAX_ENTRY_PARAMETERS {
-                e(&field, format!("at most {MAX_ENTRY_PARAMETERS} parameters, got {}", params.len()));
-            }
-            for (key, value) in params.iter().take(MAX_ENTRY_PARAMETERS + 1) {
-                if key.is_empty() || key.len() > MAX_LABEL_KEY_LEN {
-                    e(&field, format!("parameter name {:?} must be 1 to {MAX_LABEL_KEY_LEN} characters", shorten(key)));
-                } else if value.len() > MAX_LABEL_VALUE_LEN {
-                    e(
-                        &format!("{field}.{key}"),
-                        format!("at most {MAX_LABEL_VALUE_LEN} characters, got {}", value.len()),
-                    );
-                }
-            }
-        }
-    }
-
-    if let Some(domain) = &spec.base_domain {
-        let bad = domain.is_empty()
-            || domain.len() > 253
-            || domain.split('.').any(|label| check_dns_label(label, 63).is_err());
-        if bad {
-            e("baseDomain", format!("{domain:?} is not a DNS domain (lowercase labels separated by dots)"));
-        }
-    }
-    if spec.labels.len() > MAX_LABELS {
-        e("labels", format!("at most {MAX_LABELS} labels, got {}", spec.labels.len()));
-    }
-    for (key, value) in spec.labels.iter().take(MAX_LABELS + 1) {
-        if key.is_empty() || key.len() > MAX_LABEL_KEY_LEN {
-            e("labels", format!("label key {:?} must be 1 to {MAX_LABEL_KEY_LEN} characters", shorten(key)));
-        } else if value.len() > MAX_LABEL_VALUE_LEN {
-            e(&format!("labels.{key}"), format!("at most {MAX_LABEL_VALUE_LEN} characters, got {}", value.len()));
-        }
-    }
-
-    // With an installer behind a webhook, the installer launches the machines: the platform only powers them.
-    platforms::check(&mut e, &spec.platform, spec.provisioner.is_none());
-    platforms::notify(&mut e, &spec.notify);
-    if let Some(p) = &spec.provisioner {
-        platforms::provisioner(&mut e, p);
-    }
-    if let Some(r) = &spec.readiness {
-        platforms::readiness(&mut e, r);
-    }
-
-    if let Some(adaptive) = &spec.adaptive_running_count {
-        match (adaptive.instant_share, &adaptive.wait_p95) {
-            (Some(_), Some(_)) | (None, None) => e(
-                "adaptiveRunningCount",
-                "set exactly one target: instantShare (e.g. 0.95) or waitP95 (e.g. 1m)".into(),
-            ),
-            (Some(share), None) if !(share > 0.0 && share < 1.0) => {
-                e("adaptiveRunningCount.instantShare", format!("must be between 0 and 1 (exclusive), got {share}"))
-            }
-            (None, Some(wait)) => positive_duration(&mut e, "adaptiveRunningCount.waitP95", Some(wait)),
-            _ => {}
-        }
-        positive_duration(&mut e, "adaptiveRunningCount.window", adaptive.window.as_ref());
-        positive_duration(&mut e, "adaptiveRunningCount.resumeEstimate", adaptive.resume_estimate.as_ref());
-        if let Some(forecast) = &adaptive.forecast {
-            if let Some(zone) = &forecast.time_zone {
-                time_zone(&mut e, "adaptiveRunningCount.forecast.timeZone", zone);
-            }
-            if let Some(h) = forecast.half_life_weeks {
-                if !(h.is_finite() && h > 0.0 && h <= crate::forecast::MAX_HALF_LIFE_WEEKS) {
-                    e(
-                        "adaptiveRunningCount.forecast.halfLifeWeeks",
-                        format!("must be more than 0 and at most {}, got {h}", crate::forecast::MAX_HALF_LIFE_WEEKS),
-                    );
-                }
-            }
-        }
-    }
-
-    if let Some(r) = &spec.reaper {
-        use crate::reaper::{MIN_EVERY, MIN_GRACE};
-        for (field, d, least) in [("reaper.every", &r.every, MIN_EVERY), ("reaper.grace", &r.grace, MIN_GRACE)] {
-            positive_duration(&mut e, field, d.as_ref());
-            if let Some(v) = d.as_ref().and_then(|d| d.get()).filter(|v| *v < least) {
-                let least = crate::duration::format(least);
-                e(field, format!("must be at least {least}, got {}", crate::duration::format(v)));
-            }
-        }
-    }
-
-    if let Some(c) = &spec.resume_canaries {
-        positive_duration(&mut e, "resumeCanaries.after", Some(&c.after));
-        if let Some(n) = c.at_a_time {
-            if !(1..=crate::canary::MAX_AT_A_TIME).contains(&n) {
-                e("resumeCanaries.atATime", format!("must be 1 to {}, got {n}", crate::canary::MAX_AT_A_TIME));
-            }
-        }
-        if let Some(hours) = &c.hours {
-            if let Err(why) = crate::canary::parse_hours(&shorten(hours)) {
-                e("resumeCanaries.hours", why);
-            }
-        }
-        if let Some(zone) = &c.time_zone {
-            time_zone(&mut e, "resumeCanaries.timeZone", zone);
-        }
-    }
-
-    if spec.schedules.len() > MAX_SCHEDULES {
-        e("schedules", format!("at most {MAX_SCHEDULES} schedules, got {}", spec.schedules.len()));
-    }
-    for (i, schedule) in spec.schedules.iter().enumerate().take(MAX_SCHEDULES) {
-        let at = |f: &str| format!("schedules[{i}].{f}");
-        if let Some(name) = &schedule.name {
-            if let Err(why) = check_dns_label(name, 63) {
-                e(&at("name"), why);
-            }
-        }
-        if schedule.cron.len() > MAX_CRON_LEN {
-            e(&at("cron"), format!("at most {MAX_CRON_LEN} characters, got {}", schedule.cron.len()));
-        } else if let Err(why) = crate::schedule::parse_cron(&schedule.cron) {
-            e(&at("cron"), why);
-        }
-        time_zone(&mut e, &at("timeZone"), &schedule.time_zone);
-        positive_duration(&mut e, &at("duration"), Some(&schedule.duration));
-        if let Some(n) = schedule.size {
-            count(&mut e, &at("size"), n);
-        }
-        if let Some(n) = schedule.running_count {
-            count(&mut e, &at("runningCount"), n);
-        }
-        if schedule.size.is_none() && schedule.running_count.is_none() {
-            e(&at("size"), "a schedule must override size, runningCount or both".into());
-        }
-    }
-
-    if let Some(access) = &spec.access {
-        principals::validate_access(access, &mut errors);
-    }
-
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
-}
 
 /// Checks that `new` may replace `old`, the spec of an existing pool: beside [`validate_spec`], the fields that
 /// say where its machines live do not change (its clusters are found there), nor whether an installer makes them

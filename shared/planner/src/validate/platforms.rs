@@ -275,7 +275,37 @@ fn azure(e: &mut impl FnMut(&str, String), az: &AzurePlatform) {
             ),
         );
     }
-    let rg = &az.resource_group_name;
+    resource_group_name(e, &az.resource_group_name);
+    azure_template(e, az);
+    secret_arn(e, "platform.azure.credentialsSecret", &az.credentials_secret);
+    if az.tags.len() > MAX_AZURE_TAGS {
+        e("platform.azure.tags", format!("at most {MAX_AZURE_TAGS} tags, got {}", az.tags.len()));
+    }
+    for (key, value) in az.tags.iter().take(MAX_AZURE_TAGS + 1) {
+        let key_ok = (1..=MAX_AZURE_TAG_KEY_LEN).contains(&key.len())
+            && !key.bytes().any(|b| matches!(b, b'<' | b'>' | b'%' | b'&' | b'\\' | b'?' | b'/'))
+            && !key.starts_with("apiary-")
+            && !key.starts_with("kubernetes.io_cluster.");
+        if !key_ok {
+            e(
+                "platform.azure.tags",
+                format!(
+                    "tag name {:?} must be 1 to {MAX_AZURE_TAG_KEY_LEN} characters without < > % & \\ ? /, not \
+                     starting with apiary- or kubernetes.io_cluster.",
+                    shorten(key)
+                ),
+            );
+        } else if value.len() > MAX_AZURE_TAG_VALUE_LEN {
+            e(
+                &format!("platform.azure.tags.{key}"),
+                format!("at most {MAX_AZURE_TAG_VALUE_LEN} characters, got {}", value.len()),
+            );
+        }
+    }
+}
+
+/// `platform.azure.resourceGroupName`: a pattern with `{infraId}` that makes valid resource group names.
+fn resource_group_name(e: &mut impl FnMut(&str, String), rg: &str) {
     // The longest name the pattern makes: every {infraId} at its longest.
     let longest = rg.replace("{infraId}", &"x".repeat(MAX_INFRA_ID_LEN));
     let rg_chars = rg
@@ -300,6 +330,10 @@ fn azure(e: &mut impl FnMut(&str, String), az: &AzurePlatform) {
             ),
         );
     }
+}
+
+/// The ARM template (inline or by its https URL) and its parameters, `infraId` being Apiary's to set.
+fn azure_template(e: &mut impl FnMut(&str, String), az: &AzurePlatform) {
     match (&az.template, &az.template_uri) {
         (Some(_), Some(_)) | (None, None) => {
             e("platform.azure.template", "give exactly one of template (the ARM template) or templateUri".into())
@@ -349,31 +383,6 @@ fn azure(e: &mut impl FnMut(&str, String), az: &AzurePlatform) {
                  and give its templateUri"
             ),
         );
-    }
-    secret_arn(e, "platform.azure.credentialsSecret", &az.credentials_secret);
-    if az.tags.len() > MAX_AZURE_TAGS {
-        e("platform.azure.tags", format!("at most {MAX_AZURE_TAGS} tags, got {}", az.tags.len()));
-    }
-    for (key, value) in az.tags.iter().take(MAX_AZURE_TAGS + 1) {
-        let key_ok = (1..=MAX_AZURE_TAG_KEY_LEN).contains(&key.len())
-            && !key.bytes().any(|b| matches!(b, b'<' | b'>' | b'%' | b'&' | b'\\' | b'?' | b'/'))
-            && !key.starts_with("apiary-")
-            && !key.starts_with("kubernetes.io_cluster.");
-        if !key_ok {
-            e(
-                "platform.azure.tags",
-                format!(
-                    "tag name {:?} must be 1 to {MAX_AZURE_TAG_KEY_LEN} characters without < > % & \\ ? /, not \
-                     starting with apiary- or kubernetes.io_cluster.",
-                    shorten(key)
-                ),
-            );
-        } else if value.len() > MAX_AZURE_TAG_VALUE_LEN {
-            e(
-                &format!("platform.azure.tags.{key}"),
-                format!("at most {MAX_AZURE_TAG_VALUE_LEN} characters, got {}", value.len()),
-            );
-        }
     }
 }
 

@@ -30,24 +30,28 @@
 
 use std::collections::HashMap;
 
-use apiary_planner::events::{Event, EventType};
+use apiary_planner::events::Event;
 use apiary_planner::power::tick::Tick;
 use apiary_planner::{Claim, Pool, Snapshot};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, KeysAndAttributes, Put, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 use aws_sdk_dynamodb::Client;
 
 use apiary_planner::Timestamp;
 use apiary_ports::store::{
-    check_size, event_shard, event_sort_key, index_key, label_partition, line_key, partition, spare_place, stored,
-    Cond, EventPage, EventQuery, Item, Key, Store, Write, EVENT_RETENTION,
+    check_size, label_partition, line_key, partition, spare_place, EventPage, EventQuery, Item, Key, Store, Write,
 };
 use apiary_ports::{Error, Result};
 
 use crate::calls::count;
+
+mod items;
+mod writes;
+
+use items::*;
+pub use items::{read_event, read_item, stored_event, stored_item};
+use writes::*;
 
 type Attrs = HashMap<String, AttributeValue>;
 
@@ -104,200 +108,10 @@ const EVENT_PAGE: usize = 100;
 /// How many pages a read of one shard looks at, at most.
 const EVENT_PAGES: usize = 4;
 
-/// The attribute the table's TTL reads: when an event may be removed, in seconds since the epoch.
-const EXPIRES: &str = "expires";
-
-/// `event` as its item in `pool`'s trail.
-fn encode_event(pool: &str, event: &Event, key: &Key) -> Result<Attrs> {
-    let mut attrs: Attrs = serde_dynamo::to_item(event)
-        .map_err(|source| Error::Decode { key: event_sort_key(event), source: Box::new(source) })?;
-    attrs.extend(key_attrs(pool, key));
-    let expires = (event.time + EVENT_RETENTION).timestamp();
-    attrs.insert(EXPIRES.into(), AttributeValue::N(expires.to_string()));
-    Ok(attrs)
-}
-
-fn encode(pool: &str, item: &Item) -> Result<Attrs> {
-    let key = item.key();
-    let encoded = match item {
-        Item::Pool(p) => serde_dynamo::to_item(stored(p).as_ref()),
-        Item::Cluster(c) => serde_dynamo::to_item(c.as_ref()),
-        Item::Claim(c) => serde_dynamo::to_item(c.as_ref()),
-        Item::Lease(l) => serde_dynamo::to_item(l),
-        Item::Tick(t) => serde_dynamo::to_item(t.as_ref()),
-        Item::Profile(p) => serde_dynamo::to_item(p.as_ref()),
-        Item::Label(e) => serde_dynamo::to_item(e),
-        Item::ClaimName(c) => serde_dynamo::to_item(c),
-        Item::Notified(n) => serde_dynamo::to_item(n),
-    };
-    let mut attrs: Attrs = encoded.map_err(|source| Error::Decode { key: sk(&key), source: Box::new(source) })?;
-    attrs.extend(key_attrs(pool, &key));
-    if let Item::Pool(_) = item {
-        attrs.insert("kind".into(), s("pool"));
-    }
-    if let Some(key) = index_key(item) {
-        attrs.insert(ASSIGN_INDEX.into(), s(key));
-    }
-    Ok(attrs)
-}
-
-fn decode(mut attrs: Attrs) -> Result<Option<Item>> {
-    let sk = match attrs.get("SK") {
-        Some(AttributeValue::S(sk)) => sk.clone(),
-        _ => return Ok(None),
-    };
-    // The table's own attributes are not the item's: left in, a type that keeps the fields it does not know
-    // ([`apiary_planner::Later`]) would take them for a later release's.
-    for own in ["PK", "SK", "kind", ASSIGN_INDEX] {
-        attrs.remove(own);
-    }
-    let bad = |source: serde_dynamo::Error| Error::Decode { key: sk.clone(), source: Box::new(source) };
-    let item = if sk == "POOL" {
-        Item::Pool(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
-    } else if sk.starts_with("CLUSTER#") {
-        Item::Cluster(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
-    } else if sk.starts_with("CLAIM#") {
-        Item::Claim(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
-    } else if sk.starts_with("NAME#") {
-        Item::Lease(serde_dynamo::from_item(attrs).map_err(bad)?)
-    } else if sk == "TICK" {
-        Item::Tick(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
-    } else if sk == "PROFILE" {
-        Item::Profile(Box::new(serde_dynamo::from_item(attrs).map_err(bad)?))
-    } else if sk.starts_with("POOL#") {
-        Item::Label(serde_dynamo::from_item(attrs).map_err(bad)?)
-    } else if sk == "CLAIMNAME" {
-        Item::ClaimName(serde_dynamo::from_item(attrs).map_err(bad)?)
-    } else if sk == "NOTIFIED" {
-        Item::Notified(serde_dynamo::from_item(attrs).map_err(bad)?)
-    } else {
-        return Ok(None);
-    };
-    Ok(Some(item))
-}
-
-/// The attributes `item` of `pool` is stored as, as a write puts them: what the release fixtures keep
-/// (`shared/aws/tests/releases.rs`).
-pub fn stored_item(pool: &str, item: &Item) -> Result<HashMap<String, AttributeValue>> {
-    encode(pool, item)
-}
-
-/// The item stored as `attrs`, as a read decodes it (`None`: an item of no kind Apiary reads).
-pub fn read_item(attrs: HashMap<String, AttributeValue>) -> Result<Option<Item>> {
-    decode(attrs)
-}
-
-/// `event` of `pool`'s trail as stored, as a write appends it.
-pub fn stored_event(pool: &str, event: &Event) -> Result<HashMap<String, AttributeValue>> {
-    encode_event(pool, event, &Key::Event(event_shard(event), event_sort_key(event)))
-}
-
-/// The event stored as `attrs`, as a read of the trail decodes it; `None` for a kind of event this release does
-/// not know (a later release's, told during an update): a page of the trail leaves it out.
-pub fn read_event(attrs: HashMap<String, AttributeValue>) -> Result<Option<Event>> {
-    let text = |name: &str| match attrs.get(name) {
-        Some(AttributeValue::S(s)) => s.clone(),
-        _ => String::new(),
-    };
-    let (sort, kind) = (text("SK"), text("type"));
-    match serde_dynamo::from_item(attrs) {
-        Ok(event) => Ok(Some(event)),
-        Err(_) if serde_json::from_value::<EventType>(serde_json::Value::String(kind)).is_err() => Ok(None),
-        Err(source) => Err(Error::Decode { key: sort, source: Box::new(source) }),
-    }
-}
-
-/// A condition expression with its names and values (none for [`Cond::Any`]).
-struct Condition {
-    expression: Option<String>,
-    names: HashMap<String, String>,
-    values: Attrs,
-}
-
-/// The condition expression of `cond`: each must hold exactly when [`Cond::holds`] does (`tests/store.rs` checks
-/// every one against the emulator).
-fn condition(cond: &Cond) -> Condition {
-    let n = |pairs: &[(&str, &str)]| pairs.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect();
-    let rev = |r: u64| ("#rev", AttributeValue::N(r.to_string()));
-    let (expression, names, values): (&str, HashMap<String, String>, Vec<(&str, AttributeValue)>) = match cond {
-        Cond::Absent => ("attribute_not_exists(PK)", HashMap::new(), vec![]),
-        Cond::Rev(r) => ("#rev = :rev", n(&[("#rev", "rev")]), vec![(":rev", rev(*r).1)]),
-        // Cond::holds: at this revision, unclaimed, and Running as Cluster::is_running means it (installed too).
-        Cond::RevUnclaimedRunning(r) => (
-            "#rev = :rev AND attribute_not_exists(#claim) AND attribute_exists(#installed) AND #power = :running",
-            n(&[("#rev", "rev"), ("#claim", "claim"), ("#installed", "installedAt"), ("#power", "powerState")]),
-            vec![(":rev", rev(*r).1), (":running", s("Running"))],
-        ),
-        Cond::RevPending(r) => (
-            "#rev = :rev AND attribute_not_exists(#cluster)",
-            n(&[("#rev", "rev"), ("#cluster", "cluster")]),
-            vec![(":rev", rev(*r).1)],
-        ),
-        Cond::Holder(h) => ("#holder = :holder", n(&[("#holder", "holder")]), vec![(":holder", s(h.clone()))]),
-        Cond::Any => ("", HashMap::new(), vec![]),
-    };
-    Condition {
-        expression: (!expression.is_empty()).then(|| expression.to_owned()),
-        names,
-        values: values.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
-    }
-}
-
-fn opt<T>(m: HashMap<String, T>) -> Option<HashMap<String, T>> {
-    (!m.is_empty()).then_some(m)
-}
-
 impl DynamoStore {
     /// The store over `table`.
     pub fn new(client: Client, table: String) -> Self {
         Self { client, table }
-    }
-
-    async fn write_one(&self, pool: &str, write: Write) -> Result<()> {
-        match write {
-            Write::Check(..) => self.transact(pool, vec![write]).await,
-            Write::Append(ref event) => {
-                count("dynamodb:PutItem");
-                self.client
-                    .put_item()
-                    .table_name(&self.table)
-                    .set_item(Some(encode_event(pool, event, &write.key())?))
-                    .send()
-                    .await
-                    .map(drop)
-                    .map_err(|e| crate::error::aws("dynamodb:PutItem", e))
-            }
-            Write::Put(item, cond) => {
-                let c = condition(&cond);
-                count("dynamodb:PutItem");
-                self.client
-                    .put_item()
-                    .table_name(&self.table)
-                    .set_item(Some(encode(pool, &item)?))
-                    .set_condition_expression(c.expression)
-                    .set_expression_attribute_names(opt(c.names))
-                    .set_expression_attribute_values(opt(c.values))
-                    .send()
-                    .await
-                    .map(drop)
-                    .map_err(|e| write_error("dynamodb:PutItem", || format!("{pool}/{}: {cond:?}", sk(&item.key())), e))
-            }
-            Write::Delete(key, cond) => {
-                let c = condition(&cond);
-                count("dynamodb:DeleteItem");
-                self.client
-                    .delete_item()
-                    .table_name(&self.table)
-                    .set_key(Some(key_attrs(pool, &key)))
-                    .set_condition_expression(c.expression)
-                    .set_expression_attribute_names(opt(c.names))
-                    .set_expression_attribute_values(opt(c.values))
-                    .send()
-                    .await
-                    .map(drop)
-                    .map_err(|e| write_error("dynamodb:DeleteItem", || format!("{pool}/{}: {cond:?}", sk(&key)), e))
-            }
-        }
     }
 
     /// A strongly consistent Query of `pool`'s entries of the `assign` index between `low` and `high`.
@@ -442,115 +256,6 @@ impl DynamoStore {
             _ => None,
         });
         Ok((found, stopped))
-    }
-
-    async fn transact(&self, pool: &str, writes: Vec<Write>) -> Result<()> {
-        let mut items = Vec::with_capacity(writes.len());
-        for w in &writes {
-            let item = match w {
-                Write::Put(item, cond) => {
-                    let c = condition(cond);
-                    let put = Put::builder()
-                        .table_name(&self.table)
-                        .set_item(Some(encode(pool, item)?))
-                        .set_condition_expression(c.expression)
-                        .set_expression_attribute_names(opt(c.names))
-                        .set_expression_attribute_values(opt(c.values))
-                        .build()
-                        .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
-                    TransactWriteItem::builder().put(put).build()
-                }
-                Write::Delete(key, cond) => {
-                    let c = condition(cond);
-                    let delete = Delete::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(key_attrs(pool, key)))
-                        .set_condition_expression(c.expression)
-                        .set_expression_attribute_names(opt(c.names))
-                        .set_expression_attribute_values(opt(c.values))
-                        .build()
-                        .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
-                    TransactWriteItem::builder().delete(delete).build()
-                }
-                Write::Append(event) => {
-                    let put = Put::builder()
-                        .table_name(&self.table)
-                        .set_item(Some(encode_event(pool, event, &w.key())?))
-                        .build()
-                        .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
-                    TransactWriteItem::builder().put(put).build()
-                }
-                Write::Check(key, cond) => {
-                    let c = condition(cond);
-                    let check = ConditionCheck::builder()
-                        .table_name(&self.table)
-                        .set_key(Some(key_attrs(pool, key)))
-                        .set_condition_expression(c.expression)
-                        .set_expression_attribute_names(opt(c.names))
-                        .set_expression_attribute_values(opt(c.values))
-                        .build()
-                        .map_err(|e| crate::error::build("dynamodb:TransactWriteItems", e))?;
-                    TransactWriteItem::builder().condition_check(check).build()
-                }
-            };
-            items.push(item);
-        }
-        count("dynamodb:TransactWriteItems");
-        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
-            Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(se)) if lost_condition(se.err()) => {
-                Err(Error::Conflict(format!("{pool}: transaction of {} writes cancelled", writes.len())))
-            }
-            Err(e) => {
-                let throttled = matches!(&e, SdkError::ServiceError(se) if throttled(se.err()));
-                let mut err = crate::error::aws("dynamodb:TransactWriteItems", e);
-                if let Error::Service { retryable, .. } = &mut err {
-                    *retryable |= throttled;
-                }
-                Err(err)
-            }
-        }
-    }
-}
-
-/// A failed single write: a lost condition is a [`Error::Conflict`] described by `what`, anything else an AWS error.
-fn write_error<E, R>(op: &'static str, what: impl FnOnce() -> String, e: SdkError<E, R>) -> Error
-where
-    E: std::error::Error + Send + Sync + 'static + aws_smithy_types::error::metadata::ProvideErrorMetadata,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    match &e {
-        SdkError::ServiceError(se) if se.err().code() == Some("ConditionalCheckFailedException") => {
-            Error::Conflict(what())
-        }
-        _ => crate::error::aws(op, e),
-    }
-}
-
-/// A transaction cancelled because a condition failed (or another transaction held an item: also a lost race).
-fn lost_condition(err: &TransactWriteItemsError) -> bool {
-    match err {
-        TransactWriteItemsError::TransactionCanceledException(e) => {
-            e.cancellation_reasons()
-                .iter()
-                .any(|r| matches!(r.code(), Some("ConditionalCheckFailed") | Some("TransactionConflict")))
-                || e.cancellation_reasons().is_empty()
-        }
-        _ => false,
-    }
-}
-
-/// A transaction cancelled because an item's partition was past its throughput (a burst of claims on one pool):
-/// nothing was written, and the same transaction may be tried again.
-fn throttled(err: &TransactWriteItemsError) -> bool {
-    match err {
-        TransactWriteItemsError::TransactionCanceledException(e) => e.cancellation_reasons().iter().any(|r| {
-            matches!(
-                r.code(),
-                Some("ThrottlingError") | Some("ProvisionedThroughputExceeded") | Some("RequestLimitExceeded")
-            )
-        }),
-        _ => false,
     }
 }
 
@@ -798,47 +503,5 @@ impl Store for DynamoStore {
             .await
             .map(drop)
             .map_err(|e| write_error("dynamodb:PutItem", || format!("sweep: last full {previous:?}"), e))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use aws_sdk_dynamodb::types::error::TransactionCanceledException;
-    use aws_sdk_dynamodb::types::CancellationReason;
-
-    use super::*;
-
-    fn cancelled(codes: &[&str]) -> TransactWriteItemsError {
-        let reasons = codes.iter().map(|c| CancellationReason::builder().code(*c).build()).collect();
-        TransactWriteItemsError::TransactionCanceledException(
-            TransactionCanceledException::builder().set_cancellation_reasons(Some(reasons)).build(),
-        )
-    }
-
-    /// DynamoDB names each item's reason, `None` for the items that were fine.
-    #[test]
-    fn a_cancelled_transaction_is_a_lost_race_or_a_throttle_by_its_reasons() {
-        let race = cancelled(&["None", "ConditionalCheckFailed"]);
-        assert!(lost_condition(&race) && !throttled(&race));
-        let busy = cancelled(&["ThrottlingError", "None"]);
-        assert!(throttled(&busy) && !lost_condition(&busy));
-        let invalid = cancelled(&["ValidationError"]);
-        assert!(!throttled(&invalid) && !lost_condition(&invalid));
-    }
-
-    /// The tick item's looks go to the table as numbers (whole seconds), and one written as text reads back.
-    #[test]
-    fn the_tick_items_looks_are_numbers_in_the_table_and_text_ones_still_read() {
-        let at = Timestamp::from_timestamp(1_795_683_614, 250_000_000).expect("time");
-        let tick = Tick { rev: 2, due: [("ci-abcde".to_string(), at)].into(), ..Tick::default() };
-        let mut attrs = encode("ci", &Item::Tick(Box::new(tick))).expect("encode");
-        let Some(AttributeValue::M(due)) = attrs.get("due") else { panic!("due is a map: {attrs:?}") };
-        assert_eq!(due.get("ci-abcde"), Some(&AttributeValue::N("1795683614".into())));
-        let Ok(Some(Item::Tick(back))) = decode(attrs.clone()) else { panic!("decodes") };
-        assert_eq!(back.due["ci-abcde"].timestamp(), 1_795_683_614);
-        let text = AttributeValue::S("2026-11-26T09:00:14.250Z".into());
-        attrs.insert("due".into(), AttributeValue::M([("ci-abcde".to_string(), text)].into()));
-        let Ok(Some(Item::Tick(old))) = decode(attrs) else { panic!("a text time decodes") };
-        assert_eq!(old.due["ci-abcde"].timestamp_subsec_millis(), 250);
     }
 }
