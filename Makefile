@@ -83,10 +83,13 @@ cycles:
 	@python3 tests/module_cycles.py
 
 # Every link of the README, BENCHMARKS.md and docs/ leads to a file and heading that exist, and the layout
-# docs/development.md draws names paths that exist and every crate (tests/doc_links.py).
+# docs/development.md draws names paths that exist and every crate (tests/doc_links.py); the house keeps its size:
+# no source file over 800 lines, no function over 100, no paragraph over 800 characters (tests/house.py).
 docs-check:
 	@python3 tests/doc_links.py
 	@python3 tests/bill_figures.py
+	@cd tests && python3 -m unittest -q house_test
+	@python3 tests/house.py
 
 # Every example of the README and docs/ runs against make run's stack, or is checked where it cannot run here
 # (tests/doc_examples.py); built as `make test` builds, so after `tests` nothing is compiled anew.
