@@ -781,6 +781,60 @@ async fn a_pool_naming_another_teams_secrets_is_refused_them_and_makes_nothing()
     s.stop().await;
 }
 
+/// An install that fails for a class the pool does not try again (a quota, by default) breaks its cluster at once,
+/// and says why in the cluster's condition, the trail, the `cluster.broken` notification and the pool's condition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_install_failing_for_quota_is_not_tried_again_and_says_so_everywhere() {
+    let s = support::clouds_stack().await;
+    let clouds = s.clouds.as_ref().expect("a stack with the fake clouds");
+    clouds.webhook.fail_attempts(u32::MAX);
+    clouds.webhook.fail_saying(Some(
+        "level=fatal msg=failed to fetch Cluster: failed to generate asset \"Platform Quota Check\": \
+         error(MissingQuota): compute.googleapis.com/cpus is not available in europe-west1 because the required \
+         number of resources (24) is more than remaining quota of 8",
+    ));
+    // The demo secrets are granted to pool w, the name the demo gives this pool.
+    let mut spec: Value =
+        serde_json::from_str(include_str!("../infra/demo-pool-installer.json")).expect("the demo pool");
+    clouds.fill(&mut spec);
+    spec["size"] = json!(1);
+    spec["runningCount"] = json!(0);
+    s.put_pool("w", &spec).await;
+    let broken = s
+        .until("the cluster broken for its quota", MINUTE, || async {
+            let (_, trail) = s.call("GET", "/pools/w/events", ADMIN, None).await;
+            trail["events"].as_array().and_then(|e| e.iter().find(|e| e["type"] == "ClusterBroken")).cloned()
+        })
+        .await;
+    let why = broken["message"].as_str().expect("message");
+    assert!(
+        why.starts_with(
+            "QuotaExceeded: an account quota was exceeded, not tried again (installRetryReasons): attempt 1 of"
+        ),
+        "{why}"
+    );
+    assert!(why.contains("MissingQuota"), "{why}");
+    let id = broken["cluster"].as_str().expect("cluster");
+    let attempts: Vec<u32> =
+        clouds.webhook.clusters().into_iter().filter(|(c, _, _)| c == id).map(|(_, attempt, _)| attempt).collect();
+    assert_eq!(attempts, [1], "one attempt, never a second");
+    let heard = s
+        .until("the cluster.broken notification", MINUTE, || async {
+            let received = clouds.receiver.received();
+            received.into_iter().find(|r| r.body["type"] == "cluster.broken" && r.body["data"]["cluster"] == id)
+        })
+        .await;
+    let reason = heard.body["data"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("QuotaExceeded: an account quota was exceeded"), "{}", heard.body);
+    s.until("the pool's condition quoting it", MINUTE, || async {
+        let (_, pool) = s.call("GET", "/pools/w", ADMIN, None).await;
+        let conditions = pool["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let backoff = conditions.into_iter().find(|c| c["type"] == "ProvisioningBackoff")?;
+        backoff["message"].as_str().filter(|m| m.contains("an account quota was exceeded")).map(|_| ())
+    })
+    .await;
+}
+
 /// The external installer's story through the HTTP API: a GCP pool whose clusters the reference installer makes
 /// behind the signed webhook fills with the installer's clusters (its infraIds, its machines), a claim is answered
 /// with the cluster's outputs, the pool's GCP actuator hibernates and resumes the installer's machines, and a

@@ -290,6 +290,19 @@ async fn a_failed_install_is_cleaned_up_and_told_with_the_logs_excerpt_then_the_
 }
 
 #[tokio::test]
+async fn a_failure_for_quota_is_told_in_words_the_planner_classifies_as_quota() {
+    let w = world("quota", TEMPLATE).await;
+    w.faults("quota");
+    let (status, _) = w.put("ci-20", 1, &PARAMETERS).await;
+    assert_eq!(status, 202);
+    let (status, body) = w.until_not("GET", "ci-20", "Provisioning").await;
+    assert_eq!((status, body["state"].as_str()), (409, Some("Failed")), "{body}");
+    let message = body["message"].as_str().expect("message");
+    assert!(message.contains("error(MissingQuota): ec2/L-1216C47A is not available in us-east-1"), "{message}");
+    assert_eq!(apiary_planner::failure::classify(message), apiary_planner::failure::FailureReason::Quota);
+}
+
+#[tokio::test]
 async fn a_destroy_that_fails_is_run_again_until_the_cluster_is_gone() {
     let w = world("destroy", TEMPLATE).await;
     w.faults("destroy-again");

@@ -160,6 +160,12 @@ async fn every_declared_bound_is_the_enforced_one() {
             "installAttemptsLimit",
         ),
         (
+            "PoolSpec/installRetryReasons/maxItems",
+            apiary_planner::failure::FailureReason::ALL.len() as f64,
+            with(&["installRetryReasons"], json!(vec!["Capacity"; 8])),
+            "installRetryReasons",
+        ),
+        (
             "Duration/maxLength",
             MAX_DURATION_LEN as f64,
             with(&["hibernateAfter"], json!("1s".repeat(MAX_DURATION_LEN / 2 + 1))),

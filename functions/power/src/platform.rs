@@ -46,7 +46,7 @@ pub(crate) async fn ask(
         Err(e) if !e.is_retryable() => {
             let message = e.to_string();
             Ok(match question {
-                Probe::Install => Report::Install(Install::Failed { message }),
+                Probe::Install => Report::Install(Install::Refused { message }),
                 _ => Report::CallFailed { message },
             })
         }

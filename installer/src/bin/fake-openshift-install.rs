@@ -18,8 +18,9 @@
 //! - `FAKE_OPENSHIFT_INSTALL_CLUSTER_API`: a JSON file `{url, caPem, token}` naming a fake cluster API: the
 //!   kubeconfig's server is `<url>/<infraID>`, its CA and token these.
 //! - `FAKE_OPENSHIFT_INSTALL_FAULTS`: `bootstrap` (the install fails waiting for bootstrap, exit 5, its machines
-//!   left for a destroy), `hang` (it never finishes), `destroy-again` (each cluster's first destroy fails, exit 1,
-//!   and must be run again).
+//!   left for a destroy), `quota` (the installer's quota check refuses it before anything is made, exit 4, with
+//!   openshift-install's MissingQuota line), `hang` (it never finishes), `destroy-again` (each cluster's first
+//!   destroy fails, exit 1, and must be run again).
 //! - `FAKE_OPENSHIFT_INSTALL_FAULTS_FILE`: a file holding more of them, read at each run (a demo or a test changes
 //!   it between runs).
 //! - `FAKE_OPENSHIFT_INSTALL_AMI`: the image machines launch from (default the install-config's `amiID`).
@@ -174,6 +175,10 @@ async fn create(dir: &Path) -> ExitCode {
 
     let time = install_time();
     let faults = faults();
+    if faults.iter().any(|f| f == "quota") {
+        log.line("fatal", "failed to fetch Cluster: failed to fetch dependency of \"Cluster\": failed to generate asset \"Platform Quota Check\": error(MissingQuota): ec2/L-1216C47A is not available in us-east-1 because the required number of resources (36) is more than the limit of (32)");
+        return ExitCode::from(EXIT_INFRASTRUCTURE);
+    }
     log.line("info", "Creating infrastructure resources...");
     if let Some(aws) = &aws {
         if let Err(e) = launch(&config, aws, &infra_id, &cluster_id).await {

@@ -391,6 +391,12 @@ impl SimJobs {
             let metadata = json!({"clusterName": cluster, "clusterID": hash(&infra), "infraID": infra});
             let _ = Dirs::write(dirs, &cluster, "metadata.json", metadata.to_string().as_bytes()).await;
         }
+        // A failed install leaves openshift-install's last words in its log: a line of one of the failure classes,
+        // the same for the same job, so every class (and its retry or not) is played out.
+        for job in finished.iter().filter(|j| j.spec.kind == JobKind::Install && j.state != JobState::Succeeded) {
+            let line = FAILURES[job.order % FAILURES.len()];
+            let _ = Dirs::write(dirs, &job.spec.cluster, ".openshift_install.log", line.as_bytes()).await;
+        }
         for job in finished.into_iter().filter(|j| j.state == JobState::Succeeded) {
             let cluster = job.spec.cluster.as_str();
             match (job.spec.kind, &job.launched) {
@@ -422,6 +428,18 @@ impl Job {
         }
     }
 }
+
+/// What a failed install's log ends with, one line for each class of failure the planner knows
+/// ([`apiary_planner::failure::classify`]), as openshift-install writes them.
+pub const FAILURES: [&str; 7] = [
+    "level=error msg=Error: creating EC2 Instance: InsufficientInstanceCapacity: We currently do not have sufficient m6i.xlarge capacity in the Availability Zone you requested",
+    "level=fatal msg=failed to fetch Cluster: failed to generate asset \"Platform Quota Check\": error(MissingQuota): compute.googleapis.com/cpus is not available in europe-west1 because the required number of resources (24) is more than remaining quota of 8",
+    "level=fatal msg=failed to fetch Cluster: failed to generate asset \"Platform Permissions Check\": validate AWS credentials: current credentials insufficient for performing cluster installation",
+    "level=error msg=Error: no matching Route53Zone found",
+    "level=error msg=Bootstrap failed to complete: timed out waiting for the condition\nlevel=fatal msg=Bootstrap failed to complete",
+    "level=fatal msg=failed to fetch Master Machines: failed to load asset \"Install Config\": controlPlane.replicas: Invalid value: 2",
+    "level=error msg=Error: Provider produced inconsistent result after apply",
+];
 
 /// A short hex digest of `text` (FNV-1a): the same job always plays out the same way in a seed.
 fn hash(text: &str) -> String {

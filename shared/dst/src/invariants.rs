@@ -14,6 +14,9 @@
 //!   entry (which makes the name the stack's) come and go together;
 //! - **no hostile certificate request approved** (seed 004): of the requests the clusters' kubelets and the hostile
 //!   requesters beside them made, none of the hostile ones is ever approved;
+//! - **install failures by class** (issue 73): a failure of a class the pool does not try again is never retried
+//!   (no cluster carries a ProvisionFailed condition naming such a class); the reference installer's failed jobs
+//!   end with a line of each class in turn.
 //! - **the reference installer's jobs** (issue 72): never two jobs at once for one cluster, nor one started twice,
 //!   and no install started for a cluster after the installer accepted its removal;
 //! - **every end told**: a cluster whose item is gone has, in its pool's trail, a `ClusterDeleting` event saying
@@ -132,6 +135,20 @@ fn claim_names(tables: &Tables, now: Timestamp) -> Result<(), Violation> {
     Ok(())
 }
 
+/// A cluster of `snap` whose install is being tried again after a failure of a class its pool does not retry
+/// (its ProvisionFailed condition, which only a retried failure sets, names such a class).
+fn retried_against_its_pool(snap: &Snapshot) -> Option<&str> {
+    use apiary_planner::failure::FailureReason;
+    let retried = snap.pool.spec.power_limits().retried;
+    let refused: Vec<&str> =
+        FailureReason::ALL.into_iter().filter(|r| !retried.contains(*r)).map(FailureReason::condition_reason).collect();
+    snap.clusters.iter().find_map(|c| {
+        let k = apiary_planner::find_condition(&c.conditions, apiary_planner::condition::PROVISION_FAILED)?;
+        (k.status == apiary_planner::ConditionStatus::True && refused.contains(&k.reason.as_str()))
+            .then_some(c.id.as_str())
+    })
+}
+
 fn violation(at: Timestamp, invariant: &'static str, detail: String) -> Result<(), Violation> {
     Err(Violation { at, invariant, detail })
 }
@@ -170,6 +187,8 @@ pub struct Checker {
     labels_seen: BTreeMap<String, Vec<(Timestamp, apiary_planner::select::Labels)>>,
     /// The reference installer's jobs started, and its removals accepted, as of the last look.
     installer: (usize, usize),
+    /// Each cluster (pool, id) whose provisioning stopped, with its condition's reason.
+    pub stopped: BTreeMap<(String, String), String>,
 }
 
 /// Resumes (and installs) on pools with the Kubernetes readiness check, from the look that found their machines
@@ -265,6 +284,16 @@ impl Checker {
                 free_since.insert(key, since);
             }
             clusters.extend(snap.clusters.iter().map(|c| (pool.clone(), c.id.clone())));
+            for c in snap.clusters.iter().filter(|c| c.provision_stopped) {
+                let k = apiary_planner::find_condition(&c.conditions, apiary_planner::condition::PROVISION_STOPPED);
+                let reason = k.map(|k| k.reason.clone()).unwrap_or_default();
+                self.stopped.entry((pool.clone(), c.id.clone())).or_insert(reason);
+            }
+            if let Some(c) = retried_against_its_pool(&snap) {
+                let detail =
+                    format!("{pool}/{c}: an install failure of a class the pool does not try again was retried");
+                return violation(now, "a failure not tried again is never retried", detail);
+            }
             let mut holders: BTreeMap<&str, &str> = BTreeMap::new();
             for k in &snap.claims {
                 let key = (pool.clone(), k.name.clone());

@@ -62,7 +62,7 @@ fn main() -> anyhow::Result<()> {
                         simulated += r.simulated;
                         resumes.extend(&r.resumes);
                         println!(
-                            "seed {due}: ok, {:.1} simulated hours in {secs:.2} s, {} steps, {} invocations ({} killed), faults {:?}, converged within {} min, notifications {} received {} dead-lettered ({} attempts failed)",
+                            "seed {due}: ok, {:.1} simulated hours in {secs:.2} s, {} steps, {} invocations ({} killed), faults {:?}, converged within {} min, notifications {} received {} dead-lettered ({} attempts failed), provisions stopped {:?}",
                             r.simulated.num_seconds() as f64 / 3600.0,
                             r.stats.polls,
                             r.stats.started.iter().sum::<u64>(),
@@ -72,6 +72,7 @@ fn main() -> anyhow::Result<()> {
                             r.notifications.0,
                             r.notifications.1,
                             r.notifications.2,
+                            r.provisions_stopped,
                         );
                     }
                     Err(f) => {

@@ -57,6 +57,9 @@ pub struct Report {
     pub resumes: crate::invariants::ResumeTimes,
     /// Notifications the receiver got, those dead-lettered after their last attempt, and attempts that failed.
     pub notifications: (usize, usize, usize),
+    /// Clusters whose provisioning stopped, by their condition's reason (the class of a failure not tried again,
+    /// the attempts limit, the install timeout).
+    pub provisions_stopped: BTreeMap<String, usize>,
 }
 
 /// A failing run: the first invariant that did not hold.
@@ -356,5 +359,9 @@ pub fn run(config: &RunConfig) -> Result<Report, Box<Failure>> {
         dead_letters: sim.world.queue.dead_letters().len(),
         resumes: checker.resumes.clone(),
         notifications,
+        provisions_stopped: checker.stopped.values().fold(BTreeMap::new(), |mut m, r| {
+            *m.entry(r.clone()).or_insert(0) += 1;
+            m
+        }),
     })
 }

@@ -12,15 +12,29 @@ fn seeds() -> u64 {
     std::env::var("APIARY_DST_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(150)
 }
 
-fn run_seeds(from: u64) {
-    let failures: Vec<String> =
-        (from..from + seeds()).filter_map(|seed| run(&RunConfig::new(seed)).err()).map(|f| f.to_string()).collect();
+/// Runs `seeds()` seeds from `from`; fails naming each seed that failed. The clusters whose provisioning stopped,
+/// by reason, over them all.
+fn run_seeds(from: u64) -> std::collections::BTreeMap<String, usize> {
+    let (mut failures, mut stopped) = (Vec::new(), std::collections::BTreeMap::new());
+    for seed in from..from + seeds() {
+        match run(&RunConfig::new(seed)) {
+            Ok(report) => report.provisions_stopped.into_iter().for_each(|(r, n)| *stopped.entry(r).or_insert(0) += n),
+            Err(f) => failures.push(f.to_string()),
+        }
+    }
     assert!(failures.is_empty(), "{} seeds failed:\n{}", failures.len(), failures.join("\n"));
+    stopped
 }
 
+/// Every invariant, and (issue 73) the reference installer's failed installs of every class the pools do not try
+/// again stop their clusters' provisioning at once, each class seen.
 #[test]
 fn every_invariant_holds_under_every_fault_seeds_1_to_150() {
-    run_seeds(1);
+    let stopped = run_seeds(1);
+    // Fewer seeds (`APIARY_DST_SEEDS`, to replay a few) may not reach every class.
+    for reason in ["QuotaExceeded", "InvalidCredentials", "DNSFailure", "InvalidConfiguration"] {
+        assert!(seeds() < 150 || stopped.contains_key(reason), "no install stopped as {reason}: {stopped:?}");
+    }
 }
 
 #[test]

@@ -69,6 +69,8 @@ struct State {
     epoch: u64,
     records: BTreeMap<String, Record>,
     failing_attempts: u32,
+    /// What a failed attempt says, when not the bootstrap's timeout.
+    failure: Option<String>,
     stalled: bool,
     faults: Faults,
     log: Log,
@@ -91,6 +93,7 @@ impl FakeWebhook {
             epoch,
             records: BTreeMap::new(),
             failing_attempts: 0,
+            failure: None,
             stalled: false,
             faults: Faults::default(),
             log: Log::default(),
@@ -125,6 +128,11 @@ impl FakeWebhook {
     /// Each cluster's first `n` attempts fail once their install time has passed.
     pub fn fail_attempts(&self, n: u32) {
         self.lock().failing_attempts = n;
+    }
+
+    /// Failed attempts say `message` (as openshift-install's log would), or, with `None`, that bootstrap timed out.
+    pub fn fail_saying(&self, message: Option<&str>) {
+        self.lock().failure = message.map(str::to_owned);
     }
 
     /// Installs never finish (`true`) or finish again (`false`).
@@ -304,7 +312,8 @@ fn answer(s: &mut State, id: &str) -> Response {
         let (project, infra_id) = (s.settings.project.clone(), r.infra_id.clone());
         // A failed run cleans up after itself, as openshift-install's destroy does.
         s.settings.gcp.remove_labelled(&project, &label(&infra_id), "owned");
-        let message = format!("attempt {}: the install failed (bootstrap timed out)", r.attempt);
+        let said = s.failure.clone().unwrap_or_else(|| "the install failed (bootstrap timed out)".to_owned());
+        let message = format!("attempt {}: {said}", r.attempt);
         return Response::json(409, &with(base, json!({"state": "Failed", "message": message})));
     }
     let running = statuses.len() == s.settings.machines as usize && statuses.iter().all(|st| st == "RUNNING");

@@ -68,6 +68,7 @@ pub mod apply;
 pub mod canary;
 pub mod duration;
 pub mod events;
+pub mod failure;
 pub mod forecast;
 mod glob;
 mod hash;

@@ -3,6 +3,7 @@
 
 mod support;
 
+use apiary_planner::failure::{FailureReason, Retried};
 use apiary_planner::power::{
     deadline, deprovision_step, fenced_until, hibernation_unsupported, in_progress, pause, probe, step, unpause,
     ActuatorCall, Install, Probe, Readiness, Report, Termination, CALL_FENCE, INSTALL_POLL, MIN_BACKOFF, PACED_POLL,
@@ -361,6 +362,51 @@ fn a_failed_install_is_retried_with_a_growing_backoff_until_the_attempts_limit()
         assert!(ps.message.contains("InvalidAMIID.NotFound"), "{}", ps.message);
         assert_eq!(s.cluster.broken_reason(), Some(reason::INSTALL_ATTEMPTS_LIMIT_REACHED), "{how}");
     }
+}
+
+#[test]
+fn an_install_failing_for_quota_is_not_tried_again_and_says_why() {
+    let quota =
+        "level=fatal msg=failed to fetch Cluster: failed to fetch dependency of \"Cluster\": failed to generate \
+                 asset \"Platform Quota Check\": error(MissingQuota): ec2/L-1216C47A is not available in us-east-1 \
+                 because the required number of resources (36) is more than the limit of (32)";
+    let failed = Report::Install(Install::Failed { message: quota.into() });
+    let none = Report::Install(Install::Absent);
+    let c = cluster("c").installing().c;
+    let limits = PowerLimits { install_attempts: 3, ..PowerLimits::default() };
+    let s = step(&step(&c, &none, at(0), limits).cluster, &failed, at(0), limits);
+    assert!(s.cluster.provision_stopped && s.cluster.is_broken(), "a quota is not tried again by default");
+    assert_eq!((s.cluster.install_failures, s.call, s.cluster.retry_at), (1, None, None));
+    let ps = cond(&s.cluster, condition::PROVISION_STOPPED);
+    assert_eq!(ps.reason, "QuotaExceeded");
+    assert!(ps
+        .message
+        .starts_with("an account quota was exceeded, not tried again (installRetryReasons): attempt 1 of 3"));
+    assert!(ps.message.contains("MissingQuota"), "{}", ps.message);
+    assert_eq!(s.cluster.broken_reason(), Some("QuotaExceeded"));
+
+    // A pool that lists Quota tries it again, saying the class in its ProvisionFailed condition.
+    let retried = PowerLimits { retried: Retried::of(&[FailureReason::Quota]), ..limits };
+    let s = step(&step(&c, &none, at(0), retried).cluster, &failed, at(0), retried);
+    assert!(!s.cluster.is_broken());
+    assert_eq!(s.recheck_after, Some(TimeDelta::minutes(1)));
+    assert_eq!(cond(&s.cluster, condition::PROVISION_FAILED).reason, "QuotaExceeded");
+
+    // A capacity failure is transient: tried again under the default.
+    let capacity = Report::Install(Install::Failed {
+        message: "Error: creating EC2 Instance: InsufficientInstanceCapacity: We currently do not have sufficient \
+                  m6i.xlarge capacity in the Availability Zone you requested (us-east-1a)."
+            .into(),
+    });
+    let s = step(&step(&c, &none, at(0), limits).cluster, &capacity, at(0), limits);
+    assert!(!s.cluster.is_broken());
+    assert_eq!(cond(&s.cluster, condition::PROVISION_FAILED).reason, "InsufficientCapacity");
+
+    // Apiary's own call refused is not the installer's failure: tried again (a pool's role may be fixed meanwhile).
+    let refused = Report::CallFailed { message: "AccessDenied: not authorized to perform sts:AssumeRole".into() };
+    let s = step(&step(&c, &none, at(0), limits).cluster, &refused, at(0), limits);
+    assert!(!s.cluster.is_broken());
+    assert_eq!(cond(&s.cluster, condition::PROVISION_FAILED).reason, "InstallFailed");
 }
 
 #[test]

@@ -43,6 +43,10 @@ pub struct PoolSpec {
     /// (Hive's `installAttemptsLimit`). Unset: [`DEFAULT_INSTALL_ATTEMPTS`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_attempts_limit: Option<i64>,
+    /// Which classes of install failure are tried again ([`crate::failure::FailureReason`]'s names); a failure of
+    /// another class stops the cluster's provisioning at once. Unset: the transient ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_retry_reasons: Option<Vec<String>>,
     /// Longest a cluster may take to install before it is broken and replaced. Unset: wait forever.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_timeout: Option<GoDuration>,
@@ -129,6 +133,7 @@ impl PoolSpec {
             powerstate_transition_to_running_timeout: None,
             powerstate_transition_to_hibernating_timeout: None,
             install_attempts_limit: None,
+            install_retry_reasons: None,
             install_timeout: None,
             inventory: None,
             base_domain: None,
@@ -181,6 +186,7 @@ impl PoolSpec {
                 .and_then(|n| u32::try_from(n).ok())
                 .filter(|n| *n > 0)
                 .unwrap_or(DEFAULT_INSTALL_ATTEMPTS),
+            retried: crate::failure::Retried::from_names(self.install_retry_reasons.as_deref()),
             readiness: self
                 .readiness
                 .as_ref()
@@ -206,6 +212,8 @@ pub struct PowerLimits {
     pub install: Option<TimeDelta>,
     /// Provisioning attempts before the cluster is broken.
     pub install_attempts: u32,
+    /// The classes of install failure tried again.
+    pub retried: crate::failure::Retried,
     /// The pool checks readiness beyond the nodes: with how long a settle pause (zero: none).
     pub readiness: Option<TimeDelta>,
     /// How soon the pool's transitions finish when they are quick (from its status): what the looks are paced by.
@@ -222,6 +230,7 @@ impl Default for PowerLimits {
             to_hibernating: None,
             install: None,
             install_attempts: DEFAULT_INSTALL_ATTEMPTS,
+            retried: crate::failure::Retried::TRANSIENT,
             readiness: None,
             pace: crate::pace::Pace::default(),
             sleep_is_news: false,

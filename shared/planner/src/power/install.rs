@@ -1,6 +1,8 @@
 //! A cluster being installed: the installer's answers taken (or refused when unusable), failed attempts retried
 //! with a backoff up to the pool's limit, and the install's deadline.
 
+use crate::failure::{self, FailureReason};
+
 use super::*;
 
 /// The step of a cluster being installed, given what the installer or the platform answered.
@@ -24,8 +26,13 @@ pub(super) fn install(out: &mut PowerStep, report: &Report, now: Timestamp, limi
             out.cluster.provision_ref = keepable(handle);
             out.recheck_after = Some(install_look(&out.cluster, now, limits.pace));
         }
-        Report::CallFailed { message } | Report::Install(Install::Failed { message }) => {
-            install_failed(out, message, now, limits)
+        // Apiary's own call refused (its role not yet assumable, a throttle) is tried again as it always was; an
+        // install the installer says failed is tried again only for the classes the pool retries.
+        Report::CallFailed { message } | Report::Install(Install::Refused { message }) => {
+            install_failed(out, message, FailureReason::Unknown, now, limits)
+        }
+        Report::Install(Install::Failed { message }) => {
+            install_failed(out, message, failure::classify(message), now, limits)
         }
         Report::Install(Install::UnderWay)
         | Report::Machines { .. }
@@ -87,14 +94,26 @@ pub(super) fn installed(out: &mut PowerStep, done: &Install, now: Timestamp, lim
     }
 }
 
-/// An install attempt failed: retried after a backoff, or the cluster stops provisioning at the pool's limit.
-pub(super) fn install_failed(out: &mut PowerStep, message: &str, now: Timestamp, limits: PowerLimits) {
+/// An install attempt failed (its failure of class `class`): tried again after a backoff, or the cluster stops
+/// provisioning at the pool's limit, or at once for a class the pool does not retry.
+pub(super) fn install_failed(
+    out: &mut PowerStep,
+    message: &str,
+    class: FailureReason,
+    now: Timestamp,
+    limits: PowerLimits,
+) {
     let c = &mut out.cluster;
     c.install_failures += 1;
     c.provision_ref = None;
     let (n, limit) = (c.install_failures, limits.install_attempts);
     let message = format!("attempt {n} of {limit} failed: {message}");
-    if n >= limit {
+    if !limits.retried.contains(class) {
+        // A failure the pool does not try again (a quota, refused credentials, a bad config) ends it at once.
+        c.retry_at = None;
+        let message = format!("{}, not tried again (installRetryReasons): {message}", class.words());
+        stop_provisioning(c, class.condition_reason(), &message, now);
+    } else if n >= limit {
         c.retry_at = None;
         stop_provisioning(c, reason::INSTALL_ATTEMPTS_LIMIT_REACHED, &message, now);
     } else {
@@ -104,7 +123,7 @@ pub(super) fn install_failed(out: &mut PowerStep, message: &str, now: Timestamp,
             &mut c.conditions,
             condition::PROVISION_FAILED,
             ConditionStatus::True,
-            "InstallFailed",
+            class.condition_reason(),
             &message,
             now,
         );

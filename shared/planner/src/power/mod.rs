@@ -126,6 +126,12 @@ pub enum Install {
         /// The cloud's error.
         message: String,
     },
+    /// Apiary's own look at the install was refused (its credentials, a cloud error that is not the install's): the
+    /// attempt fails and is tried again whatever the message says, as a refused call is.
+    Refused {
+        /// The cloud's error.
+        message: String,
+    },
     /// Every machine is there and running.
     Done,
     /// An external installer finished: the cluster is the one it names (its infraId, which the platform's actuator

@@ -14,6 +14,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         e(field, "unknown field".into());
     }
     sizes(&mut e, spec);
+    retry_reasons(&mut e, spec);
     durations(&mut e, spec);
     if !inventory(&mut e, spec) {
         return Err(errors);
@@ -51,6 +52,28 @@ fn sizes(e: &mut impl FnMut(&str, String), spec: &PoolSpec) {
     if let Some(n) = spec.install_attempts_limit {
         if !(1..=MAX_INSTALL_ATTEMPTS).contains(&n) {
             e("installAttemptsLimit", format!("must be between 1 and {MAX_INSTALL_ATTEMPTS}, got {n}"));
+        }
+    }
+}
+
+/// `installRetryReasons`: each a class of install failure, named once.
+fn retry_reasons(e: &mut impl FnMut(&str, String), spec: &PoolSpec) {
+    use crate::failure::FailureReason;
+    let Some(names) = &spec.install_retry_reasons else { return };
+    let all = FailureReason::ALL;
+    if names.len() > all.len() {
+        e("installRetryReasons", format!("at most {} reasons, got {}", all.len(), names.len()));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, name) in names.iter().enumerate().take(all.len() + 1) {
+        let field = format!("installRetryReasons[{i}]");
+        match FailureReason::parse(name) {
+            None => {
+                let known: Vec<&str> = all.iter().map(|r| r.name()).collect();
+                e(&field, format!("{:?} is not a failure reason: one of {}", shorten(name), known.join(", ")));
+            }
+            Some(reason) if !seen.insert(reason) => e(&field, format!("{name} is listed twice")),
+            Some(_) => {}
         }
     }
 }
