@@ -835,6 +835,68 @@ async fn an_install_failing_for_quota_is_not_tried_again_and_says_so_everywhere(
     .await;
 }
 
+/// Issue 73: a pool's release is part of its version. Bumping it replaces the unclaimed clusters, each made again
+/// from the new release (its installer asked for it), the trail saying which release each replaced one was made
+/// from; the claimed cluster keeps its release until its claim ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_bump_replaces_the_unclaimed_clusters_and_each_shows_the_new_release() {
+    let s = support::clouds_stack().await;
+    let clouds = s.clouds.as_ref().expect("a stack with the fake clouds");
+    let (old, new) = (
+        "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64",
+        "quay.io/openshift-release-dev/ocp-release:4.18.2-x86_64",
+    );
+    // The demo secrets are granted to pool w, the name the demo gives this pool.
+    let mut spec: Value =
+        serde_json::from_str(include_str!("../infra/demo-pool-installer.json")).expect("the demo pool");
+    clouds.fill(&mut spec);
+    spec["size"] = json!(3);
+    spec["release"] = json!(old);
+    s.put_pool("w", &spec).await;
+    let before = s.converged("w", 3, 1).await;
+    assert!(before.iter().all(|c| c["release"] == old), "{before:?}");
+    let (status, claim) = s.call("PUT", "/pools/w/claims/job", ALICE, None).await;
+    assert_eq!(status, 201, "{claim}");
+    let held = claim["cluster"]["id"].as_str().expect("cluster").to_owned();
+
+    spec["release"] = json!(new);
+    s.put_pool("w", &spec).await;
+    let deadline = tokio::time::Instant::now() + 3 * MINUTE;
+    let after = loop {
+        let clusters = s.clusters("w").await;
+        let unclaimed: Vec<&Value> = clusters.iter().filter(|c| c["id"] != held.as_str()).collect();
+        let made_again = |c: &&Value| c["release"] == new && c["deleting"].is_null() && c["installedAt"].is_string();
+        if unclaimed.len() == 3 && unclaimed.iter().all(made_again) {
+            break clusters;
+        }
+        let seen: Vec<String> = clusters
+            .iter()
+            .map(|c| format!("{} {} {} deleting {}", c["id"], c["release"], c["powerState"], c["deleting"]))
+            .collect();
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every unclaimed cluster is of {new}:\n{}",
+            seen.join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let kept = after.iter().find(|c| c["id"] == held.as_str()).expect("the claimed cluster stays");
+    assert_eq!(kept["release"], old, "a claimed cluster is never replaced for a release");
+    for c in after.iter().filter(|c| c["id"] != held.as_str()) {
+        let id = c["id"].as_str().expect("id");
+        assert_eq!(clouds.webhook.release(id).as_deref(), Some(new), "{id}: its installer was asked for the release");
+    }
+    let (_, trail) = s.call("GET", "/pools/w/events?limit=200", ADMIN, None).await;
+    let replaced = trail["events"]
+        .as_array()
+        .map(|events| {
+            let said = format!("made from release {old}, the pool's is now {new}: to be replaced");
+            events.iter().filter(|e| e["type"] == "ClusterDeleting" && e["message"] == said.as_str()).count()
+        })
+        .unwrap_or_default();
+    assert_eq!(replaced, 2, "{trail}");
+}
+
 /// The external installer's story through the HTTP API: a GCP pool whose clusters the reference installer makes
 /// behind the signed webhook fills with the installer's clusters (its infraIds, its machines), a claim is answered
 /// with the cluster's outputs, the pool's GCP actuator hibernates and resumes the installer's machines, and a

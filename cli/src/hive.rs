@@ -277,6 +277,10 @@ fn reference_installer(
     }
     let image_set = hive["imageSetRef"]["name"].as_str().unwrap_or_default();
     let release = named(related, "ClusterImageSet", image_set).and_then(|s| s["spec"]["releaseImage"].as_str());
+    // The release is the pool's, so that a bump of it replaces the pool's unclaimed clusters.
+    if let Some(release) = release {
+        spec["release"] = json!(release);
+    }
     if release.is_none() {
         need(
             "releaseImage",
@@ -567,6 +571,8 @@ mod tests {
         assert!(dropped.contains(&"spec.installerEnv"), "{dropped:?}");
         let settings = i.installer_settings.expect("the installer's settings");
         assert_eq!(settings["releaseImage"], "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64");
+        // The release is the pool's too, so that a bump of it replaces the pool's unclaimed clusters.
+        assert_eq!(i.spec["release"], "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64");
         let template: Value =
             serde_saphyr::from_str(settings["installConfig"].as_str().expect("template")).expect("yaml");
         assert_eq!(

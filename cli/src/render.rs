@@ -71,6 +71,8 @@ pub struct ClaimCluster {
     pub cluster_name: String,
     /// The id its cloud resources are tagged with.
     pub infra_id: String,
+    /// The release it was installed from, when its pool names one.
+    pub release: Option<String>,
     /// Its power state.
     pub power_state: Option<PowerState>,
     /// What its installer said of it.
@@ -227,6 +229,10 @@ pub fn pool_table(pool: &Value, now: Timestamp) -> String {
         ("pending claims", s.pending_claims.to_string()),
         ("age", created.map(|c| age(c, now)).unwrap_or_default()),
     ];
+    if let Some(release) = spec["release"].as_str() {
+        // What the pool installs; clusters from an older release count as stale until replaced.
+        rows.insert(2, ("release", format!("{release} (stale clusters {})", s.stale)));
+    }
     if let Some(role) = spec["platform"]["aws"]["roleArn"].as_str() {
         // A pool in another account: the role, and the ExternalId its trust policy must require.
         rows.insert(2, ("role", role.to_owned()));
@@ -351,7 +357,9 @@ pub fn claim_table(k: &ClaimView, now: Timestamp) -> String {
     }
     if let Some(c) = &k.cluster {
         let power = c.power_state.map_or_else(|| "-".into(), |p| format!("{p:?}"));
-        let _ = writeln!(out, "{:<12} {} (id {}, infraId {}, {power})", "cluster", c.cluster_name, c.id, c.infra_id);
+        let release = c.release.as_deref().map(|r| format!(", release {r}")).unwrap_or_default();
+        let (name, id, infra) = (&c.cluster_name, &c.id, &c.infra_id);
+        let _ = writeln!(out, "{:<12} {name} (id {id}, infraId {infra}{release}, {power})", "cluster");
         for (name, value) in &c.outputs {
             let _ = writeln!(out, "{:<12} {name} = {value}", "output");
         }

@@ -247,13 +247,18 @@ impl Installer {
             Ok(config) => config,
             Err(why) => return Ok(Begun::Answered(refused(req.attempt, why))),
         };
+        // The pool's release when it names one, else the installer's settings'.
+        if let Some(Err(why)) = req.release.as_deref().map(apiary_planner::validate::check_image_ref) {
+            return Ok(Begun::Answered(refused(req.attempt, format!("release: {why}"))));
+        }
+        let release = req.release.clone().unwrap_or_else(|| settings.release_image.clone());
         let mut record = Record {
             id: req.cluster_id.clone(),
             pool: req.pool.clone(),
             cluster_name: req.cluster_name.clone(),
             domain: config.domain,
             attempt: req.attempt,
-            release_image: settings.release_image.clone(),
+            release_image: release.clone(),
             install_timeout: timeout.as_secs(),
             role_arn: settings.role_arn.clone(),
             phase: Phase::Installing,
@@ -287,6 +292,7 @@ impl Installer {
             // clean-up is done.
             self.dirs.write(&record.id, NEXT_INSTALL_CONFIG, config.text.as_bytes()).await?;
             self.dirs.write(&record.id, NEXT_PULL_SECRET, config.pull.as_bytes()).await?;
+            self.dirs.write(&record.id, NEXT_RELEASE, release.as_bytes()).await?;
             if !self.write(&mut record, expected).await? {
                 return Ok(Begun::Reread);
             }
@@ -501,7 +507,10 @@ impl Installer {
         match self.pools.settings(&r.pool).await? {
             Some(settings) => {
                 r.install_timeout = settings.timeout().map_or(r.install_timeout, |t| t.as_secs());
-                r.release_image = settings.release_image;
+                // The release the attempt asked for, kept beside its install-config while the old one went.
+                let asked =
+                    self.dirs.read(&r.id, NEXT_RELEASE).await?.map(|b| String::from_utf8_lossy(&b).into_owned());
+                r.release_image = asked.unwrap_or(settings.release_image);
                 r.role_arn = settings.role_arn;
             }
             None => {
@@ -618,6 +627,8 @@ impl Installer {
 
 /// Where the next attempt's install-config waits while an earlier attempt is cleaned up.
 const NEXT_INSTALL_CONFIG: &str = ".apiary/next-install-config.yaml";
+/// The release the next attempt installs, kept beside its install-config.
+const NEXT_RELEASE: &str = ".apiary/next-release";
 /// And its pull secret.
 const NEXT_PULL_SECRET: &str = ".apiary/next-pull-secret.json";
 

@@ -289,6 +289,34 @@ async fn a_failed_install_is_cleaned_up_and_told_with_the_logs_excerpt_then_the_
     assert_eq!((status, body["attempt"].as_u64()), (200, Some(2)), "{body}");
 }
 
+/// Issue 73: the pool's release, carried by the install request, is the one installed: over the settings' release,
+/// and a release that is not an image reference is refused naming it.
+#[tokio::test]
+async fn the_release_the_request_names_is_installed_instead_of_the_settings() {
+    let w = world("release", TEMPLATE).await;
+    let release = "quay.io/openshift-release-dev/ocp-release:4.18.2-x86_64";
+    let body = json!({
+        "pool": POOL, "clusterId": "ci-21", "clusterName": "ci-21", "baseDomain": "ci.example.com",
+        "parameters": {"workers": "2", "machineCidr": "10.0.0.0/16"}, "attempt": 1, "release": release,
+    });
+    let (status, _) = w.call("PUT", "/clusters/ci-21", body.clone()).await;
+    assert_eq!(status, 202);
+    let (status, answer) = w.until_not("GET", "ci-21", "Provisioning").await;
+    assert_eq!(status, 200, "{answer}");
+    let state = std::fs::read(w.root.join("clusters/ci-21/.openshift_install_state.json")).expect("state");
+    let state: Value = serde_json::from_slice(&state).expect("json");
+    assert_eq!(state["*releaseimage.Image"]["PullSpec"], release, "the request's release, not the settings'");
+
+    let mut bad = body;
+    bad["clusterId"] = json!("ci-22");
+    bad["clusterName"] = json!("ci-22");
+    bad["release"] = json!("4.18.2");
+    let (status, answer) = w.call("PUT", "/clusters/ci-22", bad).await;
+    assert_eq!(status, 400, "{answer}");
+    let message = answer["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("release: \"4.18.2\" is not an image reference"), "{message}");
+}
+
 #[tokio::test]
 async fn a_failure_for_quota_is_told_in_words_the_planner_classifies_as_quota() {
     let w = world("quota", TEMPLATE).await;

@@ -40,6 +40,7 @@ pub(crate) fn claim_view(pool: &Pool, claim: &Claim, cluster: Option<&Cluster>) 
             "id": c.id,
             "clusterName": c.cluster_name,
             "infraId": c.infra_id,
+            "release": c.release,
             "powerState": c.power_state,
             "outputs": c.outputs,
             // Addresses as found when the cluster last became Running: shown only while it runs.

@@ -165,6 +165,7 @@ async fn every_declared_bound_is_the_enforced_one() {
             with(&["installRetryReasons"], json!(vec!["Capacity"; 8])),
             "installRetryReasons",
         ),
+        ("PoolSpec/release/maxLength", 512.0, with(&["release"], json!(format!("quay.io/{}:1", x(510)))), "release"),
         (
             "Duration/maxLength",
             MAX_DURATION_LEN as f64,

@@ -248,7 +248,11 @@ fn consume_config(dir: &Path, log: &mut Log) -> Result<Value, ExitCode> {
     // The installer consumes its input: the config lives on in its state file.
     let _ = std::fs::write(
         dir.join(".openshift_install_state.json"),
-        json!({"*installconfig.InstallConfig": config}).to_string(),
+        json!({
+            "*installconfig.InstallConfig": config,
+            "*releaseimage.Image": {"PullSpec": std::env::var("OPENSHIFT_INSTALL_RELEASE_IMAGE_OVERRIDE").unwrap_or_default()},
+        })
+        .to_string(),
     );
     let _ = std::fs::remove_file(dir.join("install-config.yaml"));
     Ok(config)

@@ -78,6 +78,9 @@ pub struct InstallRequest {
     pub parameters: BTreeMap<String, String>,
     /// 1, then one more after each failed attempt: a PUT of a higher attempt starts the install anew.
     pub attempt: u32,
+    /// The release to install (the pool's `release`): absent, the installer's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
 }
 
 /// The webhook provisioner.
@@ -243,6 +246,7 @@ impl Provisioner for Webhook {
             labels: t.spec.labels.clone(),
             parameters: t.cluster.parameters.clone(),
             attempt: t.attempt(),
+            release: t.cluster.release.clone(),
         };
         let body = serde_json::to_vec(&request).map_err(|e| Error::service(op, e.to_string(), false))?;
         let answer = self.send(op, Method::PUT, t, Some(body)).await?;

@@ -57,6 +57,7 @@ struct Record {
     base_domain: String,
     /// The cluster's inventory entry's parameters, as the request sent them.
     parameters: BTreeMap<String, String>,
+    release: Option<String>,
     started: Duration,
     fails: bool,
     removing: bool,
@@ -165,6 +166,11 @@ impl FakeWebhook {
         self.lock().records.get(id).map(|r| r.parameters.clone())
     }
 
+    /// The release the install request of cluster `id` named, if the receiver holds it and it named one.
+    pub fn release(&self, id: &str) -> Option<String> {
+        self.lock().records.get(id).and_then(|r| r.release.clone())
+    }
+
     /// Requests so far, as `METHOD path`, and clears the log.
     pub fn take_log(&self) -> Vec<String> {
         self.lock().log.take()
@@ -263,6 +269,7 @@ fn install(s: &mut State, id: &str, body: &Value) -> Response {
         name: name.to_owned(),
         base_domain: body["baseDomain"].as_str().unwrap_or("example.com").to_owned(),
         parameters: serde_json::from_value(body["parameters"].clone()).unwrap_or_default(),
+        release: body["release"].as_str().map(str::to_owned),
         started: s.clock.now(),
         fails: attempt <= s.failing_attempts,
         removing: false,

@@ -281,7 +281,7 @@ pub fn of_action(before: &Snapshot, action: &Action, now: Timestamp) -> Vec<Even
                     None => "broken, to be replaced".to_owned(),
                 },
                 DeleteReason::Excess => "the pool has more clusters than it needs".to_owned(),
-                DeleteReason::Stale => "made from an older version of the pool's spec, to be replaced".to_owned(),
+                DeleteReason::Stale => stale_why(cluster(id), before.pool.spec.release.as_deref()),
                 DeleteReason::InventoryNameRemoved => "its inventory name was removed".to_owned(),
                 DeleteReason::InventoryEntryChanged => {
                     "its inventory entry's parameters changed, to be made again with them".to_owned()
@@ -379,6 +379,17 @@ fn certificates(before: &Cluster, after: &Cluster) -> Vec<(EventType, String)> {
         out.push((EventType::NodeCertificatesLeftPending, format!("left pending: {}", new.join("; "))));
     }
     out
+}
+
+/// Why a stale cluster goes: the release it was made from when the pool's is another, else an older spec.
+fn stale_why(c: Option<&Cluster>, release: Option<&str>) -> String {
+    let of = |r: Option<&str>| r.map_or_else(|| "the installer's own".to_owned(), str::to_owned);
+    match c.map(|c| c.release.as_deref()) {
+        Some(was) if was != release => {
+            format!("made from release {}, the pool's is now {}: to be replaced", of(was), of(release))
+        }
+        _ => "made from an older version of the pool's spec, to be replaced".to_owned(),
+    }
 }
 
 /// Why a broken cluster is broken: its condition's reason and message.

@@ -804,3 +804,48 @@ fn a_status_that_changed_is_written_with_its_plans_time_and_the_time_alone_is_ne
     assert!(!again.actions.iter().any(|a| matches!(a, Action::UpdatePool { .. })), "{:?}", again.actions);
     assert_eq!(again.status.planned_at, Some(at(11)));
 }
+
+// ── the pool's release ─────────────────────────────────────────────────────────────────────────────────────
+
+#[test]
+fn a_release_bump_replaces_the_unclaimed_clusters_one_at_a_time_and_the_trail_names_both_releases() {
+    let (old, new) = (
+        "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64",
+        "quay.io/openshift-release-dev/ocp-release:4.18.2-x86_64",
+    );
+    let mut before = pool().size(2);
+    let unnamed = pool_version(&before.spec);
+    before.spec.release = Some(old.into());
+    let made_with = pool_version(&before.spec);
+    assert_ne!(made_with, unnamed, "naming a release changes the version; naming none leaves it as it was");
+    let mut bumped = pool().size(2);
+    bumped.spec.release = Some(new.into());
+    assert_ne!(pool_version(&bumped.spec), made_with);
+
+    let made = |id: &str, t: i64| {
+        let mut c = cluster(id).created(at(t)).version(Some(&made_with));
+        c.c.release = Some(old.into());
+        c
+    };
+    let scenario = given(bumped)
+        .with(made("c1", 1).claimed("job", at(5)))
+        .with(claim("job").assigned("c1", at(5)))
+        .with(made("c2", 2))
+        .with(made("c3", 3));
+    let plan = scenario.plan_at(at(10));
+    // The pool is full (two unclaimed) and nothing installs: the oldest unclaimed goes first, one at a time, and its
+    // replacement is made at once; the claimed one is never replaced.
+    assert_eq!(plan.deleted_for(DeleteReason::Stale), ["c2"]);
+    let created = plan.created();
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].release.as_deref(), Some(new), "a new cluster records the release it is made from");
+    let snapshot = scenario.snapshot();
+    let said: Vec<String> = plan
+        .actions
+        .iter()
+        .filter(|a| matches!(a, Action::DeleteCluster { reason: DeleteReason::Stale, .. }))
+        .flat_map(|a| apiary_planner::events::of_action(&snapshot, a, at(10)))
+        .filter_map(|e| e.message)
+        .collect();
+    assert_eq!(said, [format!("made from release {old}, the pool's is now {new}: to be replaced")]);
+}

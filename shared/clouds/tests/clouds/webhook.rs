@@ -142,6 +142,7 @@ fn the_contract_document_describes_what_apiary_sends_and_reads() {
         labels: [("k".to_owned(), "v".to_owned())].into(),
         parameters: [("apiVIP".to_owned(), "10.0.0.10".to_owned())].into(),
         attempt: 1,
+        release: Some("quay.io/openshift-release-dev/ocp-release:4.18.2-x86_64".into()),
     };
     let sent: Vec<String> =
         serde_json::to_value(&request).expect("json").as_object().expect("object").keys().cloned().collect();

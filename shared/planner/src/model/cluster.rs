@@ -98,6 +98,9 @@ pub struct Cluster {
     /// The poolVersion the cluster was made from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_version: Option<String>,
+    /// The release it was installed from (the pool's `release` when it was made); none when the pool named none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
     /// When the cluster was created.
     pub created_at: Timestamp,
     /// When installation completed.
@@ -226,6 +229,7 @@ impl Cluster {
             cluster_name: cluster_name.into(),
             infra_id: infra_id.into(),
             pool_version: None,
+            release: None,
             created_at,
             installed_at: None,
             provision_stopped: false,

@@ -56,6 +56,10 @@ pub struct PoolSpec {
     /// DNS domain the clusters' names live under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_domain: Option<String>,
+    /// The release the pool's clusters are installed from (an image by tag or digest, as Hive's ClusterImageSet
+    /// names it), sent to its installer and part of the pool version. Unset: the installer's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
     /// Free-form labels; they never change `poolVersion`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
@@ -137,6 +141,7 @@ impl PoolSpec {
             install_timeout: None,
             inventory: None,
             base_domain: None,
+            release: None,
             labels: BTreeMap::new(),
             platform,
             readiness: None,

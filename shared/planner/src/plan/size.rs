@@ -153,6 +153,7 @@ impl Planner<'_> {
         self.busy += 1;
         let mut cluster = Cluster::new(id, name.clone(), infra_id, self.now);
         cluster.pool_version = Some(self.version.clone());
+        cluster.release.clone_from(&self.snap.pool.spec.release);
         // What its inventory entry asks of it, sent to its installer (and compared with the entry from now on).
         cluster.parameters = self.snap.pool.spec.inventory_parameters(&name).cloned().unwrap_or_default();
         self.names.taken.insert(Cow::Owned(name));

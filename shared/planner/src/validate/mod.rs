@@ -112,6 +112,30 @@ pub(crate) fn secret_arn(e: &mut impl FnMut(&str, String), field: &str, arn: &st
     }
 }
 
+/// An image reference as a release names one: `registry/repository:tag` or `registry/repository@sha256:<digest>`,
+/// at most 512 characters, no whitespace.
+pub fn check_image_ref(image: &str) -> Result<(), String> {
+    let (name, reference) = match image.split_once('@') {
+        Some((name, digest)) => {
+            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+            let ok = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+            (name, ok)
+        }
+        None => match image.rsplit_once(':') {
+            Some((name, tag)) if !tag.contains('/') => (name, !tag.is_empty() && tag.len() <= 128),
+            _ => (image, false),
+        },
+    };
+    let name_ok = name.contains('/') && !name.starts_with('/') && !name.ends_with('/');
+    if image.len() > 512 || image.contains(char::is_whitespace) || !name_ok || !reference {
+        return Err(format!(
+            "{:?} is not an image reference: registry/repository:tag or registry/repository@sha256:<digest>",
+            shorten(image)
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn count(e: &mut impl FnMut(&str, String), field: &str, n: i64) {
     if n < 0 {
         e(field, format!("must not be negative, got {n}"));
@@ -228,6 +252,32 @@ mod tests {
 
     fn fields(spec: &PoolSpec) -> Vec<String> {
         validate_spec(spec).err().unwrap_or_default().into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn a_release_is_an_image_by_tag_or_digest() {
+        let digest = format!("quay.io/openshift-release-dev/ocp-release@sha256:{}", "0a".repeat(32));
+        for good in
+            ["quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64", "registry.local:5000/ocp/release:4.18", &digest]
+        {
+            assert_eq!(check_image_ref(good), Ok(()), "{good}");
+        }
+        let upper = digest.replace("0a", "0A");
+        for bad in [
+            "4.18",
+            "quay.io/ocp/release",
+            "registry.local:5000/ocp/release",
+            "quay.io/a/b@sha256:abc",
+            "quay.io/a/b:",
+            "quay.io/a b:1",
+            "/a:1",
+            &upper,
+        ] {
+            assert!(check_image_ref(bad).is_err(), "{bad}");
+        }
+        let mut s = spec();
+        s.release = Some("4.18".into());
+        assert_eq!(fields(&s), ["release"]);
     }
 
     #[test]

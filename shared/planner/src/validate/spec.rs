@@ -20,6 +20,11 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         return Err(errors);
     }
     domain_and_labels(&mut e, spec);
+    if let Some(release) = &spec.release {
+        if let Err(why) = check_image_ref(release) {
+            e("release", why);
+        }
+    }
     platform(&mut e, spec);
     adaptive_running_count(&mut e, spec);
     reaper(&mut e, spec);
