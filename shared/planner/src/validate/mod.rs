@@ -275,7 +275,16 @@ mod tests {
         ] {
             assert!(check_image_ref(bad).is_err(), "{bad}");
         }
+        use crate::model::{ProvisionerSpec, WebhookProvisioner};
         let mut s = spec();
+        s.release = Some("quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64".into());
+        let refused = validate_spec(&s).expect_err("a release with no installer to install it");
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].field == "release" && refused[0].message.contains("provisioner.webhook"), "{refused:?}");
+        let secret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/installer-AbCdEf";
+        let webhook = Some(WebhookProvisioner { url: "https://installer.example.com".into(), secret: secret.into() });
+        s.provisioner = Some(ProvisionerSpec { webhook });
+        assert_eq!(validate_spec(&s), Ok(()));
         s.release = Some("4.18".into());
         assert_eq!(fields(&s), ["release"]);
     }

@@ -20,10 +20,19 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         return Err(errors);
     }
     domain_and_labels(&mut e, spec);
-    if let Some(release) = &spec.release {
-        if let Err(why) = check_image_ref(release) {
-            e("release", why);
+    match (&spec.release, &spec.provisioner) {
+        (Some(_), None) => e(
+            "release",
+            "a release is what the pool's installer installs: name one (provisioner.webhook), or leave release out \
+             for a pool that makes its machines itself"
+                .into(),
+        ),
+        (Some(release), Some(_)) => {
+            if let Err(why) = check_image_ref(release) {
+                e("release", why);
+            }
         }
+        (None, _) => {}
     }
     platform(&mut e, spec);
     adaptive_running_count(&mut e, spec);
