@@ -156,6 +156,13 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
     assert_eq!(machines(&running), ["RUNNING"; 3]);
     assert_eq!(machines(&standby), ["TERMINATED"; 3], "the pool's GCP actuator stopped the installer's machines");
 
+    // The demo's extra manifest went into openshift/ and was consumed by the install, rendered for the cluster.
+    let dir = clouds.openshift.root.join("clusters").join(running["id"].as_str().expect("id"));
+    let state = std::fs::read(dir.join(".openshift_install_state.json")).expect("openshift-install's state");
+    let state: Value = serde_json::from_slice(&state).expect("its state is JSON");
+    let consumed = state["*manifests.Openshift"]["FileList"].to_string();
+    assert!(consumed.contains("openshift/99_apiary-00-configmap-apiary-pool.yaml"), "{consumed}");
+
     let (status, claim) = s.call("PUT", "/pools/w/claims/job", ALICE, None).await;
     assert_eq!(status, 201, "{claim}");
     assert_eq!(claim["cluster"]["id"], running["id"]);
@@ -263,7 +270,7 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
 /// installs from an install-config template and inventory parameters, with `fake-openshift-install` as its jobs,
 /// fills with clusters whose machines the stand-in launched in EC2; the Kubernetes check passes through the
 /// kubeconfig each install wrote; a claim gets a Running one with its outputs; its release destroys it (machines,
-/// secrets, the installer's record). A pool whose template does not fit openshift-install's schema gets a
+/// secrets, the installer's record). Its extra manifest reached each install. A pool whose template does not fit openshift-install's schema gets a
 /// ProvisionFailed condition naming the field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openshift_pool_installs_through_the_reference_installer_and_a_release_destroys_the_cluster() {
@@ -312,6 +319,13 @@ async fn an_openshift_pool_installs_through_the_reference_installer_and_a_releas
     let out = s.ec2.describe_instances().filters(tagged).send().await.expect("describe");
     let count: usize = out.reservations().iter().map(|r| r.instances().len()).sum();
     assert_eq!(count, 6 + workers(&running) + workers(&standby));
+
+    // The demo's extra manifest went into openshift/ and was consumed by the install, rendered for the cluster.
+    let dir = clouds.openshift.root.join("clusters").join(running["id"].as_str().expect("id"));
+    let state = std::fs::read(dir.join(".openshift_install_state.json")).expect("openshift-install's state");
+    let state: Value = serde_json::from_slice(&state).expect("its state is JSON");
+    let consumed = state["*manifests.Openshift"]["FileList"].to_string();
+    assert!(consumed.contains("openshift/99_apiary-00-configmap-apiary-pool.yaml"), "{consumed}");
 
     let (status, claim) = s.call("PUT", "/pools/w/claims/job", ALICE, None).await;
     assert_eq!(status, 201, "{claim}");

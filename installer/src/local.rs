@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 
 use crate::model::{PoolSettings, Record};
-use crate::ports::{Dirs, JobSpec, JobState, Jobs, Pools, Records};
+use crate::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records};
 
 fn io(what: &str, e: std::io::Error) -> Error {
     Error::service("local", format!("{what}: {e}"), true)
@@ -210,8 +210,9 @@ impl Dirs for LocalDirs {
     }
 }
 
-/// Jobs as local processes: `<program> create cluster --dir <root>/clusters/<id> --log-level info`, with the
-/// runner's environment, stopped at their timeout.
+/// Jobs as local processes: `<program> create cluster --dir <root>/clusters/<id> --log-level info` (after `create
+/// manifests` and the pool's manifests copied into `openshift/`, when it has any), with the runner's environment,
+/// stopped at their timeout.
 pub struct LocalJobs {
     program: Vec<String>,
     root: PathBuf,
@@ -275,62 +276,131 @@ impl Jobs for LocalJobs {
 }
 
 impl LocalJobs {
-    /// Starts job `id`'s process, held already, and watches it to its end.
+    /// Starts job `id`'s first process, held already, and watches its steps to their end.
     async fn spawn(&self, spec: &JobSpec, id: &str, stop: Arc<Notify>) -> Result<()> {
         let dir = LocalDirs::new(&self.root).dir(&spec.cluster);
         tokio::fs::create_dir_all(&dir).await.map_err(|e| io("the install directory", e))?;
         let logs = self.root.join("jobs");
         tokio::fs::create_dir_all(&logs).await.map_err(|e| io("the jobs' logs", e))?;
         let out = std::fs::File::create(logs.join(format!("{id}.out"))).map_err(|e| io("a job's log", e))?;
-        let Some((program, leading)) = self.program.split_first() else {
-            return Err(Error::Config("the local runner names no program".into()));
-        };
-        let mut child = tokio::process::Command::new(program)
-            .args(leading)
-            .args(spec.kind.args(&dir.display().to_string()))
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .env("OPENSHIFT_INSTALL_RELEASE_IMAGE_OVERRIDE", &spec.release_image)
-            .envs(spec.role_arn.iter().map(|role| ("APIARY_INSTALL_ROLE_ARN", role)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| Error::Config(format!("the local runner's program {program}: {e}")))?;
         let out = Arc::new(Mutex::new(out));
-        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-        let copying = tokio::spawn(async move { tokio::join!(redacted(stdout, out.clone()), redacted(stderr, out)) });
-        let (jobs, job, timeout, verb) =
-            (self.jobs.clone(), id.to_owned(), spec.timeout, format!("{} cluster", spec.kind.args("")[0]));
+        let path = dir.display().to_string();
+        // An install with manifests waiting makes openshift-install's own first, as the buildspec does.
+        let mut steps = Vec::new();
+        if spec.kind == JobKind::Install && waiting_manifests(&dir).is_some() {
+            steps.push(["create", "manifests", "--dir", &path, "--log-level", "info"].map(str::to_owned).to_vec());
+        }
+        steps.push(spec.kind.args(&path));
+        let run = Run { program: self.program.clone(), env: self.env.clone(), spec: spec.clone(), out };
+        let mut steps = steps.into_iter();
+        let first = steps.next().unwrap_or_default();
+        // A program that cannot start is the start's error.
+        let child = run.start(&first)?;
+        let (jobs, job, timeout) = (self.jobs.clone(), id.to_owned(), spec.timeout);
+        let verb = format!("{} cluster", spec.kind.args("")[0]);
         tokio::spawn(async move {
-            let state = tokio::select! {
-                status = child.wait() => match status {
-                    Ok(s) if s.success() => JobState::Succeeded,
-                    Ok(s) => JobState::Failed(match s.code() {
-                        Some(code) => format!("{verb} exited with status {code}"),
-                        None => format!("{verb} was killed"),
-                    }),
-                    Err(e) => JobState::Failed(format!("{verb} could not be waited for: {e}")),
-                },
-                () = tokio::time::sleep(timeout) => {
-                    let _ = child.kill().await;
-                    JobState::Failed(format!("{verb} timed out after {}", apiary_planner::duration::format(
-                        chrono::TimeDelta::from_std(timeout).unwrap_or_default())))
-                }
-                () = stop.notified() => {
-                    let _ = child.kill().await;
-                    JobState::Failed(format!("{verb} was stopped"))
+            let steps = async {
+                let (mut child, mut args) = (child, first);
+                loop {
+                    if let Err(why) = run.finish(child, &args).await {
+                        return JobState::Failed(why);
+                    }
+                    let Some(next) = steps.next() else { return JobState::Succeeded };
+                    if let Err(e) = place_manifests(&dir) {
+                        return JobState::Failed(format!("the manifests could not be put in openshift/: {e}"));
+                    }
+                    child = match run.start(&next) {
+                        Ok(child) => child,
+                        Err(e) => return JobState::Failed(e.to_string()),
+                    };
+                    args = next;
                 }
             };
-            // The output's last lines are written before the job is seen to end (the pipes close with the process;
-            // the bound is for a child of it that kept them open).
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), copying).await;
+            // A step stopped or timed out is killed as its future is dropped.
+            let state = tokio::select! {
+                state = steps => state,
+                () = tokio::time::sleep(timeout) => JobState::Failed(format!("{verb} timed out after {}",
+                    apiary_planner::duration::format(chrono::TimeDelta::from_std(timeout).unwrap_or_default()))),
+                () = stop.notified() => JobState::Failed(format!("{verb} was stopped")),
+            };
             if let Some(held) = jobs.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&job) {
                 held.state = state;
             }
         });
         Ok(())
     }
+}
+
+/// One job's processes: the program, its environment and where their output goes.
+struct Run {
+    program: Vec<String>,
+    env: Vec<(String, String)>,
+    spec: JobSpec,
+    out: Arc<Mutex<std::fs::File>>,
+}
+
+impl Run {
+    /// Starts the program with `args` after its own.
+    fn start(&self, args: &[String]) -> Result<tokio::process::Child> {
+        let Some((program, leading)) = self.program.split_first() else {
+            return Err(Error::Config("the local runner names no program".into()));
+        };
+        tokio::process::Command::new(program)
+            .args(leading)
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("OPENSHIFT_INSTALL_RELEASE_IMAGE_OVERRIDE", &self.spec.release_image)
+            .envs(self.spec.role_arn.iter().map(|role| ("APIARY_INSTALL_ROLE_ARN", role)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::Config(format!("the local runner's program {program}: {e}")))
+    }
+
+    /// Waits for `child` (started with `args`), its output copied; `Err` says how it failed.
+    async fn finish(&self, mut child: tokio::process::Child, args: &[String]) -> std::result::Result<(), String> {
+        let verb = args.iter().take(2).cloned().collect::<Vec<_>>().join(" ");
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let out = self.out.clone();
+        let copying = tokio::spawn(async move { tokio::join!(redacted(stdout, out.clone()), redacted(stderr, out)) });
+        let status = child.wait().await;
+        // The output's last lines are written before the step is seen to end (the pipes close with the process;
+        // the bound is for a child of it that kept them open).
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), copying).await;
+        match status {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(match s.code() {
+                Some(code) => format!("{verb} exited with status {code}"),
+                None => format!("{verb} was killed"),
+            }),
+            Err(e) => Err(format!("{verb} could not be waited for: {e}")),
+        }
+    }
+}
+
+/// The manifests waiting in install directory `dir` for the job, if there are any.
+fn waiting_manifests(dir: &Path) -> Option<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(crate::manifests::DIR))
+        .ok()?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    (!files.is_empty()).then_some(files)
+}
+
+/// Copies the waiting manifests into `dir/openshift/`, where `create cluster` takes them.
+fn place_manifests(dir: &Path) -> std::io::Result<()> {
+    let openshift = dir.join("openshift");
+    std::fs::create_dir_all(&openshift)?;
+    for file in waiting_manifests(dir).unwrap_or_default() {
+        if let Some(name) = file.file_name() {
+            std::fs::copy(&file, openshift.join(name))?;
+        }
+    }
+    Ok(())
 }
 
 /// Copies `from`, a job's stdout or stderr, to its output line by line, each line redacted.

@@ -26,6 +26,10 @@ pub struct PoolSettings {
     pub install_config: String,
     /// The ARN of the Secrets Manager secret holding the pull secret (tagged for the pool).
     pub pull_secret: String,
+    /// Extra manifests the clusters are installed with, each one YAML document templated as the install-config
+    /// is ([`crate::manifests`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifests: Vec<String>,
     /// The ARN of the secret holding the SSH public key the machines accept, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_key: Option<String>,
@@ -59,6 +63,16 @@ impl PoolSettings {
                 "installConfig: at most {MAX_TEMPLATE_BYTES} bytes, got {}",
                 self.install_config.len()
             ));
+        }
+        if self.manifests.len() > crate::manifests::MAX_MANIFESTS {
+            return Err(format!(
+                "manifests: at most {} manifests, got {}",
+                crate::manifests::MAX_MANIFESTS,
+                self.manifests.len()
+            ));
+        }
+        if let Some(i) = self.manifests.iter().position(|m| m.len() > MAX_TEMPLATE_BYTES) {
+            return Err(format!("manifests[{i}]: at most {MAX_TEMPLATE_BYTES} bytes, got {}", self.manifests[i].len()));
         }
         let arn = |field: &str, value: &str| {
             if value.starts_with("arn:") && value.contains(":secretsmanager:") {
@@ -206,5 +220,9 @@ mod tests {
         let inline =
             settings("").replace("arn:aws:secretsmanager:us-east-1:123456789012:secret:pull", "{\\\"auths\\\"}");
         assert!(PoolSettings::parse(inline.as_bytes()).expect_err("inline").starts_with("pullSecret:"));
+        let many = format!(r#", "manifests": [{}]"#, vec!["\"kind: x\""; 65].join(","));
+        assert!(why(&many).starts_with("manifests: at most 64"));
+        let big = format!(r#", "manifests": ["a", "{}"]"#, "x".repeat(MAX_TEMPLATE_BYTES + 1));
+        assert!(why(&big).starts_with("manifests[1]: at most"));
     }
 }

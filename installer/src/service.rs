@@ -2,8 +2,9 @@
 //!
 //! - `PUT …/clusters/{id}`: a new attempt renders the pool's template for the cluster, checks it against
 //!   openshift-install's schema (a `400` naming the field if it does not fit), writes `install-config.yaml` to the
-//!   cluster's install directory and starts `openshift-install create cluster` as a job. The same attempt again is
-//!   a look.
+//!   cluster's install directory, with the pool's extra manifests rendered and checked beside it
+//!   ([`crate::manifests`]), and starts `openshift-install create cluster` as a job. The same attempt again is a
+//!   look.
 //! - `GET …/clusters/{id}`: moves the cluster on from its job's state and answers where it stands. A finished
 //!   install's `metadata.json` gives the infraId, its kubeconfig and kubeadmin password become secrets tagged for
 //!   the pool, and the answer is `Ready` with the outputs. A failed install's resources are destroyed before the
@@ -32,6 +33,7 @@ use http::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
 use crate::admission::{bound, digest, listed_pool, verified, REPLAY_SECONDS};
+use crate::manifests::Manifest;
 use crate::model::{Phase, PoolSettings, Record, DESTROY_TIMEOUT};
 use crate::outputs::{excerpt, files, kubeconfig_server, Metadata};
 use crate::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records, Replays, Vault};
@@ -293,6 +295,7 @@ impl Installer {
             self.dirs.write(&record.id, NEXT_INSTALL_CONFIG, config.text.as_bytes()).await?;
             self.dirs.write(&record.id, NEXT_PULL_SECRET, config.pull.as_bytes()).await?;
             self.dirs.write(&record.id, NEXT_RELEASE, release.as_bytes()).await?;
+            self.dirs.write(&record.id, NEXT_MANIFESTS, &serde_json::to_vec(&config.manifests)?).await?;
             if !self.write(&mut record, expected).await? {
                 return Ok(Begun::Reread);
             }
@@ -301,6 +304,7 @@ impl Installer {
         self.dirs.clear(&record.id).await?;
         self.dirs.write(&record.id, files::INSTALL_CONFIG, config.text.as_bytes()).await?;
         self.dirs.write(&record.id, files::PULL_SECRET, config.pull.as_bytes()).await?;
+        self.place(&record.id, &config.manifests).await?;
         if !self.write(&mut record, expected).await? {
             return Ok(Begun::Reread);
         }
@@ -338,6 +342,10 @@ impl Installer {
             let said: Vec<String> = problems.iter().map(Problem::to_string).collect();
             return Ok(Err(format!("install-config: {}", said.join("; "))));
         }
+        let manifests = match crate::manifests::rendered(&settings.manifests, &values) {
+            Ok(manifests) => manifests,
+            Err(why) => return Ok(Err(format!("pools/{}.json: {why}", req.pool))),
+        };
         let domain = format!("{}.{}", req.cluster_name, doc["baseDomain"].as_str().unwrap_or_default());
         // Only now the secrets: a refused template costs no read of them.
         let pull = match self.secrets.get(&settings.pull_secret, &req.pool).await {
@@ -359,7 +367,15 @@ impl Installer {
             }
         }
         // JSON is YAML: openshift-install reads it as it is.
-        Ok(Ok(Rendered { text: doc.to_string(), domain, pull: pull.expose().trim().to_owned() }))
+        Ok(Ok(Rendered { text: doc.to_string(), domain, pull: pull.expose().trim().to_owned(), manifests }))
+    }
+
+    /// Writes the pool's manifests where the install job takes them from.
+    async fn place(&self, id: &str, manifests: &[Manifest]) -> Result<()> {
+        for manifest in manifests {
+            self.dirs.write(id, &manifest.waiting(), manifest.text.as_bytes()).await?;
+        }
+        Ok(())
     }
 
     /// Moves `r` on as far as its jobs allow, and answers where it stands.
@@ -520,9 +536,14 @@ impl Installer {
             }
         }
         let pull = self.dirs.read(&r.id, NEXT_PULL_SECRET).await?.unwrap_or_default();
+        let manifests: Vec<Manifest> = match self.dirs.read(&r.id, NEXT_MANIFESTS).await? {
+            Some(bytes) => serde_json::from_slice(&bytes)?,
+            None => Vec::new(),
+        };
         self.dirs.clear(&r.id).await?;
         self.dirs.write(&r.id, files::INSTALL_CONFIG, &config).await?;
         self.dirs.write(&r.id, files::PULL_SECRET, &pull).await?;
+        self.place(&r.id, &manifests).await?;
         r.reinstall = false;
         r.message = None;
         r.phase = Phase::Installing;
@@ -631,6 +652,8 @@ const NEXT_INSTALL_CONFIG: &str = ".apiary/next-install-config.yaml";
 const NEXT_RELEASE: &str = ".apiary/next-release";
 /// And its pull secret.
 const NEXT_PULL_SECRET: &str = ".apiary/next-pull-secret.json";
+/// And its manifests (a JSON list of [`Manifest`]).
+const NEXT_MANIFESTS: &str = ".apiary/next-manifests.json";
 
 struct Rendered {
     text: String,
@@ -638,6 +661,8 @@ struct Rendered {
     /// The pull secret, for the job to read the release image with (it is also in the install-config, which
     /// openshift-install consumes).
     pull: String,
+    /// The pool's extra manifests, rendered and checked.
+    manifests: Vec<Manifest>,
 }
 
 /// How beginning an install attempt went: answered, or another request wrote the record first and it must be read

@@ -307,6 +307,7 @@ async fn installer_stack() -> (aws_config::SdkConfig, std::collections::HashMap<
         "releaseImage": "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64",
         "installConfig": "apiVersion: v1\nmetadata:\n  name: {clusterName}\nbaseDomain: {baseDomain}\nplatform:\n  none: {}\n",
         "pullSecret": env["APIARY_INSTALLER_PULL_SECRET"],
+        "manifests": ["apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pool-of-{clusterName}\n"],
     });
     S3Dirs::new(&operator, &settings.bucket, settings.kms_key.clone())
         .put("pools/ocp.json", pool.to_string().as_bytes())
@@ -443,14 +444,30 @@ fn buildspec() -> Vec<(String, Vec<String>)> {
 /// bootstrap, the credentials); with the file `$STAND_IN_FAIL` present its bootstrap fails as a real one does.
 /// `destroy cluster` needs metadata.json, and removes it.
 const OPENSHIFT_INSTALL: &str = r#"#!/bin/bash
-action=$1 dir=$4
+action="$1 $2" dir=$4
 log="$dir/.openshift_install.log"
 say() { echo "level=$1 msg=\"$2\"" | tee -a "$log"; }
 case "$action" in
-create)
-  [ -f "$dir/install-config.yaml" ] || { say fatal "failed to fetch Metadata: install-config.yaml is missing"; exit 3; }
+"create manifests")
+  [ -f "$dir/install-config.yaml" ] || { say fatal "failed to fetch Master Machines: install-config.yaml is missing"; exit 3; }
   grep -q "$APIARY_CLUSTER" "$dir/install-config.yaml" || { say fatal "install-config.yaml: another cluster's"; exit 3; }
-  rm "$dir/install-config.yaml"
+  mv "$dir/install-config.yaml" "$dir/.consumed-install-config"
+  mkdir -p "$dir/manifests" "$dir/openshift"
+  echo "kind: ConfigMap" > "$dir/openshift/openshift-install-manifests.yaml"
+  say info "Manifests created in: manifests and openshift";;
+"create cluster")
+  if [ -f "$dir/.consumed-install-config" ]; then
+    # After create manifests: the pool's manifests must be in openshift/ by now.
+    for m in "$dir"/.apiary/manifests/*.yaml; do
+      [ -f "$dir/openshift/$(basename "$m")" ] || { say fatal "manifest $(basename "$m") is not in openshift/"; exit 3; }
+    done
+    ls "$dir/openshift" > "$dir/.consumed-manifests"
+    rm -rf "$dir/manifests" "$dir/openshift" "$dir/.consumed-install-config"
+  else
+    [ -f "$dir/install-config.yaml" ] || { say fatal "failed to fetch Metadata: install-config.yaml is missing"; exit 3; }
+    grep -q "$APIARY_CLUSTER" "$dir/install-config.yaml" || { say fatal "install-config.yaml: another cluster's"; exit 3; }
+    rm "$dir/install-config.yaml"
+  fi
   printf '{"clusterName":"%s","clusterID":"5a1c9e3f-0000-4000-8000-000000000001","infraID":"%s-x7k2p"}' \
     "$APIARY_CLUSTER" "$APIARY_CLUSTER" > "$dir/metadata.json"
   if [ -e "$STAND_IN_FAIL" ]; then
@@ -464,7 +481,7 @@ create)
   say info "Install complete!"
   # As openshift-install tells it, at info level.
   say info "Login to the console with user: \\\"kubeadmin\\\", and password: \\\"$(cat "$dir/auth/kubeadmin-password")\\\"";;
-destroy)
+"destroy cluster")
   [ -f "$dir/metadata.json" ] || { say fatal "open $dir/metadata.json: no such file or directory"; exit 1; }
   rm -rf "$dir/metadata.json" "$dir/auth"
   say info "Uninstallation complete!";;
@@ -662,6 +679,12 @@ async fn the_buildspec_installs_fails_and_destroys_as_written_with_the_jobs_role
     assert_eq!(body["infraId"], "ci-7-x7k2p");
     let dirs = S3Dirs::new(&operator, &bucket, None);
     assert_eq!(dirs.read("ci-7", "install-config.yaml").await.expect("read"), None, "consumed, and synced as gone");
+    // The pool's manifest went into openshift/ after openshift-install's own, before the cluster was made.
+    let consumed = dirs.read("ci-7", ".consumed-manifests").await.expect("read").expect("the manifests consumed");
+    assert_eq!(
+        String::from_utf8_lossy(&consumed),
+        "99_apiary-00-configmap-pool-of-ci-7.yaml\nopenshift-install-manifests.yaml\n"
+    );
     let head =
         aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&operator).force_path_style(true).build())
             .head_object()

@@ -79,6 +79,7 @@ async fn world(name: &str, template: &str) -> World {
         install_config: template.into(),
         pull_secret: pull,
         ssh_key: Some(ssh),
+        manifests: Vec::new(),
         install_timeout: None,
         role_arn: None,
     };
@@ -138,6 +139,22 @@ impl World {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("cluster {id} stayed {while_state}");
+    }
+
+    /// Gives the pool `manifests`.
+    async fn manifests(&self, manifests: &[&str]) {
+        let pools = LocalPools::new(&self.root);
+        let mut settings = apiary_installer::ports::Pools::settings(&pools, POOL).await.expect("read").expect("some");
+        settings.manifests = manifests.iter().map(|m| (*m).to_owned()).collect();
+        pools.put(POOL, &settings).await.expect("settings");
+    }
+
+    /// The files openshift-install consumed from `manifests/` and `openshift/` for cluster `id`.
+    fn consumed_manifests(&self, id: &str) -> Vec<String> {
+        let state = std::fs::read(self.root.join(format!("clusters/{id}/.openshift_install_state.json")));
+        let state: Value = serde_json::from_slice(&state.expect("state")).expect("json");
+        let files = state["*manifests.Openshift"]["FileList"].as_array().cloned().unwrap_or_default();
+        files.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect()
     }
 
     fn faults(&self, list: &str) {
@@ -315,6 +332,53 @@ async fn the_release_the_request_names_is_installed_instead_of_the_settings() {
     assert_eq!(status, 400, "{answer}");
     let message = answer["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("release: \"4.18.2\" is not an image reference"), "{message}");
+}
+
+const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: team-{labels.team}\n  namespace: \
+                         openshift-config\ndata:\n  cluster: {clusterName}\n";
+const MACHINECONFIG: &str = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  \
+                             name: 99-worker-chrony\nspec:\n  config:\n    ignition:\n      version: 3.2.0\n";
+
+/// Issue 73: a pool's manifests are rendered for the cluster and reach openshift-install's `openshift/` after
+/// `create manifests` and before `create cluster`, on a first attempt and on one that replaces an abandoned one; a
+/// bad one is refused naming it before any job.
+#[tokio::test]
+async fn a_pools_manifests_are_installed_with_the_cluster_and_a_bad_one_is_refused_first() {
+    let w = world("manifests", TEMPLATE).await;
+    w.manifests(&[CONFIGMAP, MACHINECONFIG]).await;
+    let (status, _) = w.put("ci-31", 1, &PARAMETERS).await;
+    assert_eq!(status, 202);
+    let (status, body) = w.until_not("GET", "ci-31", "Provisioning").await;
+    assert_eq!(status, 200, "{body}");
+    let consumed = w.consumed_manifests("ci-31");
+    for file in
+        ["openshift/99_apiary-00-configmap-team-ci.yaml", "openshift/99_apiary-01-machineconfig-99-worker-chrony.yaml"]
+    {
+        assert!(consumed.contains(&file.to_owned()), "{file} in {consumed:?}");
+    }
+    // openshift-install's own manifests were made first, and kept beside the pool's.
+    assert!(consumed.contains(&"openshift/openshift-install-manifests.yaml".to_owned()), "{consumed:?}");
+    let out = std::fs::read_to_string(w.root.join("jobs/ci-31.install.1.out")).expect("the job's output");
+    let (made, installed) = (out.find("Manifests created in"), out.find("Install complete!"));
+    assert!(made.is_some() && made < installed, "{out}");
+
+    // An attempt that replaces one still installing takes the manifests across its clean-up.
+    w.faults("hang");
+    w.put("ci-32", 1, &PARAMETERS).await;
+    w.until_logged("ci-32.install.1.out", "bootstrapping").await;
+    w.faults("");
+    w.put("ci-32", 2, &PARAMETERS).await;
+    let (status, body) = w.until_not("GET", "ci-32", "Provisioning").await;
+    assert_eq!((status, body["attempt"].as_u64()), (200, Some(2)), "{body}");
+    assert!(w.consumed_manifests("ci-32").contains(&"openshift/99_apiary-00-configmap-team-ci.yaml".to_owned()));
+
+    // A manifest without a kind is refused naming the pool's settings, the manifest and the field; nothing runs.
+    w.manifests(&[CONFIGMAP, "apiVersion: v1\nmetadata:\n  name: x\n"]).await;
+    let before = w.jobs_run();
+    let (status, body) = w.put("ci-33", 1, &PARAMETERS).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["message"], "pools/ocp.json: manifests[1]: kind: is required");
+    assert_eq!(w.jobs_run(), before);
 }
 
 #[tokio::test]

@@ -2,12 +2,16 @@
 //! real files, its time taken, and the ways the real one fails.
 //!
 //! ```text
+//! fake-openshift-install create manifests --dir DIR [--log-level LEVEL]
 //! fake-openshift-install create cluster --dir DIR [--log-level LEVEL]
 //! fake-openshift-install destroy cluster --dir DIR [--log-level LEVEL]
 //! fake-openshift-install version
 //! ```
 //!
-//! `create cluster` reads and consumes `DIR/install-config.yaml`, refusing one openshift-install refuses (exit 3),
+//! `create manifests` consumes `DIR/install-config.yaml` as `create cluster` does and writes some of the cluster's
+//! manifests into `manifests/` and `openshift/`. `create cluster` reads and consumes `DIR/install-config.yaml`
+//! (or goes on from `create manifests`), refusing one openshift-install refuses (exit 3), consumes the manifests
+//! (listing each file under `*manifests.Openshift` in `.openshift_install_state.json`; one that is not YAML exits 3),
 //! writes `metadata.json` in the installer's format (its infraID the name and five random characters),
 //! `auth/kubeconfig`, `auth/kubeadmin-password` and `.openshift_install.log`, and on AWS launches the cluster's
 //! machines, tagged `kubernetes.io/cluster/<infraID>=owned` and with `platform.aws.userTags` as the installer tags them (through whatever endpoint
@@ -86,10 +90,14 @@ fn main() -> ExitCode {
             let _ = std::io::stdout().write_all(said.as_bytes());
             ExitCode::SUCCESS
         }
+        ["create", "manifests"] => create_manifests(&dir),
         ["create", "cluster"] => runtime.block_on(create(&dir)),
         ["destroy", "cluster"] => runtime.block_on(destroy(&dir)),
         _ => {
-            eprintln!("Usage: openshift-install (create|destroy) cluster --dir DIR [--log-level LEVEL] | version");
+            eprintln!(
+                "Usage: openshift-install create (manifests|cluster) | destroy cluster --dir DIR [--log-level LEVEL] \
+                 | version"
+            );
             ExitCode::FAILURE
         }
     }
@@ -137,10 +145,16 @@ fn random(n: usize) -> String {
 async fn create(dir: &Path) -> ExitCode {
     let _ = std::fs::create_dir_all(dir);
     let mut log = Log::open(dir);
-    let config = match consume_config(dir, &mut log) {
-        Ok(config) => config,
-        Err(code) => return code,
+    let config = match made_manifests(dir) {
+        Some(config) => config,
+        None => match consume_config(dir, &mut log) {
+            Ok(config) => config,
+            Err(code) => return code,
+        },
     };
+    if let Err(code) = consume_manifests(dir, &mut log) {
+        return code;
+    }
 
     let name = config["metadata"]["name"].as_str().unwrap_or_default().to_owned();
     let base_domain = config["baseDomain"].as_str().unwrap_or_default().to_owned();
@@ -256,6 +270,71 @@ fn consume_config(dir: &Path, log: &mut Log) -> Result<Value, ExitCode> {
     );
     let _ = std::fs::remove_file(dir.join("install-config.yaml"));
     Ok(config)
+}
+
+/// openshift-install's own manifests, as `create manifests` leaves some of them.
+const OWN_MANIFESTS: [&str; 3] = [
+    "manifests/cluster-config.yaml",
+    "manifests/cluster-infrastructure-02-config.yml",
+    "openshift/openshift-install-manifests.yaml",
+];
+
+/// `create manifests`: the install-config consumed, the cluster's manifests written for an admin to add to.
+fn create_manifests(dir: &Path) -> ExitCode {
+    let _ = std::fs::create_dir_all(dir);
+    let mut log = Log::open(dir);
+    let config = match consume_config(dir, &mut log) {
+        Ok(config) => config,
+        Err(code) => return code,
+    };
+    let name = config["metadata"]["name"].as_str().unwrap_or_default();
+    for file in OWN_MANIFESTS {
+        let path = dir.join(file);
+        let _ = std::fs::create_dir_all(path.parent().unwrap_or(dir));
+        let kind = if file.contains("infrastructure") { "Infrastructure" } else { "ConfigMap" };
+        let _ = std::fs::write(path, format!("apiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\n"));
+    }
+    log.line("info", "Manifests created in: manifests and openshift");
+    ExitCode::SUCCESS
+}
+
+/// The install-config `create manifests` consumed, when it ran in `dir`: `create cluster` goes on from there.
+fn made_manifests(dir: &Path) -> Option<Value> {
+    if dir.join("install-config.yaml").exists() || !dir.join("manifests").is_dir() {
+        return None;
+    }
+    let state: Value = serde_json::from_slice(&std::fs::read(dir.join(".openshift_install_state.json")).ok()?).ok()?;
+    Some(state["*installconfig.InstallConfig"].clone()).filter(Value::is_object)
+}
+
+/// The manifests in `manifests/` and `openshift/` read as openshift-install reads them, then consumed into the
+/// state file (`*manifests.Openshift`: each file's name); or the exit code of one that is not YAML.
+fn consume_manifests(dir: &Path, log: &mut Log) -> Result<(), ExitCode> {
+    let mut files = Vec::new();
+    for sub in ["manifests", "openshift"] {
+        let Ok(entries) = std::fs::read_dir(dir.join(sub)) else { continue };
+        let mut names: Vec<String> = entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect();
+        names.sort();
+        for name in names {
+            let file = format!("{sub}/{name}");
+            let text = std::fs::read_to_string(dir.join(&file)).unwrap_or_default();
+            if let Err(e) = serde_saphyr::from_str::<Value>(&text) {
+                log.line("fatal", &format!("failed to fetch Cluster: failed to load asset \"Openshift Manifests\": failed to unmarshal {file}: {e}"));
+                return Err(ExitCode::from(EXIT_INSTALL_CONFIG));
+            }
+            files.push(file);
+        }
+    }
+    if files.is_empty() {
+        return Ok(());
+    }
+    let path = dir.join(".openshift_install_state.json");
+    let mut state: Value = std::fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(json!({}));
+    state["*manifests.Openshift"] = json!({ "FileList": files });
+    let _ = std::fs::write(&path, state.to_string());
+    let _ = std::fs::remove_dir_all(dir.join("manifests"));
+    let _ = std::fs::remove_dir_all(dir.join("openshift"));
+    Ok(())
 }
 
 /// What openshift-install refuses beyond the schema, in its words.

@@ -132,6 +132,7 @@ impl SimInstaller {
                     install_config: TEMPLATE.into(),
                     pull_secret: pull.clone(),
                     ssh_key: None,
+                    manifests: Vec::new(),
                     install_timeout: Some("30m".into()),
                     role_arn: None,
                 },

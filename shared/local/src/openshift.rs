@@ -23,6 +23,8 @@ use apiary_installer::service::Installer;
 
 /// The demo pools' install-config template.
 pub const TEMPLATE: &str = include_str!("../../../infra/demo-openshift-install-config.yaml");
+/// The extra manifest the demo pools' clusters are installed with.
+pub const MANIFEST: &str = include_str!("../../../infra/demo-openshift-manifest.yaml");
 /// The release the demo pools name (the stand-in installs no release; a real openshift-install would).
 pub const RELEASE: &str = "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64";
 /// A pull secret in the registry's format (it reaches no registry), its password a canary
@@ -73,6 +75,7 @@ impl DemoOpenShift {
             install_config: TEMPLATE.into(),
             pull_secret,
             ssh_key: Some(ssh_key),
+            manifests: vec![MANIFEST.into()],
             install_timeout: Some("20m".into()),
             role_arn: None,
         };
