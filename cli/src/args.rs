@@ -93,13 +93,22 @@ pub enum StackCommand {
 /// `apiary pool …`.
 #[derive(Debug, Subcommand)]
 pub enum PoolCommand {
-    /// Create or update a pool from a spec file (YAML or JSON; `pool get -o yaml` output works too).
+    /// Create or update pools from spec files (YAML or JSON; `pool get -o yaml` output works too), each file one
+    /// pool; every file is checked before any is applied.
     Apply {
-        /// The pool's name (default: the file's `name`).
+        /// The pool's name, for a single file (default: the file's `name`, else its name without extension).
         name: Option<String>,
-        /// The spec file (`-`: standard input).
-        #[arg(long, short)]
-        file: PathBuf,
+        /// A spec file (`-`: standard input), or a directory of them (.json, .yaml, .yml); repeat for more.
+        #[arg(long, short, required = true)]
+        file: Vec<PathBuf>,
+        /// Change nothing: print what each file would change and the clusters it would replace; exit 7 if
+        /// anything would change, 0 if nothing would.
+        #[arg(long)]
+        diff: bool,
+        /// Also delete the pools carrying these labels that no file names (every file must carry them too, so
+        /// one team's files prune only that team's pools).
+        #[arg(long, value_name = "KEY=VALUE,...")]
+        prune: Option<String>,
     },
     /// Show a pool: its settings, counts and conditions.
     Get {

@@ -235,9 +235,9 @@ impl Ctx {
     /// `apiary pool …`.
     pub async fn pool(&self, command: PoolCommand) -> Result<()> {
         match command {
-            PoolCommand::Apply { name, file } => {
-                let doc = Document::read(&file)?;
-                self.apply(name.as_deref(), &doc).await
+            PoolCommand::Apply { name, file, diff, prune } => {
+                let prune = prune.as_deref().map(|p| match_labels("--prune", p)).transpose()?;
+                self.apply_files(name.as_deref(), &file, diff, prune.as_ref()).await
             }
             PoolCommand::Get { name } => {
                 let (_, pool) = self.api.call("GET", &format!("/pools/{}", seg(&name)?), None).await?;
@@ -295,41 +295,6 @@ impl Ctx {
         }
     }
 
-    async fn apply(&self, name: Option<&str>, doc: &Document) -> Result<()> {
-        // A document with a `spec` is a pool as `pool get` or `pool import` print it; otherwise it is the spec.
-        let (spec, prefix) = match doc.value.get("spec") {
-            Some(spec) => (spec.clone(), "spec."),
-            None => (doc.value.clone(), ""),
-        };
-        let name = match name.or(doc.value.get("name").and_then(Value::as_str)) {
-            Some(n) => n.to_owned(),
-            None => {
-                return Err(Failure::usage(format!(
-                    "{}: name the pool: apiary pool apply NAME -f FILE (the file has no name)",
-                    doc.path.display()
-                )))
-            }
-        };
-        let (status, answer) = self.api.send("PUT", &format!("/pools/{}", seg(&name)?), Some(&spec)).await?;
-        if status >= 400 {
-            let e = ApiError::from_answer(status, &answer);
-            let mut failure = Failure::from(e.clone());
-            // Each refused field, shown where it is in the file.
-            let placed: Vec<String> = e.fields.iter().map(|(f, m)| doc.place(&format!("{prefix}{f}"), m)).collect();
-            match placed.as_slice() {
-                [] => {}
-                [one] => failure.message = one.clone(),
-                many => {
-                    failure.message = format!("{}: the API refused {} fields", doc.path.display(), many.len());
-                    failure.details = many.to_vec();
-                }
-            }
-            return Err(failure.context(format!("pool {name}")));
-        }
-        let verb = if status == 201 { "created" } else { "applied" };
-        self.show(&answer, || Ok(format!("pool {name} {verb} (rev {})\n", answer["rev"])))
-    }
-
     async fn import(
         &self,
         file: &Path,
@@ -359,7 +324,7 @@ impl Ctx {
         let document = json!({"name": import.name, "spec": import.spec});
         let text = serde_json::to_string(&document).unwrap_or_default();
         let doc = Document::parse(Path::new(&format!("{} (imported)", file.display())), &text)?;
-        self.apply(None, &doc).await
+        self.apply_document(doc).await
     }
 
     async fn watch(&self, name: &str, every: Duration) -> Result<()> {
@@ -473,7 +438,7 @@ impl Ctx {
                 (r, path)
             }
             (Some(selector), [name]) => {
-                body["selector"] = json!({ "matchLabels": match_labels(selector)? });
+                body["selector"] = json!({ "matchLabels": match_labels("--selector", selector)? });
                 // The pool is the one the answer names.
                 (ClaimRef { pool: String::new(), name: name.clone() }, format!("/claims/{}", seg(name)?))
             }
@@ -568,18 +533,18 @@ fn seg(name: &str) -> Result<&str> {
 }
 
 /// `--selector`'s `KEY=VALUE,...` as a selector's `matchLabels`.
-fn match_labels(text: &str) -> Result<serde_json::Map<String, Value>> {
+pub(crate) fn match_labels(option: &str, text: &str) -> Result<serde_json::Map<String, Value>> {
     let mut labels = serde_json::Map::new();
     for pair in text.split(',').filter(|p| !p.trim().is_empty()) {
         let Some((key, value)) = pair.split_once('=') else {
-            return Err(Failure::usage(format!("--selector: {pair:?} is not KEY=VALUE")));
+            return Err(Failure::usage(format!("{option}: {pair:?} is not KEY=VALUE")));
         };
         if labels.insert(key.trim().to_owned(), json!(value.trim())).is_some() {
-            return Err(Failure::usage(format!("--selector: label {:?} is named twice", key.trim())));
+            return Err(Failure::usage(format!("{option}: label {:?} is named twice", key.trim())));
         }
     }
     if labels.is_empty() {
-        return Err(Failure::usage("--selector: name at least one KEY=VALUE"));
+        return Err(Failure::usage(format!("{option}: name at least one KEY=VALUE")));
     }
     Ok(labels)
 }

@@ -17,12 +17,14 @@ pub enum Exit {
     Conflict = 5,
     /// A wait ended before what it waited for (`claim --wait`, `pool delete --wait`).
     TimedOut = 6,
+    /// `pool apply --diff`: applying the files would change pools (0: it would change nothing).
+    Changes = 7,
 }
 
 /// The exit codes as `--help` shows them.
 pub const EXIT_CODES: &str = "Exit codes: 0 done; 1 failure (network, service unavailable); 2 bad arguments, \
 file or field (HTTP 400); 3 not allowed (no credentials, HTTP 401/403); 4 no such pool or claim (HTTP 404); \
-5 conflict with stored state (HTTP 409); 6 a wait timed out.";
+5 conflict with stored state (HTTP 409); 6 a wait timed out; 7 pool apply --diff: the files would change pools.";
 
 /// A failed command: one line for the terminal and its exit code. `details` are further lines (one per field the
 /// API refused).

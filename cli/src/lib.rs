@@ -4,6 +4,7 @@
 //! ([`commands`]); what it prints is made by [`render`], pure functions tested against golden files.
 
 pub mod api;
+pub mod apply;
 pub mod args;
 pub mod check;
 pub mod commands;

@@ -22,7 +22,10 @@ fn main() -> ExitCode {
 }
 
 fn fail(f: &Failure) -> ExitCode {
-    eprintln!("apiary: {f}");
+    // A bare exit status (`pool apply --diff`'s 7: changes to apply) has said what it has to on standard output.
+    if !f.message.is_empty() {
+        eprintln!("apiary: {f}");
+    }
     ExitCode::from(f.exit as u8)
 }
 

@@ -445,6 +445,47 @@ pub fn watch_view(pool: &Value, clusters: &[Cluster], claims: &[ClaimView], now:
     out
 }
 
+/// What `pool apply` did, or with `--diff` would do: a line per pool, then the fields a change sets and the
+/// clusters it replaces, indented.
+pub fn apply_report(pools: &[Value]) -> String {
+    let mut out = String::new();
+    for p in pools {
+        let rev = p.get("rev").filter(|r| !r.is_null()).map(|r| format!(" (rev {r})")).unwrap_or_default();
+        out.push_str(&format!("pool {} {}{rev}\n", text_of(&p["name"]), text_of(&p["said"])));
+        for f in p["fields"].as_array().into_iter().flatten() {
+            let side = |v: &Value| if v.is_null() { "(none)".to_owned() } else { shorten(&v.to_string(), 60) };
+            out.push_str(&format!("    {}: {} -> {}\n", text_of(&f["field"]), side(&f["before"]), side(&f["after"])));
+        }
+        let replaced = p["replaced"].as_array().cloned().unwrap_or_default();
+        if !replaced.is_empty() {
+            let each: Vec<String> =
+                replaced.iter().map(|r| format!("{} ({})", text_of(&r["cluster"]), text_of(&r["reason"]))).collect();
+            out.push_str(&format!(
+                "    replaces {} unclaimed cluster{}, one at a time: {}\n",
+                replaced.len(),
+                if replaced.len() == 1 { "" } else { "s" },
+                each.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+fn text_of(v: &Value) -> String {
+    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// `text` cut to `max` characters, the middle replaced by `…` (a release image's tag is at its end).
+fn shorten(text: &str, max: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    if chars.len() <= max {
+        return text.to_owned();
+    }
+    let half = (max - 1) / 2;
+    let (head, tail): (String, String) = (chars[..half].iter().collect(), chars[chars.len() - half..].iter().collect());
+    format!("{head}…{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

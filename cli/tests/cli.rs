@@ -44,7 +44,7 @@ mod against_stack {
         apiary(&s, ADMIN, &["pool", "apply", "ci", "-f", &file]).await.ok("apply again");
         let yaml = apiary(&s, ADMIN, &["pool", "get", "ci", "-o", "yaml"]).await.ok("get yaml").stdout;
         let again = apiary(&s, ADMIN, &["pool", "apply", "-f", &write(&dir, "ci.yaml", &yaml)]).await.ok("round trip");
-        assert!(again.stdout.starts_with("pool ci applied"), "{}", again.stdout);
+        assert!(again.stdout.starts_with("pool ci unchanged"), "{}", again.stdout);
         s.converged("ci", 2, 1).await;
 
         // The watch view, not on a terminal: a frame with the pool's counts and clusters, then one per change.
@@ -158,6 +158,100 @@ mod against_stack {
             "the extension, the sharing, its release: {table}"
         );
         assert_eq!(apiary(&s, ALICE, &["pool", "events", "ci"]).await.code, 3, "a claimant does not read the trail");
+        s.stop().await;
+    }
+
+    /// Issue 76 (and 73's bump of many pools in one command): a team's pools kept as files in a directory. `--diff`
+    /// says what each file would change and which clusters the change replaces, as the planner decides it, and
+    /// exits 7, or 0 when nothing would change; `--prune` deletes the team's pools no file names and never another
+    /// team's; a refused file applies nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_teams_pools_are_kept_as_files_diffed_applied_and_pruned() {
+        let s = support::stack().await;
+        let dir = temp_dir("as-code");
+        let team = |labels: &str| POOL.replace("  team: ci\n", labels);
+        let pools = dir.join("pools");
+        std::fs::create_dir_all(&pools).expect("pools/");
+        let pools = pools.display().to_string();
+        write(std::path::Path::new(&pools), "web.yaml", &team("  team: web\n"));
+        write(
+            std::path::Path::new(&pools),
+            "api.json",
+            &serde_json::to_string(&serde_json::json!({
+                "size": 1, "platform": {"fake": {}}, "labels": {"team": "web"},
+            }))
+            .expect("json"),
+        );
+        let other = write(&dir, "theirs.yaml", &team("  team: data\n"));
+        apiary(&s, ADMIN, &["pool", "apply", "-f", &other]).await.ok("another team's pool");
+
+        let diff = apiary(&s, ADMIN, &["pool", "apply", "-f", &pools, "--diff"]).await;
+        assert_eq!(diff.code, 7, "{}{}", diff.stdout, diff.stderr);
+        assert_eq!(diff.stdout, "pool api would be created\npool web would be created\n");
+        assert_eq!(apiary(&s, ADMIN, &["pool", "get", "web"]).await.code, 4, "a diff changes nothing");
+        let applied = apiary(&s, ADMIN, &["pool", "apply", "-f", &pools]).await.ok("apply");
+        assert_eq!(applied.stdout, "pool api created (rev 0)\npool web created (rev 0)\n");
+        assert_eq!(
+            apiary(&s, ADMIN, &["pool", "apply", "-f", &pools, "--diff"]).await.ok("no change").stdout,
+            "pool api unchanged\npool web unchanged\n"
+        );
+        s.converged("web", 2, 1).await;
+
+        // A change of the machines' type is a new poolVersion: both unclaimed clusters are to be replaced. A
+        // change of size is not.
+        let web = std::path::Path::new(&pools).join("web.yaml");
+        std::fs::write(&web, team("  team: web\n").replace("t3.medium", "t3.large").replace("size: 2", "size: 3"))
+            .expect("edited");
+        let diff = apiary(&s, ADMIN, &["pool", "apply", "-f", &pools, "--diff", "-o", "json"]).await;
+        assert_eq!(diff.code, 7, "{}", diff.stderr);
+        let said = diff.json();
+        let web_said = &said["pools"][1];
+        assert_eq!(web_said["outcome"], "changed", "{said}");
+        let fields: Vec<&str> =
+            web_said["fields"].as_array().expect("fields").iter().filter_map(|f| f["field"].as_str()).collect();
+        assert_eq!(fields, ["platform.aws.instanceType", "size"], "{said}");
+        let replaced = web_said["replaced"].as_array().expect("replaced");
+        assert_eq!(replaced.len(), 2, "{said}");
+        assert!(replaced.iter().all(|r| r["reason"] == "Stale"), "{said}");
+        let table = apiary(&s, ADMIN, &["pool", "apply", "-f", &pools, "--diff"]).await;
+        assert!(
+            table.stdout.contains("    platform.aws.instanceType: \"t3.medium\" -> \"t3.large\"\n"),
+            "{}",
+            table.stdout
+        );
+        assert!(table.stdout.contains("    replaces 2 unclaimed clusters, one at a time: "), "{}", table.stdout);
+
+        // A refused file: every refusal named at its line, nothing applied (web keeps its type).
+        let bad =
+            write(std::path::Path::new(&pools), "bad.yaml", &team("  team: web\n").replace("size: 2", "size: -1"));
+        let run = apiary(&s, ADMIN, &["pool", "apply", "-f", &pools]).await;
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("bad.yaml:2: size:") && run.stderr.contains("nothing was applied"),
+            "{}",
+            run.stderr
+        );
+        let got = apiary(&s, ADMIN, &["pool", "get", "web", "-o", "json"]).await.ok("get").json();
+        assert_eq!(got["spec"]["platform"]["aws"]["instanceType"], "t3.medium");
+        std::fs::remove_file(bad).expect("removed");
+
+        // api's file goes: --prune deletes api, the one pool of the team's label no file names, never data's.
+        std::fs::remove_file(std::path::Path::new(&pools).join("api.json")).expect("removed");
+        let pruned = apiary(&s, ADMIN, &["pool", "apply", "-f", &pools, "--prune", "team=web"]).await.ok("prune");
+        assert_eq!(pruned.stdout.lines().last(), Some("pool api deleted"), "{}", pruned.stdout);
+        assert!(pruned.stdout.starts_with("pool web changed (rev "), "{}", pruned.stdout);
+        assert_eq!(
+            apiary(&s, ADMIN, &["pool", "get", "theirs", "-o", "json"]).await.ok("kept").json()["name"],
+            "theirs"
+        );
+        // Files that do not carry the labels cannot prune by them: nothing is applied or deleted.
+        let run = apiary(&s, ADMIN, &["pool", "apply", "-f", &pools, "-f", &other, "--prune", "team=web"]).await;
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("theirs.yaml: pool theirs does not carry the labels --prune keeps to (team=web)"),
+            "{}",
+            run.stderr
+        );
         s.stop().await;
     }
 

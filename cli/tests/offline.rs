@@ -507,3 +507,20 @@ fn a_ready_claims_kubeconfig_and_credentials_come_from_the_claim_api() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("come once it is Ready"), "{out:?}");
     server.join().expect("served");
 }
+
+/// `pool apply --diff` of a team's pools: a release bump that replaces two unclaimed clusters, a new pool, one
+/// unchanged, one pruned.
+#[test]
+fn pool_apply_diff_report() {
+    let release = |tag: &str| json!(format!("quay.io/openshift-release-dev/ocp-release:{tag}-x86_64"));
+    let reports = [
+        json!({"name": "ocp-aws", "said": "would change", "fields": [
+            {"field": "release", "before": release("4.18.1"), "after": release("4.18.2")},
+            {"field": "labels.owner", "before": null, "after": "ci"},
+        ], "replaced": [{"cluster": "ocp-blue", "reason": "Stale"}, {"cluster": "ocp-green", "reason": "Stale"}]}),
+        json!({"name": "ocp-gcp", "said": "would be created", "fields": [], "replaced": []}),
+        json!({"name": "ocp-azure", "said": "unchanged", "fields": [], "replaced": []}),
+        json!({"name": "ocp-old", "said": "would be deleted", "fields": [], "replaced": []}),
+    ];
+    golden("pool-apply-diff.txt", &render::apply_report(&reports));
+}

@@ -66,6 +66,7 @@ pub mod access;
 pub mod adaptive;
 pub mod apply;
 pub mod canary;
+pub mod change;
 pub mod duration;
 pub mod events;
 pub mod failure;
