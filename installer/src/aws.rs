@@ -395,7 +395,8 @@ impl Dirs for S3Dirs {
     }
 }
 
-/// The pools' settings in the installer's bucket, `pools/<pool>.json`.
+/// The pools' settings in the installer's bucket, `pools/<pool>.json`, and the templates they name,
+/// `templates/<name>.yaml`.
 #[derive(Clone)]
 pub struct S3Pools(pub S3Dirs);
 
@@ -407,6 +408,14 @@ impl Pools for S3Pools {
         let Some(bytes) = self.0.get(&key).await? else { return Ok(None) };
         let bucket = &self.0.bucket;
         PoolSettings::parse(&bytes).map(Some).map_err(|why| Error::Config(format!("s3://{bucket}/{key}: {why}")))
+    }
+
+    async fn template(&self, name: &str) -> Result<Option<String>> {
+        crate::config::template_name(name).map_err(Error::Config)?;
+        let key = format!("templates/{name}.yaml");
+        let Some(bytes) = self.0.get(&key).await? else { return Ok(None) };
+        let bucket = &self.0.bucket;
+        String::from_utf8(bytes).map(Some).map_err(|_| Error::Config(format!("s3://{bucket}/{key}: not UTF-8")))
     }
 }
 

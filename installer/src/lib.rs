@@ -13,6 +13,7 @@
 
 pub mod admission;
 pub mod aws;
+pub mod config;
 pub mod local;
 pub mod manifests;
 pub mod memory;

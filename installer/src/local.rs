@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! <root>/pools/<pool>.json        a pool's settings
+//! <root>/templates/<name>.yaml    an install-config template pools name (`installConfigTemplate`)
 //! <root>/records/<id>.json        a cluster's record
 //! <root>/clusters/<id>/…          its install directory
 //! <root>/jobs/<job>.out           a job's output, each line redacted (`outputs::redact`): openshift-install
@@ -58,6 +59,12 @@ impl LocalPools {
     pub async fn put(&self, pool: &str, settings: &PoolSettings) -> Result<()> {
         write_whole(&self.root.join("pools").join(format!("{pool}.json")), &serde_json::to_vec_pretty(settings)?).await
     }
+
+    /// Keeps install-config template `text` under `name`.
+    pub async fn put_template(&self, name: &str, text: &str) -> Result<()> {
+        crate::config::template_name(name).map_err(Error::Config)?;
+        write_whole(&self.root.join("templates").join(format!("{name}.yaml")), text.as_bytes()).await
+    }
 }
 
 #[async_trait]
@@ -67,6 +74,13 @@ impl Pools for LocalPools {
         let path = self.root.join("pools").join(format!("{pool}.json"));
         let Some(bytes) = read_if_there(&path).await? else { return Ok(None) };
         PoolSettings::parse(&bytes).map(Some).map_err(|why| Error::Config(format!("{}: {why}", path.display())))
+    }
+
+    async fn template(&self, name: &str) -> Result<Option<String>> {
+        crate::config::template_name(name).map_err(Error::Config)?;
+        let path = self.root.join("templates").join(format!("{name}.yaml"));
+        let Some(bytes) = read_if_there(&path).await? else { return Ok(None) };
+        String::from_utf8(bytes).map(Some).map_err(|_| Error::Config(format!("{}: not UTF-8", path.display())))
     }
 }
 

@@ -78,12 +78,20 @@ impl Vault for MemorySecrets {
 
 /// Pools' settings in memory.
 #[derive(Default)]
-pub struct MemoryPools(Mutex<BTreeMap<String, PoolSettings>>);
+pub struct MemoryPools {
+    settings: Mutex<BTreeMap<String, PoolSettings>>,
+    templates: Mutex<BTreeMap<String, String>>,
+}
 
 impl MemoryPools {
     /// Sets `pool`'s settings.
     pub fn put(&self, pool: &str, settings: PoolSettings) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(pool.to_owned(), settings);
+        self.settings.lock().unwrap_or_else(|e| e.into_inner()).insert(pool.to_owned(), settings);
+    }
+
+    /// Keeps install-config template `text` under `name`.
+    pub fn put_template(&self, name: &str, text: &str) {
+        self.templates.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), text.to_owned());
     }
 }
 
@@ -91,7 +99,12 @@ impl MemoryPools {
 impl Pools for MemoryPools {
     async fn settings(&self, pool: &str) -> Result<Option<PoolSettings>> {
         crate::service::pool_name(pool).map_err(Error::Config)?;
-        Ok(self.0.lock().unwrap_or_else(|e| e.into_inner()).get(pool).cloned())
+        Ok(self.settings.lock().unwrap_or_else(|e| e.into_inner()).get(pool).cloned())
+    }
+
+    async fn template(&self, name: &str) -> Result<Option<String>> {
+        crate::config::template_name(name).map_err(Error::Config)?;
+        Ok(self.templates.lock().unwrap_or_else(|e| e.into_inner()).get(name).cloned())
     }
 }
 

@@ -22,7 +22,9 @@ pub struct PoolSettings {
     /// The release image openshift-install is extracted from and installs
     /// (`quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64`): Hive's ClusterImageSet.
     pub release_image: String,
-    /// The install-config template ([`crate::template`]).
+    /// The install-config template ([`crate::template`]) of the pool's clusters, unless the pool names one kept
+    /// apart (`installConfigTemplate`, [`crate::ports::Pools::template`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub install_config: String,
     /// The ARN of the Secrets Manager secret holding the pull secret (tagged for the pool).
     pub pull_secret: String,

@@ -14,6 +14,9 @@ pub trait Pools: Send + Sync {
     /// The settings of `pool`, if it has any. `Err` for settings that cannot be read or are malformed (naming the
     /// field).
     async fn settings(&self, pool: &str) -> Result<Option<PoolSettings>>;
+    /// The install-config template kept under `name` (`templates/<name>.yaml`), if there is one. `name` is checked
+    /// by [`crate::config::template_name`] first.
+    async fn template(&self, name: &str) -> Result<Option<String>>;
 }
 
 /// The installer's records, one per cluster, every write conditional on the revision read.

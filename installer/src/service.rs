@@ -1,6 +1,7 @@
 //! The webhook contract (`shared/clouds/provisioner.openapi.json`), answered by running openshift-install.
 //!
-//! - `PUT …/clusters/{id}`: a new attempt renders the pool's template for the cluster, checks it against
+//! - `PUT …/clusters/{id}`: a new attempt renders the pool's template (the one it names by reference, checked
+//!   against its pin, or its settings' own) for the cluster, checks it against
 //!   openshift-install's schema (a `400` naming the field if it does not fit), writes `install-config.yaml` to the
 //!   cluster's install directory, with the pool's extra manifests rendered and checked beside it
 //!   ([`crate::manifests`]), and starts `openshift-install create cluster` as a job. The same attempt again is a
@@ -34,20 +35,14 @@ use serde_json::{json, Value};
 
 use crate::admission::{bound, digest, listed_pool, verified, REPLAY_SECONDS};
 use crate::manifests::Manifest;
-use crate::model::{Phase, PoolSettings, Record, DESTROY_TIMEOUT};
+use crate::model::{Phase, Record, DESTROY_TIMEOUT};
 use crate::outputs::{excerpt, files, kubeconfig_server, Metadata};
 use crate::ports::{Dirs, JobKind, JobSpec, JobState, Jobs, Pools, Records, Replays, Vault};
-use crate::schema::{Problem, Schema};
-use crate::template::{render, Values};
 
-/// How many problems a refused install-config's answer names.
-const PROBLEMS: usize = 8;
 /// How many transitions one request takes a cluster through at most (a finished job, its outputs, the answer).
 const STEPS: usize = 4;
 /// What the answer suggests while an install runs.
 const LOOK_AGAIN_SECONDS: u64 = 30;
-/// The stand-in for the pull secret while a template is checked: the real one is put in only once it passed.
-const PULL_SECRET_PLACEHOLDER: &str = "{\"auths\":{}}";
 
 /// The installer, over its ports.
 #[derive(Clone)]
@@ -309,65 +304,6 @@ impl Installer {
             return Ok(Begun::Reread);
         }
         Ok(Begun::Answered(self.look(record).await?))
-    }
-
-    /// The install-config of cluster `req` from `settings`: `Ok(Err(why))` when the template does not render or
-    /// the result does not fit openshift-install's schema, naming the field.
-    async fn install_config(
-        &self,
-        req: &InstallRequest,
-        settings: &PoolSettings,
-    ) -> Result<std::result::Result<Rendered, String>> {
-        let values = Values {
-            cluster_name: &req.cluster_name,
-            base_domain: req.base_domain.as_deref(),
-            labels: &req.labels,
-            parameters: &req.parameters,
-        };
-        let text = match render(&settings.install_config, &values) {
-            Ok(text) => text,
-            Err(refused) => return Ok(Err(format!("install-config template: {refused}"))),
-        };
-        let mut doc: Value = match serde_saphyr::from_str(&text) {
-            Ok(doc) => doc,
-            Err(e) => return Ok(Err(format!("install-config template: not YAML once rendered: {e}"))),
-        };
-        if let Err(problem) = own_fields(&mut doc, req) {
-            return Ok(Err(format!("install-config: {problem}")));
-        }
-        doc["pullSecret"] = json!(PULL_SECRET_PLACEHOLDER);
-        let schema = Schema::installer().map_err(Error::Config)?;
-        let problems = schema.check(&doc, PROBLEMS);
-        if !problems.is_empty() {
-            let said: Vec<String> = problems.iter().map(Problem::to_string).collect();
-            return Ok(Err(format!("install-config: {}", said.join("; "))));
-        }
-        let manifests = match crate::manifests::rendered(&settings.manifests, &values) {
-            Ok(manifests) => manifests,
-            Err(why) => return Ok(Err(format!("pools/{}.json: {why}", req.pool))),
-        };
-        let domain = format!("{}.{}", req.cluster_name, doc["baseDomain"].as_str().unwrap_or_default());
-        // Only now the secrets: a refused template costs no read of them.
-        let pull = match self.secrets.get(&settings.pull_secret, &req.pool).await {
-            Ok(secret) => secret,
-            Err(e) => return Ok(Err(format!("pullSecret: {e}"))),
-        };
-        let parsed: Option<Value> = serde_json::from_str(pull.expose()).ok();
-        if !parsed.as_ref().is_some_and(|p| p["auths"].is_object()) {
-            return Ok(Err(format!(
-                "pullSecret: the secret {} is not a pull secret (JSON with \"auths\")",
-                settings.pull_secret
-            )));
-        }
-        doc["pullSecret"] = json!(pull.expose().trim());
-        if let Some(arn) = &settings.ssh_key {
-            match self.secrets.get(arn, &req.pool).await {
-                Ok(key) => doc["sshKey"] = json!(key.expose().trim()),
-                Err(e) => return Ok(Err(format!("sshKey: {e}"))),
-            }
-        }
-        // JSON is YAML: openshift-install reads it as it is.
-        Ok(Ok(Rendered { text: doc.to_string(), domain, pull: pull.expose().trim().to_owned(), manifests }))
     }
 
     /// Writes the pool's manifests where the install job takes them from.
@@ -655,16 +591,6 @@ const NEXT_PULL_SECRET: &str = ".apiary/next-pull-secret.json";
 /// And its manifests (a JSON list of [`Manifest`]).
 const NEXT_MANIFESTS: &str = ".apiary/next-manifests.json";
 
-struct Rendered {
-    text: String,
-    domain: String,
-    /// The pull secret, for the job to read the release image with (it is also in the install-config, which
-    /// openshift-install consumes).
-    pull: String,
-    /// The pool's extra manifests, rendered and checked.
-    manifests: Vec<Manifest>,
-}
-
 /// How beginning an install attempt went: answered, or another request wrote the record first and it must be read
 /// again.
 enum Begun {
@@ -695,48 +621,6 @@ fn remember(secrets: &mut Vec<String>, arn: &str) {
     if !secrets.iter().any(|s| s == arn) {
         secrets.push(arn.to_owned());
     }
-}
-
-/// The fields the installer owns: the pull secret and SSH key come from the pool's settings, `metadata.name` is
-/// the cluster's name, `baseDomain` the pool's unless the template says.
-fn own_fields(doc: &mut Value, req: &InstallRequest) -> std::result::Result<(), Problem> {
-    let problem = |field: &str, why: String| Problem { field: field.to_owned(), why };
-    let map = crate::schema::object(doc)?.clone();
-    for field in ["pullSecret", "sshKey"] {
-        if map.contains_key(field) {
-            return Err(problem(field, "must not be in the template: the pool's settings name its secret".into()));
-        }
-    }
-    match map.get("metadata").and_then(|m| m.get("name")) {
-        None => doc["metadata"]["name"] = json!(req.cluster_name),
-        Some(name) if name == &json!(req.cluster_name) => {}
-        Some(name) => {
-            return Err(problem(
-                "metadata.name",
-                format!("is {name}, not the cluster's name {:?}: write {{clusterName}}", req.cluster_name),
-            ))
-        }
-    }
-    if !map.contains_key("baseDomain") {
-        match &req.base_domain {
-            Some(domain) => doc["baseDomain"] = json!(domain),
-            None => return Err(problem("baseDomain", "is required: the pool has none, so the template must".into())),
-        }
-    }
-    if !map.contains_key("apiVersion") {
-        doc["apiVersion"] = json!("v1");
-    }
-    // On AWS every resource the install makes carries the pool and the cluster, so the stack's power role (which
-    // may start and stop only instances tagged apiary:pool) powers the cluster's machines.
-    if doc["platform"]["aws"].is_object() {
-        let tags = &mut doc["platform"]["aws"]["userTags"];
-        if !tags.is_object() {
-            *tags = json!({});
-        }
-        tags["apiary:pool"] = json!(req.pool);
-        tags["apiary:cluster"] = json!(req.cluster_id);
-    }
-    Ok(())
 }
 
 fn refused(attempt: u32, why: impl Into<String>) -> Answer {

@@ -150,7 +150,13 @@ async fn install_directories_and_settings_live_in_the_bucket() {
     assert_eq!(read.release_image, "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64");
     dirs.put("pools/bad.json", br#"{"releaseImage": "x"}"#).await.expect("put");
     let why = pools.settings("bad").await.expect_err("malformed").to_string();
-    assert!(why.contains("pools/bad.json") && why.contains("installConfig"), "{why}");
+    assert!(why.contains("pools/bad.json") && why.contains("pullSecret"), "{why}");
+    // The templates pools name, beside the settings; a name that is a path never becomes a key.
+    assert_eq!(pools.template("ocp-aws").await.expect("template"), None);
+    dirs.put("templates/ocp-aws.yaml", b"apiVersion: v1\n").await.expect("put");
+    assert_eq!(pools.template("ocp-aws").await.expect("template").as_deref(), Some("apiVersion: v1\n"));
+    let why = pools.template("../pools/ocp").await.expect_err("a path").to_string();
+    assert!(why.contains("installConfigTemplate"), "{why}");
 }
 
 /// Every request a client sends: its target and its body.
@@ -297,6 +303,11 @@ async fn signed(
     common::answer(installer, common::signed(SIGNING_KEY, method, path, &body)).await
 }
 
+/// A template kept apart, which a pool names (`installConfigTemplate`).
+const NAMED_TEMPLATE: &str =
+    "apiVersion: v1\nmetadata:\n  name: {clusterName}\nbaseDomain: {baseDomain}\ncontrolPlane:\n  name: master\n  \
+     replicas: 1\nplatform:\n  none: {}\n";
+
 /// The installer's stack deployed, with pool `ocp`'s settings uploaded by the team (with the installer's key, as
 /// docs/clouds.md says): the operator's configuration, the stack's settings and the function's.
 async fn installer_stack() -> (aws_config::SdkConfig, std::collections::HashMap<String, String>, Settings) {
@@ -309,10 +320,9 @@ async fn installer_stack() -> (aws_config::SdkConfig, std::collections::HashMap<
         "pullSecret": env["APIARY_INSTALLER_PULL_SECRET"],
         "manifests": ["apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pool-of-{clusterName}\n"],
     });
-    S3Dirs::new(&operator, &settings.bucket, settings.kms_key.clone())
-        .put("pools/ocp.json", pool.to_string().as_bytes())
-        .await
-        .expect("the pool's settings");
+    let bucket = S3Dirs::new(&operator, &settings.bucket, settings.kms_key.clone());
+    bucket.put("pools/ocp.json", pool.to_string().as_bytes()).await.expect("the pool's settings");
+    bucket.put("templates/ocp-none.yaml", NAMED_TEMPLATE.as_bytes()).await.expect("a template pools name");
     (operator, env, settings)
 }
 
@@ -332,7 +342,9 @@ impl Jobs for PlayedBuilds {
         match spec.kind {
             JobKind::Install => {
                 let config = self.job.read(id, "install-config.yaml").await?.expect("the job's install-config");
-                assert!(String::from_utf8_lossy(&config).contains(id), "the rendered install-config");
+                let config: Value = serde_json::from_slice(&config).expect("the rendered install-config");
+                assert_eq!(config["metadata"]["name"], id, "the rendered install-config");
+                assert_eq!(config["controlPlane"]["replicas"], 1, "the template the pool names: {config}");
                 let metadata = json!({"clusterName": id, "clusterID": "5a1c9e3f-0000-4000-8000-000000000001",
                                       "infraID": format!("{id}-x7k2p")});
                 self.job.write(id, "metadata.json", metadata.to_string().as_bytes()).await?;
@@ -376,9 +388,15 @@ async fn an_install_and_its_removal_need_no_call_the_installers_roles_do_not_all
     let builds = CodeBuildJobs::new(&function, &settings.project, &bucket);
     installer.jobs = std::sync::Arc::new(PlayedBuilds { builds, job });
 
+    // The pool names a template kept apart, pinned to its content: the function reads it with its role.
+    let pinned = {
+        use sha2::Digest;
+        let digest: String = sha2::Sha256::digest(NAMED_TEMPLATE).iter().map(|b| format!("{b:02x}")).collect();
+        format!("ocp-none@sha256:{digest}")
+    };
     let request = json!({
         "pool": "ocp", "clusterId": "ci-1", "clusterName": "ci-1", "baseDomain": "ci.example.com",
-        "labels": {}, "parameters": {}, "attempt": 1,
+        "labels": {}, "parameters": {}, "attempt": 1, "installConfigTemplate": pinned,
     });
     // (The emulator reports a build done at its first look, which the request itself may make.)
     let (status, body) = signed(&installer, "PUT", "/clusters/ci-1", request).await;

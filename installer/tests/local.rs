@@ -339,6 +339,80 @@ const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tea
 const MACHINECONFIG: &str = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  \
                              name: 99-worker-chrony\nspec:\n  config:\n    ignition:\n      version: 3.2.0\n";
 
+/// Issue 73: a pool names its install-config template by reference. The installer renders the template kept under
+/// that name (over its settings' own), checks a pinned one's content against the pin, and refuses a name it does
+/// not keep, a name that is not one (a path), and a pool with no template at all, each naming the field.
+#[tokio::test]
+async fn the_template_a_pool_names_is_rendered_and_a_pinned_one_must_be_its_content() {
+    let w = world("named-template", TEMPLATE).await;
+    let large = TEMPLATE.replace("replicas: 3", "replicas: 5");
+    LocalPools::new(&w.root).put_template("ocp-large", &large).await.expect("the template");
+    let digest = {
+        use sha2::Digest;
+        sha2::Sha256::digest(large.as_bytes()).iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let request = |id: &str, reference: &str| {
+        json!({
+            "pool": POOL, "clusterId": id, "clusterName": id, "baseDomain": "ci.example.com",
+            "parameters": {"workers": "2", "machineCidr": "10.0.0.0/16"}, "attempt": 1,
+            "installConfigTemplate": reference,
+        })
+    };
+    let installed = |id: &str| {
+        let state = std::fs::read(w.root.join(format!("clusters/{id}/.openshift_install_state.json"))).expect("state");
+        let state: Value = serde_json::from_slice(&state).expect("json");
+        state["*installconfig.InstallConfig"]["controlPlane"]["replicas"].as_i64()
+    };
+    for (id, reference) in [("ci-41", "ocp-large".to_owned()), ("ci-42", format!("ocp-large@sha256:{digest}"))] {
+        let (status, body) = w.call("PUT", &format!("/clusters/{id}"), request(id, &reference)).await;
+        assert_eq!(status, 202, "{body}");
+        let (status, body) = w.until_not("GET", id, "Provisioning").await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(installed(id), Some(5), "{id}: the named template, not the settings'");
+    }
+
+    let w = &w;
+    let refused = |id: &'static str, reference: String| {
+        let body = request(id, &reference);
+        async move {
+            let (status, answer) = w.call("PUT", &format!("/clusters/{id}"), body).await;
+            assert_eq!(status, 400, "{answer}");
+            answer["message"].as_str().unwrap_or_default().to_owned()
+        }
+    };
+    let changed = refused("ci-43", format!("ocp-large@sha256:{}", "0".repeat(64))).await;
+    assert!(
+        changed.starts_with(&format!("installConfigTemplate: templates/ocp-large.yaml is sha256:{digest}")),
+        "{changed}"
+    );
+    let missing = refused("ci-44", "ocp-small".into()).await;
+    assert_eq!(
+        missing,
+        "installConfigTemplate: the installer keeps no template \"ocp-small\" (templates/ocp-small.yaml)"
+    );
+    for (id, path) in [("ci-45", "../pools/ocp"), ("ci-47", "/etc/passwd"), ("ci-48", "ocp-large/../x")] {
+        let why = refused(id, path.into()).await;
+        assert!(
+            why.starts_with("installConfigTemplate:") && why.contains("not a template's reference"),
+            "{path}: {why}"
+        );
+    }
+    let started = w.jobs_run();
+    assert!(["ci-43", "ci-44", "ci-45", "ci-47", "ci-48"].iter().all(|id| !started.iter().any(|j| j.starts_with(id))));
+
+    // Settings with no template of their own serve only pools that name one.
+    let pools = LocalPools::new(&w.root);
+    let mut settings = apiary_installer::ports::Pools::settings(&pools, POOL).await.expect("read").expect("some");
+    settings.install_config = String::new();
+    pools.put(POOL, &settings).await.expect("settings");
+    let (status, answer) = w.put("ci-46", 1, &PARAMETERS).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(
+        answer["message"],
+        "installConfig: pools/ocp.json has no template, and the pool names none (installConfigTemplate)"
+    );
+}
+
 /// Issue 73: a pool's manifests are rendered for the cluster and reach openshift-install's `openshift/` after
 /// `create manifests` and before `create cluster`, on a first attempt and on one that replaces an abandoned one; a
 /// bad one is refused naming it before any job.

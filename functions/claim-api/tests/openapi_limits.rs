@@ -167,6 +167,12 @@ async fn every_declared_bound_is_the_enforced_one() {
         ),
         ("PoolSpec/release/maxLength", 512.0, with(&["release"], json!(format!("quay.io/{}:1", x(510)))), "release"),
         (
+            "PoolSpec/installConfigTemplate/maxLength",
+            135.0,
+            with(&["installConfigTemplate"], json!(format!("{}@sha256:{}", x(64), "0".repeat(64)))),
+            "installConfigTemplate",
+        ),
+        (
             "Duration/maxLength",
             MAX_DURATION_LEN as f64,
             with(&["hibernateAfter"], json!("1s".repeat(MAX_DURATION_LEN / 2 + 1))),

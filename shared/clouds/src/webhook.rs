@@ -81,6 +81,10 @@ pub struct InstallRequest {
     /// The release to install (the pool's `release`): absent, the installer's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release: Option<String>,
+    /// The install-config template to render, by reference (the pool's `installConfigTemplate`): absent, the
+    /// installer's own for the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_config_template: Option<String>,
 }
 
 /// The webhook provisioner.
@@ -247,6 +251,7 @@ impl Provisioner for Webhook {
             parameters: t.cluster.parameters.clone(),
             attempt: t.attempt(),
             release: t.cluster.release.clone(),
+            install_config_template: t.spec.install_config_template.clone(),
         };
         let body = serde_json::to_vec(&request).map_err(|e| Error::service(op, e.to_string(), false))?;
         let answer = self.send(op, Method::PUT, t, Some(body)).await?;

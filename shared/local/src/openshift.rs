@@ -23,6 +23,8 @@ use apiary_installer::service::Installer;
 
 /// The demo pools' install-config template.
 pub const TEMPLATE: &str = include_str!("../../../infra/demo-openshift-install-config.yaml");
+/// The name the installer keeps it under, which the demo pool names (`installConfigTemplate`).
+pub const TEMPLATE_NAME: &str = "demo-aws";
 /// The extra manifest the demo pools' clusters are installed with.
 pub const MANIFEST: &str = include_str!("../../../infra/demo-openshift-manifest.yaml");
 /// The release the demo pools name (the stand-in installs no release; a real openshift-install would).
@@ -52,7 +54,7 @@ pub struct DemoOpenShift {
 }
 
 impl DemoOpenShift {
-    /// Starts the installer for `pools`, each with the demo template and the pull secret and SSH key stored as
+    /// Starts the installer for `pools`, with the demo template kept as [`TEMPLATE_NAME`], the pull secret and SSH key stored as
     /// secrets `<prefix>-openshift-*` tagged for them; installs take `install` (and their clusters' API is
     /// `cluster_api`).
     pub async fn start(
@@ -70,9 +72,10 @@ impl DemoOpenShift {
         let secret = secrets.create(&format!("{prefix}-openshift-installer"), &key, pools).await?;
         let pull_secret = secrets.create(&format!("{prefix}-openshift-pull-secret"), &pull_secret(), pools).await?;
         let ssh_key = secrets.create(&format!("{prefix}-openshift-ssh-key"), SSH_KEY, pools).await?;
+        // The template is kept apart, under the name the demo pool gives it (`installConfigTemplate`).
         let settings = PoolSettings {
             release_image: RELEASE.into(),
-            install_config: TEMPLATE.into(),
+            install_config: String::new(),
             pull_secret,
             ssh_key: Some(ssh_key),
             manifests: vec![MANIFEST.into()],
@@ -80,6 +83,7 @@ impl DemoOpenShift {
             role_arn: None,
         };
         let local_pools = LocalPools::new(&root);
+        local_pools.put_template(TEMPLATE_NAME, TEMPLATE).await?;
         for pool in pools {
             local_pools.put(pool, &settings).await?;
         }

@@ -25,7 +25,18 @@ fn cluster_line(c: &Cluster) -> String {
     if let Some(claim) = &c.claim {
         flags.push(format!("claim={claim}"));
     }
+    if let Some(release) = &c.release {
+        flags.push(format!("release={}", release_tag(release)));
+    }
     format!("    {:<28} {:<26} want {:<12} {}", c.cluster_name, power, want, flags.join(" "))
+}
+
+/// A release image as a person names it: its tag (`4.18.1-x86_64`), or the start of its digest.
+fn release_tag(image: &str) -> &str {
+    match image.split_once("@sha256:") {
+        Some((_, digest)) => digest.get(..12).unwrap_or(digest),
+        None => image.rsplit_once(':').map_or(image, |(_, tag)| tag),
+    }
 }
 
 /// Renders every pool's status.
@@ -84,4 +95,20 @@ pub fn notifications(received: &[apiary_fakeclouds::notifications::Received], n:
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clusters_line_shows_the_release_it_was_installed_from_by_its_tag() {
+        assert_eq!(release_tag("quay.io/openshift-release-dev/ocp-release:4.18.2-x86_64"), "4.18.2-x86_64");
+        let digest = format!("quay.io/openshift-release-dev/ocp-release@sha256:{}", "0a".repeat(32));
+        assert_eq!(release_tag(&digest), "0a0a0a0a0a0a");
+        let mut c = Cluster::new("c1", "ocp-blue", "ocp-blue-x", chrono::DateTime::UNIX_EPOCH);
+        assert!(!cluster_line(&c).contains("release="));
+        c.release = Some("registry.local:5000/ocp/release:4.18.1".into());
+        assert!(cluster_line(&c).ends_with("release=4.18.1"), "{}", cluster_line(&c));
+    }
 }

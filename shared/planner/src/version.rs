@@ -1,7 +1,7 @@
 //! `poolVersion`: which spec inputs a cluster was made from, to find stale clusters.
 //!
 //! SHA-256 over canonical JSON of the inputs that shape a cluster (platform, baseDomain, an external installer's
-//! URL and the release it installs), plus a fixed
+//! URL, the release it installs and the install-config template it renders), plus a fixed
 //! marker when an inventory is present — never the inventory's contents (seed 003), so adding or removing an
 //! entry does not make every cluster stale. Size, runningCount, timeouts, lifetimes, labels and schedules are
 //! not inputs. The algorithm is fixed: the same spec gives the same version on every build and release.
@@ -26,6 +26,10 @@ struct Inputs<'a> {
     /// The release the installer installs: absent, the version is what it was before pools could name one.
     #[serde(skip_serializing_if = "Option::is_none")]
     release: Option<&'a str>,
+    /// The install-config template it renders, by reference: absent, the version is what it was before pools
+    /// could name one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    install_config_template: Option<&'a str>,
 }
 
 /// The pool version of `spec`: 16 hex digits.
@@ -36,6 +40,7 @@ pub fn pool_version(spec: &PoolSpec) -> String {
         base_domain: spec.base_domain.as_deref(),
         installer,
         release: spec.release.as_deref(),
+        install_config_template: spec.install_config_template.as_deref(),
     };
     // Struct fields serialize in declaration order and maps are BTreeMaps: the JSON is canonical.
     let json = serde_json::to_vec(&inputs).unwrap_or_default();

@@ -849,3 +849,29 @@ fn a_release_bump_replaces_the_unclaimed_clusters_one_at_a_time_and_the_trail_na
         .collect();
     assert_eq!(said, [format!("made from release {old}, the pool's is now {new}: to be replaced")]);
 }
+
+#[test]
+fn an_install_config_template_change_replaces_the_unclaimed_clusters_one_at_a_time() {
+    let mut before = pool().size(2);
+    let unnamed = pool_version(&before.spec);
+    before.spec.install_config_template = Some("aws-4-18".into());
+    let made_with = pool_version(&before.spec);
+    assert_ne!(made_with, unnamed, "naming a template changes the version; naming none leaves it as it was");
+    let mut changed = pool().size(2);
+    changed.spec.install_config_template = Some("aws-4-18-large".into());
+    assert_ne!(pool_version(&changed.spec), made_with);
+    // Pinning the same name to its content is a change too: the pin is what the installer checks.
+    let mut pinned = pool().size(2);
+    pinned.spec.install_config_template = Some(format!("aws-4-18@sha256:{}", "0a".repeat(32)));
+    assert_ne!(pool_version(&pinned.spec), made_with);
+
+    let made = |id: &str, t: i64| cluster(id).created(at(t)).version(Some(&made_with));
+    let plan = given(changed)
+        .with(made("c1", 1).claimed("job", at(5)))
+        .with(claim("job").assigned("c1", at(5)))
+        .with(made("c2", 2))
+        .with(made("c3", 3))
+        .plan_at(at(10));
+    assert_eq!(plan.deleted_for(DeleteReason::Stale), ["c2"]);
+    assert_eq!(plan.created().len(), 1);
+}

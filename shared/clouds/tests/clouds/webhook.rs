@@ -143,6 +143,7 @@ fn the_contract_document_describes_what_apiary_sends_and_reads() {
         parameters: [("apiVIP".to_owned(), "10.0.0.10".to_owned())].into(),
         attempt: 1,
         release: Some("quay.io/openshift-release-dev/ocp-release:4.18.2-x86_64".into()),
+        install_config_template: Some("aws-4-18".into()),
     };
     let sent: Vec<String> =
         serde_json::to_value(&request).expect("json").as_object().expect("object").keys().cloned().collect();

@@ -4,7 +4,7 @@
 //! follow the seeds (Hive's names, camelCase in JSON). Every mutable item carries `rev`, the revision a
 //! conditional write expects; a write sets `rev` to `expected + 1`.
 //!
-//! Split along its seams: `spec` (what the operator asks), `cluster`, `claim`, `status` (what the pool
+//! Split along its seams: `spec` (what the operator asks), `readiness` (how it proves a cluster usable), `cluster`, `claim`, `status` (what the pool
 //! observed), `conditions`, and `pool` (the item and the snapshot). The policies (adaptive, forecast,
 //! canaries, schedules, power) read and write these types and are never read by them.
 
@@ -15,6 +15,7 @@ mod cluster;
 mod conditions;
 pub mod notice;
 mod pool;
+mod readiness;
 mod spec;
 mod status;
 
@@ -22,6 +23,7 @@ pub use claim::*;
 pub use cluster::*;
 pub use conditions::*;
 pub use pool::*;
+pub use readiness::*;
 pub use spec::*;
 pub use status::*;
 

@@ -136,6 +136,32 @@ pub fn check_image_ref(image: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A template's reference as a pool names it: a name of 1 to 63 lowercase letters, digits, `-` and `.`, starting
+/// and ending with a letter or digit (the installer keeps it as `templates/<name>.yaml`), then `@sha256:<digest>` if
+/// the pool pins its content.
+pub fn check_template_ref(reference: &str) -> Result<(), String> {
+    let (name, digest) = match reference.split_once('@') {
+        Some((name, digest)) => (name, Some(digest)),
+        None => (reference, None),
+    };
+    let name_ok = (1..=63).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let digest_ok = digest.is_none_or(|d| {
+        let hex = d.strip_prefix("sha256:").unwrap_or_default();
+        hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    });
+    if !name_ok || !digest_ok {
+        return Err(format!(
+            "{:?} is not a template's reference: a name (lowercase letters, digits, '-' and '.', at most 63), then \
+             @sha256:<64 hex digits> to pin its content if wished",
+            shorten(reference)
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn count(e: &mut impl FnMut(&str, String), field: &str, n: i64) {
     if n < 0 {
         e(field, format!("must not be negative, got {n}"));
@@ -287,6 +313,43 @@ mod tests {
         assert_eq!(validate_spec(&s), Ok(()));
         s.release = Some("4.18".into());
         assert_eq!(fields(&s), ["release"]);
+    }
+
+    #[test]
+    fn an_install_config_template_is_named_and_pinned_if_wished_on_a_pool_with_an_installer() {
+        let digest = format!("aws-4-18@sha256:{}", "0a".repeat(32));
+        for good in ["aws-4-18", "ocp.aws.v2", "a", &digest] {
+            assert_eq!(check_template_ref(good), Ok(()), "{good}");
+        }
+        let long = "a".repeat(64);
+        for bad in [
+            "",
+            "AWS",
+            "-a",
+            "a-",
+            "a/b",
+            "../x",
+            "a b",
+            &long,
+            "a@sha256:abc",
+            "a@md5:0a",
+            &digest.replace("0a", "0A"),
+        ] {
+            assert!(check_template_ref(bad).is_err(), "{bad}");
+        }
+        use crate::model::{ProvisionerSpec, WebhookProvisioner};
+        let mut s = spec();
+        s.install_config_template = Some("aws-4-18".into());
+        let refused = validate_spec(&s).expect_err("a template with no installer to render it");
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].field, "installConfigTemplate");
+        assert!(refused[0].message.contains("provisioner.webhook"), "{refused:?}");
+        let secret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/installer-AbCdEf";
+        let webhook = Some(WebhookProvisioner { url: "https://installer.example.com".into(), secret: secret.into() });
+        s.provisioner = Some(ProvisionerSpec { webhook });
+        assert_eq!(validate_spec(&s), Ok(()));
+        s.install_config_template = Some("templates/aws".into());
+        assert_eq!(fields(&s), ["installConfigTemplate"]);
     }
 
     #[test]

@@ -20,20 +20,7 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         return Err(errors);
     }
     domain_and_labels(&mut e, spec);
-    match (&spec.release, &spec.provisioner) {
-        (Some(_), None) => e(
-            "release",
-            "a release is what the pool's installer installs: name one (provisioner.webhook), or leave release out \
-             for a pool that makes its machines itself"
-                .into(),
-        ),
-        (Some(release), Some(_)) => {
-            if let Err(why) = check_image_ref(release) {
-                e("release", why);
-            }
-        }
-        (None, _) => {}
-    }
+    installer_inputs(&mut e, spec);
     platform(&mut e, spec);
     adaptive_running_count(&mut e, spec);
     reaper(&mut e, spec);
@@ -46,6 +33,32 @@ pub fn validate_spec(spec: &PoolSpec) -> Result<(), Vec<FieldError>> {
         Ok(())
     } else {
         Err(errors)
+    }
+}
+
+/// `release` and `installConfigTemplate`: what the pool's installer installs, so only a pool with one may name them.
+fn installer_inputs(e: &mut impl FnMut(&str, String), spec: &PoolSpec) {
+    type Check = fn(&str) -> Result<(), String>;
+    let inputs: [(&str, Option<&String>, Check); 2] = [
+        ("release", spec.release.as_ref(), check_image_ref),
+        ("installConfigTemplate", spec.install_config_template.as_ref(), check_template_ref),
+    ];
+    for (field, value, check) in inputs {
+        match (value, &spec.provisioner) {
+            (Some(_), None) => e(
+                field,
+                format!(
+                    "{field} is for the pool's installer: name one (provisioner.webhook), or leave {field} out for a \
+                     pool that makes its machines itself"
+                ),
+            ),
+            (Some(value), Some(_)) => {
+                if let Err(why) = check(value) {
+                    e(field, why);
+                }
+            }
+            (None, _) => {}
+        }
     }
 }
 
