@@ -156,13 +156,6 @@ async fn a_pool_installed_through_the_webhook_hands_out_outputs_powers_its_machi
     assert_eq!(machines(&running), ["RUNNING"; 3]);
     assert_eq!(machines(&standby), ["TERMINATED"; 3], "the pool's GCP actuator stopped the installer's machines");
 
-    // The demo's extra manifest went into openshift/ and was consumed by the install, rendered for the cluster.
-    let dir = clouds.openshift.root.join("clusters").join(running["id"].as_str().expect("id"));
-    let state = std::fs::read(dir.join(".openshift_install_state.json")).expect("openshift-install's state");
-    let state: Value = serde_json::from_slice(&state).expect("its state is JSON");
-    let consumed = state["*manifests.Openshift"]["FileList"].to_string();
-    assert!(consumed.contains("openshift/99_apiary-00-configmap-apiary-pool.yaml"), "{consumed}");
-
     let (status, claim) = s.call("PUT", "/pools/w/claims/job", ALICE, None).await;
     assert_eq!(status, 201, "{claim}");
     assert_eq!(claim["cluster"]["id"], running["id"]);
@@ -366,12 +359,14 @@ async fn an_openshift_pool_installs_through_the_reference_installer_and_a_releas
     // A template openshift-install would refuse: the pool's cluster fails to provision, naming the field.
     let settings_of = apiary_installer::local::LocalPools::new(&clouds.openshift.root);
     use apiary_installer::ports::Pools;
-    let mut bad = settings_of.settings("w").await.expect("read").expect("the demo settings");
-    bad.install_config = bad.install_config.replace("    region: us-east-1", "    regoin: us-east-1");
-    settings_of.put("p", &bad).await.expect("settings");
+    let settings = settings_of.settings("w").await.expect("read").expect("the demo settings");
+    settings_of.put("p", &settings).await.expect("settings");
+    let bad = apiary_local::openshift::TEMPLATE.replace("    region: us-east-1", "    regoin: us-east-1");
+    settings_of.put_template("demo-aws-typo", &bad).await.expect("a template");
     let mut refused = spec.clone();
     refused["size"] = json!(1);
     refused["runningCount"] = json!(0);
+    refused["installConfigTemplate"] = json!("demo-aws-typo");
     s.put_pool("p", &refused).await;
     let message = s
         .until("the refused template is told on the cluster", MINUTE, || async {
