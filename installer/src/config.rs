@@ -31,6 +31,8 @@ pub(crate) struct Rendered {
     pub(crate) pull: String,
     /// The pool's extra manifests, rendered and checked.
     pub(crate) manifests: Vec<Manifest>,
+    /// The platform it names.
+    pub(crate) platform: String,
 }
 
 /// `name` checked as a template's name (the part of `installConfigTemplate` before any `@`): it becomes an object's
@@ -130,6 +132,10 @@ impl Installer {
             Ok(manifests) => manifests,
             Err(why) => return Ok(Err(format!("pools/{}.json: {why}", req.pool))),
         };
+        let platform = crate::credentials::platform(&doc).unwrap_or_default();
+        if let Err(why) = self.cloud_credentials(req, settings, &platform).await {
+            return Ok(Err(format!("credentials: {why}")));
+        }
         let domain = format!("{}.{}", req.cluster_name, doc["baseDomain"].as_str().unwrap_or_default());
         // Only now the secrets: a refused template costs no read of them.
         let pull = match self.secrets.get(&settings.pull_secret, &req.pool).await {
@@ -151,7 +157,7 @@ impl Installer {
             }
         }
         // JSON is YAML: openshift-install reads it as it is.
-        Ok(Ok(Rendered { text: doc.to_string(), domain, pull: pull.expose().trim().to_owned(), manifests }))
+        Ok(Ok(Rendered { text: doc.to_string(), domain, pull: pull.expose().trim().to_owned(), manifests, platform }))
     }
 
     /// The install-config template of `req`: the one the pool names, if its content is the pinned one; else the
@@ -195,5 +201,26 @@ impl Installer {
             }
         }
         Ok(Ok(text))
+    }
+
+    /// On a cloud whose jobs need credentials, the pool's: named in its settings, tagged for it, of the cloud's
+    /// shape. `Err` says what is wrong, never a value.
+    async fn cloud_credentials(
+        &self,
+        req: &InstallRequest,
+        settings: &PoolSettings,
+        platform: &str,
+    ) -> std::result::Result<(), String> {
+        if !crate::credentials::needed(platform) {
+            return Ok(());
+        }
+        let Some(arn) = &settings.credentials else {
+            return Err(format!(
+                "a {platform} install needs the cloud's credentials: name their secret in pools/{}.json (credentials)",
+                req.pool
+            ));
+        };
+        let secret = self.secrets.get(arn, &req.pool).await.map_err(|e| e.to_string())?;
+        crate::credentials::check(platform, arn, secret.expose())
     }
 }

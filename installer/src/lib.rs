@@ -14,6 +14,7 @@
 pub mod admission;
 pub mod aws;
 pub mod config;
+pub mod credentials;
 pub mod local;
 pub mod manifests;
 pub mod memory;

@@ -7,6 +7,7 @@
 //! <root>/templates/<name>.yaml    an install-config template pools name (`installConfigTemplate`)
 //! <root>/records/<id>.json        a cluster's record
 //! <root>/clusters/<id>/…          its install directory
+//! <root>/credentials/<job>.<cloud>.json  a running job's cloud credentials (Azure, GCP), gone when it ends
 //! <root>/jobs/<job>.out           a job's output, each line redacted (`outputs::redact`): openshift-install
 //!                                  prints the kubeadmin password, which only the install directory's log keeps
 //! ```
@@ -298,6 +299,10 @@ impl LocalJobs {
         tokio::fs::create_dir_all(&logs).await.map_err(|e| io("the jobs' logs", e))?;
         let out = std::fs::File::create(logs.join(format!("{id}.out"))).map_err(|e| io("a job's log", e))?;
         let out = Arc::new(Mutex::new(out));
+        let handed = take_credentials(&dir, &self.root.join("credentials"), id)
+            .map_err(|e| io("the cloud credentials left for the job", e))?;
+        let mut env = self.env.clone();
+        env.extend(handed.iter().map(|(var, path)| ((*var).to_owned(), path.display().to_string())));
         let path = dir.display().to_string();
         // An install with manifests waiting makes openshift-install's own first, as the buildspec does.
         let mut steps = Vec::new();
@@ -305,7 +310,7 @@ impl LocalJobs {
             steps.push(["create", "manifests", "--dir", &path, "--log-level", "info"].map(str::to_owned).to_vec());
         }
         steps.push(spec.kind.args(&path));
-        let run = Run { program: self.program.clone(), env: self.env.clone(), spec: spec.clone(), out };
+        let run = Run { program: self.program.clone(), env, spec: spec.clone(), out };
         let mut steps = steps.into_iter();
         let first = steps.next().unwrap_or_default();
         // A program that cannot start is the start's error.
@@ -337,6 +342,10 @@ impl LocalJobs {
                     apiary_planner::duration::format(chrono::TimeDelta::from_std(timeout).unwrap_or_default()))),
                 () = stop.notified() => JobState::Failed(format!("{verb} was stopped")),
             };
+            // The credentials were the job's alone.
+            for (_, path) in handed {
+                let _ = std::fs::remove_file(path);
+            }
             if let Some(held) = jobs.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&job) {
                 held.state = state;
             }
@@ -392,6 +401,26 @@ impl Run {
             Err(e) => Err(format!("{verb} could not be waited for: {e}")),
         }
     }
+}
+
+/// The cloud credentials the installer left in install directory `dir` for job `id`, moved out of it to a file of
+/// the job's own under `to` (readable by the runner's user only), each with the variable openshift-install reads
+/// its path from ([`crate::credentials`]).
+fn take_credentials(dir: &Path, to: &Path, id: &str) -> std::io::Result<Vec<(&'static str, PathBuf)>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut handed = Vec::new();
+    for (cloud, var) in crate::credentials::CLOUDS {
+        let left = dir.join(crate::credentials::file(cloud));
+        if !left.exists() {
+            continue;
+        }
+        std::fs::create_dir_all(to)?;
+        let own = to.join(format!("{id}.{cloud}.json"));
+        std::fs::rename(&left, &own)?;
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o600))?;
+        handed.push((var, own));
+    }
+    Ok(handed)
 }
 
 /// The manifests waiting in install directory `dir` for the job, if there are any.

@@ -38,6 +38,10 @@ pub struct PoolSettings {
     /// How long an install job may run (`2h30m`, the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install_timeout: Option<String>,
+    /// The ARN of the secret holding the cloud credentials openshift-install uses on Azure or GCP (tagged for the
+    /// pool): [`crate::credentials`]. On AWS the jobs use their role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<String>,
     /// The IAM role the jobs assume to install in another account (its trust policy names the installer's job
     /// role); absent, they install in the installer's own account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -88,6 +92,9 @@ impl PoolSettings {
         arn("pullSecret", &self.pull_secret)?;
         if let Some(key) = &self.ssh_key {
             arn("sshKey", key)?;
+        }
+        if let Some(credentials) = &self.credentials {
+            arn("credentials", credentials)?;
         }
         if let Some(role) = &self.role_arn {
             apiary_planner::RoleArn::parse(role).map_err(|why| format!("roleArn: {why}"))?;
@@ -165,6 +172,10 @@ pub struct Record {
     /// The role its jobs assume, if its pool names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role_arn: Option<String>,
+    /// The platform its install-config names (`aws`, `azure`, `gcp`, …): whether its jobs need the pool's cloud
+    /// credentials ([`crate::credentials`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
     /// Where it stands.
     pub phase: Phase,
     /// The job under way: the install, a clean-up or a destroy.

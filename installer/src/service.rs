@@ -258,6 +258,7 @@ impl Installer {
             release_image: release.clone(),
             install_timeout: timeout.as_secs(),
             role_arn: settings.role_arn.clone(),
+            platform: Some(config.platform.clone()),
             phase: Phase::Installing,
             job: None,
             stopping: None,
@@ -560,6 +561,7 @@ impl Installer {
             JobKind::Install => std::time::Duration::from_secs(r.install_timeout),
             JobKind::Destroy => DESTROY_TIMEOUT,
         };
+        self.hand_credentials(r).await?;
         r.runs += 1;
         let spec = JobSpec {
             kind,
@@ -573,6 +575,18 @@ impl Installer {
         let job = self.jobs.start(&spec).await?;
         tracing::info!(cluster = %r.id, pool = %r.pool, job = %job, kind = kind.name(), "a job started");
         Ok(job)
+    }
+
+    /// On a cloud whose jobs need credentials, the pool's written where the job takes them from; the job moves them
+    /// out of the directory before anything else runs. A pool whose settings no longer name them fails the job's
+    /// start for good.
+    async fn hand_credentials(&self, r: &Record) -> Result<()> {
+        let Some(cloud) = r.platform.as_deref().filter(|p| crate::credentials::needed(p)) else { return Ok(()) };
+        let Some(arn) = self.pools.settings(&r.pool).await?.and_then(|s| s.credentials) else {
+            return Err(Error::Config(format!("pools/{}.json names no credentials for a {cloud} cluster", r.pool)));
+        };
+        let secret = self.secrets.get(&arn, &r.pool).await?;
+        self.dirs.write(&r.id, &crate::credentials::file(cloud), secret.expose().as_bytes()).await
     }
 
     /// Writes `r` conditionally on revision `expected`; `false` when the condition was lost.

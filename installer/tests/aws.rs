@@ -50,6 +50,7 @@ fn record(id: &str, pool: &str, revision: u64) -> Record {
         release_image: "quay.io/openshift-release-dev/ocp-release:4.18.1-x86_64".into(),
         install_timeout: 9000,
         role_arn: None,
+        platform: None,
         phase: Phase::Installing,
         job: None,
         stopping: None,
@@ -303,6 +304,11 @@ async fn signed(
     common::answer(installer, common::signed(SIGNING_KEY, method, path, &body)).await
 }
 
+/// A template of clusters on GCP, whose jobs need the pool's service account key.
+const GCP_TEMPLATE: &str =
+    "apiVersion: v1\nmetadata:\n  name: {clusterName}\nbaseDomain: {baseDomain}\nplatform:\n  gcp:\n    \
+                            projectID: ocp-ci\n    region: europe-west1\n";
+
 /// A template kept apart, which a pool names (`installConfigTemplate`).
 const NAMED_TEMPLATE: &str =
     "apiVersion: v1\nmetadata:\n  name: {clusterName}\nbaseDomain: {baseDomain}\ncontrolPlane:\n  name: master\n  \
@@ -321,7 +327,24 @@ async fn installer_stack() -> (aws_config::SdkConfig, std::collections::HashMap<
         "manifests": ["apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pool-of-{clusterName}\n"],
     });
     let bucket = S3Dirs::new(&operator, &settings.bucket, settings.kms_key.clone());
+    // A GCP service account key for the pool's clusters on GCP, tagged for it.
+    let key = json!({"type": "service_account", "client_email": "openshift-install@ocp-ci.iam.gserviceaccount.com",
+                     "private_key": "-----BEGIN PRIVATE KEY-----\napiary-canary-gcp-key-buildspec\n-----END PRIVATE KEY-----\n",
+                     "token_uri": "https://oauth2.googleapis.com/token"});
+    let tag = |k: &str, v: &str| aws_sdk_secretsmanager::types::Tag::builder().key(k).value(v).build();
+    let credentials = aws_sdk_secretsmanager::Client::new(&operator)
+        .create_secret()
+        .name(format!("{}/ocp/gcp-key", settings.bucket))
+        .secret_string(key.to_string())
+        .tags(tag("apiary", "true"))
+        .tags(tag("apiary:pools", "ocp"))
+        .send()
+        .await
+        .expect("the pool's GCP key");
+    let mut pool = pool;
+    pool["credentials"] = json!(credentials.arn().expect("its ARN"));
     bucket.put("pools/ocp.json", pool.to_string().as_bytes()).await.expect("the pool's settings");
+    bucket.put("templates/ocp-gcp.yaml", GCP_TEMPLATE.as_bytes()).await.expect("a GCP template");
     bucket.put("templates/ocp-none.yaml", NAMED_TEMPLATE.as_bytes()).await.expect("a template pools name");
     (operator, env, settings)
 }
@@ -474,6 +497,14 @@ case "$action" in
   echo "kind: ConfigMap" > "$dir/openshift/openshift-install-manifests.yaml"
   say info "Manifests created in: manifests and openshift";;
 "create cluster")
+  # On GCP openshift-install reads the service account key GOOGLE_APPLICATION_CREDENTIALS names; the job must have
+  # taken it out of the directory first.
+  gcp=""
+  grep -qs '"gcp":' "$dir/install-config.yaml" "$dir/.consumed-install-config" && gcp=yes
+  if [ -n "$gcp" ]; then
+    grep -qs client_email "${GOOGLE_APPLICATION_CREDENTIALS:-/none}" || { say fatal "failed to load GCP credentials"; exit 3; }
+    [ ! -e "$dir/.apiary/gcp-credentials.json" ] || { say fatal "the key was left in the directory"; exit 3; }
+  fi
   if [ -f "$dir/.consumed-install-config" ]; then
     # After create manifests: the pool's manifests must be in openshift/ by now.
     for m in "$dir"/.apiary/manifests/*.yaml; do
@@ -486,8 +517,8 @@ case "$action" in
     grep -q "$APIARY_CLUSTER" "$dir/install-config.yaml" || { say fatal "install-config.yaml: another cluster's"; exit 3; }
     rm "$dir/install-config.yaml"
   fi
-  printf '{"clusterName":"%s","clusterID":"5a1c9e3f-0000-4000-8000-000000000001","infraID":"%s-x7k2p"}' \
-    "$APIARY_CLUSTER" "$APIARY_CLUSTER" > "$dir/metadata.json"
+  printf '{"clusterName":"%s","clusterID":"5a1c9e3f-0000-4000-8000-000000000001","infraID":"%s-x7k2p"%s}' \
+    "$APIARY_CLUSTER" "$APIARY_CLUSTER" "${gcp:+,\"gcp\":{\"projectID\":\"ocp-ci\"\}}" > "$dir/metadata.json"
   if [ -e "$STAND_IN_FAIL" ]; then
     say error "Bootstrap failed to complete: timed out waiting for the condition"
     exit 5
@@ -501,6 +532,9 @@ case "$action" in
   say info "Login to the console with user: \\\"kubeadmin\\\", and password: \\\"$(cat "$dir/auth/kubeadmin-password")\\\"";;
 "destroy cluster")
   [ -f "$dir/metadata.json" ] || { say fatal "open $dir/metadata.json: no such file or directory"; exit 1; }
+  if grep -q '"gcp"' "$dir/metadata.json"; then
+    grep -qs client_email "${GOOGLE_APPLICATION_CREDENTIALS:-/none}" || { say fatal "failed to load GCP credentials"; exit 1; }
+  fi
   rm -rf "$dir/metadata.json" "$dir/auth"
   say info "Uninstallation complete!";;
 *) exit 2;;
@@ -725,6 +759,27 @@ async fn the_buildspec_installs_fails_and_destroys_as_written_with_the_jobs_role
     assert_eq!(dirs.read("ci-7", "metadata.json").await.expect("read"), None);
     let ran = runs.ran.lock().expect("ran").clone();
     assert_eq!(ran.len(), 4, "an install, its clean-up, an install, a destroy: {ran:?}");
+
+    // A cluster on GCP: its jobs take the pool's key out of the directory and give it to openshift-install, so
+    // it is never synced back; its destroy has it too.
+    let gcp = json!({"pool": "ocp", "clusterId": "ci-9", "clusterName": "ci-9", "baseDomain": "ci.example.com",
+                     "attempt": 1, "installConfigTemplate": "ocp-gcp"});
+    signed(&installer, "PUT", "/clusters/ci-9", gcp).await;
+    let (status, body) = signed(&installer, "GET", "/clusters/ci-9", Value::Null).await;
+    assert_eq!((status, body["state"].as_str()), (200, Some("Ready")), "{body}; ran {:?}", runs.ran.lock());
+    assert_eq!(
+        dirs.read("ci-9", ".apiary/gcp-credentials.json").await.expect("read"),
+        None,
+        "the key left with the job"
+    );
+    let mut removal = (0, Value::Null);
+    for _ in 0..5 {
+        removal = signed(&installer, "DELETE", "/clusters/ci-9", Value::Null).await;
+        if removal.0 != 202 {
+            break;
+        }
+    }
+    assert_eq!(removal.0, 404, "the destroy had the key: {}; ran {:?}", removal.1, runs.ran.lock());
     assert!(ran[0].contains("Install: Failed") && ran[0].contains("BUILD"), "{ran:?}");
     assert!(ran[1..].iter().all(|r| r.ends_with("Succeeded")), "{ran:?}");
 

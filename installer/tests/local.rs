@@ -59,6 +59,11 @@ struct World {
 }
 
 async fn world(name: &str, template: &str) -> World {
+    world_with(name, template, vec![]).await
+}
+
+/// A world whose jobs also have `env` (a fake cloud's endpoint).
+async fn world_with(name: &str, template: &str, env: Vec<(String, String)>) -> World {
     let root = std::env::temp_dir().join(format!("apiary-installer-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).expect("root");
@@ -80,6 +85,7 @@ async fn world(name: &str, template: &str) -> World {
         pull_secret: pull,
         ssh_key: Some(ssh),
         manifests: Vec::new(),
+        credentials: None,
         install_timeout: None,
         role_arn: None,
     };
@@ -91,7 +97,10 @@ async fn world(name: &str, template: &str) -> World {
             ("FAKE_OPENSHIFT_INSTALL_SECONDS".into(), "0.3".into()),
             ("FAKE_OPENSHIFT_INSTALL_CLUSTER_API".into(), api_file.display().to_string()),
             ("FAKE_OPENSHIFT_INSTALL_FAULTS_FILE".into(), faults.display().to_string()),
-        ],
+        ]
+        .into_iter()
+        .chain(env)
+        .collect(),
     );
     let installer = Installer {
         pools: Arc::new(pools),
@@ -338,6 +347,131 @@ const CONFIGMAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tea
                          openshift-config\ndata:\n  cluster: {clusterName}\n";
 const MACHINECONFIG: &str = "apiVersion: machineconfiguration.openshift.io/v1\nkind: MachineConfig\nmetadata:\n  \
                              name: 99-worker-chrony\nspec:\n  config:\n    ignition:\n      version: 3.2.0\n";
+
+const GCP_TEMPLATE: &str = "\
+apiVersion: v1
+metadata:
+  name: {clusterName}
+baseDomain: {baseDomain}
+controlPlane:
+  name: master
+  replicas: 3
+  platform:
+    gcp:
+      type: n2-standard-4
+      zones: [europe-west1-c]
+compute:
+- name: worker
+  replicas: 2
+  platform:
+    gcp:
+      type: n2-standard-4
+      zones: [europe-west1-c]
+platform:
+  gcp:
+    projectID: ocp-ci
+    region: europe-west1
+    userLabels:
+    - key: team
+      value: {labels.team}
+";
+
+/// Gives the pool the cloud credentials `arn`.
+async fn credentials(w: &World, arn: Option<String>) {
+    let pools = LocalPools::new(&w.root);
+    let mut settings = apiary_installer::ports::Pools::settings(&pools, POOL).await.expect("read").expect("some");
+    settings.credentials = arn;
+    pools.put(POOL, &settings).await.expect("settings");
+}
+
+/// Issue 73: on GCP openshift-install's jobs take the pool's service account key from a secret tagged for the pool.
+/// The install makes its machines on the (fake) Compute Engine with that key, labelled for its infraId as the
+/// pool's GCP platform finds them; the destroy removes them with it; the key is never left in the install directory
+/// nor beside it once the job is done. A pool whose credentials are missing, not its own or not a key is refused
+/// before any job, naming `credentials`.
+#[tokio::test]
+async fn on_gcp_the_jobs_install_and_destroy_with_the_pools_service_account_key() {
+    use apiary_fakeclouds::gcp::{FakeGcp, Timings};
+    let gcp = FakeGcp::start(Timings { boot: Duration::from_millis(100), stop: Duration::from_millis(100) })
+        .await
+        .expect("the fake Compute Engine");
+    let env = vec![("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE".to_owned(), format!("{}/", gcp.endpoint()))];
+    let w = world_with("gcp", GCP_TEMPLATE, env).await;
+    let key = gcp.service_account("openshift-install@ocp-ci.iam.gserviceaccount.com", "ocp-ci");
+    let arn = w.secrets.add("ocp/gcp-key", &key, &[POOL]);
+    let others = w.secrets.add("other/gcp-key", &key, &["other"]);
+
+    // Refused before any job: no credentials, another pool's, not a key.
+    for (id, named, said) in [
+        (
+            "ci-51",
+            None,
+            "credentials: a gcp install needs the cloud's credentials: name their secret in pools/ocp.json",
+        ),
+        ("ci-52", Some(others), "credentials: "),
+        ("ci-53", Some(w.secrets.add("ocp/not-a-key", "{}", &[POOL])), "credentials: secret "),
+    ] {
+        credentials(&w, named).await;
+        let (status, body) = w.put(id, 1, &[]).await;
+        assert_eq!(status, 400, "{id}: {body}");
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.starts_with(said), "{id}: {message}");
+    }
+    assert!(w.jobs_run().is_empty(), "{:?}", w.jobs_run());
+
+    credentials(&w, Some(arn)).await;
+    let (status, body) = w.put("ci-54", 1, &[]).await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = w.until_not("GET", "ci-54", "Provisioning").await;
+    assert_eq!(status, 200, "{body}");
+    let infra = body["infraId"].as_str().expect("infraId").to_owned();
+    let label = apiary_clouds::gcp::cluster_label(&infra);
+    assert_eq!(gcp.labelled("ocp-ci", &label, "owned").len(), 5, "three control-plane machines and two workers");
+    let machine = gcp.instances("ocp-ci").into_iter().find(|(_, n, _)| n.starts_with(&infra)).expect("a machine");
+    assert_eq!(gcp.labels("ocp-ci", "europe-west1-c", &machine.1).get("team").map(String::as_str), Some("ci"));
+    let left = |w: &World| {
+        let dir = w.root.join("clusters/ci-54/.apiary/gcp-credentials.json").exists();
+        let own = std::fs::read_dir(w.root.join("credentials")).map(|d| d.count()).unwrap_or(0);
+        (dir, own)
+    };
+    assert_eq!(left(&w), (false, 0), "the key is not kept once the job is done");
+
+    let (status, _) = w.call("DELETE", "/clusters/ci-54", Value::Null).await;
+    assert_eq!(status, 202);
+    let (status, _) = w.until_not("DELETE", "ci-54", "Deprovisioning").await;
+    assert_eq!(status, 404);
+    let gone = gcp.labelled("ocp-ci", &label, "owned");
+    assert!(gone.iter().all(|s| s == "STOPPING"), "the destroy deleted every machine with the key: {gone:?}");
+    assert_eq!(left(&w), (false, 0));
+}
+
+/// Issue 73: on Azure the jobs take the pool's service principal as openshift-install reads it
+/// (`AZURE_AUTH_LOCATION`); one missing a field is refused before any job, naming the fields, never a value.
+#[tokio::test]
+async fn on_azure_the_jobs_take_the_pools_service_principal() {
+    let template = TEMPLATE.replace("  none: {}", "  azure:\n    region: westeurope");
+    let w = world("azure", &template).await;
+    let principal = json!({"subscriptionId": "00000000-0000-0000-0000-0000000000aa", "tenantId": "00000000-0000-0000-0000-0000000000bb",
+                           "clientId": "ocp-installer", "clientSecret": "apiary-canary-azure-client-secret-ocp-1"});
+    let mut partial = principal.clone();
+    partial.as_object_mut().map(|p| p.remove("tenantId"));
+    credentials(&w, Some(w.secrets.add("ocp/azure-partial", &partial.to_string(), &[POOL]))).await;
+    let (status, body) = w.put("ci-61", 1, &PARAMETERS).await;
+    assert_eq!(status, 400, "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("credentials: secret ") && message.ends_with("tenantId missing"), "{message}");
+    assert!(!message.contains("apiary-canary"), "{message}");
+
+    credentials(&w, Some(w.secrets.add("ocp/azure", &principal.to_string(), &[POOL]))).await;
+    let (status, _) = w.put("ci-62", 1, &PARAMETERS).await;
+    assert_eq!(status, 202);
+    let (status, body) = w.until_not("GET", "ci-62", "Provisioning").await;
+    assert_eq!(status, 200, "the stand-in found the principal where openshift-install reads it: {body}");
+    let (status, _) = w.call("DELETE", "/clusters/ci-62", Value::Null).await;
+    assert_eq!(status, 202);
+    let (status, _) = w.until_not("DELETE", "ci-62", "Deprovisioning").await;
+    assert_eq!(status, 404, "the destroy had it too");
+}
 
 /// Issue 73: a pool names its install-config template by reference. The installer renders the template kept under
 /// that name (over its settings' own), checks a pinned one's content against the pin, and refuses a name it does

@@ -28,6 +28,12 @@
 //! - `FAKE_OPENSHIFT_INSTALL_FAULTS_FILE`: a file holding more of them, read at each run (a demo or a test changes
 //!   it between runs).
 //! - `FAKE_OPENSHIFT_INSTALL_AMI`: the image machines launch from (default the install-config's `amiID`).
+//!
+//! On GCP it makes the machines as openshift-install does, one `instances.insert` each, labelled
+//! `kubernetes-io-cluster-<infraID>=owned`, with the service account key `GOOGLE_APPLICATION_CREDENTIALS` names,
+//! through gcloud's `CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE` (a fake Compute Engine); `destroy cluster` deletes
+//! them. On Azure it reads the service principal `AZURE_AUTH_LOCATION` names, failing as openshift-install does
+//! without one, and makes no machines.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -163,22 +169,14 @@ async fn create(dir: &Path) -> ExitCode {
     let infra_id = format!("{base}-{}", random(5));
     let cluster_id = uuid_like();
     let aws = config["platform"]["aws"].as_object().cloned();
-    let mut metadata = json!({
-        "clusterName": name,
-        "clusterID": cluster_id,
-        "infraID": infra_id,
-        "featureSet": "",
-        "customFeatureSet": null,
-    });
-    let identifier = json!([
-        {format!("kubernetes.io/cluster/{infra_id}"): "owned"},
-        {"openshiftClusterID": cluster_id},
-        {format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{infra_id}"): "owned"},
-    ]);
-    if let Some(aws) = &aws {
-        metadata["aws"] = json!({"region": aws.get("region"), "identifier": identifier, "clusterDomain": domain});
+    let gcp = config["platform"]["gcp"].as_object().cloned();
+    if config["platform"]["azure"].is_object() {
+        if let Err(why) = azure_credentials() {
+            log.line("fatal", &format!("failed to fetch Metadata: failed to load asset \"Install Config\": {why}"));
+            return ExitCode::from(EXIT_INSTALL_CONFIG);
+        }
     }
-    let _ = std::fs::write(dir.join("metadata.json"), metadata.to_string());
+    let _ = std::fs::write(dir.join("metadata.json"), metadata(&config, &infra_id, &cluster_id).to_string());
     // Unique and recognisable, as the fakes' secrets are (`apiary_fakeclouds::canary`): the tests' scan finds it
     // wherever it leaked.
     let password = format!("apiary-canary-kubeadmin-password-{}", random(16));
@@ -194,6 +192,13 @@ async fn create(dir: &Path) -> ExitCode {
         return ExitCode::from(EXIT_INFRASTRUCTURE);
     }
     log.line("info", "Creating infrastructure resources...");
+    if let Some(gcp) = &gcp {
+        if let Err(e) = launch_gcp(&config, gcp, &infra_id).await {
+            log.line("error", &format!("failed to create cluster: failed to create infrastructure: {e}"));
+            log.line("fatal", "failed to fetch Cluster: failed to generate asset \"Cluster\": failed to create cluster: failed provisioning resources");
+            return ExitCode::from(EXIT_INFRASTRUCTURE);
+        }
+    }
     if let Some(aws) = &aws {
         if let Err(e) = launch(&config, aws, &infra_id, &cluster_id).await {
             log.line("error", &format!("failed to create cluster: failed to create infrastructure: {e}"));
@@ -227,6 +232,35 @@ async fn create(dir: &Path) -> ExitCode {
     );
     log.line("info", &format!("Login to the console with user: \"kubeadmin\", and password: \"{password}\""));
     ExitCode::SUCCESS
+}
+
+/// `metadata.json` in the installer's format: the cluster's ids, and where its platform's resources are.
+fn metadata(config: &Value, infra_id: &str, cluster_id: &str) -> Value {
+    let name = config["metadata"]["name"].as_str().unwrap_or_default();
+    let domain = format!("{name}.{}", config["baseDomain"].as_str().unwrap_or_default());
+    let mut metadata = json!({
+        "clusterName": name,
+        "clusterID": cluster_id,
+        "infraID": infra_id,
+        "featureSet": "",
+        "customFeatureSet": null,
+    });
+    let platform = &config["platform"];
+    if let Some(aws) = platform["aws"].as_object() {
+        let identifier = json!([
+            {format!("kubernetes.io/cluster/{infra_id}"): "owned"},
+            {"openshiftClusterID": cluster_id},
+            {format!("sigs.k8s.io/cluster-api-provider-aws/cluster/{infra_id}"): "owned"},
+        ]);
+        metadata["aws"] = json!({"region": aws.get("region"), "identifier": identifier, "clusterDomain": domain});
+    }
+    if let Some(gcp) = platform["gcp"].as_object() {
+        metadata["gcp"] = json!({"region": gcp.get("region"), "projectID": gcp.get("projectID")});
+    }
+    if let Some(azure) = platform["azure"].as_object() {
+        metadata["azure"] = json!({"region": azure.get("region"), "resourceGroupName": format!("{infra_id}-rg")});
+    }
+    metadata
 }
 
 /// install-config.yaml read, parsed and checked as openshift-install checks it, then consumed (its content kept in
@@ -497,6 +531,18 @@ async fn destroy(dir: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    if let Some(project) = metadata["gcp"]["projectID"].as_str() {
+        if let Err(e) = terminate_gcp(project, &infra_id).await {
+            log.line("fatal", &format!("Failed to destroy cluster: {e}"));
+            return ExitCode::FAILURE;
+        }
+    }
+    if metadata["azure"].is_object() {
+        if let Err(why) = azure_credentials() {
+            log.line("fatal", &format!("Failed to destroy cluster: {why}"));
+            return ExitCode::FAILURE;
+        }
+    }
     log.line("info", "Uninstallation complete!");
     let _ = std::fs::remove_file(dir.join("metadata.json"));
     ExitCode::SUCCESS
@@ -525,6 +571,136 @@ async fn terminate(region: &str, infra_id: &str) -> Result<(), String> {
             .send()
             .await
             .map_err(|e| format!("ec2:TerminateInstances: {}", aws_sdk_ec2::error::DisplayErrorContext(e)))?;
+    }
+    Ok(())
+}
+
+/// The service principal `AZURE_AUTH_LOCATION` names, as openshift-install reads it: `Err` says what is wrong.
+fn azure_credentials() -> Result<(), String> {
+    let path = std::env::var("AZURE_AUTH_LOCATION")
+        .map_err(|_| "failed to load Azure credentials: AZURE_AUTH_LOCATION is not set".to_owned())?;
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("failed to load Azure credentials: {path}: {e}"))?;
+    let doc: Value =
+        serde_json::from_str(&text).map_err(|_| format!("failed to load Azure credentials: {path}: not JSON"))?;
+    match ["subscriptionId", "tenantId", "clientId", "clientSecret"]
+        .iter()
+        .find(|f| doc[**f].as_str().is_none_or(str::is_empty))
+    {
+        Some(field) => Err(format!("failed to load Azure credentials: {path}: {field} is missing")),
+        None => Ok(()),
+    }
+}
+
+/// The Compute Engine API openshift-install calls: gcloud's override when set (the fake's, in tests), else Google's.
+fn gcp_endpoint() -> String {
+    std::env::var("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE")
+        .unwrap_or_else(|_| "https://compute.googleapis.com/compute/v1/".to_owned())
+        .trim_end_matches('/')
+        .to_owned()
+}
+
+/// A Compute Engine client as openshift-install makes one: the service account key `GOOGLE_APPLICATION_CREDENTIALS`
+/// names, a token for it, and the API.
+struct Gcp {
+    http: apiary_clouds::http::Http,
+    token: String,
+    endpoint: String,
+}
+
+enum Verb {
+    Get,
+    Post(Value),
+    Delete,
+}
+
+impl Gcp {
+    async fn connect() -> Result<Self, String> {
+        let path = std::env::var("GOOGLE_APPLICATION_CREDENTIALS")
+            .map_err(|_| "failed to load GCP credentials: GOOGLE_APPLICATION_CREDENTIALS is not set".to_owned())?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("failed to load GCP credentials: {path}: {e}"))?;
+        let key = apiary_clouds::gcp::auth::ServiceAccountKey::parse(&path, &text).map_err(|e| e.to_string())?;
+        let http = apiary_clouds::http::Http::new(None).map_err(|e| e.to_string())?;
+        let cache = apiary_clouds::tokens::TokenCache::default();
+        let token = apiary_clouds::gcp::auth::token(&cache, &http, &key).await.map_err(|e| e.to_string())?;
+        Ok(Self { http, token, endpoint: gcp_endpoint() })
+    }
+
+    async fn call(&self, verb: Verb, path: &str) -> Result<Value, String> {
+        let url = format!("{}/{path}", self.endpoint);
+        let answer = self
+            .http
+            .send("gcp:compute", |c| {
+                let req = match &verb {
+                    Verb::Get => c.get(&url),
+                    Verb::Post(body) => c.post(&url).json(body),
+                    Verb::Delete => c.delete(&url),
+                };
+                req.bearer_auth(&self.token)
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        if !answer.is_success() {
+            return Err(format!("googleapi: Error {}: {}", answer.status.as_u16(), answer.text()));
+        }
+        answer.json("gcp:compute").map_err(|e| e.to_string())
+    }
+}
+
+/// On GCP: the control plane and compute machines as openshift-install makes them, one `instances.insert` each,
+/// labelled `kubernetes-io-cluster-<infraID>=owned` and with `platform.gcp.userLabels`, in each machine pool's
+/// first zone.
+async fn launch_gcp(config: &Value, gcp: &serde_json::Map<String, Value>, infra_id: &str) -> Result<(), String> {
+    let client = Gcp::connect().await?;
+    let project = gcp.get("projectID").and_then(Value::as_str).unwrap_or_default();
+    let region = gcp.get("region").and_then(Value::as_str).unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = gcp
+        .get("userLabels")
+        .and_then(Value::as_array)
+        .map(|l| {
+            l.iter().filter_map(|p| Some((p["key"].as_str()?.to_owned(), p["value"].as_str()?.to_owned()))).collect()
+        })
+        .unwrap_or_default();
+    labels.insert(apiary_clouds::gcp::cluster_label(infra_id), "owned".to_owned());
+    let workers: i64 =
+        config["compute"].as_array().map_or(3, |p| p.iter().map(|p| p["replicas"].as_i64().unwrap_or(3)).sum());
+    let masters = config["controlPlane"]["replicas"].as_i64().unwrap_or(3);
+    for (role, pool, count) in
+        [("master", &config["controlPlane"], masters), ("worker", &config["compute"][0], workers)]
+    {
+        let machine = &pool["platform"]["gcp"];
+        let zone = machine["zones"][0].as_str().map_or_else(|| format!("{region}-b"), str::to_owned);
+        let kind = machine["type"].as_str().unwrap_or("n2-standard-4");
+        for i in 0..count {
+            let body = json!({"name": format!("{infra_id}-{role}-{i}"), "machineType": format!("zones/{zone}/machineTypes/{kind}"), "labels": labels});
+            client.call(Verb::Post(body), &format!("projects/{project}/zones/{zone}/instances")).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Every instance labelled for `infra_id` in `project`, deleted.
+async fn terminate_gcp(project: &str, infra_id: &str) -> Result<(), String> {
+    let client = Gcp::connect().await?;
+    let filter = format!("labels.{} = \"owned\"", apiary_clouds::gcp::cluster_label(infra_id));
+    let mut found = Vec::new();
+    let mut page = String::new();
+    loop {
+        let path =
+            format!("projects/{project}/aggregated/instances?filter={}{page}", apiary_clouds::http::escape(&filter));
+        let listed = client.call(Verb::Get, &path).await?;
+        for (zone, entry) in listed["items"].as_object().into_iter().flatten() {
+            let zone = zone.trim_start_matches("zones/").to_owned();
+            let names = entry["instances"].as_array().into_iter().flatten().filter_map(|i| i["name"].as_str());
+            found.extend(names.map(|n| (zone.clone(), n.to_owned())));
+        }
+        match listed["nextPageToken"].as_str() {
+            Some(next) => page = format!("&pageToken={}", apiary_clouds::http::escape(next)),
+            None => break,
+        }
+    }
+    for (zone, name) in found {
+        client.call(Verb::Delete, &format!("projects/{project}/zones/{zone}/instances/{name}")).await?;
     }
     Ok(())
 }

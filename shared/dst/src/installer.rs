@@ -133,6 +133,7 @@ impl SimInstaller {
                     pull_secret: pull.clone(),
                     ssh_key: None,
                     manifests: Vec::new(),
+                    credentials: None,
                     install_timeout: Some("30m".into()),
                     role_arn: None,
                 },

@@ -5,7 +5,8 @@
 //! `GET aggregated/instances` (`filter` of the form `labels.KEY = "VALUE"`, or such terms in parentheses joined by
 //! `OR`; pages of [`FakeGcp::set_page_size`]
 //! with `nextPageToken`), `POST zones/{z}/instances/bulkInsert` (`sourceInstanceTemplate`,
-//! `perInstanceProperties`, `instanceProperties.labels`, `requestId`), `POST zones/{z}/instances/{i}/start`,
+//! `perInstanceProperties`, `instanceProperties.labels`, `requestId`), `POST zones/{z}/instances` (one instance
+//! as openshift-install makes its machines: `name`, `machineType`, `labels`), `POST zones/{z}/instances/{i}/start`,
 //! `/stop`, `/resume`, `DELETE zones/{z}/instances/{i}`. Every Compute call needs a live bearer token (else 401).
 //!
 //! Instances move through the real states on a clock the test can advance: PROVISIONING → STAGING → RUNNING
@@ -432,6 +433,7 @@ fn answer(state: &Mutex<State>, req: Request) -> Response {
     match (req.method.as_str(), parts.as_slice()) {
         ("GET", [project, "aggregated", "instances"]) => list(&mut s, project, &req),
         ("POST", [project, "zones", zone, "instances", "bulkInsert"]) => bulk_insert(&mut s, project, zone, &req),
+        ("POST", [project, "zones", zone, "instances"]) => insert(&mut s, project, zone, &req),
         ("POST", [project, "zones", zone, "instances", name, verb]) => power(&mut s, project, zone, name, verb),
         ("DELETE", [project, "zones", zone, "instances", name]) => delete(&mut s, project, zone, name),
         ("GET", [project, "zones", zone, "instances", name]) => get_instance(&s, project, zone, name),
@@ -579,6 +581,50 @@ fn bulk_insert(s: &mut State, project: &str, zone: &str, req: &Request) -> Respo
             s.transition(&k, "PROVISIONING", boot, Some("RUNNING"));
         }
         s.tracked(project, zone, "bulkInsert", &names, None)
+    };
+    if let Some(id) = request_id {
+        s.operations.insert(id, op.clone());
+    }
+    Response::json(200, &op)
+}
+
+/// `instances.insert`: one instance as its body describes it, as openshift-install makes its machines (no
+/// template), PROVISIONING then RUNNING.
+fn insert(s: &mut State, project: &str, zone: &str, req: &Request) -> Response {
+    let request_id = req.param("requestId").map(str::to_owned);
+    if let Some(op) = request_id.as_ref().and_then(|id| s.operations.get(id)) {
+        return Response::json(200, op);
+    }
+    let body = req.json();
+    let name = body["name"].as_str().unwrap_or_default().to_owned();
+    if name.is_empty() || body["machineType"].as_str().is_none_or(str::is_empty) {
+        return error(
+            400,
+            "invalid",
+            "Invalid value for field 'resource': the instance needs a name and a machineType.",
+        );
+    }
+    if s.instances.contains_key(&key(project, zone, &name)) {
+        return error(
+            409,
+            "alreadyExists",
+            &format!("The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists"),
+        );
+    }
+    let labels: BTreeMap<String, String> = body["labels"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+        .unwrap_or_default();
+    let op = if s.quota_exceeded {
+        let e = json!({"errors": [{"code": "QUOTA_EXCEEDED", "message": format!("Quota 'CPUS' exceeded in region of {zone}.")}]});
+        s.tracked(project, zone, "insert", &[], Some(e))
+    } else {
+        let k = key(project, zone, &name);
+        let instance = s.instance("PROVISIONING", labels);
+        s.instances.insert(k.clone(), instance);
+        let boot = s.timings.boot;
+        s.transition(&k, "PROVISIONING", boot, Some("RUNNING"));
+        s.tracked(project, zone, "insert", &[name], None)
     };
     if let Some(id) = request_id {
         s.operations.insert(id, op.clone());
