@@ -26,5 +26,5 @@ echo "logs: $run/apiary.log; metrics (EMF): $run/metrics.log; emulator: $AWS_END
   --fake-clouds --pool demo=infra/demo-pool.json --pool demo-gcp=infra/demo-pool-gcp.json \
   --pool demo-azure=infra/demo-pool-azure.json --pool demo-vsphere=infra/demo-pool-vsphere.json \
   --pool demo-installer=infra/demo-pool-installer.json --pool demo-member=infra/demo-pool-member.json \
-  --pool demo-openshift=infra/demo-pool-openshift.json \
+  --pool demo-openshift=infra/demo-pool-openshift.json --pool demo-openshift-gcp=infra/demo-pool-openshift-gcp.json \
   --status 2> "$run/apiary.log"

@@ -381,3 +381,48 @@ async fn an_openshift_pool_installs_through_the_reference_installer_and_a_releas
     assert!(message.contains("platform.aws.region: is required"), "{message}");
     s.stop().await;
 }
+
+/// Issue 73: an OpenShift pool off AWS, as `make run`'s demo-openshift-gcp. The reference installer renders the GCP
+/// template the pool names, its jobs install with the pool's service account key, the stand-in makes the machines on
+/// the fake Compute Engine labelled for the cluster, the pool's GCP platform powers them (its standby stopped, its
+/// spare Running), and a claim gets the Running one; its release removes the machines with the same key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openshift_pool_on_gcp_installs_through_the_reference_installer_with_the_pools_key() {
+    let s = support::clouds_stack().await;
+    let clouds = s.clouds.as_ref().expect("a stack with the fake clouds");
+    let mut spec: Value =
+        serde_json::from_str(include_str!("../infra/demo-pool-openshift-gcp.json")).expect("the demo pool");
+    clouds.fill(&mut spec);
+    spec["size"] = json!(2);
+    s.put_pool("w", &spec).await;
+    let before = s.converged("w", 2, 1).await;
+    let machines = |c: &Value| {
+        let label = apiary_clouds::gcp::cluster_label(c["infraId"].as_str().expect("infraId"));
+        clouds.gcp.labelled(apiary_local::clouds::DEMO_PROJECT, &label, "owned")
+    };
+    let running = before.iter().find(|c| c["powerState"] == "Running").expect("a Running cluster").clone();
+    let standby = before.iter().find(|c| c["powerState"] == "Hibernating").expect("a standby cluster").clone();
+    assert_eq!(machines(&running), ["RUNNING"; 5], "three control-plane machines and two workers");
+    assert_eq!(machines(&standby), ["TERMINATED"; 5], "the pool's GCP platform stopped the installer's machines");
+    assert!(before.iter().all(|c| c["release"] == spec["release"]), "{before:?}");
+
+    let (status, claim) = s.call("PUT", "/pools/w/claims/job", ALICE, None).await;
+    assert_eq!(status, 201, "{claim}");
+    assert_eq!(claim["cluster"]["id"], running["id"]);
+    assert_eq!(
+        claim["cluster"]["outputs"]["apiUrl"],
+        clouds.cluster_api.server(running["infraId"].as_str().unwrap_or(""))
+    );
+    let (status, _) = s.call("DELETE", "/pools/w/claims/job", ALICE, None).await;
+    assert_eq!(status, 202);
+    s.until("the released cluster's machines are deleted with the pool's key", 2 * MINUTE, || async {
+        machines(&running).iter().all(|m| m == "STOPPING").then_some(())
+    })
+    .await;
+    // The key was the jobs' only while they ran: once the pool is full again and no job runs, nothing of it is
+    // left beside the installer's directories.
+    s.converged("w", 2, 1).await;
+    let left = std::fs::read_dir(clouds.openshift.root.join("credentials")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0);
+    s.stop().await;
+}

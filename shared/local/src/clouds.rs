@@ -161,9 +161,14 @@ impl DemoClouds {
         let key = webhook::new_key();
         let receiver = notifications::FakeReceiver::start(&key).await?;
         let receiver_secret = secrets.create(&format!("{prefix}-fake-notify"), &key, grants.of(NOTIFY_SECRET)).await?;
+        let on_gcp = crate::openshift::DemoGcp {
+            endpoint: gcp.endpoint(),
+            credentials: gcp_credentials.clone(),
+            pools: grants.of(GCP_SECRET),
+        };
+        let pools = grants.of(OPENSHIFT_SECRET);
         let openshift =
-            crate::openshift::DemoOpenShift::start(sdk, prefix, boot * 2, &cluster_api, grants.of(OPENSHIFT_SECRET))
-                .await?;
+            crate::openshift::DemoOpenShift::start(sdk, prefix, boot * 2, &cluster_api, pools, &on_gcp).await?;
         Ok(Self {
             gcp,
             azure,

@@ -25,6 +25,21 @@ use apiary_installer::service::Installer;
 pub const TEMPLATE: &str = include_str!("../../../infra/demo-openshift-install-config.yaml");
 /// The name the installer keeps it under, which the demo pool names (`installConfigTemplate`).
 pub const TEMPLATE_NAME: &str = "demo-aws";
+/// The GCP pool's template, kept as [`GCP_TEMPLATE_NAME`].
+pub const GCP_TEMPLATE: &str = include_str!("../../../infra/demo-openshift-gcp-install-config.yaml");
+/// The name the GCP pool names it by.
+pub const GCP_TEMPLATE_NAME: &str = "demo-gcp";
+
+/// The fake Compute Engine the demo's GCP OpenShift pools install on: its API, the ARN of the demo account's key,
+/// and the pools that key is granted to (their jobs install with it).
+pub struct DemoGcp<'a> {
+    /// The Compute API (`CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE` for the jobs).
+    pub endpoint: String,
+    /// The ARN of the service account key.
+    pub credentials: String,
+    /// The pools it is granted to.
+    pub pools: &'a [String],
+}
 /// The extra manifest the demo pools' clusters are installed with.
 pub const MANIFEST: &str = include_str!("../../../infra/demo-openshift-manifest.yaml");
 /// The release the demo pools name (the stand-in installs no release; a real openshift-install would).
@@ -63,6 +78,7 @@ impl DemoOpenShift {
         install: Duration,
         cluster_api: &FakeClusterApi,
         pools: &[String],
+        gcp: &DemoGcp<'_>,
     ) -> anyhow::Result<Self> {
         let root = std::env::temp_dir().join(format!("{prefix}-openshift-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
@@ -79,13 +95,17 @@ impl DemoOpenShift {
             pull_secret,
             ssh_key: Some(ssh_key),
             manifests: vec![MANIFEST.into()],
+            credentials: None,
             install_timeout: Some("20m".into()),
             role_arn: None,
         };
         let local_pools = LocalPools::new(&root);
         local_pools.put_template(TEMPLATE_NAME, TEMPLATE).await?;
+        local_pools.put_template(GCP_TEMPLATE_NAME, GCP_TEMPLATE).await?;
         for pool in pools {
-            local_pools.put(pool, &settings).await?;
+            // A pool granted the GCP key installs with it, should it name a GCP template.
+            let credentials = gcp.pools.contains(pool).then(|| gcp.credentials.clone());
+            local_pools.put(pool, &PoolSettings { credentials, ..settings.clone() }).await?;
         }
         let api = root.join("cluster-api.json");
         let url = cluster_api.server("");
@@ -99,6 +119,7 @@ impl DemoOpenShift {
             ("FAKE_OPENSHIFT_INSTALL_SECONDS".to_owned(), install.as_secs_f64().to_string()),
             ("FAKE_OPENSHIFT_INSTALL_CLUSTER_API".to_owned(), api.display().to_string()),
             ("FAKE_OPENSHIFT_INSTALL_FAULTS_FILE".to_owned(), faults.display().to_string()),
+            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE".to_owned(), format!("{}/", gcp.endpoint)),
         ];
         let jobs = LocalJobs::new(vec![program().display().to_string()], &root, env);
         let reader: Arc<dyn apiary_ports::secrets::Secrets> = Arc::new(secrets);

@@ -434,7 +434,8 @@ pub struct GcpPlatform {
     pub zones: Vec<String>,
     /// The instance template: a name in the project (`apiary-node`) or its path
     /// (`global/instanceTemplates/apiary-node`, `projects/p/global/instanceTemplates/apiary-node`,
-    /// `projects/p/regions/r/instanceTemplates/apiary-node`).
+    /// `projects/p/regions/r/instanceTemplates/apiary-node`). Empty when the pool's installer makes the machines.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub instance_template: String,
     /// Machines per cluster.
     #[serde(default = "one")]

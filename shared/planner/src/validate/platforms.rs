@@ -60,7 +60,7 @@ pub(super) fn unmoved(e: &mut impl FnMut(&str, String), old: &Platform, new: &Pl
 pub(super) fn check(e: &mut impl FnMut(&str, String), platform: &Platform, launches: bool) {
     match platform {
         Platform::Aws(a) => aws(e, a, launches),
-        Platform::Gcp(g) => gcp(e, g),
+        Platform::Gcp(g) => gcp(e, g, launches),
         Platform::Azure(a) => azure(e, a),
         Platform::Vsphere(v) => vsphere(e, v),
         Platform::Fake(f) => fake(e, f),
@@ -150,7 +150,8 @@ fn fake(e: &mut impl FnMut(&str, String), fake: &FakePlatform) {
     }
 }
 
-fn gcp(e: &mut impl FnMut(&str, String), gcp: &GcpPlatform) {
+/// `launches`: Apiary makes the machines from the instance template (no installer does).
+fn gcp(e: &mut impl FnMut(&str, String), gcp: &GcpPlatform, launches: bool) {
     let project = &gcp.project;
     let project_ok = (6..=30).contains(&project.len())
         && project.starts_with(|c: char| c.is_ascii_lowercase())
@@ -185,7 +186,11 @@ fn gcp(e: &mut impl FnMut(&str, String), gcp: &GcpPlatform) {
             e(&i, format!("zone {zone:?} is given twice"));
         }
     }
-    if gcp.instance_template.len() > MAX_GCP_TEMPLATE_LEN {
+    if gcp.instance_template.is_empty() {
+        if launches {
+            e("platform.gcp.instanceTemplate", "is required when no installer makes the machines".into());
+        }
+    } else if gcp.instance_template.len() > MAX_GCP_TEMPLATE_LEN {
         e(
             "platform.gcp.instanceTemplate",
             format!("at most {MAX_GCP_TEMPLATE_LEN} characters, got {}", gcp.instance_template.len()),

@@ -117,6 +117,20 @@ fn a_gcp_platform_is_valid_with_a_project_a_zone_a_template_and_a_secret() {
 }
 
 #[test]
+fn a_gcp_pool_whose_installer_makes_the_machines_names_no_template() {
+    let g = crate::model::GcpPlatform { instance_template: String::new(), ..gcp() };
+    let mut spec = PoolSpec::new(1, Platform::Gcp(g));
+    assert_eq!(fields(&spec), ["platform.gcp.instanceTemplate"], "Apiary makes them: it needs the template");
+    let secret = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/installer-AbCdEf";
+    let webhook =
+        Some(crate::model::WebhookProvisioner { url: "https://installer.example.com".into(), secret: secret.into() });
+    spec.provisioner = Some(crate::model::ProvisionerSpec { webhook });
+    assert_eq!(validate_spec(&spec), Ok(()));
+    // Absent, it is not written out: the pool's version is what it would be had it never been a field.
+    assert!(serde_json::to_value(&spec.platform).expect("json")["gcp"].get("instanceTemplate").is_none());
+}
+
+#[test]
 fn every_bad_gcp_field_is_named() {
     let g = crate::model::GcpPlatform {
         project: "Bad Project".into(),
