@@ -93,13 +93,18 @@ pub fn validate_name(field: &str, name: &str) -> Result<(), FieldError> {
     check_dns_label(name, 63).map_err(|why| FieldError::new(field, why))
 }
 
-/// A Secrets Manager secret's ARN: `arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME`.
+/// A Secrets Manager secret's ARN: `arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME`, each part of the
+/// characters it may hold (a partition's and a region's lowercase letters, digits and `-`; a name's letters, digits
+/// and `/_+=.@-`), so that nothing else reaches a role's policy or a Secrets Manager call.
 pub(crate) fn secret_arn(e: &mut impl FnMut(&str, String), field: &str, arn: &str) {
     let parts: Vec<&str> = arn.splitn(7, ':').collect();
+    let lowercase =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let named = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/_+=.@-".contains(&b));
     let ok = arn.len() <= MAX_SECRET_ARN_LEN
         && matches!(parts.as_slice(), ["arn", partition, "secretsmanager", region, account, "secret", name]
-            if !partition.is_empty() && !region.is_empty() && account.len() == 12
-                && account.bytes().all(|b| b.is_ascii_digit()) && !name.is_empty());
+            if lowercase(partition) && lowercase(region) && account.len() == 12
+                && account.bytes().all(|b| b.is_ascii_digit()) && named(name));
     if !ok {
         e(
             field,
@@ -313,6 +318,29 @@ mod tests {
         assert_eq!(validate_spec(&s), Ok(()));
         s.release = Some("4.18".into());
         assert_eq!(fields(&s), ["release"]);
+    }
+
+    #[test]
+    fn a_secret_arn_is_one_in_every_part_not_only_in_its_colons() {
+        let good = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:apiary/gcp-ci_1+=.@-AbCdEf";
+        let refused = |arn: &str| {
+            let mut errors = Vec::new();
+            secret_arn(&mut |f: &str, m: String| errors.push((f.to_owned(), m)), "credentialsSecret", arn);
+            !errors.is_empty()
+        };
+        assert!(!refused(good));
+        assert!(!refused("arn:aws-us-gov:secretsmanager:us-gov-west-1:123456789012:secret:ci-AbCdEf"));
+        // What the API fuzzing sent: the right colons around parts no ARN has.
+        let fuzzed = "arn:\u{1f3fb}?d\n\u{c2}0:secretsmanager:\u{10dc28}\u{f5}h:180786615065:secret:\u{df}";
+        for bad in [
+            fuzzed,
+            "arn:AWS:secretsmanager:eu-west-1:123456789012:secret:ci",
+            "arn:aws:secretsmanager:eu west 1:123456789012:secret:ci",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ci key",
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:",
+        ] {
+            assert!(refused(bad), "{bad:?}");
+        }
     }
 
     #[test]
