@@ -565,13 +565,9 @@ fn bulk_insert(s: &mut State, project: &str, zone: &str, req: &Request) -> Respo
             &format!("The resource 'projects/{project}/zones/{zone}/instances/{taken}' already exists"),
         );
     }
-    let labels: BTreeMap<String, String> = body["instanceProperties"]["labels"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
-        .unwrap_or_default();
+    let labels = labels_of(&body["instanceProperties"]["labels"]);
     let op = if s.quota_exceeded {
-        let e = json!({"errors": [{"code": "QUOTA_EXCEEDED", "message": format!("Quota 'CPUS' exceeded in region of {zone}.")}]});
-        s.tracked(project, zone, "bulkInsert", &[], Some(e))
+        s.tracked(project, zone, "bulkInsert", &[], Some(quota_exceeded(zone)))
     } else {
         let boot = s.timings.boot;
         for n in &names {
@@ -586,6 +582,19 @@ fn bulk_insert(s: &mut State, project: &str, zone: &str, req: &Request) -> Respo
         s.operations.insert(id, op.clone());
     }
     Response::json(200, &op)
+}
+
+/// An instance's labels as a request body gives them.
+fn labels_of(labels: &Value) -> BTreeMap<String, String> {
+    labels
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+        .unwrap_or_default()
+}
+
+/// The error of an operation the project's quota refused.
+fn quota_exceeded(zone: &str) -> Value {
+    json!({"errors": [{"code": "QUOTA_EXCEEDED", "message": format!("Quota 'CPUS' exceeded in region of {zone}.")}]})
 }
 
 /// `instances.insert`: one instance as its body describes it, as openshift-install makes its machines (no
@@ -611,13 +620,9 @@ fn insert(s: &mut State, project: &str, zone: &str, req: &Request) -> Response {
             &format!("The resource 'projects/{project}/zones/{zone}/instances/{name}' already exists"),
         );
     }
-    let labels: BTreeMap<String, String> = body["labels"]
-        .as_object()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
-        .unwrap_or_default();
+    let labels = labels_of(&body["labels"]);
     let op = if s.quota_exceeded {
-        let e = json!({"errors": [{"code": "QUOTA_EXCEEDED", "message": format!("Quota 'CPUS' exceeded in region of {zone}.")}]});
-        s.tracked(project, zone, "insert", &[], Some(e))
+        s.tracked(project, zone, "insert", &[], Some(quota_exceeded(zone)))
     } else {
         let k = key(project, zone, &name);
         let instance = s.instance("PROVISIONING", labels);
